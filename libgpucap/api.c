@@ -1,0 +1,30 @@
+/*
+ * api.c: the small public API (include/gpucap.h).
+ */
+#include "internal.h"
+
+#include "gpucap.h"
+
+#include <errno.h>
+
+GPC_EXPORT const char *gpucap_version(void)
+{
+    return GPUCAP_VERSION_STRING;
+}
+
+GPC_EXPORT int gpucap_device_usage(int ordinal, struct gpucap_usage *out)
+{
+    if (!out || ordinal < 0 || ordinal >= GPC_MAX_DEVICES)
+        return -EINVAL;
+    gpc_init();
+    struct gpc_slot *s = gpc_device_slot_if_ready(ordinal);
+    if (!s)
+        return -ENOENT;
+    out->limit = atomic_load(&s->limit);
+    out->used = atomic_load(&s->used);
+    out->peak = atomic_load(&s->peak);
+    out->allocations = atomic_load(&s->allocs);
+    out->frees = atomic_load(&s->frees);
+    out->denials = atomic_load(&s->denials);
+    return 0;
+}

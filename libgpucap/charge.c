@@ -1,0 +1,76 @@
+/*
+ * charge.c: the steps every allocating hook shares.
+ *
+ * Reserve before the driver is called (so a denial never reaches it), then either give the
+ * reservation back (the driver failed) or record what the new pointer or handle was charged.
+ * Frees take the record out first, call the driver, then release or put the record back.
+ */
+#include "internal.h"
+
+static void log_denial(const char *call, int device, uint64_t bytes, const struct gpc_slot *s)
+{
+    char a[32], b[32], c[32];
+    gpc_log(GPC_LOG_WARN, "%s denied on device %d: requested %s, in use %s, limit %s -> CUDA_ERROR_OUT_OF_MEMORY",
+            call, device, gpc_format_size(bytes, a, sizeof a),
+            gpc_format_size(atomic_load(&s->used), b, sizeof b), gpc_format_size(atomic_load(&s->limit), c, sizeof c));
+}
+
+CUresult gpc_charge_begin(struct gpc_charge *c, int device, uint64_t bytes, const char *call)
+{
+    c->slot = NULL;
+    c->bytes = bytes;
+    c->device = device;
+    if (!gpc_enforcing())
+        return CUDA_SUCCESS;
+    if (device < 0) {
+        CUdevice d;
+        /* No current context: let the driver give its own error. */
+        if (gpc_current_device(&d) != CUDA_SUCCESS)
+            return CUDA_SUCCESS;
+        c->device = device = d;
+    }
+    struct gpc_slot *s = gpc_device_slot(device);
+    if (!s)
+        return CUDA_SUCCESS;
+    if (gpc_budget_reserve(s, bytes) != 0) {
+        log_denial(call, device, bytes, s);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    c->slot = s;
+    return CUDA_SUCCESS;
+}
+
+void gpc_charge_end(struct gpc_charge *c, CUresult rc, enum gpc_map_kind kind, uint64_t key)
+{
+    if (!c->slot)
+        return;
+    if (rc != CUDA_SUCCESS) {
+        gpc_budget_release(c->slot, c->bytes);
+        return;
+    }
+    struct gpc_track t = {.bytes = c->bytes, .device = c->device, .refs = 1};
+    if (gpc_track_add(kind, key, &t) != 0)
+        gpc_log(GPC_LOG_ERROR, "out of memory for bookkeeping: %llu bytes on device %d stay charged for good",
+                (unsigned long long)c->bytes, c->device);
+}
+
+bool gpc_free_begin(enum gpc_map_kind kind, uint64_t key, struct gpc_track *t)
+{
+    gpc_init();
+    if (atomic_load_explicit(&gpc_passthrough, memory_order_relaxed))
+        return false;
+    return gpc_track_take(kind, key, t);
+}
+
+void gpc_free_end(bool known, enum gpc_map_kind kind, uint64_t key, const struct gpc_track *t, CUresult rc)
+{
+    if (!known)
+        return;
+    if (rc != CUDA_SUCCESS) {
+        gpc_track_add(kind, key, t);
+        return;
+    }
+    struct gpc_slot *s = gpc_device_slot_if_ready(t->device);
+    if (s)
+        gpc_budget_release(s, t->bytes);
+}

@@ -1,0 +1,164 @@
+/*
+ * hooks_mem.c: the allocation calls that return a device pointer, and their frees.
+ *
+ * Each hook is thin: charge (charge.c), call the driver, commit. The legacy unversioned exports
+ * keep their 32-bit ABI (unsigned int sizes and pointers) and are budgeted like the _v2 ones.
+ * Stream-ordered allocations are counted per pointer here, against the current context's device.
+ */
+#include "internal.h"
+
+GPC_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    struct gpc_charge c;
+    CUresult rc = gpc_charge_begin(&c, -1, bytesize, "cuMemAlloc_v2");
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = GPC_CALL_REAL(cuMemAlloc_v2, (dptr, bytesize));
+    gpc_charge_end(&c, rc, GPC_MAP_PTR, rc == CUDA_SUCCESS ? *dptr : 0);
+    return rc;
+}
+
+GPC_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+{
+    struct gpc_charge c;
+    CUresult rc = gpc_charge_begin(&c, -1, bytesize, "cuMemAlloc");
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = GPC_CALL_REAL(cuMemAlloc, (dptr, bytesize));
+    gpc_charge_end(&c, rc, GPC_MAP_PTR, rc == CUDA_SUCCESS ? *dptr : 0);
+    return rc;
+}
+
+GPC_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    struct gpc_track t;
+    bool known = gpc_free_begin(GPC_MAP_PTR, dptr, &t);
+    CUresult rc = GPC_CALL_REAL(cuMemFree_v2, (dptr));
+    gpc_free_end(known, GPC_MAP_PTR, dptr, &t, rc);
+    return rc;
+}
+
+GPC_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
+{
+    struct gpc_track t;
+    bool known = gpc_free_begin(GPC_MAP_PTR, dptr, &t);
+    CUresult rc = GPC_CALL_REAL(cuMemFree, (dptr));
+    gpc_free_end(known, GPC_MAP_PTR, dptr, &t, rc);
+    return rc;
+}
+
+/*
+ * The pitch is known only after the call. We reserve for the usual 512-byte pitch alignment first,
+ * then settle: give back what was over-reserved, or reserve the rest, and if the rest does not fit
+ * free the allocation again and deny it. Admitted bytes never exceed the budget in between.
+ */
+#define PITCH_GUESS 512u
+
+static CUresult settle_pitch(struct gpc_charge *c, CUresult rc, uint64_t addr, uint64_t actual, const char *call)
+{
+    if (rc != CUDA_SUCCESS || !c->slot) {
+        gpc_charge_end(c, rc, GPC_MAP_PTR, addr);
+        return rc;
+    }
+    if (actual < c->bytes) {
+        gpc_budget_release(c->slot, c->bytes - actual);
+    } else if (actual > c->bytes) {
+        struct gpc_charge extra;
+        if (gpc_charge_begin(&extra, c->device, actual - c->bytes, call) != CUDA_SUCCESS)
+            return CUDA_ERROR_OUT_OF_MEMORY; /* the caller frees and rolls back */
+    }
+    c->bytes = actual;
+    gpc_charge_end(c, rc, GPC_MAP_PTR, addr);
+    return rc;
+}
+
+static uint64_t pitch_guess(uint64_t width, uint64_t height)
+{
+    return ((width + PITCH_GUESS - 1) / PITCH_GUESS) * PITCH_GUESS * height;
+}
+
+GPC_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                                       unsigned int ElementSizeBytes)
+{
+    struct gpc_charge c;
+    CUresult rc = gpc_charge_begin(&c, -1, pitch_guess(WidthInBytes, Height), "cuMemAllocPitch_v2");
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = GPC_CALL_REAL(cuMemAllocPitch_v2, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
+    bool ok = rc == CUDA_SUCCESS;
+    CUresult settled = settle_pitch(&c, rc, ok ? *dptr : 0, ok ? (uint64_t)*pPitch * Height : 0, "cuMemAllocPitch_v2");
+    if (ok && settled != CUDA_SUCCESS) {
+        GPC_CALL_REAL(cuMemFree_v2, (*dptr));
+        gpc_budget_release(c.slot, c.bytes);
+    }
+    return settled;
+}
+
+GPC_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
+                                    unsigned int Height, unsigned int ElementSizeBytes)
+{
+    struct gpc_charge c;
+    CUresult rc = gpc_charge_begin(&c, -1, pitch_guess(WidthInBytes, Height), "cuMemAllocPitch");
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = GPC_CALL_REAL(cuMemAllocPitch, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
+    bool ok = rc == CUDA_SUCCESS;
+    CUresult settled = settle_pitch(&c, rc, ok ? *dptr : 0, ok ? (uint64_t)*pPitch * Height : 0, "cuMemAllocPitch");
+    if (ok && settled != CUDA_SUCCESS) {
+        GPC_CALL_REAL(cuMemFree, (*dptr));
+        gpc_budget_release(c.slot, c.bytes);
+    }
+    return settled;
+}
+
+/* Managed memory can migrate and oversubscribe; we count it in full on the current device. */
+GPC_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    struct gpc_charge c;
+    CUresult rc = gpc_charge_begin(&c, -1, bytesize, "cuMemAllocManaged");
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = GPC_CALL_REAL(cuMemAllocManaged, (dptr, bytesize, flags));
+    gpc_charge_end(&c, rc, GPC_MAP_PTR, rc == CUDA_SUCCESS ? *dptr : 0);
+    return rc;
+}
+
+#define ALLOC_ASYNC(name)                                                               \
+    GPC_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)      \
+    {                                                                                   \
+        struct gpc_charge c;                                                            \
+        CUresult rc = gpc_charge_begin(&c, -1, bytesize, #name);                        \
+        if (rc != CUDA_SUCCESS)                                                         \
+            return rc;                                                                  \
+        rc = GPC_CALL_REAL(name, (dptr, bytesize, hStream));                            \
+        gpc_charge_end(&c, rc, GPC_MAP_PTR, rc == CUDA_SUCCESS ? *dptr : 0);            \
+        return rc;                                                                      \
+    }
+ALLOC_ASYNC(cuMemAllocAsync)
+ALLOC_ASYNC(cuMemAllocAsync_ptsz)
+
+#define ALLOC_FROM_POOL(name)                                                                       \
+    GPC_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) \
+    {                                                                                               \
+        struct gpc_charge c;                                                                        \
+        CUresult rc = gpc_charge_begin(&c, -1, bytesize, #name);                                    \
+        if (rc != CUDA_SUCCESS)                                                                     \
+            return rc;                                                                              \
+        rc = GPC_CALL_REAL(name, (dptr, bytesize, pool, hStream));                                  \
+        gpc_charge_end(&c, rc, GPC_MAP_PTR, rc == CUDA_SUCCESS ? *dptr : 0);                        \
+        return rc;                                                                                  \
+    }
+ALLOC_FROM_POOL(cuMemAllocFromPoolAsync)
+ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz)
+
+#define FREE_ASYNC(name)                                                 \
+    GPC_EXPORT CUresult name(CUdeviceptr dptr, CUstream hStream)         \
+    {                                                                    \
+        struct gpc_track t;                                              \
+        bool known = gpc_free_begin(GPC_MAP_PTR, dptr, &t);              \
+        CUresult rc = GPC_CALL_REAL(name, (dptr, hStream));              \
+        gpc_free_end(known, GPC_MAP_PTR, dptr, &t, rc);                  \
+        return rc;                                                       \
+    }
+FREE_ASYNC(cuMemFreeAsync)
+FREE_ASYNC(cuMemFreeAsync_ptsz)

@@ -1,0 +1,211 @@
+/*
+ * internal.h: what the files of libgpucap share, grouped by the file that owns each declaration.
+ * Everything not declared here is static to its file. Nothing here is exported: the library is
+ * built with hidden visibility and libgpucap.map lists the exports.
+ */
+#ifndef GPUCAP_INTERNAL_H
+#define GPUCAP_INTERNAL_H
+
+/* Legacy 32-bit prototypes and no `#define cuMemAlloc cuMemAlloc_v2` renames: we export both. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hooklist.h"
+#include "units.h"
+
+#define GPC_EXPORT __attribute__((visibility("default")))
+#define gpc_likely(x) __builtin_expect(!!(x), 1)
+#define gpc_unlikely(x) __builtin_expect(!!(x), 0)
+
+/* Device ordinals a process can have budgets for (a node has at most 16 today). */
+#define GPC_MAX_DEVICES 64
+/* A limit of GPC_UNLIMITED means "no budget for this device". */
+#define GPC_UNLIMITED UINT64_MAX
+
+/* ---- log.c: the one log sink, "gpucap: " prefixed lines on stderr ---- */
+enum gpc_log_level { GPC_LOG_ERROR, GPC_LOG_WARN, GPC_LOG_INFO, GPC_LOG_DEBUG };
+extern int gpc_log_threshold;
+/* Writes one line with write(2): no stdio buffer, no malloc; keeps errno. */
+void gpc_log_line(enum gpc_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define gpc_log(level, ...)                                  \
+    do {                                                     \
+        if ((int)(level) <= gpc_log_threshold)               \
+            gpc_log_line((level), __VA_ARGS__);              \
+    } while (0)
+
+/* ---- options.c: every setting, one table ---- */
+enum gpc_opt {
+    GPC_OPT_MEMORY_LIMIT,
+    GPC_OPT_CONFIG,
+    GPC_OPT_LOG_LEVEL,
+    GPC_OPT__COUNT
+};
+enum gpc_opt_type { GPC_T_SIZE, GPC_T_BOOL, GPC_T_INT, GPC_T_STRING, GPC_T_ENUM };
+#define GPC_OPTF_PER_DEVICE 1u /* also GPUCAP_<NAME>_<ordinal> and [device.<ordinal>] */
+#define GPC_OPTF_ENV_ONLY 2u   /* not read from the ini file */
+
+struct gpc_option_def {
+    const char *key;     /* ini key in [gpucap]; the variable is GPUCAP_ + the key in capitals */
+    const char *env;     /* that variable, spelled out */
+    enum gpc_opt_type type;
+    const char *def;     /* default as text; NULL: unset */
+    const char *choices; /* GPC_T_ENUM: "a|b|c", index = value */
+    unsigned flags;
+    const char *doc;
+};
+extern const struct gpc_option_def gpc_option_defs[GPC_OPT__COUNT];
+
+enum gpc_source { GPC_SRC_DEFAULT, GPC_SRC_FILE, GPC_SRC_ENV };
+struct gpc_value {
+    bool set;            /* a value was given (or a default applies) */
+    bool bad;            /* a value was given and is malformed: its safe state applies */
+    enum gpc_source src;
+    int line;            /* ini line, when src == GPC_SRC_FILE */
+    union {
+        struct gpc_size size;
+        bool b;
+        long long i;
+        int e;
+    } u;
+    char text[256];      /* as written (strings: the value) */
+};
+struct gpc_settings {
+    struct gpc_value opt[GPC_OPT__COUNT];
+    struct gpc_value dev_limit[GPC_MAX_DEVICES]; /* per ordinal memory_limit */
+    char config_path[512];
+    bool config_read;    /* the ini file existed and was read */
+    bool config_bad;     /* unreadable, bad syntax or unknown keys: budgets not set by env are 0 */
+    bool env_bad;        /* an unknown GPUCAP_* variable: every budget is 0 */
+    int errors;          /* error lines written */
+};
+/*
+ * Fills *s from the ini file (GPUCAP_CONFIG, else /etc/gpucap/gpucap.ini if present) and then the
+ * environment `envp`, which overrides it. Every malformed value is logged as one error line naming
+ * the setting, the value and the accepted forms. Never fails: bad values are marked `bad`.
+ */
+void gpc_settings_load(struct gpc_settings *s, char *const *envp);
+/*
+ * The byte budget for device `ordinal` with `physical` bytes of memory under *s: GPC_UNLIMITED when
+ * no limit applies, 0 when the setting that applies is malformed. *from (optional) names the source.
+ */
+uint64_t gpc_settings_limit(const struct gpc_settings *s, int ordinal, uint64_t physical,
+                            const struct gpc_value **from);
+/* True when some budget applies to some device (or a bad setting forces the safe state). */
+bool gpc_settings_any_limit(const struct gpc_settings *s);
+/* Describes where a value came from: "GPUCAP_MEMORY_LIMIT", "/etc/gpucap/gpucap.ini:3", "default". */
+const char *gpc_value_origin(const struct gpc_settings *s, const struct gpc_value *v, enum gpc_opt opt,
+                             int ordinal, char *buf, size_t len);
+
+/* ---- init.c: lazy start-up on the first CUDA call, shutdown ---- */
+extern struct gpc_settings gpc_settings;
+/* 1 once settings are loaded and the real driver resolved; hooks may run before the constructor. */
+extern atomic_int gpc_initialized;
+/* True when hooks must only pass calls through: no budget configured, or after the destructor. */
+extern atomic_bool gpc_passthrough;
+void gpc_init_slow(void);
+static inline void gpc_init(void)
+{
+    if (gpc_unlikely(!atomic_load_explicit(&gpc_initialized, memory_order_acquire)))
+        gpc_init_slow();
+}
+/* gpc_init() then true when this call should be counted against a budget. */
+static inline bool gpc_enforcing(void)
+{
+    gpc_init();
+    return !atomic_load_explicit(&gpc_passthrough, memory_order_relaxed);
+}
+
+/* ---- resolve.c: the real entry points ---- */
+struct gpc_real {
+#define GPC_REAL_FIELD(exp, base, ver, pt, pfn) pfn exp;
+    GPC_HOOKS(GPC_REAL_FIELD)
+#undef GPC_REAL_FIELD
+#define GPC_REAL_FIELD2(exp, pfn) pfn exp;
+    GPC_REAL_ONLY(GPC_REAL_FIELD2)
+#undef GPC_REAL_FIELD2
+};
+extern struct gpc_real gpc_real;
+/* Resolves gpc_real from libcuda.so.1 (once; `handle` is used when the caller already has one). */
+void gpc_resolve_cuda(void *handle);
+/* glibc's dlsym/dlvsym (or the next interposer's), found without calling dlsym. NULL if not found. */
+void *(*gpc_real_dlsym_fn(void))(void *, const char *);
+void *(*gpc_real_dlvsym_fn(void))(void *, const char *, const char *);
+/* A driver entry point that is missing answers this instead of crashing. */
+#define GPC_CALL_REAL(name, args) (gpc_real.name ? gpc_real.name args : CUDA_ERROR_NOT_FOUND)
+
+/* ---- procaddr.c: the hook that stands for a driver symbol ---- */
+/* Our hook for exported name `name` (e.g. "cuMemAlloc_v2"), or NULL if we do not hook it. */
+void *gpc_hook_for_export(const char *name);
+/* Replaces *pfn (the driver's answer for base name `symbol`) by the hook of the same variant. */
+void gpc_procaddr_redirect(const char *symbol, void **pfn, int version, cuuint64_t flags);
+
+/* ---- budget.c: reservation arithmetic on a slot that may live in shared memory ---- */
+/* Fixed size, no pointers, only atomics: the same layout serves a private and a shared ledger. */
+struct gpc_slot {
+    _Atomic uint64_t limit;   /* GPC_UNLIMITED for no budget */
+    _Atomic uint64_t used;    /* bytes admitted and not released */
+    _Atomic uint64_t peak;
+    _Atomic uint64_t allocs;
+    _Atomic uint64_t frees;
+    _Atomic uint64_t denials;
+};
+/* Admits `bytes` if used + bytes stays within limit: 0, or -ENOMEM (nothing changed). Lock-free. */
+int gpc_budget_reserve(struct gpc_slot *s, uint64_t bytes);
+/* Gives back bytes admitted earlier. */
+void gpc_budget_release(struct gpc_slot *s, uint64_t bytes);
+
+/* ---- device.c: device ordinals, their budgets, the device of the current context ---- */
+/* The slot of device `ordinal` (set up on first use), or NULL when that device has no budget. */
+struct gpc_slot *gpc_device_slot(int ordinal);
+/* The device of the calling thread's current context: 0, or the driver's error. */
+CUresult gpc_current_device(CUdevice *dev);
+/* The slot for ordinal `ordinal` if it was set up, else NULL; never sets anything up. */
+struct gpc_slot *gpc_device_slot_if_ready(int ordinal);
+
+/* ---- track.c: what each pointer and handle was charged ---- */
+enum gpc_map_kind { GPC_MAP_PTR, GPC_MAP_HANDLE, GPC_MAP_MAPPING, GPC_MAP__COUNT };
+struct gpc_track {
+    uint64_t bytes;
+    int32_t device;   /* ordinal whose slot was charged */
+    int32_t refs;     /* GPC_MAP_HANDLE: references (creation, retains, mappings) */
+    uint64_t aux;     /* GPC_MAP_MAPPING: the handle mapped there */
+};
+/* Records key -> *t. 0, or -ENOMEM when no memory could be mapped for the record. */
+int gpc_track_add(enum gpc_map_kind kind, uint64_t key, const struct gpc_track *t);
+/* Removes key and copies its record to *t: true if it was known. */
+bool gpc_track_take(enum gpc_map_kind kind, uint64_t key, struct gpc_track *t);
+/* Adds `delta` to the refs of a known key; returns the new count, or -1 if unknown. When the count
+ * reaches 0 the record is removed and copied to *t. */
+int gpc_track_ref(enum gpc_map_kind kind, uint64_t key, int delta, struct gpc_track *t);
+/* Registers the fork handlers for the map locks. */
+void gpc_track_atfork(void);
+
+/* ---- charge.c: the common "reserve, call the driver, commit or roll back" steps of hooks ---- */
+struct gpc_charge {
+    struct gpc_slot *slot; /* NULL: not counted (no budget, pass-through) */
+    int device;
+    uint64_t bytes;
+};
+/*
+ * Reserves `bytes` on device `device` (or the current context's device when device < 0).
+ * CUDA_SUCCESS (c->slot may be NULL: nothing to count) or CUDA_ERROR_OUT_OF_MEMORY after logging
+ * the denial; the caller must then not call the driver.
+ */
+CUresult gpc_charge_begin(struct gpc_charge *c, int device, uint64_t bytes, const char *call);
+/* After the driver call: on failure gives the reservation back; on success records `key`. */
+void gpc_charge_end(struct gpc_charge *c, CUresult rc, enum gpc_map_kind kind, uint64_t key);
+/*
+ * Frees are "take the record, call the driver, then release or put the record back": the record
+ * leaves the map before the driver can hand the same address out again to another thread.
+ * gpc_free_begin returns true when the key was charged (and copies its record to *t).
+ */
+bool gpc_free_begin(enum gpc_map_kind kind, uint64_t key, struct gpc_track *t);
+void gpc_free_end(bool known, enum gpc_map_kind kind, uint64_t key, const struct gpc_track *t, CUresult rc);
+
+#endif

@@ -1,0 +1,157 @@
+/*
+ * fake_internal.h: what the fake driver's files share, grouped by the file that owns each
+ * declaration. Every function here runs inside libcuda.so.1 only; the fake NVML reaches the
+ * record through the exported fakecuda_* functions instead (fakecuda.h).
+ */
+#ifndef FAKECUDA_INTERNAL_H
+#define FAKECUDA_INTERNAL_H
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uthash.h>
+
+#include "entries.h"
+#include "fakecuda.h"
+
+#define FK_MAX_DEV 16
+#define FK_GRAN ((uint64_t)2 << 20) /* VMM granularity and pool/graph reservation step */
+#define FK_ROUND_UP(x, a) ((((x) + (a) - 1) / (a)) * (a))
+#define FK_EXPORT __attribute__((visibility("default")))
+
+/* ---- driver.c: configuration, call counters, devices, contexts ---- */
+
+enum fk_entry {
+#define FK_ENUM(sym, base, ver, ptsz) FK_##sym,
+    FK_ENTRIES(FK_ENUM)
+#undef FK_ENUM
+    FK_NENTRIES
+};
+extern _Atomic uint64_t fk_calls[FK_NENTRIES];
+
+struct fk_config {
+    int ndev;                        /* physical devices (FAKECUDA_DEVICES) */
+    uint64_t mem[FK_MAX_DEV];        /* FAKECUDA_MEM per physical device */
+    uint64_t ctx_bytes;              /* FAKECUDA_CTX_BYTES */
+    int driver_version;              /* FAKECUDA_DRIVER_VERSION */
+    bool stub;                       /* FAKECUDA_STUB=1 */
+    const char *record_path;         /* FAKECUDA_RECORD, NULL: private record */
+    const char *error;               /* first bad setting, reported by cuInit; NULL when fine */
+};
+
+/* The configuration, read from the environment once (thread-safe, never fails). */
+const struct fk_config *fk_config(void);
+
+/* True once cuInit succeeded in this process. */
+bool fk_initialized(void);
+
+/* Counts a call of `sym`; in stub mode returns CUDA_ERROR_STUB_LIBRARY from the caller. */
+#define FK_ENTER(sym)                                                                   \
+    do {                                                                                \
+        atomic_fetch_add_explicit(&fk_calls[FK_##sym], 1, memory_order_relaxed);        \
+        if (fk_config()->stub)                                                          \
+            return CUDA_ERROR_STUB_LIBRARY;                                             \
+    } while (0)
+/* FK_ENTER, then CUDA_ERROR_NOT_INITIALIZED before a successful cuInit. */
+#define FK_ENTER_INIT(sym)                                                              \
+    do {                                                                                \
+        FK_ENTER(sym);                                                                  \
+        if (!fk_initialized())                                                          \
+            return CUDA_ERROR_NOT_INITIALIZED;                                          \
+    } while (0)
+
+/* Visible devices after CUDA_VISIBLE_DEVICES: ordinal -> physical index. */
+int fk_visible_count(void);
+/* Physical index of a CUDA ordinal, or -1 for a bad ordinal. */
+int fk_phys_of(CUdevice ordinal);
+
+/* The in-process lock over every handle table (allocations, pools, VMM, arrays, graphs). */
+extern pthread_mutex_t fk_mu;
+void fk_lock(void);
+void fk_unlock(void);
+
+struct fk_ctx {
+    int ordinal, phys;
+    bool primary, green;
+    bool alive;          /* created and not destroyed (primary: retained at least once) */
+    int refs;            /* primary: retain count */
+    unsigned flags;      /* primary: flags for cuDevicePrimaryCtxGetState */
+    uint64_t charged;    /* FAKECUDA_CTX_BYTES this context holds on the record */
+    struct fk_ctx *next; /* all contexts ever made, never freed (stale handles stay checkable) */
+};
+
+/* The calling thread's current context if alive, else NULL (caller holds no lock). */
+struct fk_ctx *fk_current_ctx(void);
+/* Like fk_current_ctx but tells apart "no context" (INVALID_CONTEXT) from success. */
+CUresult fk_require_ctx(struct fk_ctx **out);
+/* A fresh, never reused, 256-aligned address range of `size` bytes for device `phys`
+ * (legacy32: below 4 GiB);
+ * returns 0 when the fake address space is spent. Called under fk_mu. */
+CUdeviceptr fk_addr_alloc(int phys, uint64_t size, bool legacy32);
+/* Whether a stream handle is acceptable (0, legacy, per-thread or a live stream). */
+bool fk_stream_ok(CUstream s);
+
+/* ---- record.c: the physical truth shared between processes ---- */
+
+/* Attaches (once) the record: the FAKECUDA_RECORD file or a private shared-anonymous map.
+ * Returns 0 or a negative errno; the error is also reported on stderr once. */
+int fk_record_attach(void);
+/* Physical devices and capacity as the record holds them (the record's creator decides). */
+int fk_record_ndev(void);
+uint64_t fk_record_capacity(int phys);
+/* Takes `bytes` of physical device `phys` for this process; CUDA_ERROR_OUT_OF_MEMORY when the
+ * card (all live processes together) would exceed its capacity. Reaps dead processes first
+ * when it would not fit. */
+CUresult fk_charge(int phys, uint64_t bytes);
+/* Gives back what fk_charge took (clamped to what this process holds). */
+void fk_uncharge(int phys, uint64_t bytes);
+/* Adjusts this process's context count on a device (NVML lists processes holding one). */
+void fk_record_ctx(int phys, int delta);
+/* After fork(): the child holds nothing on the record and claims its own slot lazily. */
+void fk_record_forget_slot(void);
+
+/* ---- memory.c: linear allocations, host memory, pools, pointer queries ---- */
+
+enum fk_kind { FK_LINEAR, FK_LEGACY32, FK_MANAGED, FK_POOL, FK_GRAPH };
+
+struct fk_alloc {
+    CUdeviceptr ptr;
+    uint64_t size;        /* bytes the caller asked for (pitch*height for pitched) */
+    uint64_t charged;     /* bytes this entry holds on the record itself (0 for pool/graph) */
+    int ordinal, phys;
+    enum fk_kind kind;
+    struct fk_ctx *ctx;   /* NULL for pool and graph allocations */
+    struct fk_pool *pool; /* FK_POOL */
+    UT_hash_handle hh;
+};
+
+/* Looks up the allocation holding `p` (exactly or inside); NULL if none. Under fk_mu. */
+struct fk_alloc *fk_alloc_find(CUdeviceptr p, bool interior);
+/* Adds an entry for a graph allocation made by graph.c. Under fk_mu. */
+void fk_alloc_insert(struct fk_alloc *a);
+/* Removes and frees an entry (does not touch the record). Under fk_mu. */
+void fk_alloc_remove(struct fk_alloc *a);
+/* Frees every linear allocation of a context being destroyed. Under fk_mu. */
+void fk_free_ctx_allocs(struct fk_ctx *c);
+/* Releases pool memory above each pool's threshold, as at a synchronisation. Under fk_mu. */
+void fk_pools_sync(void);
+/* Frees a pool allocation back to its pool. Under fk_mu. */
+void fk_pool_free(struct fk_alloc *a);
+/* Drops every in-process table after fork() in the child. */
+void fk_memory_forget(void);
+
+/* ---- graph.c ---- */
+/* A graph allocation got freed outside a graph launch (cuMemFree*, cuMemFreeAsync). Under fk_mu. */
+void fk_graph_alloc_freed(struct fk_alloc *a);
+void fk_graph_forget(void);
+
+/* ---- vmm.c / array.c ---- */
+/* Device ordinal of a VMM-mapped address, or -1. Under fk_mu. */
+int fk_vmm_ordinal(CUdeviceptr p, CUdeviceptr *base, uint64_t *size);
+void fk_vmm_forget(void);
+void fk_array_free_ctx(struct fk_ctx *c);
+void fk_array_forget(void);
+
+#endif

@@ -1,0 +1,50 @@
+/*
+ * fakecuda.h: the inspection API of the fake libcuda.so.1 (tests/fake). Tests read the fake's
+ * own record of what is really allocated on each physical device and compare it with what
+ * gpucap believes. Link `fakecuda`, or dlopen("libcuda.so.1") and dlsym these names.
+ *
+ * Devices here are physical indices (0 .. fakecuda_physical_count()-1), not CUDA ordinals:
+ * CUDA_VISIBLE_DEVICES does not renumber them. With FAKECUDA_RECORD set, the record is one file
+ * shared by every process (and the fake NVML) using it, so the figures are card-wide.
+ */
+#ifndef FAKECUDA_H
+#define FAKECUDA_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bytes held on the card by live processes (dead ones are reaped first); 0 for a bad index. */
+uint64_t fakecuda_outstanding(int phys_dev);
+/* Highest outstanding ever observed (since creation or fakecuda_reset_peak). */
+uint64_t fakecuda_peak(int phys_dev);
+/* Physical memory of the device. */
+uint64_t fakecuda_capacity(int phys_dev);
+/* Calls of that exported entry point in this process (every call counts, failed ones too);
+ * UINT64_MAX for a name the fake does not export, so a misspelt name cannot pass a test. */
+uint64_t fakecuda_calls(const char *exported_name);
+/* Sets the peak to the current outstanding. */
+void fakecuda_reset_peak(int phys_dev);
+/* Physical devices on the (fake) machine; CUDA_VISIBLE_DEVICES does not change it. */
+int fakecuda_physical_count(void);
+/* Allocations and frees the record counted on the device (all processes). */
+uint64_t fakecuda_alloc_count(int phys_dev);
+uint64_t fakecuda_free_count(int phys_dev);
+
+/* One live process on a device, as the record knows it (for the fake NVML). */
+struct fakecuda_process {
+    unsigned int pid;
+    uint64_t bytes;     /* bytes it holds on the device */
+    unsigned int ctxs;  /* contexts it holds there */
+};
+/* Fills at most `max` live processes that hold memory or a context on the device and returns
+ * how many there are in all (which may exceed max); -1 for a bad index. Reaps dead ones first. */
+int fakecuda_processes(int phys_dev, struct fakecuda_process *out, int max);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

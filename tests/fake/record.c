@@ -1,0 +1,410 @@
+/*
+ * record.c: the fake card's physical truth. Per physical device it keeps capacity, outstanding
+ * bytes, peak and allocation/free counts; per process a slot (pid + start time, so a reused pid
+ * is not mistaken for the old process) with the bytes and contexts that process holds. The
+ * record lives in the FAKECUDA_RECORD file (mmap MAP_SHARED, one card for every process that
+ * names it) or in a shared anonymous map (still shared with fork() children).
+ *
+ * A process that dies, even by SIGKILL, gets its memory back as on a real card: its slot is
+ * reaped lazily, when an allocation would not fit and on every inspection. The record's lock is
+ * a process-shared robust mutex; a holder that died mid-update is repaired by recomputing the
+ * device totals from the live slots.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fake_internal.h"
+
+#define FK_MAGIC 0x4144554345414b46ull /* "FAKECUDA" */
+#define FK_REC_VERSION 1u
+#define FK_SLOTS 256
+
+struct fk_slot {
+    int32_t pid; /* 0: free */
+    uint32_t unused;
+    uint64_t start; /* /proc/<pid>/stat field 22 */
+    uint64_t bytes[FK_MAX_DEV];
+    uint32_t ctxs[FK_MAX_DEV];
+};
+
+struct fk_devrec {
+    uint64_t capacity, outstanding, peak, allocs, frees;
+};
+
+struct fk_record {
+    uint64_t magic;
+    uint32_t version, ndev;
+    pthread_mutex_t mu;
+    struct fk_devrec dev[FK_MAX_DEV];
+    struct fk_slot slot[FK_SLOTS];
+};
+
+static struct fk_record *R;
+static int attach_err;
+static pthread_once_t attach_once = PTHREAD_ONCE_INIT;
+/* This process's slot; read and written only under R->mu (and by the fork child handler). */
+static int my_slot = -1;
+
+/* Reads state and start time (fields 3 and 22) of /proc/<pid>/stat; -1 when unreadable. */
+static int proc_stat(pid_t pid, char *state, uint64_t *start)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    /* The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'. */
+    char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ')
+        return -1;
+    p += 2;
+    *state = *p;
+    for (int field = 3; field < 22; field++) {
+        p = strchr(p, ' ');
+        if (!p)
+            return -1;
+        p++;
+    }
+    *start = strtoull(p, NULL, 10);
+    return 0;
+}
+
+static bool slot_alive(const struct fk_slot *s)
+{
+    char state;
+    uint64_t start;
+    if (proc_stat(s->pid, &state, &start) < 0)
+        return kill(s->pid, 0) == 0 || errno == EPERM;
+    /* A zombie's memory is already back on a real card. */
+    return state != 'Z' && state != 'X' && start == s->start;
+}
+
+/* Frees the slots of dead processes; with `recount`, rebuilds device totals from live slots. */
+static void reap(bool recount)
+{
+    for (int i = 0; i < FK_SLOTS; i++) {
+        struct fk_slot *s = &R->slot[i];
+        if (s->pid == 0 || i == my_slot || slot_alive(s))
+            continue;
+        for (uint32_t d = 0; d < R->ndev && !recount; d++) {
+            uint64_t b = s->bytes[d] < R->dev[d].outstanding ? s->bytes[d] : R->dev[d].outstanding;
+            R->dev[d].outstanding -= b;
+        }
+        memset(s, 0, sizeof *s);
+    }
+    if (!recount)
+        return;
+    for (uint32_t d = 0; d < R->ndev; d++) {
+        uint64_t sum = 0;
+        for (int i = 0; i < FK_SLOTS; i++)
+            sum += R->slot[i].pid ? R->slot[i].bytes[d] : 0;
+        R->dev[d].outstanding = sum;
+        if (sum > R->dev[d].peak)
+            R->dev[d].peak = sum;
+    }
+}
+
+static void rec_lock(void)
+{
+    int rc = pthread_mutex_lock(&R->mu);
+    if (rc == EOWNERDEAD) {
+        reap(true);
+        pthread_mutex_consistent(&R->mu);
+    }
+}
+
+static void rec_unlock(void)
+{
+    pthread_mutex_unlock(&R->mu);
+}
+
+/* This process's slot, claimed on first use; NULL when all slots hold live processes. */
+static struct fk_slot *mine(void)
+{
+    if (my_slot >= 0)
+        return &R->slot[my_slot];
+    char state;
+    uint64_t start = 0;
+    proc_stat(getpid(), &state, &start);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < FK_SLOTS; i++) {
+            struct fk_slot *s = &R->slot[i];
+            if (s->pid == 0) {
+                memset(s, 0, sizeof *s);
+                s->pid = getpid();
+                s->start = start;
+                my_slot = i;
+                return s;
+            }
+        }
+        reap(false);
+    }
+    return NULL;
+}
+
+static void init_devices(const struct fk_config *cfg)
+{
+    R->ndev = (uint32_t)cfg->ndev;
+    for (int d = 0; d < FK_MAX_DEV; d++) {
+        memset(&R->dev[d], 0, sizeof R->dev[d]);
+        R->dev[d].capacity = d < cfg->ndev ? cfg->mem[d] : 0;
+    }
+}
+
+static bool devices_match(const struct fk_config *cfg)
+{
+    if (R->ndev != (uint32_t)cfg->ndev)
+        return false;
+    for (int d = 0; d < cfg->ndev; d++)
+        if (R->dev[d].capacity != cfg->mem[d])
+            return false;
+    return true;
+}
+
+static int init_fresh(const struct fk_config *cfg)
+{
+    memset(R, 0, sizeof *R);
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    int rc = pthread_mutex_init(&R->mu, &a);
+    pthread_mutexattr_destroy(&a);
+    if (rc)
+        return -rc;
+    init_devices(cfg);
+    R->version = FK_REC_VERSION;
+    __atomic_store_n(&R->magic, FK_MAGIC, __ATOMIC_RELEASE);
+    return 0;
+}
+
+static int attach_file(const struct fk_config *cfg)
+{
+    int fd = open(cfg->record_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return -errno;
+    /* The file lock serialises creation only; the robust mutex guards everything after. */
+    if (flock(fd, LOCK_EX) < 0) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) < 0 || (st.st_size < (off_t)sizeof *R && ftruncate(fd, sizeof *R) < 0))
+        rc = -errno;
+    void *m = rc ? MAP_FAILED : mmap(NULL, sizeof *R, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (!rc && m == MAP_FAILED)
+        rc = -errno;
+    if (!rc) {
+        R = m;
+        if (R->magic != FK_MAGIC || R->version != FK_REC_VERSION) {
+            rc = init_fresh(cfg);
+        } else {
+            rec_lock();
+            reap(false);
+            bool live = false;
+            for (int i = 0; i < FK_SLOTS; i++)
+                live |= R->slot[i].pid != 0;
+            /* A record nobody uses any more takes this process's configuration; a card in use
+             * keeps its own (processes joining it adopt it). */
+            if (!live && !devices_match(cfg))
+                init_devices(cfg);
+            rec_unlock();
+        }
+    }
+    flock(fd, LOCK_UN);
+    close(fd);
+    return rc;
+}
+
+static void do_attach(void)
+{
+    const struct fk_config *cfg = fk_config();
+    if (cfg->record_path && *cfg->record_path) {
+        attach_err = attach_file(cfg);
+    } else {
+        void *m = mmap(NULL, sizeof *R, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) {
+            attach_err = -errno;
+        } else {
+            R = m;
+            attach_err = init_fresh(cfg);
+        }
+    }
+    if (attach_err) {
+        R = NULL;
+        fprintf(stderr, "fakecuda: cannot attach the record %s: %s\n",
+                cfg->record_path ? cfg->record_path : "(anonymous)", strerror(-attach_err));
+    }
+}
+
+int fk_record_attach(void)
+{
+    pthread_once(&attach_once, do_attach);
+    return attach_err;
+}
+
+int fk_record_ndev(void)
+{
+    return fk_record_attach() ? 0 : (int)R->ndev;
+}
+
+uint64_t fk_record_capacity(int phys)
+{
+    if (fk_record_attach() || phys < 0 || phys >= (int)R->ndev)
+        return 0;
+    return R->dev[phys].capacity;
+}
+
+CUresult fk_charge(int phys, uint64_t bytes)
+{
+    if (fk_record_attach() || phys < 0 || phys >= (int)R->ndev)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (bytes == 0)
+        return CUDA_SUCCESS;
+    rec_lock();
+    struct fk_slot *s = mine();
+    struct fk_devrec *d = &R->dev[phys];
+    if (s && bytes > d->capacity - d->outstanding)
+        reap(false);
+    if (!s || bytes > d->capacity - d->outstanding) {
+        rec_unlock();
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    d->outstanding += bytes;
+    s->bytes[phys] += bytes;
+    if (d->outstanding > d->peak)
+        d->peak = d->outstanding;
+    d->allocs++;
+    rec_unlock();
+    return CUDA_SUCCESS;
+}
+
+void fk_uncharge(int phys, uint64_t bytes)
+{
+    if (bytes == 0 || fk_record_attach() || phys < 0 || phys >= (int)R->ndev)
+        return;
+    rec_lock();
+    struct fk_slot *s = mine();
+    if (s) {
+        struct fk_devrec *d = &R->dev[phys];
+        if (bytes > s->bytes[phys])
+            bytes = s->bytes[phys];
+        s->bytes[phys] -= bytes;
+        d->outstanding -= bytes < d->outstanding ? bytes : d->outstanding;
+        d->frees++;
+    }
+    rec_unlock();
+}
+
+void fk_record_ctx(int phys, int delta)
+{
+    if (fk_record_attach() || phys < 0 || phys >= (int)R->ndev)
+        return;
+    rec_lock();
+    struct fk_slot *s = mine();
+    if (s && (delta > 0 || s->ctxs[phys] > 0))
+        s->ctxs[phys] += (uint32_t)delta;
+    rec_unlock();
+}
+
+void fk_record_forget_slot(void)
+{
+    my_slot = -1;
+}
+
+/* ---- inspection API ---- */
+
+static bool inspect_begin(int phys)
+{
+    if (fk_record_attach() || phys < 0 || phys >= (int)R->ndev)
+        return false;
+    rec_lock();
+    reap(false);
+    return true;
+}
+
+FK_EXPORT uint64_t fakecuda_outstanding(int phys_dev)
+{
+    if (!inspect_begin(phys_dev))
+        return 0;
+    uint64_t v = R->dev[phys_dev].outstanding;
+    rec_unlock();
+    return v;
+}
+
+FK_EXPORT uint64_t fakecuda_peak(int phys_dev)
+{
+    if (!inspect_begin(phys_dev))
+        return 0;
+    uint64_t v = R->dev[phys_dev].peak;
+    rec_unlock();
+    return v;
+}
+
+FK_EXPORT uint64_t fakecuda_capacity(int phys_dev)
+{
+    return fk_record_capacity(phys_dev);
+}
+
+FK_EXPORT uint64_t fakecuda_alloc_count(int phys_dev)
+{
+    if (!inspect_begin(phys_dev))
+        return 0;
+    uint64_t v = R->dev[phys_dev].allocs;
+    rec_unlock();
+    return v;
+}
+
+FK_EXPORT uint64_t fakecuda_free_count(int phys_dev)
+{
+    if (!inspect_begin(phys_dev))
+        return 0;
+    uint64_t v = R->dev[phys_dev].frees;
+    rec_unlock();
+    return v;
+}
+
+FK_EXPORT void fakecuda_reset_peak(int phys_dev)
+{
+    if (!inspect_begin(phys_dev))
+        return;
+    R->dev[phys_dev].peak = R->dev[phys_dev].outstanding;
+    rec_unlock();
+}
+
+FK_EXPORT int fakecuda_physical_count(void)
+{
+    return fk_record_ndev();
+}
+
+FK_EXPORT int fakecuda_processes(int phys_dev, struct fakecuda_process *out, int max)
+{
+    if (!inspect_begin(phys_dev))
+        return -1;
+    int n = 0;
+    for (int i = 0; i < FK_SLOTS; i++) {
+        const struct fk_slot *s = &R->slot[i];
+        if (s->pid == 0 || (s->bytes[phys_dev] == 0 && s->ctxs[phys_dev] == 0))
+            continue;
+        if (out && n < max)
+            out[n] = (struct fakecuda_process){ (unsigned)s->pid, s->bytes[phys_dev], s->ctxs[phys_dev] };
+        n++;
+    }
+    rec_unlock();
+    return n;
+}

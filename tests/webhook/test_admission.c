@@ -1,0 +1,313 @@
+/*
+ * test_admission.c: the webhook's request handler over the fixtures, then over broken input.
+ *
+ * usage: test_admission FIXTURE_DIR. For each fixture: the HTTP status, allowed or denied, the
+ * operations of the patch (op, path, and a value fragment), the response uid. Then every fixture
+ * cut short at many lengths and with bytes flipped, an oversize body, deep nesting and wrong types:
+ * the handler must answer each with a sensible status and a body, and ASan (in the sanitized CI
+ * build) must see no leak or bad access. Exit 0 pass, 1 fail.
+ */
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admission.h"
+#include "units.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                                         \
+    do {                                                                                                         \
+        if (!(cond)) {                                                                                           \
+            failures++;                                                                                          \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                 \
+            fprintf(stderr, __VA_ARGS__);                                                                        \
+            fputc('\n', stderr);                                                                                 \
+        }                                                                                                        \
+    } while (0)
+
+static const struct gpc_admission_config annotated_only = {"/var/lib/gpucap", "/tmp", NULL};
+static const struct gpc_admission_config with_default = {"/var/lib/gpucap", "/tmp", "25%"};
+
+struct expect_op {
+    const char *op, *path, *fragment; /* fragment: text the op's value (as JSON) must contain */
+};
+
+struct fixture_case {
+    const char *file;
+    const struct gpc_admission_config *cfg;
+    int status;
+    int allowed;             /* 1, 0, or -1 when no review comes back */
+    int nops;                /* operations in the patch; 0: no patch */
+    struct expect_op ops[8]; /* the first operations, in order */
+    const char *message;     /* a fragment of the denial or 400 text */
+};
+
+static const struct fixture_case cases[] = {
+    {"annotated-bare.json", &annotated_only, 200, 1, 4,
+     {{"add", "/spec/containers/0/env", "\"GPUCAP_MEMORY_LIMIT\",\"value\":\"8GiB\""},
+      {"add", "/spec/containers/0/volumeMounts", "\"mountPath\":\"/var/lib/gpucap\",\"readOnly\":true"},
+      {"add", "/spec/volumes", "\"path\":\"/var/lib/gpucap\",\"type\":\"Directory\""},
+      {"add", "/metadata/annotations", "{\"gpucap.io/injected\":\"train\"}"}},
+     NULL},
+    {"annotated-env-volumes.json", &annotated_only, 200, 1, 6,
+     {{"add", "/spec/containers/0/env/-", "\"LD_PRELOAD\",\"value\":\"/var/lib/gpucap/libgpucap.so\""},
+      {"add", "/spec/containers/0/env/-", "\"value\":\"12.5%\""},
+      {"add", "/spec/containers/0/env/-", "\"value\":\"/tmp/gpucap-train.ledger\""},
+      {"add", "/spec/containers/0/volumeMounts/-", "gpucap-lib"},
+      {"add", "/spec/volumes/-", "hostPath"},
+      {"add", "/metadata/annotations/gpucap.io~1injected", "\"train\""}},
+     NULL},
+    {"existing-ld-preload.json", &annotated_only, 200, 1, 6,
+     {{"add", "/spec/containers/0/env/0/value", "\"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2:/var/lib/gpucap/libgpucap.so\""},
+      {"add", "/spec/containers/0/env/-", "GPUCAP_MEMORY_LIMIT"},
+      {"add", "/spec/containers/0/env/-", "GPUCAP_LEDGER"}},
+     NULL},
+    {"ld-preload-valuefrom.json", &annotated_only, 200, 1, 8,
+     {{"add", "/spec/containers/0/env/1", "\"GPUCAP_USER_LD_PRELOAD\""},
+      {"replace", "/spec/containers/0/env/2", "\"$(GPUCAP_USER_LD_PRELOAD):/var/lib/gpucap/libgpucap.so\""}},
+     NULL},
+    {"init-containers.json", &annotated_only, 200, 1, 8,
+     {{"add", "/spec/initContainers/0/env", "gpucap-warmup.ledger"},
+      {"add", "/spec/initContainers/0/volumeMounts", "gpucap-lib"},
+      {"add", "/spec/containers/0/env/-", "LD_PRELOAD"}},
+     NULL},
+    {"several-containers.json", &annotated_only, 200, 1, 8,
+     {{"add", "/spec/containers/0/env", "6GiB"},
+      {"add", "/spec/containers/0/volumeMounts/-", "gpucap-lib"},
+      {"add", "/spec/containers/2/env/-", "LD_PRELOAD"},
+      {"add", "/spec/containers/2/env/-", "gpucap-b.ledger"},
+      {"add", "/spec/containers/2/volumeMounts/-", "gpucap-lib"},
+      {"add", "/spec/volumes/-", "gpucap-lib"},
+      {"add", "/metadata/annotations/gpucap.io~1injected", "\"a,b\""}},
+     NULL},
+    {"no-gpu.json", &with_default, 200, 1, 0, {{0}}, NULL},
+    {"gpu-zero.json", &annotated_only, 200, 1, 0, {{0}}, NULL},
+    {"default-budget.json", &annotated_only, 200, 1, 0, {{0}}, NULL},
+    {"default-budget.json", &with_default, 200, 1, 4,
+     {{"add", "/spec/containers/0/env", "\"25%\""}, {"add", "/spec/containers/0/volumeMounts/-", "gpucap-lib"},
+      {"add", "/spec/volumes/-", "gpucap-lib"}, {"add", "/metadata/annotations", "gpucap.io/injected"}},
+     NULL},
+    {"opt-out.json", &with_default, 200, 1, 0, {{0}}, NULL},
+    {"update.json", &with_default, 200, 1, 0, {{0}}, NULL},
+    {"bad-memory.json", &with_default, 200, 0, 0, {{0}}, "annotation gpucap.io/memory: \"lots\" is not a size"},
+    {"bad-inject.json", &with_default, 200, 0, 0, {{0}}, "annotation gpucap.io/inject: \"no\""},
+    {"foreign-volume.json", &annotated_only, 200, 0, 0, {{0}}, "volume named gpucap-lib"},
+    {"not-a-review.json", &with_default, 400, -1, 0, {{0}}, "not an admission.k8s.io/v1 AdmissionReview"},
+    {"wrong-types.json", &with_default, 400, -1, 0, {{0}}, "wrong type"},
+};
+
+static char *slurp(const char *dir, const char *name, size_t *len)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf)
+        buf[n] = '\0';
+    *len = (size_t)n;
+    return buf;
+}
+
+static json_t *unbase64_json(const char *in)
+{
+    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t n = strlen(in), o = 0;
+    unsigned char *out = malloc(n / 4 * 3 + 1);
+    unsigned acc = 0, bits = 0;
+    for (size_t i = 0; i < n && in[i] != '='; i++) {
+        const char *p = strchr(abc, in[i]);
+        if (!p || !in[i]) {
+            free(out);
+            return NULL;
+        }
+        acc = acc << 6 | (unsigned)(p - abc);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (unsigned char)(acc >> bits);
+        }
+    }
+    json_t *j = json_loadb((const char *)out, o, 0, NULL);
+    free(out);
+    return j;
+}
+
+static void check_case(const char *dir, const struct fixture_case *c)
+{
+    size_t len;
+    char *body = slurp(dir, c->file, &len);
+    CHECK(body, "%s: cannot read", c->file);
+    if (!body)
+        return;
+    struct gpc_admission_result res;
+    gpc_admission_handle(c->cfg, body, len, &res);
+    CHECK(res.status == c->status, "%s: status %d, expected %d (%s)", c->file, res.status, c->status,
+          res.body ? res.body : "");
+    CHECK(res.log[0], "%s: no log line", c->file);
+    if (c->message)
+        CHECK(res.body && strstr(res.body, c->message), "%s: body lacks \"%s\": %s", c->file, c->message,
+              res.body ? res.body : "");
+
+    if (c->allowed >= 0 && res.status == 200) {
+        json_t *in = json_loads(body, 0, NULL);
+        json_t *rev = json_loads(res.body, 0, NULL);
+        json_t *resp = json_object_get(rev, "response");
+        CHECK(json_equal(json_object_get(json_object_get(in, "request"), "uid"), json_object_get(resp, "uid")),
+              "%s: response uid differs", c->file);
+        CHECK(json_is_boolean(json_object_get(resp, "allowed")) &&
+                  json_is_true(json_object_get(resp, "allowed")) == (c->allowed == 1),
+              "%s: allowed is not %d", c->file, c->allowed);
+        if (c->allowed == 0) {
+            const char *msg = json_string_value(json_object_get(json_object_get(resp, "status"), "message"));
+            CHECK(msg && (strstr(c->file, "memory") == NULL || strstr(msg, gpc_size_forms)),
+                  "%s: denial does not list the accepted forms", c->file);
+        }
+        const char *b64 = json_string_value(json_object_get(resp, "patch"));
+        if (c->nops == 0) {
+            CHECK(!b64 && !json_object_get(resp, "patchType"), "%s: unexpected patch", c->file);
+        } else {
+            CHECK(b64 && json_is_string(json_object_get(resp, "patchType")), "%s: no patch", c->file);
+            json_t *patch = b64 ? unbase64_json(b64) : NULL;
+            CHECK(json_array_size(patch) == (size_t)c->nops, "%s: %zu operations, expected %d", c->file,
+                  json_array_size(patch), c->nops);
+            for (size_t i = 0; i < 8 && c->ops[i].op; i++) {
+                json_t *o = json_array_get(patch, i);
+                const char *op = json_string_value(json_object_get(o, "op"));
+                const char *path = json_string_value(json_object_get(o, "path"));
+                char *value = json_dumps(json_object_get(o, "value"), JSON_COMPACT | JSON_ENCODE_ANY);
+                CHECK(op && path && strcmp(op, c->ops[i].op) == 0 && strcmp(path, c->ops[i].path) == 0,
+                      "%s: op %zu is %s %s, expected %s %s", c->file, i, op ? op : "-", path ? path : "-",
+                      c->ops[i].op, c->ops[i].path);
+                CHECK(value && strstr(value, c->ops[i].fragment), "%s: op %zu value %s lacks %s", c->file, i,
+                      value ? value : "-", c->ops[i].fragment);
+                free(value);
+            }
+            json_decref(patch);
+        }
+        json_decref(in);
+        json_decref(rev);
+    }
+    gpc_admission_result_free(&res);
+    free(body);
+}
+
+static void expect_status(const char *what, const char *body, size_t len, int lo, int hi)
+{
+    struct gpc_admission_result res;
+    gpc_admission_handle(&with_default, body, len, &res);
+    CHECK(res.status >= lo && res.status <= hi && res.body && res.log[0], "%s: status %d", what, res.status);
+    gpc_admission_result_free(&res);
+}
+
+/* Whatever the bytes, an answer: cut short everywhere, then bytes flipped by a fixed generator. */
+static void hostile(const char *dir)
+{
+    unsigned long long seed = 0x9e3779b97f4a7c15ULL;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        size_t len;
+        char *body = slurp(dir, cases[k].file, &len);
+        if (!body)
+            continue;
+        for (size_t cut = 0; cut < len; cut += 1 + cut / 64)
+            expect_status("truncated", body, cut, 400, 400);
+        for (int round = 0; round < 300; round++) {
+            char *copy = malloc(len);
+            memcpy(copy, body, len);
+            for (int flips = 0; flips < 1 + round % 4; flips++) {
+                seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+                copy[(seed >> 33) % len] = (char)(seed >> 17);
+            }
+            expect_status("flipped", copy, len, 200, 400);
+            free(copy);
+        }
+        free(body);
+    }
+
+    expect_status("NULL body", NULL, 0, 400, 400);
+    size_t big = GPC_ADMISSION_MAX_BODY + 1;
+    char *huge = malloc(big);
+    memset(huge, ' ', big);
+    expect_status("oversize", huge, big, 413, 413);
+    size_t deep = 100000;
+    memset(huge, '[', deep);
+    expect_status("deep nesting", huge, deep, 400, 400);
+    memset(huge, '{', 1);
+    expect_status("one brace", huge, 1, 400, 400);
+    free(huge);
+
+    static const char *const odd[] = {
+        "null", "[]", "\"AdmissionReview\"", "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\"}",
+        "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":7}}",
+        "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"u\"}}",
+        "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"u\",\"object\":{\"spec\":[]}}}",
+        "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"u\",\"object\":"
+        "{\"metadata\":{\"annotations\":{\"gpucap.io/memory\":5}},\"spec\":{}}}}",
+        "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"u\",\"object\":"
+        "{\"spec\":{\"containers\":[{\"name\":\"x\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}},"
+        "\"volumeMounts\":[7]}]}}}}",
+        "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"u\",\"uid\":\"v\"}}",
+        "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"\\u0000\"}}",
+    };
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++)
+        expect_status(odd[i], odd[i], strlen(odd[i]), 400, 400);
+
+    /* No budget and no default: a GPU pod passes untouched. */
+    static const char empty_pod[] =
+        "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"u\",\"object\":"
+        "{\"spec\":{\"containers\":[{\"name\":\"x\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}}}";
+    struct gpc_admission_result res;
+    gpc_admission_handle(&annotated_only, empty_pod, strlen(empty_pod), &res);
+    CHECK(res.status == 200 && res.body && !strstr(res.body, "patch"), "no budget: %s", res.body ? res.body : "-");
+    gpc_admission_result_free(&res);
+    /* No metadata at all, with a default: the annotation op creates /metadata. */
+    gpc_admission_handle(&with_default, empty_pod, strlen(empty_pod), &res);
+    CHECK(res.status == 200 && res.body && strstr(res.body, "\"patch\""), "no metadata: %s", res.body ? res.body : "-");
+    gpc_admission_result_free(&res);
+}
+
+static void config_checks(void)
+{
+    char err[512];
+    struct gpc_admission_config c = {"/var/lib/gpucap", "/tmp", "2GiB"};
+    CHECK(gpc_admission_check_config(&c, err, sizeof err) == 0, "good config refused: %s", err);
+    c.default_memory = "two gigs";
+    CHECK(gpc_admission_check_config(&c, err, sizeof err) != 0 && strstr(err, "default-memory"), "bad default");
+    c.default_memory = NULL;
+    c.lib_dir = "relative";
+    CHECK(gpc_admission_check_config(&c, err, sizeof err) != 0 && strstr(err, "lib-dir"), "relative lib-dir");
+    c.lib_dir = "/opt/a:b";
+    CHECK(gpc_admission_check_config(&c, err, sizeof err) != 0, "lib-dir with a colon");
+    c.lib_dir = "/";
+    CHECK(gpc_admission_check_config(&c, err, sizeof err) != 0, "lib-dir /");
+    c.lib_dir = "/opt/gpucap/";
+    c.ledger_dir = "/tmp/$(X)";
+    CHECK(gpc_admission_check_config(&c, err, sizeof err) != 0 && strstr(err, "ledger-dir"), "ledger-dir with $");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s FIXTURE_DIR\n", argv[0]);
+        return 1;
+    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_case(argv[1], &cases[i]);
+    hostile(argv[1]);
+    config_checks();
+    if (failures)
+        fprintf(stderr, "%d failures\n", failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,415 @@
+/*
+ * server.c: HTTPS for the webhook: routing, request bodies, certificate reload, the log.
+ *
+ * libmicrohttpd serves on a thread pool with GnuTLS. The certificate is not given to microhttpd as
+ * bytes but through MHD_OPTION_HTTPS_CERT_CALLBACK, so each handshake takes whatever credential set
+ * is current: a rotation (cert-manager renewing the Secret, the kubelet swapping the mounted files)
+ * is picked up without a restart and without dropping connections. The main thread checks the two
+ * files every reload interval and swaps in a new set only when the pair loads and matches; a
+ * half-written or mismatched pair keeps the previous one serving. Superseded sets stay allocated
+ * until exit because a handshake in flight may still hold them; a Secret rotates every few weeks.
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <gnutls/abstract.h>
+#include <gnutls/gnutls.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define MAX_CHAIN 8
+#define MAX_PEM (1u << 20)
+
+void gpc_log(const char *fmt, ...)
+{
+    char line[2200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    /* One fprintf per line: stdio's stream lock keeps lines from different threads whole. */
+    fprintf(stderr, "gpucap-webhook: %s\n", line);
+}
+
+/* ---- credentials ---- */
+
+struct creds {
+    gnutls_pcert_st chain[MAX_CHAIN];
+    unsigned n;
+    gnutls_privkey_t key;
+    struct creds *older;
+};
+
+/* The current set, read by every handshake; written by the reloading thread only. */
+static _Atomic(struct creds *) current;
+
+/* Identity of both files as loaded: a changed inode, size or time means "look again". */
+struct file_sig {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime, ctime;
+};
+
+static int sig_of(const char *path, struct file_sig *s)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return -errno;
+    *s = (struct file_sig){st.st_dev, st.st_ino, st.st_size, st.st_mtim, st.st_ctim};
+    return 0;
+}
+
+static bool sig_eq(const struct file_sig *a, const struct file_sig *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size && a->mtime.tv_sec == b->mtime.tv_sec &&
+           a->mtime.tv_nsec == b->mtime.tv_nsec && a->ctime.tv_sec == b->ctime.tv_sec &&
+           a->ctime.tv_nsec == b->ctime.tv_nsec;
+}
+
+static int read_file(const char *path, gnutls_datum_t *out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -errno;
+    unsigned char *buf = malloc(MAX_PEM + 1);
+    size_t n = buf ? fread(buf, 1, MAX_PEM + 1, f) : 0;
+    int err = ferror(f);
+    fclose(f);
+    if (!buf || err || n == 0 || n > MAX_PEM) {
+        free(buf);
+        return buf ? -EINVAL : -ENOMEM;
+    }
+    out->data = buf;
+    out->size = (unsigned)n;
+    return 0;
+}
+
+static void creds_free(struct creds *c)
+{
+    while (c) {
+        struct creds *next = c->older;
+        for (unsigned i = 0; i < c->n; i++)
+            gnutls_pcert_deinit(&c->chain[i]);
+        gnutls_privkey_deinit(c->key);
+        free(c);
+        c = next;
+    }
+}
+
+/* Loads a cert/key pair; *why gets a reason on failure. The pair must match. */
+static struct creds *creds_load(const char *cert_path, const char *key_path, const char **why)
+{
+    gnutls_datum_t cert = {0}, key = {0};
+    struct creds *c = NULL;
+    gnutls_certificate_credentials_t check = NULL;
+    *why = "cannot read the certificate file";
+    if (read_file(cert_path, &cert) != 0)
+        goto out;
+    *why = "cannot read the key file";
+    if (read_file(key_path, &key) != 0)
+        goto out;
+
+    /* GnuTLS checks here that the key belongs to the certificate. */
+    int rc = gnutls_certificate_allocate_credentials(&check);
+    if (rc == 0)
+        rc = gnutls_certificate_set_x509_key_mem2(check, &cert, &key, GNUTLS_X509_FMT_PEM, NULL, 0);
+    if (rc < 0) {
+        *why = gnutls_strerror(rc);
+        goto out;
+    }
+
+    c = calloc(1, sizeof *c);
+    *why = "out of memory";
+    if (!c)
+        goto out;
+    c->n = MAX_CHAIN;
+    rc = gnutls_pcert_list_import_x509_raw(c->chain, &c->n, &cert, GNUTLS_X509_FMT_PEM, 0);
+    if (rc < 0) {
+        c->n = 0;
+        goto fail;
+    }
+    rc = gnutls_privkey_init(&c->key);
+    if (rc == 0)
+        rc = gnutls_privkey_import_x509_raw(c->key, &key, GNUTLS_X509_FMT_PEM, NULL, 0);
+    if (rc < 0)
+        goto fail;
+    goto out;
+fail:
+    *why = gnutls_strerror(rc);
+    creds_free(c);
+    c = NULL;
+out:
+    if (check)
+        gnutls_certificate_free_credentials(check);
+    if (key.data) {
+        gnutls_memset(key.data, 0, key.size);
+        free(key.data);
+    }
+    free(cert.data);
+    return c;
+}
+
+static void log_creds(const char *verb, const struct creds *c)
+{
+    unsigned char digest[32];
+    size_t size = sizeof digest;
+    char hex[3 * sizeof digest] = "";
+    if (gnutls_fingerprint(GNUTLS_DIG_SHA256, &c->chain[0].cert, digest, &size) == 0)
+        for (size_t i = 0; i < size; i++)
+            snprintf(hex + 3 * i, sizeof hex - 3 * i, "%02X%s", digest[i], i + 1 < size ? ":" : "");
+    gpc_log("%s certificate, sha256 fingerprint %s", verb, hex);
+}
+
+static int pick_cert(gnutls_session_t session, const gnutls_datum_t *req_ca_dn, int nreqs,
+                     const gnutls_pk_algorithm_t *algos, int nalgos, gnutls_pcert_st **chain, unsigned *n,
+                     gnutls_privkey_t *key)
+{
+    struct creds *c = atomic_load(&current);
+    if (!c)
+        return -1;
+    *chain = c->chain;
+    *n = c->n;
+    *key = c->key;
+    return 0;
+}
+
+struct watch {
+    const char *cert, *key;
+    struct file_sig cert_sig, key_sig;
+    bool failed; /* the files as they are now did not load; said once */
+};
+
+/* Swaps in the files' pair when they changed since the last look. Returns 0 when a set is current. */
+static int reload(struct watch *w, bool first)
+{
+    struct file_sig cs, ks;
+    if (sig_of(w->cert, &cs) != 0 || sig_of(w->key, &ks) != 0) {
+        if (first || !w->failed)
+            gpc_log("cannot stat %s or %s: %s%s", w->cert, w->key, strerror(errno),
+                    first ? "" : "; keeping the previous certificate");
+        w->failed = true;
+        return first ? -1 : 0;
+    }
+    if (!first && sig_eq(&cs, &w->cert_sig) && sig_eq(&ks, &w->key_sig))
+        return 0;
+    const char *why;
+    struct creds *c = creds_load(w->cert, w->key, &why);
+    if (!c) {
+        /* Remember these files so that a bad pair is reported once, not every interval. */
+        if (first || !w->failed || !sig_eq(&cs, &w->cert_sig) || !sig_eq(&ks, &w->key_sig))
+            gpc_log("cannot load %s with %s: %s%s", w->cert, w->key, why,
+                    first ? "" : "; keeping the previous certificate");
+        w->cert_sig = cs;
+        w->key_sig = ks;
+        w->failed = true;
+        return first ? -1 : 0;
+    }
+    c->older = atomic_load(&current);
+    atomic_store(&current, c);
+    w->cert_sig = cs;
+    w->key_sig = ks;
+    w->failed = false;
+    log_creds(first ? "serving" : "reloaded", c);
+    return 0;
+}
+
+/* ---- requests ---- */
+
+struct upload {
+    char *buf;
+    size_t len, cap;
+};
+
+static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const char *type, const char *body,
+                             size_t len)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "POST");
+    enum MHD_Result rc = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static enum MHD_Result text(struct MHD_Connection *conn, unsigned status, const char *msg)
+{
+    return reply(conn, status, "text/plain", msg, strlen(msg));
+}
+
+static enum MHD_Result too_big(struct MHD_Connection *conn)
+{
+    gpc_log("rejected: request body larger than %u bytes", GPC_ADMISSION_MAX_BODY);
+    return text(conn, MHD_HTTP_CONTENT_TOO_LARGE, "request body larger than 3 MiB\n");
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *data, size_t *data_size, void **state)
+{
+    const struct gpc_admission_config *cfg = cls;
+    if (strcmp(url, "/healthz") == 0) {
+        if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+            return text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "use GET\n");
+        return text(conn, MHD_HTTP_OK, "ok\n");
+    }
+    if (strcmp(url, "/mutate") != 0)
+        return text(conn, MHD_HTTP_NOT_FOUND, "not found: POST /mutate or GET /healthz\n");
+    if (strcmp(method, "POST") != 0)
+        return text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "use POST\n");
+
+    struct upload *up = *state;
+    if (!up) {
+        /* First call, headers only: refuse an announced oversize body before reading it. */
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > GPC_ADMISSION_MAX_BODY)
+            return too_big(conn);
+        up = calloc(1, sizeof *up);
+        if (!up)
+            return MHD_NO;
+        *state = up;
+        return MHD_YES;
+    }
+    if (*data_size) {
+        if (up->len + *data_size > GPC_ADMISSION_MAX_BODY) {
+            /* A chunked body that grew too large: answer now, microhttpd closes after it. */
+            *data_size = 0;
+            return too_big(conn);
+        }
+        if (up->len + *data_size > up->cap) {
+            size_t cap = up->cap ? up->cap : 16384;
+            while (cap < up->len + *data_size)
+                cap *= 2;
+            char *buf = realloc(up->buf, cap);
+            if (!buf)
+                return MHD_NO;
+            up->buf = buf;
+            up->cap = cap;
+        }
+        memcpy(up->buf + up->len, data, *data_size);
+        up->len += *data_size;
+        *data_size = 0;
+        return MHD_YES;
+    }
+
+    struct gpc_admission_result res;
+    gpc_admission_handle(cfg, up->buf, up->len, &res);
+    gpc_log("%s", res.log);
+    enum MHD_Result rc = res.body ? reply(conn, (unsigned)res.status, res.content_type, res.body, res.body_len)
+                                  : text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+    gpc_admission_result_free(&res);
+    return rc;
+}
+
+static void on_done(void *cls, struct MHD_Connection *conn, void **state, enum MHD_RequestTerminationCode why)
+{
+    struct upload *up = *state;
+    if (up) {
+        free(up->buf);
+        free(up);
+        *state = NULL;
+    }
+}
+
+static void on_mhd_error(void *cls, const char *fmt, va_list ap)
+{
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    line[strcspn(line, "\n")] = '\0';
+    gpc_log("microhttpd: %s", line);
+}
+
+/* ---- the daemon ---- */
+
+static int parse_listen(const char *text, struct sockaddr_storage *ss, socklen_t *len)
+{
+    char host[128], port[16];
+    const char *colon = strrchr(text, ':');
+    if (!colon || strlen(colon + 1) == 0 || strlen(colon + 1) >= sizeof port || (size_t)(colon - text) >= sizeof host)
+        return -EINVAL;
+    memcpy(host, text, (size_t)(colon - text));
+    host[colon - text] = '\0';
+    strcpy(port, colon + 1);
+    if (host[0] == '[') {
+        size_t n = strlen(host);
+        if (n < 2 || host[n - 1] != ']')
+            return -EINVAL;
+        memmove(host, host + 1, n - 2);
+        host[n - 2] = '\0';
+    }
+    struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *ai;
+    if (getaddrinfo(host[0] ? host : NULL, port, &hints, &ai) != 0)
+        return -EINVAL;
+    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+    *len = ai->ai_addrlen;
+    freeaddrinfo(ai);
+    return 0;
+}
+
+int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *stop)
+{
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    if (parse_listen(opt->listen, &addr, &addrlen) != 0) {
+        gpc_log("listen \"%s\": expected HOST:PORT, [IPV6]:PORT or :PORT with a numeric host and port", opt->listen);
+        return -1;
+    }
+    if (!MHD_is_feature_supported(MHD_FEATURE_HTTPS_CERT_CALLBACK)) {
+        gpc_log("this libmicrohttpd has no TLS certificate callback");
+        return -1;
+    }
+    struct watch w = {.cert = opt->cert, .key = opt->key};
+    if (reload(&w, true) != 0)
+        return -1;
+
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_TLS | MHD_USE_ERROR_LOG;
+    if (addr.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    struct MHD_Daemon *d = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, (void *)&opt->admission, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        MHD_OPTION_HTTPS_CERT_CALLBACK, pick_cert, MHD_OPTION_HTTPS_PRIORITIES,
+        "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2", MHD_OPTION_THREAD_POOL_SIZE, opt->threads,
+        MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_error, NULL, MHD_OPTION_END);
+    if (!d) {
+        gpc_log("cannot listen on %s: %s", opt->listen, strerror(errno));
+        creds_free(atomic_load(&current));
+        atomic_store(&current, NULL);
+        return -1;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    char host[64] = "?";
+    getnameinfo((struct sockaddr *)&addr, addrlen, host, sizeof host, NULL, 0, NI_NUMERICHOST);
+    gpc_log("listening on https://%s%s%s:%u with %u threads; lib-dir %s, ledger-dir %s, default-memory %s",
+            addr.ss_family == AF_INET6 ? "[" : "", host, addr.ss_family == AF_INET6 ? "]" : "",
+            info ? info->port : 0, opt->threads, opt->admission.lib_dir, opt->admission.ledger_dir,
+            opt->admission.default_memory ? opt->admission.default_memory : "none (annotated pods only)");
+
+    /* Sleeps are cut short by the stop signal; the interval is checked in steps of 100 ms. */
+    unsigned ticks = 0;
+    while (!*stop) {
+        struct timespec tick = {0, 100 * 1000 * 1000};
+        nanosleep(&tick, NULL);
+        if (++ticks >= opt->reload_interval * 10) {
+            ticks = 0;
+            reload(&w, false);
+        }
+    }
+    gpc_log("stopping");
+    MHD_stop_daemon(d);
+    creds_free(atomic_load(&current));
+    atomic_store(&current, NULL);
+    return 0;
+}
