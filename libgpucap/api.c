@@ -17,7 +17,7 @@ GPC_EXPORT int gpucap_device_usage(int ordinal, struct gpucap_usage *out)
     if (!out || ordinal < 0 || ordinal >= GPC_MAX_DEVICES)
         return -EINVAL;
     gpc_init();
-    struct gpc_slot *s = gpc_device_slot_if_ready(ordinal);
+    struct gpc_slot *s = gpc_budget_slot(gpc_device_budget_if_ready(ordinal));
     if (!s)
         return -ENOENT;
     out->limit = atomic_load(&s->limit);

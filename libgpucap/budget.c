@@ -1,43 +1,137 @@
 /*
  * budget.c: reservation arithmetic.
  *
- * A budget is a struct gpc_slot: fixed size, no pointers, only atomics, so the same code works on a
- * private slot and on one in a shared mapping. Admission is a single compare-and-swap on `used`:
- * it succeeds only if used + bytes stays within the limit at the instant of the swap, so the sum of
- * admitted bytes never exceeds the limit under any interleaving of threads. No lock, no system call.
+ * A budget is a ledger device entry (ledger.h). Two ways to admit, one rule: an allocation is
+ * admitted only if used + bytes stays within the limit at the instant it is counted, so the sum of
+ * admitted bytes never exceeds the limit under any interleaving.
+ *  - private budget (one process): a single compare-and-swap on `used`, no lock, no system call;
+ *  - shared ledger (several processes): under the entry's robust process-shared mutex, where this
+ *    process's own share is recorded with the total, so a process that dies at any instant leaves
+ *    figures from which its share can be taken back (ledger.c). Nothing inside the lock can block.
  */
 #include "internal.h"
 
 #include <errno.h>
+#include <time.h>
 
-int gpc_budget_reserve(struct gpc_slot *s, uint64_t bytes)
+static struct gpc_slot deny_slot; /* limit 0 */
+
+struct gpc_slot *gpc_budget_slot(int id)
+{
+    if (id == GPC_BUDGET_DENY)
+        return &deny_slot;
+    if (id < 0)
+        return NULL;
+    return &gpc_ledger->dev[id].slot;
+}
+
+static void max_into(_Atomic uint64_t *x, uint64_t v)
+{
+    uint64_t cur = atomic_load_explicit(x, memory_order_relaxed);
+    while (v > cur && !atomic_compare_exchange_weak_explicit(x, &cur, v, memory_order_relaxed, memory_order_relaxed))
+        ;
+}
+
+static void count_denial(struct gpc_slot *s)
+{
+    if (atomic_fetch_add_explicit(&s->denials, 1, memory_order_relaxed) == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t zero = 0;
+        atomic_compare_exchange_strong(&s->first_denial_ns, &zero, (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec);
+    }
+}
+
+static bool fits(uint64_t used, uint64_t bytes, uint64_t limit)
+{
+    /* Written so that it cannot wrap. */
+    return bytes <= limit && used <= limit - bytes;
+}
+
+static int reserve_private(struct gpc_slot *s, uint64_t bytes)
 {
     uint64_t limit = atomic_load_explicit(&s->limit, memory_order_relaxed);
     uint64_t used = atomic_load_explicit(&s->used, memory_order_relaxed);
-    uint64_t next;
     do {
-        /* Written so that it cannot wrap: used <= limit holds for any slot we admitted into. */
-        if (bytes > limit || used > limit - bytes) {
-            atomic_fetch_add_explicit(&s->denials, 1, memory_order_relaxed);
+        if (!fits(used, bytes, limit))
             return -ENOMEM;
-        }
-        next = used + bytes;
-    } while (!atomic_compare_exchange_weak_explicit(&s->used, &used, next, memory_order_acq_rel,
+    } while (!atomic_compare_exchange_weak_explicit(&s->used, &used, used + bytes, memory_order_acq_rel,
                                                     memory_order_relaxed));
-    uint64_t peak = atomic_load_explicit(&s->peak, memory_order_relaxed);
-    while (next > peak &&
-           !atomic_compare_exchange_weak_explicit(&s->peak, &peak, next, memory_order_relaxed, memory_order_relaxed))
-        ;
+    max_into(&s->peak, used + bytes);
+    return 0;
+}
+
+static int reserve_shared(int id, uint64_t bytes)
+{
+    struct gpc_ledger_dev *d = &gpc_ledger->dev[id];
+    int me = gpc_ledger_me();
+    if (me < 0)
+        return -ENOMEM;
+    struct gpc_ledger_proc *p = &gpc_ledger->proc[me];
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (gpc_ledger_lock(d) != 0)
+            return -ENOMEM;
+        uint64_t used = atomic_load_explicit(&d->slot.used, memory_order_relaxed);
+        bool ok = fits(used, bytes, atomic_load_explicit(&d->slot.limit, memory_order_relaxed));
+        if (ok) {
+            /* Own share first: after a crash here, recovery recomputes the total from the shares. */
+            uint64_t mine = atomic_load_explicit(&p->used[id], memory_order_relaxed) + bytes;
+            atomic_store_explicit(&p->used[id], mine, memory_order_relaxed);
+            atomic_store_explicit(&d->slot.used, used + bytes, memory_order_relaxed);
+            max_into(&d->slot.peak, used + bytes);
+            max_into(&p->peak[id], mine);
+        }
+        gpc_ledger_unlock(d);
+        if (ok)
+            return 0;
+        /* Before denying: are dead processes holding part of the budget? */
+        if (attempt == 0 && gpc_ledger_reap() == 0)
+            break;
+    }
+    return -ENOMEM;
+}
+
+int gpc_budget_reserve(int id, uint64_t bytes)
+{
+    if (id == GPC_BUDGET_NONE)
+        return 0;
+    struct gpc_slot *s = gpc_budget_slot(id);
+    int rc = id == GPC_BUDGET_DENY ? -ENOMEM : gpc_ledger_shared ? reserve_shared(id, bytes) : reserve_private(s, bytes);
+    max_into(&s->largest, bytes);
+    if (rc != 0) {
+        count_denial(s);
+        return rc;
+    }
     atomic_fetch_add_explicit(&s->allocs, 1, memory_order_relaxed);
     return 0;
 }
 
-void gpc_budget_release(struct gpc_slot *s, uint64_t bytes)
+static uint64_t minus(uint64_t a, uint64_t b)
 {
-    uint64_t used = atomic_load_explicit(&s->used, memory_order_relaxed);
-    /* Never below zero, whatever a caller does: a wrapped figure would read as "everything used". */
-    while (!atomic_compare_exchange_weak_explicit(&s->used, &used, used >= bytes ? used - bytes : 0,
-                                                  memory_order_acq_rel, memory_order_relaxed))
-        ;
-    atomic_fetch_add_explicit(&s->frees, 1, memory_order_relaxed);
+    /* Never below zero, whatever a caller does: a wrapped figure would read as "all used". */
+    return a >= b ? a - b : 0;
+}
+
+void gpc_budget_release(int id, uint64_t bytes)
+{
+    if (id < 0)
+        return;
+    struct gpc_ledger_dev *d = &gpc_ledger->dev[id];
+    atomic_fetch_add_explicit(&d->slot.frees, 1, memory_order_relaxed);
+    if (!gpc_ledger_shared) {
+        uint64_t used = atomic_load_explicit(&d->slot.used, memory_order_relaxed);
+        while (!atomic_compare_exchange_weak_explicit(&d->slot.used, &used, minus(used, bytes), memory_order_acq_rel,
+                                                      memory_order_relaxed))
+            ;
+        return;
+    }
+    int me = gpc_ledger_me();
+    if (me < 0 || gpc_ledger_lock(d) != 0)
+        return; /* logged; the share is reclaimed when this process is gone */
+    struct gpc_ledger_proc *p = &gpc_ledger->proc[me];
+    atomic_store_explicit(&p->used[id], minus(atomic_load_explicit(&p->used[id], memory_order_relaxed), bytes),
+                          memory_order_relaxed);
+    atomic_store_explicit(&d->slot.used, minus(atomic_load_explicit(&d->slot.used, memory_order_relaxed), bytes),
+                          memory_order_relaxed);
+    gpc_ledger_unlock(d);
 }

@@ -7,8 +7,9 @@
  */
 #include "internal.h"
 
-static void log_denial(const char *call, int device, uint64_t bytes, const struct gpc_slot *s)
+static void log_denial(const char *call, int device, uint64_t bytes, int budget)
 {
+    const struct gpc_slot *s = gpc_budget_slot(budget);
     char a[32], b[32], c[32];
     gpc_log(GPC_LOG_WARN, "%s denied on device %d: requested %s, in use %s, limit %s -> CUDA_ERROR_OUT_OF_MEMORY",
             call, device, gpc_format_size(bytes, a, sizeof a),
@@ -17,7 +18,7 @@ static void log_denial(const char *call, int device, uint64_t bytes, const struc
 
 CUresult gpc_charge_begin(struct gpc_charge *c, int device, uint64_t bytes, const char *call)
 {
-    c->slot = NULL;
+    c->budget = GPC_BUDGET_NONE;
     c->bytes = bytes;
     c->device = device;
     if (!gpc_enforcing())
@@ -29,23 +30,23 @@ CUresult gpc_charge_begin(struct gpc_charge *c, int device, uint64_t bytes, cons
             return CUDA_SUCCESS;
         c->device = device = d;
     }
-    struct gpc_slot *s = gpc_device_slot(device);
-    if (!s)
+    int budget = gpc_device_budget(device);
+    if (budget == GPC_BUDGET_NONE)
         return CUDA_SUCCESS;
-    if (gpc_budget_reserve(s, bytes) != 0) {
-        log_denial(call, device, bytes, s);
+    if (gpc_budget_reserve(budget, bytes) != 0) {
+        log_denial(call, device, bytes, budget);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    c->slot = s;
+    c->budget = budget;
     return CUDA_SUCCESS;
 }
 
 void gpc_charge_end(struct gpc_charge *c, CUresult rc, enum gpc_map_kind kind, uint64_t key)
 {
-    if (!c->slot)
+    if (c->budget == GPC_BUDGET_NONE)
         return;
     if (rc != CUDA_SUCCESS) {
-        gpc_budget_release(c->slot, c->bytes);
+        gpc_budget_release(c->budget, c->bytes);
         return;
     }
     struct gpc_track t = {.bytes = c->bytes, .device = c->device, .refs = 1};
@@ -70,7 +71,5 @@ void gpc_free_end(bool known, enum gpc_map_kind kind, uint64_t key, const struct
         gpc_track_add(kind, key, t);
         return;
     }
-    struct gpc_slot *s = gpc_device_slot_if_ready(t->device);
-    if (s)
-        gpc_budget_release(s, t->bytes);
+    gpc_budget_release(gpc_device_budget_if_ready(t->device), t->bytes);
 }

@@ -1,78 +1,95 @@
 /*
  * device.c: device ordinals and their budgets.
  *
- * A device's budget slot is set up on first use: its limit comes from the settings (options.c) and,
- * for a percentage, from the physical size the driver reports. Devices without a limit have no
- * slot and are passed through. The device of an allocation is the current context's; a process
- * that sees a single device skips asking the driver for it.
+ * A device's budget is set up on first use: its limit comes from the settings (options.c) and, for
+ * a percentage, from the physical size the driver reports; its ledger entry is found by the
+ * device's UUID, so processes that number devices differently (CUDA_VISIBLE_DEVICES subsets,
+ * reorderings, UUID lists) share one budget per card. Devices without a limit are passed through.
+ * The device of an allocation is the current context's; a process that sees a single device skips
+ * asking the driver for it.
  */
 #include "internal.h"
 
 #include <pthread.h>
+#include <string.h>
 
 struct device {
     atomic_int ready;
-    struct gpc_slot *slot; /* NULL: no budget */
+    int budget; /* ledger index or GPC_BUDGET_NONE / GPC_BUDGET_DENY */
 };
 
 static struct device devices[GPC_MAX_DEVICES];
-static struct gpc_slot private_slots[GPC_MAX_DEVICES];
-/* Answer for ordinals we cannot hold a budget for: never "uncapped". */
-static struct gpc_slot deny_slot;
 static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int single_device = -1; /* -1 unknown, 0 several, 1 exactly one */
 
-static struct gpc_slot *setup(int ordinal)
+static int setup(int ordinal)
 {
     struct device *d = &devices[ordinal];
     pthread_mutex_lock(&setup_lock);
     if (atomic_load(&d->ready)) {
         pthread_mutex_unlock(&setup_lock);
-        return d->slot;
+        return d->budget;
     }
     size_t physical = 0;
     bool have_physical = gpc_real.cuDeviceTotalMem_v2 &&
                          gpc_real.cuDeviceTotalMem_v2(&physical, ordinal) == CUDA_SUCCESS;
     const struct gpc_value *from;
     uint64_t limit = gpc_settings_limit(&gpc_settings, ordinal, physical, &from);
-    if (from && !from->bad && from->u.size.is_percent && !have_physical) {
+    int budget = GPC_BUDGET_NONE;
+    if (limit == GPC_UNLIMITED) {
+        budget = GPC_BUDGET_NONE;
+    } else if (from && from->bad) {
+        /* A broken setting caps this process at 0; it does not drag the shared budget down. */
+        budget = GPC_BUDGET_DENY;
+    } else if (from && from->u.size.is_percent && !have_physical) {
         pthread_mutex_unlock(&setup_lock);
         gpc_log(GPC_LOG_ERROR, "device %d: its memory size is unknown, so '%s' cannot be resolved yet; "
                 "allocations are denied until it can", ordinal, from->text);
-        return &deny_slot;
-    }
-    if (limit != GPC_UNLIMITED) {
-        d->slot = &private_slots[ordinal];
-        atomic_store(&d->slot->limit, limit);
+        return GPC_BUDGET_DENY;
+    } else {
+        CUuuid uuid;
+        memset(&uuid, 0, sizeof uuid);
+        if (GPC_CALL_REAL(cuDeviceGetUuid_v2, (&uuid, ordinal)) != CUDA_SUCCESS) {
+            /* Without an identity the budget cannot be shared correctly: keep it to this ordinal. */
+            gpc_log(GPC_LOG_WARN, "device %d: no UUID from the driver; its budget is keyed by ordinal", ordinal);
+            memcpy(uuid.bytes, "gpucap-ordinal", 14);
+            uuid.bytes[15] = (char)ordinal;
+        }
+        budget = gpc_ledger_device((const uint8_t *)uuid.bytes, physical, limit, ordinal);
+        if (budget < 0) {
+            gpc_log(GPC_LOG_ERROR, "device %d: no room for it in the ledger; allocations are denied", ordinal);
+            budget = GPC_BUDGET_DENY;
+        }
         char a[32], b[32], where[600];
         gpc_log(GPC_LOG_INFO, "device %d: budget %s of %s (%s)", ordinal, gpc_format_size(limit, a, sizeof a),
                 gpc_format_size(physical, b, sizeof b),
                 gpc_value_origin(&gpc_settings, from, GPC_OPT_MEMORY_LIMIT, ordinal, where, sizeof where));
     }
+    d->budget = budget;
     atomic_store_explicit(&d->ready, 1, memory_order_release);
     pthread_mutex_unlock(&setup_lock);
-    return d->slot;
+    return budget;
 }
 
-struct gpc_slot *gpc_device_slot(int ordinal)
+int gpc_device_budget(int ordinal)
 {
     if (gpc_unlikely(ordinal < 0 || ordinal >= GPC_MAX_DEVICES)) {
         gpc_log(GPC_LOG_ERROR, "device %d: beyond the %d devices gpucap can budget; denied", ordinal,
                 GPC_MAX_DEVICES);
-        return &deny_slot;
+        return GPC_BUDGET_DENY;
     }
     struct device *d = &devices[ordinal];
     if (gpc_likely(atomic_load_explicit(&d->ready, memory_order_acquire)))
-        return d->slot;
+        return d->budget;
     return setup(ordinal);
 }
 
-struct gpc_slot *gpc_device_slot_if_ready(int ordinal)
+int gpc_device_budget_if_ready(int ordinal)
 {
     if (ordinal < 0 || ordinal >= GPC_MAX_DEVICES)
-        return NULL;
+        return GPC_BUDGET_NONE;
     struct device *d = &devices[ordinal];
-    return atomic_load_explicit(&d->ready, memory_order_acquire) ? d->slot : NULL;
+    return atomic_load_explicit(&d->ready, memory_order_acquire) ? d->budget : GPC_BUDGET_NONE;
 }
 
 CUresult gpc_current_device(CUdevice *dev)

@@ -20,13 +20,18 @@ static void apply_budget(struct gpc_slot *s, uint64_t *free_b, uint64_t *total_b
     *total_b = total;
 }
 
-/* The slot of the current context's device, or NULL. */
+/* The figures of the current context's device, or NULL when it has no budget. */
 static struct gpc_slot *current_slot(void)
 {
     CUdevice dev;
     if (!gpc_enforcing() || gpc_current_device(&dev) != CUDA_SUCCESS)
         return NULL;
-    return gpc_device_slot(dev);
+    return gpc_budget_slot(gpc_device_budget(dev));
+}
+
+static struct gpc_slot *device_slot(CUdevice dev)
+{
+    return gpc_enforcing() ? gpc_budget_slot(gpc_device_budget(dev)) : NULL;
 }
 
 GPC_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
@@ -62,7 +67,7 @@ GPC_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     gpc_init();
     CUresult rc = GPC_CALL_REAL(cuDeviceTotalMem_v2, (bytes, dev));
     struct gpc_slot *s;
-    if (rc != CUDA_SUCCESS || !bytes || !gpc_enforcing() || !(s = gpc_device_slot(dev)))
+    if (rc != CUDA_SUCCESS || !bytes || !(s = device_slot(dev)))
         return rc;
     uint64_t limit = atomic_load_explicit(&s->limit, memory_order_relaxed);
     if (limit < *bytes)
@@ -75,7 +80,7 @@ GPC_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
     gpc_init();
     CUresult rc = GPC_CALL_REAL(cuDeviceTotalMem, (bytes, dev));
     struct gpc_slot *s;
-    if (rc != CUDA_SUCCESS || !bytes || !gpc_enforcing() || !(s = gpc_device_slot(dev)))
+    if (rc != CUDA_SUCCESS || !bytes || !(s = device_slot(dev)))
         return rc;
     uint64_t limit = atomic_load_explicit(&s->limit, memory_order_relaxed);
     if (limit < *bytes)

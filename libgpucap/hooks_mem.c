@@ -56,12 +56,12 @@ GPC_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
 
 static CUresult settle_pitch(struct gpc_charge *c, CUresult rc, uint64_t addr, uint64_t actual, const char *call)
 {
-    if (rc != CUDA_SUCCESS || !c->slot) {
+    if (rc != CUDA_SUCCESS || c->budget == GPC_BUDGET_NONE) {
         gpc_charge_end(c, rc, GPC_MAP_PTR, addr);
         return rc;
     }
     if (actual < c->bytes) {
-        gpc_budget_release(c->slot, c->bytes - actual);
+        gpc_budget_release(c->budget, c->bytes - actual);
     } else if (actual > c->bytes) {
         struct gpc_charge extra;
         if (gpc_charge_begin(&extra, c->device, actual - c->bytes, call) != CUDA_SUCCESS)
@@ -89,7 +89,7 @@ GPC_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t
     CUresult settled = settle_pitch(&c, rc, ok ? *dptr : 0, ok ? (uint64_t)*pPitch * Height : 0, "cuMemAllocPitch_v2");
     if (ok && settled != CUDA_SUCCESS) {
         GPC_CALL_REAL(cuMemFree_v2, (*dptr));
-        gpc_budget_release(c.slot, c.bytes);
+        gpc_budget_release(c.budget, c.bytes);
     }
     return settled;
 }
@@ -106,7 +106,7 @@ GPC_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, 
     CUresult settled = settle_pitch(&c, rc, ok ? *dptr : 0, ok ? (uint64_t)*pPitch * Height : 0, "cuMemAllocPitch");
     if (ok && settled != CUDA_SUCCESS) {
         GPC_CALL_REAL(cuMemFree, (*dptr));
-        gpc_budget_release(c.slot, c.bytes);
+        gpc_budget_release(c.budget, c.bytes);
     }
     return settled;
 }

@@ -29,11 +29,8 @@ GPC_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
 static void unref_handle(CUmemGenericAllocationHandle h)
 {
     struct gpc_track t;
-    if (gpc_track_ref(GPC_MAP_HANDLE, h, -1, &t) == 0) {
-        struct gpc_slot *s = gpc_device_slot_if_ready(t.device);
-        if (s)
-            gpc_budget_release(s, t.bytes);
-    }
+    if (gpc_track_ref(GPC_MAP_HANDLE, h, -1, &t) == 0)
+        gpc_budget_release(gpc_device_budget_if_ready(t.device), t.bytes);
 }
 
 GPC_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
@@ -55,11 +52,8 @@ GPC_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
             gpc_track_ref(GPC_MAP_HANDLE, handle, +1, &t);
         return rc;
     }
-    if (refs == 0) {
-        struct gpc_slot *s = gpc_device_slot_if_ready(t.device);
-        if (s)
-            gpc_budget_release(s, t.bytes);
-    }
+    if (refs == 0)
+        gpc_budget_release(gpc_device_budget_if_ready(t.device), t.bytes);
     return rc;
 }
 

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "hooklist.h"
+#include "ledger.h"
 #include "units.h"
 
 #define GPC_EXPORT __attribute__((visibility("default")))
@@ -44,6 +45,8 @@ enum gpc_opt {
     GPC_OPT_MEMORY_LIMIT,
     GPC_OPT_CONFIG,
     GPC_OPT_LOG_LEVEL,
+    GPC_OPT_LEDGER,
+    GPC_OPT_LEDGER_GROUP,
     GPC_OPT__COUNT
 };
 enum gpc_opt_type { GPC_T_SIZE, GPC_T_BOOL, GPC_T_INT, GPC_T_STRING, GPC_T_ENUM };
@@ -145,34 +148,56 @@ void *gpc_hook_for_export(const char *name);
 /* Replaces *pfn (the driver's answer for base name `symbol`) by the hook of the same variant. */
 void gpc_procaddr_redirect(const char *symbol, void **pfn, int version, cuuint64_t flags);
 
-/* ---- budget.c: reservation arithmetic on a slot that may live in shared memory ---- */
-/* Fixed size, no pointers, only atomics: the same layout serves a private and a shared ledger. */
-struct gpc_slot {
-    _Atomic uint64_t limit;   /* GPC_UNLIMITED for no budget */
-    _Atomic uint64_t used;    /* bytes admitted and not released */
-    _Atomic uint64_t peak;
-    _Atomic uint64_t allocs;
-    _Atomic uint64_t frees;
-    _Atomic uint64_t denials;
-};
-/* Admits `bytes` if used + bytes stays within limit: 0, or -ENOMEM (nothing changed). Lock-free. */
-int gpc_budget_reserve(struct gpc_slot *s, uint64_t bytes);
+/* ---- ledger.c: the record of usage, shared by the processes of a container ---- */
+extern struct gpc_ledger *gpc_ledger;
+/* True: a ledger file shared with other processes (locked admission, per-process accounting).
+ * False: a budget private to this process (GPUCAP_LEDGER=off, or after a ledger error). */
+extern bool gpc_ledger_shared;
+/* Maps the ledger named by the settings, or a private one after one clear error. Never fails. */
+void gpc_ledger_attach(void);
+/*
+ * The ledger entry of the device with this UUID, registering it with `limit` if new (under the
+ * rule "the smallest limit among live processes wins", with a warning on disagreement). Returns
+ * the entry index, or -1 if the table is full.
+ */
+int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit, int ordinal);
+/* This process's entry (claimed on first use, again after fork), or -1 when the table is full. */
+int gpc_ledger_me(void);
+/* Gives back the budget of dead processes; returns how many were reclaimed. */
+int gpc_ledger_reap(void);
+/* Locks a device entry (robust, bounded wait): 0, or an errno after logging. */
+int gpc_ledger_lock(struct gpc_ledger_dev *d);
+void gpc_ledger_unlock(struct gpc_ledger_dev *d);
+
+/* ---- budget.c: reservation arithmetic ---- */
+/* Budget ids are ledger device indices, or one of these. */
+#define GPC_BUDGET_NONE (-1) /* no limit for that device: nothing is counted */
+#define GPC_BUDGET_DENY (-2) /* a budget of 0 after a bad setting: everything is denied */
+/*
+ * Admits `bytes` if the device's used + bytes stays within its limit: 0, or -ENOMEM (nothing
+ * changed, denial counted). Private budgets: one compare-and-swap. Shared ones: under the device's
+ * robust lock, with this process's share recorded too; before denying, dead processes' shares are
+ * reclaimed and admission is tried once more.
+ */
+int gpc_budget_reserve(int id, uint64_t bytes);
 /* Gives back bytes admitted earlier. */
-void gpc_budget_release(struct gpc_slot *s, uint64_t bytes);
+void gpc_budget_release(int id, uint64_t bytes);
+/* The figures of a budget (NULL for GPC_BUDGET_NONE). */
+struct gpc_slot *gpc_budget_slot(int id);
 
 /* ---- device.c: device ordinals, their budgets, the device of the current context ---- */
-/* The slot of device `ordinal` (set up on first use), or NULL when that device has no budget. */
-struct gpc_slot *gpc_device_slot(int ordinal);
+/* The budget id of device `ordinal` (set up on first use). */
+int gpc_device_budget(int ordinal);
+/* The budget id of `ordinal` if it was set up, else GPC_BUDGET_NONE; never sets anything up. */
+int gpc_device_budget_if_ready(int ordinal);
 /* The device of the calling thread's current context: 0, or the driver's error. */
 CUresult gpc_current_device(CUdevice *dev);
-/* The slot for ordinal `ordinal` if it was set up, else NULL; never sets anything up. */
-struct gpc_slot *gpc_device_slot_if_ready(int ordinal);
 
 /* ---- track.c: what each pointer and handle was charged ---- */
 enum gpc_map_kind { GPC_MAP_PTR, GPC_MAP_HANDLE, GPC_MAP_MAPPING, GPC_MAP__COUNT };
 struct gpc_track {
     uint64_t bytes;
-    int32_t device;   /* ordinal whose slot was charged */
+    int32_t device;   /* ordinal whose budget was charged */
     int32_t refs;     /* GPC_MAP_HANDLE: references (creation, retains, mappings) */
     uint64_t aux;     /* GPC_MAP_MAPPING: the handle mapped there */
 };
@@ -188,7 +213,7 @@ void gpc_track_atfork(void);
 
 /* ---- charge.c: the common "reserve, call the driver, commit or roll back" steps of hooks ---- */
 struct gpc_charge {
-    struct gpc_slot *slot; /* NULL: not counted (no budget, pass-through) */
+    int budget;            /* GPC_BUDGET_NONE: not counted (no budget, pass-through) */
     int device;
     uint64_t bytes;
 };

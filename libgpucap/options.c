@@ -32,6 +32,12 @@ const struct gpc_option_def gpc_option_defs[GPC_OPT__COUNT] = {
                         "ini file to read; the default path is read only if it exists"},
     [GPC_OPT_LOG_LEVEL] = {"log_level", "GPUCAP_LOG_LEVEL", GPC_T_ENUM, "warn", "error|warn|info|debug", 0,
                            "how much the library says on stderr"},
+    [GPC_OPT_LEDGER] = {"ledger", "GPUCAP_LEDGER", GPC_T_STRING, NULL, NULL, 0,
+                        "file shared by the processes that share a budget; default /tmp/gpucap-<uid>.ledger "
+                        "(one per container and user); 'off': a budget private to each process"},
+    [GPC_OPT_LEDGER_GROUP] = {"ledger_group", "GPUCAP_LEDGER_GROUP", GPC_T_BOOL, "0", NULL, 0,
+                              "create the ledger group-writable (0660) and accept one owned by another user of "
+                              "the group, for containers where processes of several users share a budget"},
 };
 
 static const char *source_name(enum gpc_source src)

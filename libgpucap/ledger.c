@@ -1,0 +1,433 @@
+/*
+ * ledger.c: the crash-safe record of usage that the processes of one container share.
+ *
+ * The ledger is a file (GPUCAP_LEDGER; by default /tmp/gpucap-<uid>.ledger: /tmp belongs to one
+ * container, so all of its processes meet there without a setting, two containers of a pod do not,
+ * and two local users do not either), mapped by every process that touches CUDA. It holds one entry
+ * per device, keyed by the device UUID so that processes with different CUDA_VISIBLE_DEVICES agree,
+ * and one entry per process with its share of each device.
+ *
+ * Crash safety: admission and release happen under the device entry's robust mutex, and a process
+ * records its own share with the total. If a process dies holding the lock, the next locker gets
+ * EOWNERDEAD and recomputes the total from the shares. A dead process's share is taken back (it was
+ * freed on the card when it died) by gpc_ledger_reap(), which budget.c calls before any denial; a
+ * process is dead when its pid is gone or now belongs to a process with another start time. No
+ * wait is longer than LOCK_WAIT_MS; there is never an exit().
+ *
+ * The file is created whole under a temporary name and linked into place, so no process ever maps
+ * a half-initialised ledger. Owner-only by default; GPUCAP_LEDGER_GROUP=1 makes it group-shared. A
+ * ledger that cannot be used (corrupted, truncated, another layout version, foreign, not writable)
+ * is one error line naming the file and the reason, and the process then has a private budget.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LOCK_WAIT_MS 200
+
+struct gpc_ledger *gpc_ledger;
+bool gpc_ledger_shared;
+static char ledger_path[512];
+static int my_proc = -1;
+static pthread_mutex_t me_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- checks shared with `gpucap status` ---- */
+
+const char *gpc_ledger_check(const struct gpc_ledger *l, uint64_t file_size, char *buf, unsigned len)
+{
+    if (file_size < sizeof(uint64_t) * 2)
+        return "truncated (shorter than its header)";
+    if (l->magic != GPC_LEDGER_MAGIC)
+        return "not a gpucap ledger (wrong magic number)";
+    if (l->version != GPC_LEDGER_VERSION) {
+        snprintf(buf, len, "layout version %u, this gpucap reads version %u", l->version, GPC_LEDGER_VERSION);
+        return buf;
+    }
+    if (file_size < sizeof *l) {
+        snprintf(buf, len, "truncated (%llu bytes, a ledger has %zu)", (unsigned long long)file_size, sizeof *l);
+        return buf;
+    }
+    if (l->size != sizeof *l || l->ndevices != GPC_LEDGER_DEVICES || l->nprocs != GPC_LEDGER_PROCS)
+        return "corrupted header (sizes do not match this layout)";
+    for (int i = 0; i < GPC_LEDGER_DEVICES; i++) {
+        uint32_t st = atomic_load(&l->dev[i].state);
+        uint64_t used = atomic_load(&l->dev[i].slot.used), limit = atomic_load(&l->dev[i].slot.limit);
+        if (st > 1 || (st == 1 && used > limit && limit != GPC_UNLIMITED)) {
+            snprintf(buf, len, "corrupted device entry %d", i);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+/* Field 22 of /proc/<pid>/stat: start time in clock ticks since boot; 0 if unreadable. */
+static uint64_t start_time_of(int32_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* The command name may hold spaces and parentheses: count fields after the last ')'. */
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return 0;
+    for (int field = 2; field < 22 && p; field++)
+        p = strchr(p + 1, ' ');
+    return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time)
+{
+    if (pid <= 0)
+        return 0;
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return 0;
+    /* A process still claiming its entry has no start time yet: alive. */
+    if (start_time == 0)
+        return 1;
+    uint64_t now = start_time_of(pid);
+    return now == 0 || now == start_time;
+}
+
+/* ---- locking ---- */
+
+static void init_robust(pthread_mutex_t *m)
+{
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(m, &a);
+    pthread_mutexattr_destroy(&a);
+}
+
+/* The owner died inside the critical section: the total is rebuilt from the shares. */
+static void recover_device(struct gpc_ledger_dev *d)
+{
+    int id = (int)(d - gpc_ledger->dev);
+    uint64_t sum = 0;
+    for (int i = 0; i < GPC_LEDGER_PROCS; i++)
+        if (atomic_load(&gpc_ledger->proc[i].pid) != 0)
+            sum += atomic_load(&gpc_ledger->proc[i].used[id]);
+    atomic_store(&d->slot.used, sum);
+    gpc_log(GPC_LOG_WARN, "ledger %s: a process died holding device entry %d; its total was rebuilt (%llu bytes)",
+            ledger_path, id, (unsigned long long)sum);
+}
+
+static int lock_robust(pthread_mutex_t *m, struct gpc_ledger_dev *d)
+{
+    int rc = pthread_mutex_trylock(m);
+    if (rc == EBUSY) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += LOCK_WAIT_MS * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        rc = pthread_mutex_timedlock(m, &ts);
+    }
+    if (rc == EOWNERDEAD) {
+        if (d)
+            recover_device(d);
+        pthread_mutex_consistent(m);
+        rc = 0;
+    }
+    if (rc != 0)
+        gpc_log(GPC_LOG_ERROR, "ledger %s: lock not obtained within %d ms (%s); the allocation is denied",
+                ledger_path, LOCK_WAIT_MS, strerror(rc));
+    return rc;
+}
+
+int gpc_ledger_lock(struct gpc_ledger_dev *d)
+{
+    return lock_robust(&d->lock, d);
+}
+
+void gpc_ledger_unlock(struct gpc_ledger_dev *d)
+{
+    pthread_mutex_unlock(&d->lock);
+}
+
+/* ---- attaching ---- */
+
+static void default_path(char *buf, size_t len)
+{
+    snprintf(buf, len, "/tmp/gpucap-%u.ledger", (unsigned)geteuid());
+}
+
+static void init_ledger(struct gpc_ledger *l)
+{
+    memset(l, 0, sizeof *l);
+    l->version = GPC_LEDGER_VERSION;
+    l->size = sizeof *l;
+    l->ndevices = GPC_LEDGER_DEVICES;
+    l->nprocs = GPC_LEDGER_PROCS;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    l->created_ns = (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec;
+    init_robust(&l->table_lock);
+    for (int i = 0; i < GPC_LEDGER_DEVICES; i++)
+        init_robust(&l->dev[i].lock);
+    atomic_thread_fence(memory_order_release);
+    l->magic = GPC_LEDGER_MAGIC;
+}
+
+static void use_private(const char *why)
+{
+    if (why)
+        gpc_log(GPC_LOG_ERROR, "ledger %s: %s; this process has a private budget (not shared with other "
+                "processes) until it is fixed; see `gpucap status`", ledger_path, why);
+    void *m = mmap(NULL, sizeof(struct gpc_ledger), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        /* Nowhere to count: every budget of this process denies (never uncapped). */
+        static struct gpc_ledger *none;
+        gpc_log(GPC_LOG_ERROR, "no memory for a budget; every allocation is denied");
+        gpc_ledger = none;
+        return;
+    }
+    init_ledger(m);
+    gpc_ledger = m;
+    gpc_ledger_shared = false;
+}
+
+/* Creates the file whole under a temporary name, then links it into place. */
+static int create_file(mode_t mode)
+{
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.%d.tmp", ledger_path, (int)getpid());
+    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (fd < 0)
+        return -errno;
+    fchmod(fd, mode);
+    int rc = 0;
+    void *m = MAP_FAILED;
+    if (ftruncate(fd, sizeof(struct gpc_ledger)) != 0 ||
+        (m = mmap(NULL, sizeof(struct gpc_ledger), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+        rc = -errno;
+    } else {
+        init_ledger(m);
+        munmap(m, sizeof(struct gpc_ledger));
+        if (link(tmp, ledger_path) != 0)
+            rc = -errno;
+    }
+    close(fd);
+    unlink(tmp);
+    return rc;
+}
+
+void gpc_ledger_attach(void)
+{
+    const struct gpc_value *v = &gpc_settings.opt[GPC_OPT_LEDGER];
+    if (v->set && !v->bad && v->text[0])
+        snprintf(ledger_path, sizeof ledger_path, "%s", v->text);
+    else
+        default_path(ledger_path, sizeof ledger_path);
+    if (strcmp(ledger_path, "off") == 0) {
+        use_private(NULL);
+        return;
+    }
+    bool group = gpc_settings.opt[GPC_OPT_LEDGER_GROUP].set && gpc_settings.opt[GPC_OPT_LEDGER_GROUP].u.b;
+    mode_t mode = group ? 0660 : 0600;
+
+    int fd = -1;
+    for (int attempt = 0; attempt < 3 && fd < 0; attempt++) {
+        fd = open(ledger_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        if (fd >= 0 || errno != ENOENT)
+            break;
+        int rc = create_file(mode);
+        if (rc != 0 && rc != -EEXIST) {
+            char why[128];
+            snprintf(why, sizeof why, "cannot be created (%s)", strerror(-rc));
+            use_private(why);
+            return;
+        }
+    }
+    char why[160];
+    if (fd < 0) {
+        snprintf(why, sizeof why, "cannot be opened for writing (%s)", strerror(errno));
+        use_private(why);
+        return;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        use_private("is not a regular file");
+        return;
+    }
+    if (st.st_uid != geteuid() && !(group && (st.st_mode & 0060) == 0060)) {
+        close(fd);
+        snprintf(why, sizeof why, "belongs to uid %u, not to this user (set GPUCAP_LEDGER_GROUP=1 to share it "
+                 "with a group)", (unsigned)st.st_uid);
+        use_private(why);
+        return;
+    }
+    size_t map_len = (size_t)st.st_size < sizeof(struct gpc_ledger) ? (size_t)st.st_size : sizeof(struct gpc_ledger);
+    struct gpc_ledger *l = map_len >= 16 ? mmap(NULL, sizeof(struct gpc_ledger), PROT_READ | PROT_WRITE,
+                                                MAP_SHARED, fd, 0)
+                                         : MAP_FAILED;
+    close(fd);
+    if (l == MAP_FAILED) {
+        use_private("truncated (shorter than its header)");
+        return;
+    }
+    char buf[128];
+    const char *bad = gpc_ledger_check(l, (uint64_t)st.st_size, buf, sizeof buf);
+    if (bad) {
+        munmap(l, sizeof *l);
+        use_private(bad);
+        return;
+    }
+    gpc_ledger = l;
+    gpc_ledger_shared = true;
+}
+
+/* ---- processes ---- */
+
+static void forget_me(void)
+{
+    /* A fork child is another process: it claims its own entry when it first needs one. */
+    my_proc = -1;
+    pthread_mutex_init(&me_lock, NULL);
+}
+
+int gpc_ledger_me(void)
+{
+    if (gpc_likely(my_proc >= 0))
+        return my_proc;
+    pthread_mutex_lock(&me_lock);
+    static bool atfork_done;
+    if (!atfork_done) {
+        pthread_atfork(NULL, NULL, forget_me);
+        atfork_done = true;
+    }
+    int32_t pid = getpid();
+    for (int pass = 0; pass < 2 && my_proc < 0; pass++) {
+        for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
+            struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
+            int32_t zero = 0;
+            if (atomic_load(&p->pid) != 0 || !atomic_compare_exchange_strong(&p->pid, &zero, pid))
+                continue;
+            for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
+                atomic_store(&p->used[d], 0);
+                atomic_store(&p->peak[d], 0);
+                atomic_store(&p->limit[d], 0);
+            }
+            atomic_store(&p->start_time, start_time_of(pid));
+            my_proc = i;
+            break;
+        }
+        if (my_proc < 0)
+            gpc_ledger_reap();
+    }
+    if (my_proc < 0)
+        gpc_log(GPC_LOG_ERROR, "ledger %s: all %d process entries are taken by live processes; allocations "
+                "are denied", ledger_path, GPC_LEDGER_PROCS);
+    pthread_mutex_unlock(&me_lock);
+    return my_proc;
+}
+
+int gpc_ledger_reap(void)
+{
+    if (!gpc_ledger_shared)
+        return 0;
+    int reaped = 0;
+    for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
+        struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
+        int32_t pid = atomic_load(&p->pid);
+        if (pid == 0 || i == my_proc || gpc_ledger_proc_alive(pid, atomic_load(&p->start_time)))
+            continue;
+        /* Share by share under each device's lock: taking one twice takes nothing the second time. */
+        uint64_t took = 0;
+        for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
+            if (atomic_load(&p->used[d]) == 0 || gpc_ledger_lock(&gpc_ledger->dev[d]) != 0)
+                continue;
+            uint64_t share = atomic_exchange(&p->used[d], 0);
+            uint64_t used = atomic_load(&gpc_ledger->dev[d].slot.used);
+            atomic_store(&gpc_ledger->dev[d].slot.used, used >= share ? used - share : 0);
+            gpc_ledger_unlock(&gpc_ledger->dev[d]);
+            took += share;
+        }
+        if (atomic_compare_exchange_strong(&p->pid, &pid, 0))
+            reaped++;
+        if (took)
+            gpc_log(GPC_LOG_INFO, "ledger %s: took back %llu bytes of dead process %d", ledger_path,
+                    (unsigned long long)took, (int)pid);
+    }
+    return reaped;
+}
+
+/* ---- devices ---- */
+
+int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit, int ordinal)
+{
+    struct gpc_ledger *l = gpc_ledger;
+    if (!l)
+        return -1;
+    if (gpc_ledger_shared && lock_robust(&l->table_lock, NULL) != 0)
+        return -1;
+    int found = -1, free_entry = -1;
+    for (int i = 0; i < GPC_LEDGER_DEVICES; i++) {
+        if (atomic_load(&l->dev[i].state) == 1 && memcmp(l->dev[i].uuid, uuid, 16) == 0) {
+            found = i;
+            break;
+        }
+        if (free_entry < 0 && atomic_load(&l->dev[i].state) == 0)
+            free_entry = i;
+    }
+    if (found < 0 && free_entry >= 0) {
+        struct gpc_ledger_dev *d = &l->dev[free_entry];
+        memcpy(d->uuid, uuid, 16);
+        d->physical = physical;
+        atomic_store(&d->slot.limit, limit);
+        atomic_store(&d->state, 1);
+        found = free_entry;
+    } else if (found >= 0) {
+        /* Settings disagree between processes: the smallest limit of the live ones wins. */
+        struct gpc_ledger_dev *d = &l->dev[found];
+        uint64_t cur = atomic_load(&d->slot.limit);
+        bool others = false;
+        uint64_t lowest = limit;
+        for (int i = 0; gpc_ledger_shared && i < GPC_LEDGER_PROCS; i++) {
+            struct gpc_ledger_proc *p = &l->proc[i];
+            uint64_t theirs = atomic_load(&p->limit[found]);
+            if (i == my_proc || theirs == 0 || !gpc_ledger_proc_alive(atomic_load(&p->pid), atomic_load(&p->start_time)))
+                continue;
+            others = true;
+            if (theirs < lowest)
+                lowest = theirs;
+        }
+        uint64_t now = others ? lowest : limit;
+        if (now != cur)
+            atomic_store(&d->slot.limit, now);
+        if (others && limit != cur) {
+            char a[32], b[32], c[32];
+            gpc_log(GPC_LOG_WARN, "device %d: settings disagree: this process asks for a limit of %s, the ledger %s "
+                    "held %s for other live processes; the smaller, %s, applies to all", ordinal,
+                    gpc_format_size(limit, a, sizeof a), ledger_path, gpc_format_size(cur, b, sizeof b),
+                    gpc_format_size(now, c, sizeof c));
+        }
+    }
+    if (gpc_ledger_shared)
+        pthread_mutex_unlock(&l->table_lock);
+    if (found >= 0 && gpc_ledger_shared) {
+        int me = gpc_ledger_me();
+        if (me >= 0)
+            atomic_store(&l->proc[me].limit[found], limit);
+    }
+    return found;
+}

@@ -1,0 +1,70 @@
+/*
+ * ledger.h: the layout of the shared ledger file, read by the library (ledger.c) and by
+ * `gpucap status` (tools/). Fixed size, no pointers; atomics and process-shared robust mutexes only.
+ * Any change to it must bump GPC_LEDGER_VERSION.
+ */
+#ifndef GPUCAP_LEDGER_H
+#define GPUCAP_LEDGER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define GPC_LEDGER_MAGIC 0x5247444c43504721ULL /* "!GPCLDGR" */
+#define GPC_LEDGER_VERSION 1u
+#define GPC_LEDGER_DEVICES 32
+#define GPC_LEDGER_PROCS 1024
+
+/* A budget: what admission works on. Shared by the private and the shared ledger. */
+struct gpc_slot {
+    _Atomic uint64_t limit;   /* GPC_UNLIMITED for no budget */
+    _Atomic uint64_t used;    /* bytes admitted and not released */
+    _Atomic uint64_t peak;
+    _Atomic uint64_t allocs;
+    _Atomic uint64_t frees;
+    _Atomic uint64_t denials;
+    _Atomic uint64_t largest;           /* largest single request seen */
+    _Atomic uint64_t first_denial_ns;   /* CLOCK_REALTIME of the first denial, 0 if none */
+};
+
+struct gpc_ledger_dev {
+    _Atomic uint32_t state;     /* 0 free, 1 in use */
+    uint32_t pad;
+    uint8_t uuid[16];           /* cuDeviceGetUuid_v2: the same card whatever its ordinal */
+    uint64_t physical;          /* bytes, as the driver reports them */
+    struct gpc_slot slot;
+    pthread_mutex_t lock;       /* robust, process-shared: admission and release */
+    char reserved[64];
+};
+
+struct gpc_ledger_proc {
+    _Atomic int32_t pid;        /* 0: free */
+    uint32_t pad;
+    _Atomic uint64_t start_time; /* /proc/<pid>/stat field 22: tells a reused pid from its owner */
+    _Atomic uint64_t used[GPC_LEDGER_DEVICES];
+    _Atomic uint64_t peak[GPC_LEDGER_DEVICES];
+    _Atomic uint64_t limit[GPC_LEDGER_DEVICES]; /* the limit this process asked for */
+};
+
+struct gpc_ledger {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t size;              /* sizeof(struct gpc_ledger) */
+    uint32_t ndevices, nprocs;
+    uint64_t created_ns;
+    pthread_mutex_t table_lock; /* robust, process-shared: claiming device entries */
+    char reserved[128];
+    struct gpc_ledger_dev dev[GPC_LEDGER_DEVICES];
+    struct gpc_ledger_proc proc[GPC_LEDGER_PROCS];
+};
+
+/*
+ * Checks a mapped ledger of `file_size` bytes: NULL if it is usable, else the reason, e.g.
+ * "truncated", "not a gpucap ledger", "layout version 2, this gpucap reads 1".
+ */
+const char *gpc_ledger_check(const struct gpc_ledger *l, uint64_t file_size, char *buf, unsigned len);
+
+/* True if the process of a ledger entry is alive (pid and start time both match). */
+int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time);
+
+#endif

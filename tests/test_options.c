@@ -1,0 +1,217 @@
+/*
+ * test_options.c: the settings, without a driver: every size form, percentages, malformed values
+ * (one clear error line and the safe state, a budget of 0), the ini file, the environment over the
+ * file, per-device limits, unknown keys and variables, and "no limit anywhere".
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int failures;
+#define CHECK(cond, ...)                                                     \
+    do {                                                                     \
+        if (!(cond)) {                                                       \
+            fprintf(stdout, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stdout, __VA_ARGS__);                                    \
+            fprintf(stdout, "\n");                                           \
+            failures++;                                                      \
+        }                                                                    \
+    } while (0)
+
+#define GiB (1ULL << 30)
+#define PHYS (16 * GiB)
+
+/* stderr captured into a buffer while settings load. */
+static char captured[8192];
+static int saved_fd = -1;
+static FILE *cap;
+
+static void capture_begin(void)
+{
+    fflush(stderr);
+    cap = tmpfile();
+    saved_fd = dup(2);
+    dup2(fileno(cap), 2);
+}
+
+static void capture_end(void)
+{
+    dup2(saved_fd, 2);
+    close(saved_fd);
+    rewind(cap);
+    size_t n = fread(captured, 1, sizeof captured - 1, cap);
+    captured[n] = '\0';
+    fclose(cap);
+}
+
+static char ini_path[] = "/tmp/gpucap-test-XXXXXX";
+
+static void write_ini(const char *text)
+{
+    FILE *f = fopen(ini_path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+static struct gpc_settings s;
+
+static void load(const char **env)
+{
+    capture_begin();
+    gpc_settings_load(&s, (char *const *)env);
+    capture_end();
+}
+
+static void test_sizes(void)
+{
+    struct {
+        const char *text;
+        uint64_t bytes;
+        uint32_t ppm;
+    } ok[] = {
+        {"1073741824", GiB, 0}, {"512MiB", 512ULL << 20, 0}, {"2 GiB", 2 * GiB, 0}, {"1.5GiB", 3 * GiB / 2, 0},
+        {"2GB", 2000000000ULL, 0}, {"8Gi", 8 * GiB, 0}, {"3K", 3000, 0}, {"3KiB", 3072, 0}, {"1TiB", 1ULL << 40, 0},
+        {" 4GiB ", 4 * GiB, 0}, {"0", 0, 0}, {"7B", 7, 0}, {"25%", 0, 250000}, {"12.5%", 0, 125000},
+        {"100%", 0, 1000000}, {"0%", 0, 0},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        struct gpc_size z;
+        int rc = gpc_parse_size(ok[i].text, &z);
+        CHECK(rc == 0, "'%s' rejected (%d)", ok[i].text, rc);
+        if (rc == 0 && ok[i].ppm == 0 && !strchr(ok[i].text, '%'))
+            CHECK(!z.is_percent && z.bytes == ok[i].bytes, "'%s' = %llu", ok[i].text, (unsigned long long)z.bytes);
+        if (rc == 0 && strchr(ok[i].text, '%'))
+            CHECK(z.is_percent && z.ppm == ok[i].ppm, "'%s' = %u ppm", ok[i].text, z.ppm);
+    }
+    struct gpc_size z = {0};
+    gpc_parse_size("25%", &z);
+    CHECK(gpc_size_resolve(&z, PHYS) == 4 * GiB, "25%% of 16 GiB");
+    const char *bad[] = {"", "abc", "GiB", "-1", "1e9", "10 gib", "1 GiB extra", "16EiB", "1.GiB", ".5GiB", "%"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(gpc_parse_size(bad[i], &z) == -EINVAL, "'%s' accepted", bad[i]);
+    CHECK(gpc_parse_size("101%", &z) == -ERANGE, "101%% accepted");
+    CHECK(gpc_parse_size("99999999999999999999", &z) == -ERANGE, "2^64 accepted");
+    CHECK(gpc_parse_size("17179869184TiB", &z) == -ERANGE, "overflowing TiB accepted");
+}
+
+static void test_env(void)
+{
+    const char *e1[] = {"GPUCAP_CONFIG=/nonexistent-but-unused", NULL};
+    (void)e1;
+    const char *a[] = {"GPUCAP_CONFIG=", "GPUCAP_MEMORY_LIMIT=2GiB", "PATH=/bin", NULL};
+    load(a);
+    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 2 * GiB, "global limit");
+    CHECK(gpc_settings_limit(&s, 5, PHYS, NULL) == 2 * GiB, "global limit on device 5");
+    CHECK(captured[0] == '\0', "unexpected output: %s", captured);
+
+    const char *b[] = {"GPUCAP_CONFIG=", "GPUCAP_MEMORY_LIMIT=25%", NULL};
+    load(b);
+    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 4 * GiB, "percent limit");
+
+    const char *c[] = {"GPUCAP_CONFIG=", "GPUCAP_MEMORY_LIMIT=2GiB", "GPUCAP_MEMORY_LIMIT_1=1GiB", NULL};
+    load(c);
+    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 2 * GiB, "device 0");
+    CHECK(gpc_settings_limit(&s, 1, PHYS, NULL) == GiB, "device 1 override");
+
+    const char *d[] = {"GPUCAP_CONFIG=", "GPUCAP_MEMORY_LIMIT=lots", NULL};
+    load(d);
+    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 0, "a bad limit must give 0");
+    CHECK(strstr(captured, "GPUCAP_MEMORY_LIMIT") && strstr(captured, "'lots'") && strstr(captured, "GiB") &&
+              strstr(captured, "gpucap: error:"),
+          "error line does not name the setting, value and forms: %s", captured);
+    CHECK(gpc_settings_any_limit(&s), "a bad limit must count as a limit");
+
+    const char *e[] = {"GPUCAP_CONFIG=", "GPUCAP_MEMORY_LIMIT_1=abc", "GPUCAP_MEMORY_LIMIT=1GiB", NULL};
+    load(e);
+    CHECK(gpc_settings_limit(&s, 1, PHYS, NULL) == 0, "bad per-device limit");
+    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == GiB, "good global limit kept");
+
+    const char *f[] = {"GPUCAP_CONFIG=", "GPUCAP_MEMROY_LIMIT=1GiB", NULL};
+    load(f);
+    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 0, "an unknown GPUCAP_ variable must give 0");
+    CHECK(strstr(captured, "GPUCAP_MEMROY_LIMIT"), "the typo is not named: %s", captured);
+
+    const char *g[] = {"GPUCAP_CONFIG=", "GPUCAP_LOG_LEVEL=loud", "GPUCAP_MEMORY_LIMIT=1GiB", NULL};
+    load(g);
+    CHECK(strstr(captured, "GPUCAP_LOG_LEVEL") && strstr(captured, "error|warn|info|debug"), "log level: %s",
+          captured);
+    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == GiB, "a bad log level does not touch the budget");
+
+    const char *h[] = {"GPUCAP_CONFIG=/nonexistent/gpucap.ini", NULL};
+    load(h);
+    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 0, "a missing GPUCAP_CONFIG file must give 0");
+    CHECK(strstr(captured, "/nonexistent/gpucap.ini"), "missing file not named: %s", captured);
+
+    if (access("/etc/gpucap/gpucap.ini", F_OK) != 0) {
+        const char *none[] = {"PATH=/bin", NULL};
+        load(none);
+        CHECK(!gpc_settings_any_limit(&s), "no setting must mean no limit");
+        CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == GPC_UNLIMITED, "unlimited");
+    }
+}
+
+static void test_ini(void)
+{
+    char env_config[64];
+    snprintf(env_config, sizeof env_config, "GPUCAP_CONFIG=%s", ini_path);
+    write_ini("; gpucap test\n[gpucap]\nmemory_limit = 3GiB\nlog_level = info\n\n[device.1]\nmemory_limit=1GiB\n");
+    const char *a[] = {env_config, NULL};
+    load(a);
+    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 3 * GiB, "file limit");
+    CHECK(gpc_settings_limit(&s, 1, PHYS, NULL) == GiB, "file per-device limit");
+    const struct gpc_value *from;
+    gpc_settings_limit(&s, 1, PHYS, &from);
+    char where[600];
+    gpc_value_origin(&s, from, GPC_OPT_MEMORY_LIMIT, 1, where, sizeof where);
+    CHECK(strstr(where, ini_path) && strstr(where, ":7"), "origin of device 1: %s", where);
+    gpc_log_threshold = GPC_LOG_WARN;
+
+    const char *b[] = {env_config, "GPUCAP_MEMORY_LIMIT=2GiB", NULL};
+    load(b);
+    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 2 * GiB, "env over file");
+    CHECK(gpc_settings_limit(&s, 1, PHYS, NULL) == 2 * GiB, "env over file, per device too");
+    const char *b2[] = {env_config, "GPUCAP_MEMORY_LIMIT_1=512MiB", NULL};
+    load(b2);
+    CHECK(gpc_settings_limit(&s, 1, PHYS, NULL) == 512ULL << 20, "env per device over file");
+    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 3 * GiB, "file global kept");
+    gpc_log_threshold = GPC_LOG_WARN;
+
+    write_ini("[gpucap]\n\nmemory_limit = 3 apples\n");
+    load(a);
+    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 0, "bad file value must give 0");
+    CHECK(strstr(captured, ":3:") && strstr(captured, "3 apples"), "line number missing: %s", captured);
+
+    write_ini("[gpucap]\nmemory_limt = 3GiB\n");
+    load(a);
+    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 0, "unknown key must give 0");
+    CHECK(strstr(captured, "memory_limt") && strstr(captured, ":2"), "unknown key not named: %s", captured);
+    const char *c[] = {env_config, "GPUCAP_MEMORY_LIMIT=1GiB", NULL};
+    load(c);
+    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == GiB, "env still applies over a bad file");
+
+    write_ini("[gpucap]\nthis is not ini\nmemory_limit=1GiB\n");
+    load(a);
+    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 0, "syntax error must give 0");
+    CHECK(strstr(captured, ":2"), "syntax error line: %s", captured);
+
+    write_ini("[gpu]\nmemory_limit=1GiB\n");
+    load(a);
+    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 0, "unknown section must give 0");
+}
+
+int main(void)
+{
+    int fd = mkstemp(ini_path);
+    close(fd);
+    test_sizes();
+    test_env();
+    test_ini();
+    unlink(ini_path);
+    if (failures)
+        printf("%d check(s) failed\n", failures);
+    return failures ? 1 : 0;
+}
