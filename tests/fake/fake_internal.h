@@ -62,9 +62,7 @@ bool fk_initialized(void);
             return CUDA_ERROR_NOT_INITIALIZED;                                          \
     } while (0)
 
-/* Visible devices after CUDA_VISIBLE_DEVICES: ordinal -> physical index. */
-int fk_visible_count(void);
-/* Physical index of a CUDA ordinal, or -1 for a bad ordinal. */
+/* Physical index of a CUDA ordinal (after CUDA_VISIBLE_DEVICES), or -1 for a bad ordinal. */
 int fk_phys_of(CUdevice ordinal);
 
 /* The in-process lock over every handle table (allocations, pools, VMM, arrays, graphs). */
@@ -82,9 +80,9 @@ struct fk_ctx {
     struct fk_ctx *next; /* all contexts ever made, never freed (stale handles stay checkable) */
 };
 
-/* The calling thread's current context if alive, else NULL (caller holds no lock). */
+/* The calling thread's current context if alive, else NULL. Under fk_mu. */
 struct fk_ctx *fk_current_ctx(void);
-/* Like fk_current_ctx but tells apart "no context" (INVALID_CONTEXT) from success. */
+/* fk_current_ctx as a CUresult: CUDA_ERROR_INVALID_CONTEXT when there is none. Under fk_mu. */
 CUresult fk_require_ctx(struct fk_ctx **out);
 /* A fresh, never reused, 256-aligned address range of `size` bytes for device `phys`
  * (legacy32: below 4 GiB);

@@ -10,7 +10,9 @@
  * a process-shared robust mutex; a holder that died mid-update is repaired by recomputing the
  * device totals from the live slots.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>

@@ -31,7 +31,7 @@
 #define ANN_INJECT "gpucap.io/inject"
 #define ANN_INJECTED "gpucap.io/injected"
 #define LIB_NAME "libgpucap.so"
-#define USER_PRELOAD "GPUCAP_USER_LD_PRELOAD"
+#define USER_PRELOAD "LD_PRELOAD_BEFORE_GPUCAP"
 
 /* The device plugin's resource, and the name it uses for shared replicas with renameByDefault. */
 static const char *const gpu_resources[] = {"nvidia.com/gpu", "nvidia.com/gpu.shared"};
@@ -78,6 +78,12 @@ static void trim_copy(char *dst, size_t len, const char *src)
         n = len - 1;
     memcpy(dst, src, n);
     dst[n] = '\0';
+}
+
+static void join(char *dst, size_t len, const char *dir, const char *name)
+{
+    size_t n = strlen(dir);
+    snprintf(dst, len, "%s%s%s", dir, n && dir[n - 1] == '/' ? "" : "/", name);
 }
 
 /* Two paths are the same mount point when they differ only by trailing slashes. */
@@ -253,6 +259,8 @@ static bool patch_env(struct review *r, const char *at, const char *where, json_
             /*
              * The user's list comes from a ConfigMap or Secret that we cannot read: move it to a
              * variable just before LD_PRELOAD and append to it with the kubelet's $(VAR) expansion.
+             * Its name must not start with GPUCAP_: the library takes an unknown GPUCAP_* variable
+             * for a misspelt limit and denies every allocation.
              */
             snprintf(path, sizeof path, "%s/env/%ld", at, preload);
             op(r, "add", path, json_pack("{s:s, s:O}", "name", USER_PRELOAD, "valueFrom", from));
@@ -355,8 +363,9 @@ static bool patch_list(struct review *r, json_t *spec, const char *field)
             file_safe(safe, sizeof safe, name);
         else
             snprintf(safe, sizeof safe, "%s-%zu", field, i);
-        const char *ld = r->cfg->ledger_dir;
-        snprintf(ledger, sizeof ledger, "%s%sgpucap-%s.ledger", ld, ld[strlen(ld) - 1] == '/' ? "" : "/", safe);
+        char file[96];
+        snprintf(file, sizeof file, "gpucap-%s.ledger", safe);
+        join(ledger, sizeof ledger, r->cfg->ledger_dir, file);
 
         if (!patch_env(r, at, where, env, ledger) || !patch_mounts(r, at, where, mounts))
             return false;
@@ -576,8 +585,7 @@ int gpc_admission_handle(const struct gpc_admission_config *cfg, const char *bod
     }
 
     struct review r = {.cfg = cfg};
-    snprintf(r.lib_path, sizeof r.lib_path, "%s%s" LIB_NAME, cfg->lib_dir,
-             cfg->lib_dir[strlen(cfg->lib_dir) - 1] == '/' ? "" : "/");
+    join(r.lib_path, sizeof r.lib_path, cfg->lib_dir, LIB_NAME);
 
     json_error_t jerr;
     json_t *root = json_loadb(body ? body : "", body ? len : 0, JSON_REJECT_DUPLICATES, &jerr);

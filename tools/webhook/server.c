@@ -228,17 +228,19 @@ static int reload(struct watch *w, bool first)
 struct upload {
     char *buf;
     size_t len, cap;
+    size_t dropped; /* bytes past the limit, read and thrown away */
 };
 
+/* allow: the Allow header of a 405, else NULL. */
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const char *type, const char *body,
-                             size_t len)
+                             size_t len, const char *allow)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "POST");
+    if (allow)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
     enum MHD_Result rc = MHD_queue_response(conn, status, r);
     MHD_destroy_response(r);
     return rc;
@@ -246,7 +248,7 @@ static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const
 
 static enum MHD_Result text(struct MHD_Connection *conn, unsigned status, const char *msg)
 {
-    return reply(conn, status, "text/plain", msg, strlen(msg));
+    return reply(conn, status, "text/plain", msg, strlen(msg), NULL);
 }
 
 static enum MHD_Result too_big(struct MHD_Connection *conn)
@@ -261,13 +263,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     const struct gpc_admission_config *cfg = cls;
     if (strcmp(url, "/healthz") == 0) {
         if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-            return text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "use GET\n");
+            return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "use GET\n", 8, "GET, HEAD");
         return text(conn, MHD_HTTP_OK, "ok\n");
     }
     if (strcmp(url, "/mutate") != 0)
         return text(conn, MHD_HTTP_NOT_FOUND, "not found: POST /mutate or GET /healthz\n");
     if (strcmp(method, "POST") != 0)
-        return text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "use POST\n");
+        return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "use POST\n", 9, "POST");
 
     struct upload *up = *state;
     if (!up) {
@@ -282,10 +284,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     if (*data_size) {
-        if (up->len + *data_size > GPC_ADMISSION_MAX_BODY) {
-            /* A chunked body that grew too large: answer now, microhttpd closes after it. */
+        if (up->dropped || up->len + *data_size > GPC_ADMISSION_MAX_BODY) {
+            /*
+             * A chunked body that grew too large. microhttpd cannot answer in the middle of an
+             * upload: drop the rest and answer 413 at its end, or hang up on one that goes on.
+             */
+            up->dropped += *data_size;
             *data_size = 0;
-            return too_big(conn);
+            return up->dropped > 4 * GPC_ADMISSION_MAX_BODY ? MHD_NO : MHD_YES;
         }
         if (up->len + *data_size > up->cap) {
             size_t cap = up->cap ? up->cap : 16384;
@@ -303,10 +309,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
 
+    if (up->dropped)
+        return too_big(conn);
     struct gpc_admission_result res;
     gpc_admission_handle(cfg, up->buf, up->len, &res);
     gpc_log("%s", res.log);
-    enum MHD_Result rc = res.body ? reply(conn, (unsigned)res.status, res.content_type, res.body, res.body_len)
+    enum MHD_Result rc = res.body ? reply(conn, (unsigned)res.status, res.content_type, res.body, res.body_len, NULL)
                                   : text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
     gpc_admission_result_free(&res);
     return rc;
@@ -378,11 +386,11 @@ int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     struct MHD_Daemon *d = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, (void *)&opt->admission, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        flags, 0, NULL, NULL, on_request, (void *)&opt->admission, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_error, NULL,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_HTTPS_CERT_CALLBACK, pick_cert, MHD_OPTION_HTTPS_PRIORITIES,
         "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2", MHD_OPTION_THREAD_POOL_SIZE, opt->threads,
-        MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
-        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_error, NULL, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_END);
     if (!d) {
         gpc_log("cannot listen on %s: %s", opt->listen, strerror(errno));
         creds_free(atomic_load(&current));

@@ -1,0 +1,1016 @@
+/*
+ * driver.c: the fake driver's frame. It owns the configuration (FAKECUDA_* and
+ * CUDA_VISIBLE_DEVICES, read once), the per-entry-point call counters, cuInit, device queries,
+ * contexts (per-thread current-context stacks, primary and green contexts), streams, events,
+ * the fake address space, fork() handling and cuGetProcAddress with its version table
+ * (entries.h).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fake_internal.h"
+#include "units.h"
+
+_Atomic uint64_t fk_calls[FK_NENTRIES];
+
+pthread_mutex_t fk_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void fk_lock(void)
+{
+    pthread_mutex_lock(&fk_mu);
+}
+
+void fk_unlock(void)
+{
+    pthread_mutex_unlock(&fk_mu);
+}
+
+/* ---- configuration ---- */
+
+static struct fk_config cfg;
+static pthread_once_t cfg_once = PTHREAD_ONCE_INIT;
+static char cfg_error[256];
+
+static void after_fork_prepare(void);
+static void after_fork_parent(void);
+static void after_fork_child(void);
+
+static void bad_setting(const char *name, const char *value, const char *why)
+{
+    if (cfg.error)
+        return;
+    snprintf(cfg_error, sizeof cfg_error, "%s=\"%s\": %s", name, value, why);
+    cfg.error = cfg_error;
+}
+
+static bool parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_bytes(const char *s, uint64_t *out)
+{
+    struct gpc_size sz;
+    if (gpc_parse_size(s, &sz) < 0 || sz.is_percent)
+        return false;
+    *out = sz.bytes;
+    return true;
+}
+
+static void load_config(void)
+{
+    const char *v;
+    long n;
+    cfg.ndev = 1;
+    cfg.driver_version = 13000;
+    for (int d = 0; d < FK_MAX_DEV; d++)
+        cfg.mem[d] = (uint64_t)16 << 30;
+    if ((v = getenv("FAKECUDA_DEVICES")) && *v) {
+        if (parse_int(v, 0, FK_MAX_DEV, &n))
+            cfg.ndev = (int)n;
+        else
+            bad_setting("FAKECUDA_DEVICES", v, "want 0 to 16");
+    }
+    if ((v = getenv("FAKECUDA_MEM")) && *v) {
+        char buf[1024];
+        uint64_t vals[FK_MAX_DEV];
+        int count = 0;
+        snprintf(buf, sizeof buf, "%s", v);
+        for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            if (count == FK_MAX_DEV || !parse_bytes(tok, &vals[count]) || vals[count] == 0) {
+                bad_setting("FAKECUDA_MEM", v, "want one size, or one per device, each above 0");
+                count = -1;
+                break;
+            }
+            count++;
+        }
+        if (count == 1) {
+            for (int d = 0; d < FK_MAX_DEV; d++)
+                cfg.mem[d] = vals[0];
+        } else if (count > 1 && count == cfg.ndev) {
+            memcpy(cfg.mem, vals, sizeof vals[0] * (size_t)count);
+        } else if (count >= 0) {
+            bad_setting("FAKECUDA_MEM", v, "a list needs exactly one size per FAKECUDA_DEVICES device");
+        }
+    }
+    if ((v = getenv("FAKECUDA_CTX_BYTES")) && *v && !parse_bytes(v, &cfg.ctx_bytes))
+        bad_setting("FAKECUDA_CTX_BYTES", v, "not a size");
+    if ((v = getenv("FAKECUDA_DRIVER_VERSION")) && *v) {
+        if (parse_int(v, 1000, 1000000, &n))
+            cfg.driver_version = (int)n;
+        else
+            bad_setting("FAKECUDA_DRIVER_VERSION", v, "want e.g. 13000");
+    }
+    cfg.stub = (v = getenv("FAKECUDA_STUB")) && strcmp(v, "1") == 0;
+    if ((v = getenv("FAKECUDA_RECORD")) && *v)
+        cfg.record_path = strdup(v);
+    pthread_atfork(after_fork_prepare, after_fork_parent, after_fork_child);
+}
+
+const struct fk_config *fk_config(void)
+{
+    pthread_once(&cfg_once, load_config);
+    return &cfg;
+}
+
+/* ---- cuInit and the visible devices ---- */
+
+static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic bool inited;
+static int vis_phys[FK_MAX_DEV];
+static int vis_n;
+
+bool fk_initialized(void)
+{
+    return atomic_load_explicit(&inited, memory_order_acquire);
+}
+
+int fk_phys_of(CUdevice ordinal)
+{
+    return ordinal >= 0 && ordinal < vis_n ? vis_phys[ordinal] : -1;
+}
+
+static void uuid_bytes(int phys, unsigned char out[16])
+{
+    static const unsigned char base[16] = { 0xfa, 0x4e, 0xc0, 0xda, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 0 };
+    memcpy(out, base, 16);
+    out[15] = (unsigned char)phys;
+}
+
+static void uuid_string(int phys, char out[48])
+{
+    snprintf(out, 48, "GPU-fa4ec0da-0000-4000-8000-0000000000%02x", phys);
+}
+
+/* CUDA_VISIBLE_DEVICES as the driver reads it: indices or (prefixes of) UUIDs, the first bad or
+ * repeated entry ends the list. */
+static void compute_visible(int ndev)
+{
+    const char *env = getenv("CUDA_VISIBLE_DEVICES");
+    vis_n = 0;
+    if (!env) {
+        for (int p = 0; p < ndev; p++)
+            vis_phys[vis_n++] = p;
+        return;
+    }
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", env);
+    char *save, *tok = strtok_r(buf, ",", &save);
+    for (; tok && vis_n < FK_MAX_DEV; tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ' || *tok == '\t')
+            tok++;
+        size_t len = strlen(tok);
+        while (len && (tok[len - 1] == ' ' || tok[len - 1] == '\t'))
+            tok[--len] = 0;
+        int phys = -1;
+        long n;
+        if (len && tok[0] >= '0' && tok[0] <= '9' && parse_int(tok, 0, ndev - 1, &n)) {
+            phys = (int)n;
+        } else if (len > 4 && strncmp(tok, "GPU-", 4) == 0) {
+            int matches = 0;
+            for (int p = 0; p < ndev; p++) {
+                char u[48];
+                uuid_string(p, u);
+                if (strncmp(u, tok, len) == 0) {
+                    matches++;
+                    phys = p;
+                }
+            }
+            if (matches != 1)
+                phys = -1;
+        }
+        for (int i = 0; i < vis_n && phys >= 0; i++)
+            if (vis_phys[i] == phys)
+                phys = -1;
+        if (phys < 0)
+            break;
+        vis_phys[vis_n++] = phys;
+    }
+}
+
+FK_EXPORT CUresult cuInit(unsigned int Flags)
+{
+    FK_ENTER(cuInit);
+    if (Flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&init_mu);
+    if (!fk_initialized()) {
+        if (cfg.error) {
+            fprintf(stderr, "fakecuda: bad setting %s\n", cfg.error);
+            rc = CUDA_ERROR_INVALID_VALUE;
+        } else if (fk_record_attach()) {
+            rc = CUDA_ERROR_OPERATING_SYSTEM;
+        } else {
+            compute_visible(fk_record_ndev());
+            if (vis_n == 0)
+                rc = CUDA_ERROR_NO_DEVICE;
+            else
+                atomic_store_explicit(&inited, true, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&init_mu);
+    return rc;
+}
+
+FK_EXPORT CUresult cuDriverGetVersion(int *driverVersion)
+{
+    FK_ENTER(cuDriverGetVersion);
+    if (!driverVersion)
+        return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = cfg.driver_version;
+    return CUDA_SUCCESS;
+}
+
+/* ---- devices ---- */
+
+#define FK_DEVICE(dev, phys)                                                            \
+    int phys = fk_phys_of(dev);                                                         \
+    if (phys < 0)                                                                       \
+        return CUDA_ERROR_INVALID_DEVICE
+
+FK_EXPORT CUresult cuDeviceGetCount(int *count)
+{
+    FK_ENTER_INIT(cuDeviceGetCount);
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = vis_n;
+    return CUDA_SUCCESS;
+}
+
+FK_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+    FK_ENTER_INIT(cuDeviceGet);
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    FK_DEVICE(ordinal, phys);
+    (void)phys;
+    *device = ordinal;
+    return CUDA_SUCCESS;
+}
+
+FK_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    FK_ENTER_INIT(cuDeviceGetName);
+    if (!name || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    FK_DEVICE(dev, phys);
+    snprintf(name, (size_t)len, "Fake GPU %d", phys);
+    return CUDA_SUCCESS;
+}
+
+static CUresult get_uuid(CUuuid *uuid, CUdevice dev)
+{
+    if (!uuid)
+        return CUDA_ERROR_INVALID_VALUE;
+    FK_DEVICE(dev, phys);
+    uuid_bytes(phys, (unsigned char *)uuid->bytes);
+    return CUDA_SUCCESS;
+}
+
+FK_EXPORT CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+    FK_ENTER_INIT(cuDeviceGetUuid);
+    return get_uuid(uuid, dev);
+}
+
+FK_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+    FK_ENTER_INIT(cuDeviceGetUuid_v2);
+    return get_uuid(uuid, dev);
+}
+
+FK_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    FK_ENTER_INIT(cuDeviceTotalMem_v2);
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    FK_DEVICE(dev, phys);
+    *bytes = fk_record_capacity(phys);
+    return CUDA_SUCCESS;
+}
+
+FK_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+    FK_ENTER_INIT(cuDeviceTotalMem);
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    FK_DEVICE(dev, phys);
+    uint64_t cap = fk_record_capacity(phys);
+    *bytes = cap > UINT_MAX ? UINT_MAX : (unsigned int)cap;
+    return CUDA_SUCCESS;
+}
+
+FK_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    FK_ENTER_INIT(cuDeviceGetAttribute);
+    if (!pi || attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    FK_DEVICE(dev, phys);
+    int v = 0;
+    switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: v = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: v = phys; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = 132; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: v = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: v = 32; break;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: v = 1; break;
+    default: v = 0; break;
+    }
+    *pi = v;
+    return CUDA_SUCCESS;
+}
+
+FK_EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+{
+    FK_ENTER_INIT(cuDeviceGetPCIBusId);
+    if (!pciBusId || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    FK_DEVICE(dev, phys);
+    snprintf(pciBusId, (size_t)len, "00000000:%02X:00.0", phys);
+    return CUDA_SUCCESS;
+}
+
+/* ---- the fake address space ---- */
+
+/* Device `phys` owns [(phys+1) << 48, (phys+2) << 48); legacy 32-bit allocations share
+ * [256 MiB, 4 GiB); nothing is ever handed out twice. */
+static uint64_t bump[FK_MAX_DEV];
+static uint64_t bump32 = (uint64_t)256 << 20;
+
+CUdeviceptr fk_addr_alloc(int phys, uint64_t size, bool legacy32)
+{
+    if (size > ((uint64_t)1 << 47))
+        return 0;
+    uint64_t step = FK_ROUND_UP(size ? size : 1, 256);
+    if (legacy32) {
+        if (bump32 + step > ((uint64_t)1 << 32))
+            return 0;
+        CUdeviceptr p = bump32;
+        bump32 += step;
+        return p;
+    }
+    uint64_t base = (uint64_t)(phys + 1) << 48;
+    if (bump[phys] + step > ((uint64_t)1 << 48))
+        return 0;
+    CUdeviceptr p = base + bump[phys];
+    bump[phys] += step;
+    return p;
+}
+
+/* ---- contexts ---- */
+
+#define FK_STACK_MAX 64
+
+struct fk_ctx_key {
+    struct fk_ctx *c;
+    UT_hash_handle hh;
+};
+
+static struct fk_ctx primary[FK_MAX_DEV];
+static struct fk_ctx *all_ctx;          /* created and green contexts, never freed */
+static struct fk_ctx_key *ctx_set;      /* every valid handle, primary included */
+static __thread struct fk_ctx *tls_stack[FK_STACK_MAX];
+static __thread int tls_depth;
+
+static struct fk_ctx_key *ctx_key(const void *c)
+{
+    struct fk_ctx_key *k;
+    HASH_FIND_PTR(ctx_set, &c, k);
+    return k;
+}
+
+static void ctx_register(struct fk_ctx *c)
+{
+    struct fk_ctx_key *k = calloc(1, sizeof *k);
+    if (!k)
+        abort();
+    k->c = c;
+    HASH_ADD_PTR(ctx_set, c, k);
+}
+
+/* A context handle a caller passed in: a known, non-green context (alive or not). */
+static struct fk_ctx *ctx_from_handle(CUcontext h)
+{
+    struct fk_ctx_key *k = h ? ctx_key(h) : NULL;
+    return k && !k->c->green ? k->c : NULL;
+}
+
+/* A handle that may become current: alive, or a primary context (active again on retain). */
+static struct fk_ctx *ctx_bindable(CUcontext h)
+{
+    struct fk_ctx *c = ctx_from_handle(h);
+    return c && (c->alive || c->primary) ? c : NULL;
+}
+
+struct fk_ctx *fk_current_ctx(void)
+{
+    struct fk_ctx *c = tls_depth ? tls_stack[tls_depth - 1] : NULL;
+    return c && c->alive ? c : NULL;
+}
+
+CUresult fk_require_ctx(struct fk_ctx **out)
+{
+    *out = fk_current_ctx();
+    return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+static CUresult ctx_activate(struct fk_ctx *c)
+{
+    CUresult rc = fk_charge(c->phys, cfg.ctx_bytes);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    c->charged = cfg.ctx_bytes;
+    c->alive = true;
+    fk_record_ctx(c->phys, +1);
+    return CUDA_SUCCESS;
+}
+
+/* Destroys what lives in a context, as the driver does when the context goes away. */
+static void ctx_deactivate(struct fk_ctx *c)
+{
+    fk_free_ctx_allocs(c);
+    fk_array_free_ctx(c);
+    fk_uncharge(c->phys, c->charged);
+    c->charged = 0;
+    c->alive = false;
+    fk_record_ctx(c->phys, -1);
+}
+
+static CUresult push_ctx(struct fk_ctx *c)
+{
+    if (tls_depth == FK_STACK_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    tls_stack[tls_depth++] = c;
+    return CUDA_SUCCESS;
+}
+
+static CUresult ctx_create(CUcontext *pctx, CUdevice dev, bool green)
+{
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    FK_DEVICE(dev, phys);
+    struct fk_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    c->ordinal = dev;
+    c->phys = phys;
+    c->green = green;
+    fk_lock();
+    CUresult rc = green || tls_depth < FK_STACK_MAX ? ctx_activate(c) : CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS) {
+        c->next = all_ctx;
+        all_ctx = c;
+        ctx_register(c);
+        if (!green)
+            push_ctx(c);
+        *pctx = (CUcontext)c;
+    }
+    fk_unlock();
+    if (rc != CUDA_SUCCESS)
+        free(c);
+    return rc;
+}
+
+FK_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    FK_ENTER_INIT(cuCtxCreate);
+    return ctx_create(pctx, dev, false);
+}
+
+FK_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    FK_ENTER_INIT(cuCtxCreate_v2);
+    return ctx_create(pctx, dev, false);
+}
+
+FK_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+                                  unsigned int flags, CUdevice dev)
+{
+    FK_ENTER_INIT(cuCtxCreate_v3);
+    if (numParams < 0 || (numParams > 0 && !paramsArray))
+        return CUDA_ERROR_INVALID_VALUE;
+    return ctx_create(pctx, dev, false);
+}
+
+FK_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
+                                  CUdevice dev)
+{
+    FK_ENTER_INIT(cuCtxCreate_v4);
+    if (ctxCreateParams && ctxCreateParams->numExecAffinityParams > 0 && !ctxCreateParams->execAffinityParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    return ctx_create(pctx, dev, false);
+}
+
+static CUresult ctx_destroy(CUcontext ctx)
+{
+    fk_lock();
+    struct fk_ctx *c = ctx_from_handle(ctx);
+    if (!c || c->primary || !c->alive) {
+        fk_unlock();
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    ctx_deactivate(c);
+    if (tls_depth && tls_stack[tls_depth - 1] == c)
+        tls_depth--;
+    fk_unlock();
+    return CUDA_SUCCESS;
+}
+
+FK_EXPORT CUresult cuCtxDestroy(CUcontext ctx)
+{
+    FK_ENTER_INIT(cuCtxDestroy);
+    return ctx_destroy(ctx);
+}
+
+FK_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    FK_ENTER_INIT(cuCtxDestroy_v2);
+    return ctx_destroy(ctx);
+}
+
+FK_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    FK_ENTER_INIT(cuCtxSetCurrent);
+    if (!ctx) {
+        if (tls_depth)
+            tls_depth--;
+        return CUDA_SUCCESS;
+    }
+    fk_lock();
+    struct fk_ctx *c = ctx_bindable(ctx);
+    fk_unlock();
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (tls_depth)
+        tls_stack[tls_depth - 1] = c;
+    else
+        push_ctx(c);
+    return CUDA_SUCCESS;
+}
+
+FK_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+    FK_ENTER_INIT(cuCtxGetCurrent);
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = tls_depth ? (CUcontext)tls_stack[tls_depth - 1] : NULL;
+    return CUDA_SUCCESS;
+}
+
+static CUresult ctx_get_device(CUdevice *device, CUcontext ctx)
+{
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    fk_lock();
+    struct fk_ctx *c = ctx ? ctx_from_handle(ctx) : fk_current_ctx();
+    CUresult rc = c && c->alive ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    if (rc == CUDA_SUCCESS)
+        *device = c->ordinal;
+    fk_unlock();
+    return rc;
+}
+
+FK_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
+{
+    FK_ENTER_INIT(cuCtxGetDevice);
+    return ctx_get_device(device, NULL);
+}
+
+FK_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    FK_ENTER_INIT(cuCtxGetDevice_v2);
+    return ctx_get_device(device, ctx);
+}
+
+static CUresult ctx_push(CUcontext ctx)
+{
+    fk_lock();
+    struct fk_ctx *c = ctx_bindable(ctx);
+    fk_unlock();
+    return c ? push_ctx(c) : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+FK_EXPORT CUresult cuCtxPushCurrent(CUcontext ctx)
+{
+    FK_ENTER_INIT(cuCtxPushCurrent);
+    return ctx_push(ctx);
+}
+
+FK_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    FK_ENTER_INIT(cuCtxPushCurrent_v2);
+    return ctx_push(ctx);
+}
+
+static CUresult ctx_pop(CUcontext *pctx)
+{
+    if (!tls_depth)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    struct fk_ctx *c = tls_stack[--tls_depth];
+    if (pctx)
+        *pctx = (CUcontext)c;
+    return CUDA_SUCCESS;
+}
+
+FK_EXPORT CUresult cuCtxPopCurrent(CUcontext *pctx)
+{
+    FK_ENTER_INIT(cuCtxPopCurrent);
+    return ctx_pop(pctx);
+}
+
+FK_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    FK_ENTER_INIT(cuCtxPopCurrent_v2);
+    return ctx_pop(pctx);
+}
+
+static CUresult ctx_sync(CUcontext ctx)
+{
+    fk_lock();
+    struct fk_ctx *c = ctx ? ctx_from_handle(ctx) : fk_current_ctx();
+    CUresult rc = c && c->alive ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    if (rc == CUDA_SUCCESS)
+        fk_pools_sync();
+    fk_unlock();
+    return rc;
+}
+
+FK_EXPORT CUresult cuCtxSynchronize(void)
+{
+    FK_ENTER_INIT(cuCtxSynchronize);
+    return ctx_sync(NULL);
+}
+
+FK_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    FK_ENTER_INIT(cuCtxSynchronize_v2);
+    return ctx_sync(ctx);
+}
+
+/* Primary contexts are static, one per ordinal, registered at first retain; the handle stays
+ * the same across retain/release cycles, as the driver's does. */
+FK_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    FK_ENTER_INIT(cuDevicePrimaryCtxRetain);
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    FK_DEVICE(dev, phys);
+    fk_lock();
+    struct fk_ctx *c = &primary[dev];
+    CUresult rc = CUDA_SUCCESS;
+    if (!c->primary) {
+        c->primary = true;
+        c->ordinal = dev;
+        c->phys = phys;
+        ctx_register(c);
+    }
+    if (c->refs == 0)
+        rc = ctx_activate(c);
+    if (rc == CUDA_SUCCESS) {
+        c->refs++;
+        *pctx = (CUcontext)c;
+    }
+    fk_unlock();
+    return rc;
+}
+
+static CUresult primary_release(CUdevice dev)
+{
+    FK_DEVICE(dev, phys);
+    (void)phys;
+    fk_lock();
+    struct fk_ctx *c = &primary[dev];
+    CUresult rc = c->refs > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    if (rc == CUDA_SUCCESS && --c->refs == 0)
+        ctx_deactivate(c);
+    fk_unlock();
+    return rc;
+}
+
+FK_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    FK_ENTER_INIT(cuDevicePrimaryCtxRelease);
+    return primary_release(dev);
+}
+
+FK_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    FK_ENTER_INIT(cuDevicePrimaryCtxRelease_v2);
+    return primary_release(dev);
+}
+
+static CUresult primary_reset(CUdevice dev)
+{
+    FK_DEVICE(dev, phys);
+    (void)phys;
+    fk_lock();
+    struct fk_ctx *c = &primary[dev];
+    if (c->refs > 0) {
+        c->refs = 0;
+        ctx_deactivate(c);
+    }
+    fk_unlock();
+    return CUDA_SUCCESS;
+}
+
+FK_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    FK_ENTER_INIT(cuDevicePrimaryCtxReset);
+    return primary_reset(dev);
+}
+
+FK_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    FK_ENTER_INIT(cuDevicePrimaryCtxReset_v2);
+    return primary_reset(dev);
+}
+
+FK_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    FK_ENTER_INIT(cuDevicePrimaryCtxGetState);
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    FK_DEVICE(dev, phys);
+    (void)phys;
+    fk_lock();
+    *flags = primary[dev].flags;
+    *active = primary[dev].refs > 0;
+    fk_unlock();
+    return CUDA_SUCCESS;
+}
+
+FK_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags)
+{
+    FK_ENTER_INIT(cuGreenCtxCreate);
+    return ctx_create((CUcontext *)phCtx, dev, true);
+}
+
+FK_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
+{
+    FK_ENTER_INIT(cuGreenCtxDestroy);
+    fk_lock();
+    struct fk_ctx_key *k = hCtx ? ctx_key(hCtx) : NULL;
+    CUresult rc = k && k->c->green && k->c->alive ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    if (rc == CUDA_SUCCESS)
+        ctx_deactivate(k->c);
+    fk_unlock();
+    return rc;
+}
+
+/* ---- streams and events: handles only; every operation completes at once ---- */
+
+struct fk_handle_key {
+    void *h;
+    UT_hash_handle hh;
+};
+
+static struct fk_handle_key *streams, *events;
+
+bool fk_stream_ok(CUstream s)
+{
+    if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
+        return fk_current_ctx() != NULL;
+    struct fk_handle_key *k;
+    HASH_FIND_PTR(streams, &s, k);
+    return k != NULL;
+}
+
+static CUresult handle_new(struct fk_handle_key **set, void **out)
+{
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    fk_lock();
+    struct fk_ctx *c;
+    CUresult rc = fk_require_ctx(&c);
+    struct fk_handle_key *k = rc == CUDA_SUCCESS ? calloc(1, sizeof *k) : NULL;
+    if (rc == CUDA_SUCCESS && !k)
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (k) {
+        k->h = k; /* the key's own address is a unique handle value */
+        HASH_ADD_PTR(*set, h, k);
+        *out = k;
+    }
+    fk_unlock();
+    return rc;
+}
+
+static CUresult handle_del(struct fk_handle_key **set, void *h)
+{
+    fk_lock();
+    struct fk_handle_key *k = NULL;
+    if (h)
+        HASH_FIND_PTR(*set, &h, k);
+    if (k) {
+        HASH_DEL(*set, k);
+        free(k);
+    }
+    fk_unlock();
+    return k ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+FK_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+    FK_ENTER_INIT(cuStreamCreate);
+    if (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING)
+        return CUDA_ERROR_INVALID_VALUE;
+    return handle_new(&streams, (void **)phStream);
+}
+
+FK_EXPORT CUresult cuStreamDestroy(CUstream hStream)
+{
+    FK_ENTER_INIT(cuStreamDestroy);
+    return handle_del(&streams, hStream);
+}
+
+FK_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream)
+{
+    FK_ENTER_INIT(cuStreamDestroy_v2);
+    return handle_del(&streams, hStream);
+}
+
+static CUresult stream_sync(CUstream s)
+{
+    fk_lock();
+    CUresult rc = CUDA_SUCCESS;
+    if (!fk_stream_ok(s))
+        rc = s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD ? CUDA_ERROR_INVALID_HANDLE
+                                                                    : CUDA_ERROR_INVALID_CONTEXT;
+    else
+        fk_pools_sync();
+    fk_unlock();
+    return rc;
+}
+
+FK_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
+{
+    FK_ENTER_INIT(cuStreamSynchronize);
+    return stream_sync(hStream);
+}
+
+FK_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
+{
+    FK_ENTER_INIT(cuStreamSynchronize_ptsz);
+    return stream_sync(hStream);
+}
+
+FK_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+    FK_ENTER_INIT(cuEventCreate);
+    return handle_new(&events, (void **)phEvent);
+}
+
+static CUresult event_record(CUevent ev, CUstream s)
+{
+    fk_lock();
+    struct fk_handle_key *k = NULL;
+    if (ev)
+        HASH_FIND_PTR(events, &ev, k);
+    CUresult rc = k && fk_stream_ok(s) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    fk_unlock();
+    return rc;
+}
+
+FK_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+    FK_ENTER_INIT(cuEventRecord);
+    return event_record(hEvent, hStream);
+}
+
+FK_EXPORT CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
+{
+    FK_ENTER_INIT(cuEventRecord_ptsz);
+    return event_record(hEvent, hStream);
+}
+
+FK_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
+{
+    FK_ENTER_INIT(cuEventSynchronize);
+    fk_lock();
+    struct fk_handle_key *k = NULL;
+    if (hEvent)
+        HASH_FIND_PTR(events, &hEvent, k);
+    if (k)
+        fk_pools_sync();
+    fk_unlock();
+    return k ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+FK_EXPORT CUresult cuEventDestroy(CUevent hEvent)
+{
+    FK_ENTER_INIT(cuEventDestroy);
+    return handle_del(&events, hEvent);
+}
+
+FK_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent)
+{
+    FK_ENTER_INIT(cuEventDestroy_v2);
+    return handle_del(&events, hEvent);
+}
+
+/* ---- fork(): the child starts with nothing of its parent's on the card ---- */
+
+static void after_fork_prepare(void)
+{
+    fk_lock();
+}
+
+static void after_fork_parent(void)
+{
+    fk_unlock();
+}
+
+static void after_fork_child(void)
+{
+    fk_record_forget_slot();
+    fk_memory_forget();
+    fk_graph_forget();
+    fk_vmm_forget();
+    fk_array_forget();
+    for (struct fk_ctx *c = all_ctx; c; c = c->next)
+        c->charged = 0;
+    for (int d = 0; d < FK_MAX_DEV; d++)
+        primary[d].charged = 0;
+    fk_unlock();
+}
+
+/* ---- cuGetProcAddress ---- */
+
+struct fk_proc {
+    const char *sym, *base;
+    int version;
+    bool ptsz;
+    void *fn;
+};
+
+static const struct fk_proc procs[FK_NENTRIES] = {
+#define FK_ROW(sym, base, ver, pt) { #sym, #base, ver, pt, (void *)&sym },
+    FK_ENTRIES(FK_ROW)
+#undef FK_ROW
+};
+
+static CUresult proc_lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                            CUdriverProcAddressQueryResult *status)
+{
+    if (!symbol || !pfn || (flags & ~(cuuint64_t)3) || cudaVersion > cfg.driver_version)
+        return CUDA_ERROR_INVALID_VALUE;
+    const struct fk_proc *best = NULL, *best_pt = NULL;
+    bool known = false;
+    for (int i = 0; i < FK_NENTRIES; i++) {
+        const struct fk_proc *p = &procs[i];
+        if (strcmp(p->base, symbol) != 0)
+            continue;
+        known = true;
+        if (p->version > cudaVersion)
+            continue;
+        const struct fk_proc **slot = p->ptsz ? &best_pt : &best;
+        if (!*slot || p->version > (*slot)->version)
+            *slot = p;
+    }
+    const struct fk_proc *pick = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && best_pt ? best_pt : best;
+    *pfn = pick ? pick->fn : NULL;
+    if (status)
+        *status = pick ? CU_GET_PROC_ADDRESS_SUCCESS
+                       : known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_SUCCESS;
+}
+
+FK_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
+{
+    FK_ENTER(cuGetProcAddress);
+    return proc_lookup(symbol, pfn, cudaVersion, flags, NULL);
+}
+
+FK_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                                       CUdriverProcAddressQueryResult *symbolStatus)
+{
+    FK_ENTER(cuGetProcAddress_v2);
+    return proc_lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
+}
+
+FK_EXPORT uint64_t fakecuda_calls(const char *exported_name)
+{
+    for (int i = 0; exported_name && i < FK_NENTRIES; i++)
+        if (strcmp(procs[i].sym, exported_name) == 0)
+            return atomic_load_explicit(&fk_calls[i], memory_order_relaxed);
+    return UINT64_MAX;
+}

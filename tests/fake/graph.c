@@ -1,0 +1,494 @@
+/*
+ * graph.c: CUDA graphs, as far as memory goes. Memory nodes get their address when added; a
+ * launch (synchronous here) makes the graph's allocations live and runs its free nodes. Each
+ * device has graph memory `reserved`: a launch needing more than reserved - used grows it
+ * (rounded up to 2 MiB, charging the record), and it stays reserved after the launch until
+ * cuDeviceGraphMemTrim gives back what no live graph allocation uses. Other node types are inert.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake_internal.h"
+
+struct fk_gnode {
+    void *key; /* own address: the CUgraphNode handle */
+    struct fk_graph *g;
+    CUgraphNodeType type;
+    uint64_t bytes;      /* MEM_ALLOC */
+    int ordinal;         /* MEM_ALLOC */
+    CUdeviceptr dptr;    /* MEM_ALLOC: its address; MEM_FREE: the address freed */
+    struct fk_gnode *next;
+    UT_hash_handle hh;
+};
+
+struct fk_graph {
+    void *key;
+    struct fk_gnode *nodes;
+    int execs;           /* instantiations alive (at most one with memory nodes) */
+    bool mem_nodes;
+    UT_hash_handle hh;
+};
+
+struct fk_galloc {
+    CUdeviceptr ptr;
+    uint64_t bytes;
+    int ordinal;
+};
+
+struct fk_gexec {
+    void *key;
+    struct fk_graph *src;  /* NULL once the graph is destroyed */
+    unsigned long long flags;
+    size_t nalloc, nfree;
+    struct fk_galloc *allocs;
+    CUdeviceptr *frees;
+    UT_hash_handle hh;
+};
+
+struct fk_graphmem {
+    uint64_t used, used_high, reserved, reserved_high;
+};
+
+struct fk_addr {
+    CUdeviceptr p;
+    UT_hash_handle hh;
+};
+
+static struct fk_graph *graphs;
+static struct fk_gnode *nodes;
+static struct fk_gexec *execs;
+static struct fk_addr *graph_addrs; /* every address an alloc node ever got */
+static struct fk_graphmem gmem[FK_MAX_DEV]; /* by ordinal */
+
+#define FIND(set, h, out) do { const void *k_ = (h); out = NULL; if (k_) HASH_FIND_PTR(set, &k_, out); } while (0)
+
+void fk_graph_alloc_freed(struct fk_alloc *a)
+{
+    struct fk_graphmem *m = &gmem[a->ordinal];
+    m->used -= a->size < m->used ? a->size : m->used;
+    fk_alloc_remove(a);
+}
+
+void fk_graph_forget(void)
+{
+    memset(gmem, 0, sizeof gmem);
+}
+
+FK_EXPORT CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
+{
+    FK_ENTER_INIT(cuGraphCreate);
+    if (!phGraph || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fk_graph *g = calloc(1, sizeof *g);
+    if (!g)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    g->key = g;
+    fk_lock();
+    HASH_ADD_PTR(graphs, key, g);
+    fk_unlock();
+    *phGraph = (CUgraph)g;
+    return CUDA_SUCCESS;
+}
+
+FK_EXPORT CUresult cuGraphDestroy(CUgraph hGraph)
+{
+    FK_ENTER_INIT(cuGraphDestroy);
+    fk_lock();
+    struct fk_graph *g;
+    FIND(graphs, hGraph, g);
+    if (g) {
+        HASH_DEL(graphs, g);
+        for (struct fk_gnode *n = g->nodes, *next; n; n = next) {
+            next = n->next;
+            HASH_DEL(nodes, n);
+            free(n);
+        }
+        struct fk_gexec *e, *tmp;
+        HASH_ITER(hh, execs, e, tmp)
+            if (e->src == g)
+                e->src = NULL;
+        free(g);
+    }
+    fk_unlock();
+    return g ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Adds a node after checking the graph and the dependencies. Under fk_mu. */
+static CUresult add_node(CUgraphNode *out, CUgraph hGraph, const CUgraphNode *deps, size_t ndeps,
+                         struct fk_gnode *proto)
+{
+    if (!out || (ndeps && !deps))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fk_graph *g;
+    FIND(graphs, hGraph, g);
+    if (!g)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < ndeps; i++) {
+        struct fk_gnode *d;
+        FIND(nodes, deps[i], d);
+        if (!d || d->g != g)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (proto->type == CU_GRAPH_NODE_TYPE_MEM_FREE) {
+        struct fk_addr *a;
+        HASH_FIND(hh, graph_addrs, &proto->dptr, sizeof proto->dptr, a);
+        if (!a)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    struct fk_gnode *n = malloc(sizeof *n);
+    struct fk_addr *addr = proto->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC ? calloc(1, sizeof *addr) : NULL;
+    if (!n || (proto->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && !addr)) {
+        free(n);
+        free(addr);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *n = *proto;
+    n->key = n;
+    n->g = g;
+    if (addr) {
+        n->dptr = fk_addr_alloc(fk_phys_of(n->ordinal), n->bytes, false);
+        if (!n->dptr) {
+            free(n);
+            free(addr);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        addr->p = n->dptr;
+        HASH_ADD(hh, graph_addrs, p, sizeof addr->p, addr);
+    }
+    if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || n->type == CU_GRAPH_NODE_TYPE_MEM_FREE)
+        g->mem_nodes = true;
+    n->next = g->nodes;
+    g->nodes = n;
+    HASH_ADD_PTR(nodes, key, n);
+    *out = (CUgraphNode)n;
+    return CUDA_SUCCESS;
+}
+
+static CUresult add_alloc(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+                          const CUmemPoolProps *props, size_t bytes, CUdeviceptr *dptr)
+{
+    if (props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED || props->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        bytes == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (fk_phys_of(props->location.id) < 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    struct fk_gnode proto = { .type = CU_GRAPH_NODE_TYPE_MEM_ALLOC, .bytes = bytes, .ordinal = props->location.id };
+    fk_lock();
+    CUresult rc = add_node(out, g, deps, ndeps, &proto);
+    if (rc == CUDA_SUCCESS)
+        *dptr = ((struct fk_gnode *)*out)->dptr;
+    fk_unlock();
+    return rc;
+}
+
+static CUresult add_simple(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+                           CUgraphNodeType type, CUdeviceptr dptr)
+{
+    struct fk_gnode proto = { .type = type, .dptr = dptr };
+    fk_lock();
+    CUresult rc = add_node(out, g, deps, ndeps, &proto);
+    fk_unlock();
+    return rc;
+}
+
+FK_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                          size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+    FK_ENTER_INIT(cuGraphAddMemAllocNode);
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    return add_alloc(phGraphNode, hGraph, dependencies, numDependencies, &nodeParams->poolProps,
+                     nodeParams->bytesize, &nodeParams->dptr);
+}
+
+FK_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                         size_t numDependencies, CUdeviceptr dptr)
+{
+    FK_ENTER_INIT(cuGraphAddMemFreeNode);
+    return add_simple(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_MEM_FREE, dptr);
+}
+
+static CUresult add_generic(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+                            CUgraphNodeParams *p)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+        return add_alloc(out, g, deps, ndeps, &p->alloc.poolProps, p->alloc.bytesize, &p->alloc.dptr);
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+        return add_simple(out, g, deps, ndeps, p->type, p->free.dptr);
+    default:
+        if ((unsigned)p->type > CU_GRAPH_NODE_TYPE_CONDITIONAL)
+            return CUDA_ERROR_INVALID_VALUE;
+        return add_simple(out, g, deps, ndeps, p->type, 0);
+    }
+}
+
+FK_EXPORT CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                  size_t numDependencies, CUgraphNodeParams *nodeParams)
+{
+    FK_ENTER_INIT(cuGraphAddNode);
+    return add_generic(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+}
+
+FK_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                     const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                     CUgraphNodeParams *nodeParams)
+{
+    FK_ENTER_INIT(cuGraphAddNode_v2);
+    return add_generic(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+}
+
+FK_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                        size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+    FK_ENTER_INIT(cuGraphAddKernelNode);
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    return add_simple(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_KERNEL, 0);
+}
+
+FK_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                           size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    FK_ENTER_INIT(cuGraphAddKernelNode_v2);
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    return add_simple(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_KERNEL, 0);
+}
+
+static CUresult instantiate(CUgraphExec *out, CUgraph hGraph, unsigned long long flags)
+{
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    fk_lock();
+    struct fk_graph *g;
+    FIND(graphs, hGraph, g);
+    /* The driver allows one executable at a time of a graph with memory nodes. */
+    CUresult rc = !g || (g->mem_nodes && g->execs > 0) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    struct fk_gexec *e = rc == CUDA_SUCCESS ? calloc(1, sizeof *e) : NULL;
+    if (rc == CUDA_SUCCESS && !e)
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (e) {
+        size_t na = 0, nf = 0;
+        for (struct fk_gnode *n = g->nodes; n; n = n->next) {
+            na += n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+            nf += n->type == CU_GRAPH_NODE_TYPE_MEM_FREE;
+        }
+        e->allocs = calloc(na + 1, sizeof *e->allocs);
+        e->frees = calloc(nf + 1, sizeof *e->frees);
+        if (!e->allocs || !e->frees) {
+            free(e->allocs);
+            free(e->frees);
+            free(e);
+            e = NULL;
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    if (e) {
+        for (struct fk_gnode *n = g->nodes; n; n = n->next) {
+            if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+                e->allocs[e->nalloc++] = (struct fk_galloc){ n->dptr, n->bytes, n->ordinal };
+            else if (n->type == CU_GRAPH_NODE_TYPE_MEM_FREE)
+                e->frees[e->nfree++] = n->dptr;
+        }
+        e->key = e;
+        e->src = g;
+        e->flags = flags;
+        g->execs++;
+        HASH_ADD_PTR(execs, key, e);
+        *out = (CUgraphExec)e;
+    }
+    fk_unlock();
+    return rc;
+}
+
+FK_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
+{
+    FK_ENTER_INIT(cuGraphInstantiateWithFlags);
+    return instantiate(phGraphExec, hGraph, flags);
+}
+
+FK_EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                                      char *logBuffer, size_t bufferSize)
+{
+    FK_ENTER_INIT(cuGraphInstantiate);
+    return instantiate(phGraphExec, hGraph, 0);
+}
+
+FK_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                                         char *logBuffer, size_t bufferSize)
+{
+    FK_ENTER_INIT(cuGraphInstantiate_v2);
+    return instantiate(phGraphExec, hGraph, 0);
+}
+
+FK_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+    FK_ENTER_INIT(cuGraphExecDestroy);
+    fk_lock();
+    struct fk_gexec *e;
+    FIND(execs, hGraphExec, e);
+    if (e) {
+        if (e->src)
+            e->src->execs--;
+        HASH_DEL(execs, e);
+        free(e->allocs);
+        free(e->frees);
+        free(e);
+    }
+    fk_unlock();
+    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult launch(CUgraphExec h, CUstream s)
+{
+    fk_lock();
+    struct fk_gexec *e;
+    FIND(execs, h, e);
+    CUresult rc = !e ? CUDA_ERROR_INVALID_VALUE : fk_stream_ok(s) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    /* An allocation of this graph still live from the last launch: freed first with
+     * AUTO_FREE_ON_LAUNCH, an error without. */
+    for (size_t i = 0; rc == CUDA_SUCCESS && i < e->nalloc; i++) {
+        struct fk_alloc *a = fk_alloc_find(e->allocs[i].ptr, false);
+        if (a && !(e->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH))
+            rc = CUDA_ERROR_INVALID_VALUE;
+    }
+    uint64_t need[FK_MAX_DEV] = { 0 }, grown[FK_MAX_DEV] = { 0 };
+    struct fk_alloc **made = NULL;
+    if (rc == CUDA_SUCCESS) {
+        made = calloc(e->nalloc + 1, sizeof *made);
+        for (size_t i = 0; made && i < e->nalloc; i++)
+            if (!(made[i] = calloc(1, sizeof **made)))
+                rc = CUDA_ERROR_OUT_OF_MEMORY;
+        if (!made)
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (rc == CUDA_SUCCESS) {
+        for (size_t i = 0; i < e->nalloc; i++) {
+            struct fk_alloc *a = fk_alloc_find(e->allocs[i].ptr, false);
+            if (a)
+                fk_graph_alloc_freed(a);
+            need[e->allocs[i].ordinal] += e->allocs[i].bytes;
+        }
+        for (int d = 0; rc == CUDA_SUCCESS && d < FK_MAX_DEV; d++) {
+            struct fk_graphmem *m = &gmem[d];
+            if (need[d] && m->used + need[d] > m->reserved) {
+                grown[d] = FK_ROUND_UP(m->used + need[d] - m->reserved, FK_GRAN);
+                rc = fk_charge(fk_phys_of(d), grown[d]);
+                if (rc != CUDA_SUCCESS)
+                    grown[d] = 0;
+            }
+        }
+        for (int d = 0; d < FK_MAX_DEV; d++) {
+            if (rc != CUDA_SUCCESS) {
+                fk_uncharge(fk_phys_of(d), grown[d]);
+            } else if (grown[d]) {
+                gmem[d].reserved += grown[d];
+                if (gmem[d].reserved > gmem[d].reserved_high)
+                    gmem[d].reserved_high = gmem[d].reserved;
+            }
+        }
+    }
+    if (rc == CUDA_SUCCESS) {
+        for (size_t i = 0; i < e->nalloc; i++) {
+            struct fk_alloc *a = made[i];
+            made[i] = NULL;
+            a->ptr = e->allocs[i].ptr;
+            a->size = e->allocs[i].bytes;
+            a->ordinal = e->allocs[i].ordinal;
+            a->phys = fk_phys_of(a->ordinal);
+            a->kind = FK_GRAPH;
+            fk_alloc_insert(a);
+            struct fk_graphmem *m = &gmem[a->ordinal];
+            m->used += a->size;
+            if (m->used > m->used_high)
+                m->used_high = m->used;
+        }
+        for (size_t i = 0; i < e->nfree; i++) {
+            struct fk_alloc *a = fk_alloc_find(e->frees[i], false);
+            if (a && a->kind == FK_GRAPH)
+                fk_graph_alloc_freed(a);
+        }
+    }
+    for (size_t i = 0; made && i < e->nalloc; i++)
+        free(made[i]);
+    free(made);
+    fk_unlock();
+    return rc;
+}
+
+FK_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+    FK_ENTER_INIT(cuGraphLaunch);
+    return launch(hGraphExec, hStream);
+}
+
+FK_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    FK_ENTER_INIT(cuGraphLaunch_ptsz);
+    return launch(hGraphExec, hStream);
+}
+
+FK_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device)
+{
+    FK_ENTER_INIT(cuDeviceGraphMemTrim);
+    int phys = fk_phys_of(device);
+    if (phys < 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    fk_lock();
+    struct fk_graphmem *m = &gmem[device];
+    uint64_t keep = FK_ROUND_UP(m->used, FK_GRAN);
+    if (m->reserved > keep) {
+        fk_uncharge(phys, m->reserved - keep);
+        m->reserved = keep;
+    }
+    fk_unlock();
+    return CUDA_SUCCESS;
+}
+
+FK_EXPORT CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
+{
+    FK_ENTER_INIT(cuDeviceGetGraphMemAttribute);
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (fk_phys_of(device) < 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUresult rc = CUDA_SUCCESS;
+    fk_lock();
+    struct fk_graphmem *m = &gmem[device];
+    switch (attr) {
+    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = m->used; break;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = m->used_high; break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT: *(cuuint64_t *)value = m->reserved; break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = m->reserved_high; break;
+    default: rc = CUDA_ERROR_INVALID_VALUE; break;
+    }
+    fk_unlock();
+    return rc;
+}
+
+/* Only the high watermarks can be set, and only to 0, which resets them to the current value. */
+FK_EXPORT CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
+{
+    FK_ENTER_INIT(cuDeviceSetGraphMemAttribute);
+    if (!value || *(cuuint64_t *)value != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (fk_phys_of(device) < 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUresult rc = CUDA_SUCCESS;
+    fk_lock();
+    struct fk_graphmem *m = &gmem[device];
+    if (attr == CU_GRAPH_MEM_ATTR_USED_MEM_HIGH)
+        m->used_high = m->used;
+    else if (attr == CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH)
+        m->reserved_high = m->reserved;
+    else
+        rc = CUDA_ERROR_INVALID_VALUE;
+    fk_unlock();
+    return rc;
+}

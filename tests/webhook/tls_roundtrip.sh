@@ -1,0 +1,128 @@
+#!/bin/bash
+# tls_roundtrip.sh: gpucap-webhook over real TLS on loopback, with curl and openssl.
+#
+# usage: tls_roundtrip.sh PATH/TO/gpucap-webhook
+# A throwaway CA signs a certificate for 127.0.0.1, laid out the way the kubelet mounts a Secret
+# (tls.crt -> ..data/tls.crt, ..data -> a timestamped directory, swapped atomically). The server
+# listens on a free port; curl checks /healthz, /mutate with a fixture, the 400/404/405/413 answers
+# and 64 requests at once. Then the Secret is rotated and the server must present the new
+# certificate (by SHA-256 fingerprint) without a restart; a mismatched pair must be refused while the
+# previous certificate keeps serving. SIGTERM must stop it with status 0 (ASan checks leaks there).
+# Exit 0 pass, 1 fail, 77 without openssl or curl.
+set -u
+WEBHOOK=${1:?usage: tls_roundtrip.sh PATH/TO/gpucap-webhook}
+HERE=$(cd "$(dirname "$0")" && pwd)
+command -v openssl >/dev/null && command -v curl >/dev/null || { echo "openssl or curl missing; skipping"; exit 77; }
+
+T=$(mktemp -d)
+PID=
+cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$T"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; echo "--- server log"; cat "$T/log"; exit 1; }
+
+# A CA, and a server certificate (new key each time) in a new Secret directory named $1.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=test-ca \
+    -keyout "$T/ca.key" -out "$T/ca.crt" 2>/dev/null || fail "cannot make a CA"
+issue() {
+    local d="$T/secret/$1"
+    mkdir -p "$d"
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=gpucap-webhook \
+        -keyout "$d/tls.key" -out "$d/req.csr" 2>/dev/null &&
+    openssl x509 -req -in "$d/req.csr" -CA "$T/ca.crt" -CAkey "$T/ca.key" -set_serial "$2" -days 1 \
+        -extfile <(printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n') -out "$d/tls.crt" 2>/dev/null ||
+        fail "cannot issue a certificate"
+}
+publish() { # the kubelet's atomic swap of ..data
+    ln -s "$1" "$T/secret/..data_tmp" && mv -T "$T/secret/..data_tmp" "$T/secret/..data"
+}
+fingerprint_file() { openssl x509 -in "$1" -noout -fingerprint -sha256 | cut -d= -f2; }
+fingerprint_served() {
+    openssl s_client -connect "127.0.0.1:$PORT" -servername localhost </dev/null 2>/dev/null |
+        openssl x509 -noout -fingerprint -sha256 2>/dev/null | cut -d= -f2
+}
+
+issue ..2024_01 1001
+publish ..2024_01
+ln -s ..data/tls.crt "$T/secret/tls.crt"
+ln -s ..data/tls.key "$T/secret/tls.key"
+
+"$WEBHOOK" --listen 127.0.0.1:0 --cert "$T/secret/tls.crt" --key "$T/secret/tls.key" \
+    --default-memory 25% --reload-interval 1 --threads 4 2>"$T/log" &
+PID=$!
+PORT=
+for _ in $(seq 100); do
+    PORT=$(sed -n 's|.*listening on https://127.0.0.1:\([0-9]*\) .*|\1|p' "$T/log")
+    [ -n "$PORT" ] && break
+    kill -0 "$PID" 2>/dev/null || fail "server exited"
+    sleep 0.1
+done
+[ -n "$PORT" ] || fail "server did not report its port"
+URL="https://127.0.0.1:$PORT"
+C=(curl -sS --max-time 20 --cacert "$T/ca.crt")
+
+[ "$("${C[@]}" "$URL/healthz")" = ok ] || fail "/healthz"
+code=$("${C[@]}" -o "$T/resp" -w '%{http_code}' -H 'Content-Type: application/json' \
+    --data-binary @"$HERE/fixtures/annotated-bare.json" "$URL/mutate")
+[ "$code" = 200 ] || fail "/mutate status $code"
+uid=$(sed -n 's/^    "uid": "\([^"]*\)",$/\1/p' "$HERE/fixtures/annotated-bare.json")
+[ -n "$uid" ] && grep -q "\"uid\":\"$uid\"" "$T/resp" || fail "uid $uid not echoed: $(cat "$T/resp")"
+grep -q '"patchType":"JSONPatch"' "$T/resp" || fail "no patch: $(cat "$T/resp")"
+grep -q 'allowed: patched containers=train budget=8GiB' "$T/log" || fail "no decision line in the log"
+
+expect() { # status, then curl arguments
+    local want=$1; shift
+    local got
+    got=$("${C[@]}" -o "$T/body" -w '%{http_code}' "$@")
+    [ "$got" = "$want" ] || fail "$* -> $got, expected $want ($(head -c 300 "$T/body"))"
+}
+expect 400 --data-binary '{"apiVersion": "admission.k8s.io/v1", "kind": "Admission' "$URL/mutate"
+grep -q 'malformed JSON' "$T/body" || fail "400 without a message"
+expect 400 --data-binary @"$HERE/fixtures/not-a-review.json" "$URL/mutate"
+expect 405 "$URL/mutate"
+expect 405 --data-binary x "$URL/healthz"
+expect 404 "$URL/metrics"
+head -c $((4 << 20)) /dev/zero | tr '\0' ' ' >"$T/big"
+expect 413 --data-binary @"$T/big" "$URL/mutate"
+expect 413 -H 'Transfer-Encoding: chunked' --data-binary @"$T/big" "$URL/mutate"
+"${C[@]}" "$URL/healthz" >/dev/null || fail "server gone after the oversize bodies"
+
+# Many at once.
+for i in $(seq 64); do
+    "${C[@]}" -o /dev/null -w '%{http_code}\n' --data-binary @"$HERE/fixtures/init-containers.json" "$URL/mutate" &
+done >"$T/codes"
+wait_curls() { for j in $(jobs -p); do [ "$j" = "$PID" ] || wait "$j"; done; }
+wait_curls
+[ "$(grep -c '^200$' "$T/codes")" = 64 ] || fail "concurrent requests: $(sort "$T/codes" | uniq -c)"
+
+# Rotation: a new certificate and key, swapped in like the kubelet does.
+old=$(fingerprint_served)
+[ "$old" = "$(fingerprint_file "$T/secret/..2024_01/tls.crt")" ] || fail "served $old, not the first certificate"
+issue ..2024_02 1002
+publish ..2024_02
+new=$(fingerprint_file "$T/secret/..2024_02/tls.crt")
+for _ in $(seq 50); do
+    [ "$(fingerprint_served)" = "$new" ] && break
+    sleep 0.2
+done
+[ "$(fingerprint_served)" = "$new" ] || fail "still serving $old after rotation"
+grep -q "reloaded certificate, sha256 fingerprint $new" "$T/log" || fail "rotation not logged"
+[ "$("${C[@]}" "$URL/healthz")" = ok ] || fail "curl does not accept the rotated certificate"
+
+# A key that does not match the certificate: refused, the current pair keeps serving.
+issue ..2024_03 1003
+cp "$T/secret/..2024_01/tls.key" "$T/secret/..2024_03/tls.key"
+publish ..2024_03
+for _ in $(seq 50); do
+    grep -q 'keeping the previous certificate' "$T/log" && break
+    sleep 0.2
+done
+grep -q 'keeping the previous certificate' "$T/log" || fail "mismatched pair not reported"
+[ "$(fingerprint_served)" = "$new" ] || fail "a mismatched pair replaced the certificate"
+
+kill -TERM "$PID"
+wait "$PID"
+rc=$?
+PID=
+[ "$rc" = 0 ] || fail "exit status $rc after SIGTERM"
+echo "ok: TLS on port $PORT, rotation $old -> $new"
+exit 0
