@@ -353,17 +353,27 @@ int gpc_ledger_reap(void)
             continue;
         /* Share by share under each device's lock: taking one twice takes nothing the second time. */
         uint64_t took = 0;
+        bool left = false;
         for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
-            if (atomic_load(&p->used[d]) == 0 || gpc_ledger_lock(&gpc_ledger->dev[d]) != 0)
+            if (atomic_load(&p->used[d]) == 0)
                 continue;
+            if (gpc_ledger_lock(&gpc_ledger->dev[d]) != 0) {
+                left = true;
+                continue;
+            }
             uint64_t share = atomic_exchange(&p->used[d], 0);
             uint64_t used = atomic_load(&gpc_ledger->dev[d].slot.used);
             atomic_store(&gpc_ledger->dev[d].slot.used, used >= share ? used - share : 0);
             gpc_ledger_unlock(&gpc_ledger->dev[d]);
             took += share;
         }
-        if (atomic_compare_exchange_strong(&p->pid, &pid, 0))
-            reaped++;
+        /* An entry is freed only once it holds nothing. Its start time goes first: a process
+         * claiming the entry next is "alive, still claiming" until it writes its own. */
+        if (!left) {
+            atomic_store(&p->start_time, 0);
+            if (atomic_compare_exchange_strong(&p->pid, &pid, 0))
+                reaped++;
+        }
         if (took)
             gpc_log(GPC_LOG_INFO, "ledger %s: took back %llu bytes of dead process %d", ledger_path,
                     (unsigned long long)took, (int)pid);

@@ -40,11 +40,14 @@ static int failures;
         CUresult rc_ = (call);                                                                    \
         CHECK(rc_ == (want), "%s returned %d, want %d", #call, (int)rc_, (int)(want));            \
     } while (0)
-#define REQUIRE(cond, ...)                       \
-    do {                                         \
-        CHECK(cond, __VA_ARGS__);                \
-        if (!(cond))                             \
-            exit(1);                             \
+#define REQUIRE(cond, ...)                                                     \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond);   \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fprintf(stderr, "\n");                                             \
+            exit(1);                                                           \
+        }                                                                      \
     } while (0)
 
 static inline int test_result(void)

@@ -6,7 +6,9 @@
  * names it) or in a shared anonymous map (still shared with fork() children).
  *
  * A process that dies, even by SIGKILL, gets its memory back as on a real card: its slot is
- * reaped lazily, when an allocation would not fit and on every inspection. The record's lock is
+ * reaped lazily, when an allocation would not fit and on every inspection; with
+ * FAKECUDA_EAGER_REAP=1 also before every allocation, so that the peak never counts the memory
+ * of a process that already died (crash tests compare that peak with a budget). The record's lock is
  * a process-shared robust mutex; a holder that died mid-update is repaired by recomputing the
  * device totals from the live slots.
  */
@@ -17,6 +19,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -278,10 +281,15 @@ CUresult fk_charge(int phys, uint64_t bytes)
         return CUDA_ERROR_INVALID_DEVICE;
     if (bytes == 0)
         return CUDA_SUCCESS;
+    static int eager = -1;
+    if (eager < 0) {
+        const char *e = getenv("FAKECUDA_EAGER_REAP");
+        eager = e && strcmp(e, "1") == 0;
+    }
     rec_lock();
     struct fk_slot *s = mine();
     struct fk_devrec *d = &R->dev[phys];
-    if (s && bytes > d->capacity - d->outstanding)
+    if (s && (eager || bytes > d->capacity - d->outstanding))
         reap(false);
     if (!s || bytes > d->capacity - d->outstanding) {
         rec_unlock();

@@ -1,0 +1,21 @@
+#!/bin/bash
+# tools/setup.sh: installs what gpucap needs to build and test, from Debian packages, when missing.
+# The CUDA toolkit (cuda.h) is expected under /usr/local/cuda (or found by CMake's FindCUDAToolkit).
+set -euo pipefail
+pkgs=(cmake make gcc clang pkg-config uthash-dev libinih-dev libunwind-dev libmicrohttpd-dev libjansson-dev
+      libgnutls28-dev python3 python3-jsonpatch python3-yaml curl openssl strace wrk)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}"
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo=sudo
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [ ! -f /usr/local/cuda/include/cuda.h ] && ! command -v nvcc >/dev/null; then
+    echo "setup: the CUDA toolkit (cuda.h) is missing: install it under /usr/local/cuda" >&2
+    exit 1
+fi

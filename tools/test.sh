@@ -1,0 +1,27 @@
+#!/bin/bash
+# tools/test.sh: the whole test suite, as CI runs it: set-up, a normal build and its tests, then the
+# suite again under AddressSanitizer + UndefinedBehaviorSanitizer, the thread-heavy tests under
+# ThreadSanitizer, and a bounded fuzzing run of the webhook's request handler.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh
+jobs=$(nproc)
+build() { # build DIR [cmake args]
+    local dir=$1; shift
+    cmake -S . -B "$dir" "$@" > "$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; exit 1; }
+    cmake --build "$dir" -j"$jobs" > "$dir.build.log" 2>&1 || { tail -50 "$dir.build.log"; exit 1; }
+}
+echo "== build and test"
+build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+ctest --test-dir build -j"$jobs" --output-on-failure
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer"
+build build-asan -DCMAKE_BUILD_TYPE=Debug -DGPUCAP_SANITIZE=address,undefined
+UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ctest --test-dir build-asan -j"$jobs" --output-on-failure
+echo "== ThreadSanitizer (threads and processes)"
+build build-tsan -DCMAKE_BUILD_TYPE=Debug -DGPUCAP_SANITIZE=thread
+TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan -j"$jobs" --output-on-failure -R 'stress|ledger|fake_selftest'
+echo "== fuzzing the webhook's request handler (60 s)"
+rc=0
+bash tests/webhook/fuzz.sh 60 || rc=$?
+if [ $rc != 0 ] && [ $rc != 77 ]; then exit $rc; fi
+echo "== all test stages passed"
