@@ -1,16 +1,39 @@
 #!/bin/bash
-# bench/run.sh [BUILD]: ns per cuMemAlloc_v2+cuMemFree_v2 pair on the fake driver, without and with
-# libgpucap.so, on 1 and 8 threads (median of 7 runs each). Prints a table and the added cost.
+# bench/run.sh [BUILD]: ns per cuMemAlloc_v2+cuMemFree_v2 pair on the fake driver (median of 7
+# runs each): without gpucap, with a private budget (GPUCAP_LEDGER=off), and with the shared ledger
+# (the default), on 1 and 8 threads, and as 4 processes sharing one ledger.
 set -eu
 build=${1:-build}
 lib=$build/lib/libgpucap.so
 b=$build/bench/bench_alloc
-export LD_LIBRARY_PATH=$build/fake FAKECUDA_MEM=64GiB
+export LD_LIBRARY_PATH=$build/fake FAKECUDA_MEM=64GiB GPUCAP_CONFIG=/dev/null
+ledger=$(mktemp -u /tmp/gpucap-bench-XXXXXX.ledger)
+trap 'rm -f "$ledger"' EXIT
 med() { sed -n 's/.*median_ns=\([0-9.]*\).*/\1/p'; }
-printf '%-8s %14s %14s %12s\n' threads "without (ns)" "with (ns)" "added (ns)"
+run() { # run THREADS PAIRS [ENV...]
+    local n=$1 pairs=$2; shift 2
+    env "$@" "$b" "$n" "$pairs" | med
+}
+printf '%-12s %12s %12s %12s %14s %14s\n' load "none (ns)" "private (ns)" "ledger (ns)" "private added" "ledger added"
 for n in 1 8; do
-    pairs=$((n == 1 ? 400000 : 100000))
-    without=$(env -u LD_PRELOAD "$b" "$n" "$pairs" | med)
-    with=$(GPUCAP_MEMORY_LIMIT=32GiB LD_PRELOAD=$lib "$b" "$n" "$pairs" | med)
-    printf '%-8s %14s %14s %12.1f\n' "$n" "$without" "$with" "$(awk -v a="$with" -v b="$without" 'BEGIN{print a-b}')"
+    pairs=$((n == 1 ? 400000 : 50000))
+    none=$(run $n $pairs -u LD_PRELOAD)
+    priv=$(run $n $pairs GPUCAP_MEMORY_LIMIT=32GiB GPUCAP_LEDGER=off LD_PRELOAD=$lib)
+    shared=$(run $n $pairs GPUCAP_MEMORY_LIMIT=32GiB GPUCAP_LEDGER=$ledger LD_PRELOAD=$lib)
+    printf '%-12s %12s %12s %12s %14.1f %14.1f\n' "$n thread(s)" "$none" "$priv" "$shared" \
+        "$(awk -v a="$priv" -v b="$none" 'BEGIN{print a-b}')" "$(awk -v a="$shared" -v b="$none" 'BEGIN{print a-b}')"
 done
+# 4 processes at once, one thread each: the mean of their medians.
+four() {
+    local pids=() out
+    out=$(mktemp)
+    for i in 1 2 3 4; do env "$@" "$b" 1 200000 | med >> "$out" & pids+=($!); done
+    wait "${pids[@]}"
+    awk '{s+=$1} END {printf "%.1f", s/NR}' "$out"
+    rm -f "$out"
+}
+none=$(four -u LD_PRELOAD)
+priv=$(four GPUCAP_MEMORY_LIMIT=32GiB GPUCAP_LEDGER=off LD_PRELOAD=$lib)
+shared=$(four GPUCAP_MEMORY_LIMIT=32GiB GPUCAP_LEDGER=$ledger LD_PRELOAD=$lib)
+printf '%-12s %12s %12s %12s %14.1f %14.1f\n' "4 processes" "$none" "$priv" "$shared" \
+    "$(awk -v a="$priv" -v b="$none" 'BEGIN{print a-b}')" "$(awk -v a="$shared" -v b="$none" 'BEGIN{print a-b}')"

@@ -135,3 +135,39 @@ void gpc_budget_release(int id, uint64_t bytes)
                           memory_order_relaxed);
     gpc_ledger_unlock(d);
 }
+
+/* ---- audit mode and fault injection (asked for by `gpucap`; see charge.c) ---- */
+
+int gpc_budget_reserve_unchecked(int id, uint64_t bytes)
+{
+    if (id < 0)
+        return 0;
+    struct gpc_ledger_dev *d = &gpc_ledger->dev[id];
+    atomic_fetch_add_explicit(&d->slot.allocs, 1, memory_order_relaxed);
+    if (!gpc_ledger_shared) {
+        uint64_t used = atomic_fetch_add_explicit(&d->slot.used, bytes, memory_order_acq_rel) + bytes;
+        max_into(&d->slot.peak, used);
+        return 0;
+    }
+    int me = gpc_ledger_me();
+    if (me < 0 || gpc_ledger_lock(d) != 0)
+        return -ENOMEM;
+    struct gpc_ledger_proc *p = &gpc_ledger->proc[me];
+    uint64_t mine = atomic_load_explicit(&p->used[id], memory_order_relaxed) + bytes;
+    uint64_t used = atomic_load_explicit(&d->slot.used, memory_order_relaxed) + bytes;
+    atomic_store_explicit(&p->used[id], mine, memory_order_relaxed);
+    atomic_store_explicit(&d->slot.used, used, memory_order_relaxed);
+    max_into(&d->slot.peak, used);
+    max_into(&p->peak[id], mine);
+    gpc_ledger_unlock(d);
+    return 0;
+}
+
+void gpc_budget_note_denial(int id, uint64_t bytes)
+{
+    struct gpc_slot *s = gpc_budget_slot(id);
+    if (!s)
+        return;
+    max_into(&s->largest, bytes);
+    count_denial(s);
+}

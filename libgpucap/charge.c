@@ -21,8 +21,15 @@ CUresult gpc_charge_begin(struct gpc_charge *c, int device, uint64_t bytes, cons
     c->budget = GPC_BUDGET_NONE;
     c->bytes = bytes;
     c->device = device;
-    if (!gpc_enforcing())
+    if (!gpc_enforcing()) {
+        /* Fault injection works without a budget too (after gpc_init: the settings are loaded). */
+        if (gpc_unlikely(gpc_fault_armed(&gpc_settings)) && atomic_load(&gpc_initialized) &&
+            gpc_fault_inject(&gpc_settings, call, device, bytes)) {
+            gpc_backtrace_log();
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
         return CUDA_SUCCESS;
+    }
     if (device < 0) {
         CUdevice d;
         /* No current context: let the driver give its own error. */
@@ -31,10 +38,32 @@ CUresult gpc_charge_begin(struct gpc_charge *c, int device, uint64_t bytes, cons
         c->device = device = d;
     }
     int budget = gpc_device_budget(device);
+    /* An injected failure is a denial in the figures, and never reaches the budget or the driver. */
+    if (gpc_unlikely(gpc_fault_armed(&gpc_settings)) && gpc_fault_inject(&gpc_settings, call, device, bytes)) {
+        gpc_budget_note_denial(budget, bytes);
+        gpc_backtrace_log();
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if (budget == GPC_BUDGET_NONE)
         return CUDA_SUCCESS;
     if (gpc_budget_reserve(budget, bytes) != 0) {
+        /* Audit mode: the denial is counted and logged, and the bytes are admitted past the limit
+         * so that the peak is what the job really needs. A broken setting (DENY) still denies. */
+        if (gpc_settings.opt[GPC_OPT_MODE].u.e == 1 && budget >= 0) {
+            const struct gpc_slot *s = gpc_budget_slot(budget);
+            char a[32], b[32], l[32];
+            gpc_log(GPC_LOG_WARN, "audit: %s would be denied on device %d: requested %s, in use %s, limit %s; "
+                    "admitted", call, device, gpc_format_size(bytes, a, sizeof a),
+                    gpc_format_size(atomic_load(&s->used), b, sizeof b),
+                    gpc_format_size(atomic_load(&s->limit), l, sizeof l));
+            gpc_backtrace_log();
+            if (gpc_budget_reserve_unchecked(budget, bytes) != 0)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            c->budget = budget;
+            return CUDA_SUCCESS;
+        }
         log_denial(call, device, bytes, budget);
+        gpc_backtrace_log();
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     c->budget = budget;

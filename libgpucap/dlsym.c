@@ -3,8 +3,9 @@
  *
  * `dlsym(handle, name)` on a handle of libcuda.so.1 ignores LD_PRELOAD and returns the driver's own
  * function, so a program (or XLA, or pynvml) that binds this way would never meet our hooks. For a
- * libcuda handle and a name in hooklist.h we answer with our hook (if the driver has the symbol at
- * all); every other lookup goes to the real dlsym untouched.
+ * libcuda handle and a name in GPC_HOOKS, or a libnvidia-ml handle and a name in GPC_NVML_HOOKS
+ * (hooklist.h), we answer with our hook (if the library has the symbol at all); every other lookup
+ * goes to the real dlsym untouched.
  *
  * Why the assembly: glibc resolves RTLD_NEXT relative to the object that called dlsym, which it
  * finds from the return address. If our C function called the real dlsym, RTLD_NEXT lookups made
@@ -21,44 +22,61 @@
 #include <link.h>
 #include <string.h>
 
-/* Cached handle values known to be libcuda: compared before looking at the name. */
+/* Cached handle values known to be libcuda / libnvidia-ml: compared before looking at the name. */
 static _Atomic(void *) cuda_handle_seen;
+static _Atomic(void *) nvml_handle_seen;
 
-static bool is_cuda_handle(void *handle)
+enum handle_kind { H_OTHER, H_CUDA, H_NVML };
+
+static enum handle_kind handle_kind(void *handle)
 {
     if (handle == RTLD_DEFAULT || handle == RTLD_NEXT)
-        return false;
+        return H_OTHER;
     if (handle == atomic_load_explicit(&cuda_handle_seen, memory_order_relaxed))
-        return true;
+        return H_CUDA;
+    if (handle == atomic_load_explicit(&nvml_handle_seen, memory_order_relaxed))
+        return H_NVML;
     /* A glibc dlopen handle is the object's link_map (as glibc's own dlsym assumes). */
     const struct link_map *lm = handle;
     const char *name = lm->l_name;
     if (!name)
-        return false;
+        return H_OTHER;
     const char *slash = strrchr(name, '/');
     const char *base = slash ? slash + 1 : name;
-    if (strncmp(base, "libcuda.so", 10) != 0)
-        return false;
-    atomic_store_explicit(&cuda_handle_seen, handle, memory_order_relaxed);
-    return true;
+    if (strncmp(base, "libcuda.so", 10) == 0) {
+        atomic_store_explicit(&cuda_handle_seen, handle, memory_order_relaxed);
+        return H_CUDA;
+    }
+    if (strncmp(base, "libnvidia-ml.so", 15) == 0) {
+        atomic_store_explicit(&nvml_handle_seen, handle, memory_order_relaxed);
+        return H_NVML;
+    }
+    return H_OTHER;
 }
 
 /*
  * The answer of our dlsym/dlvsym for (handle, name), or NULL meaning "ask the real one". Also used
- * by the trampolines, hence not static.
+ * by the trampolines, hence not static. NVML names are answered only for a libnvidia-ml handle
+ * and driver names only for a libcuda one.
  */
 __attribute__((visibility("hidden"))) void *gpc_dlsym_redirect(void *handle, const char *name);
 void *gpc_dlsym_redirect(void *handle, const char *name)
 {
-    if (!gpc_real_dlsym_fn() || !name || !is_cuda_handle(handle))
+    if (!gpc_real_dlsym_fn() || !name)
         return NULL;
-    void *hook = gpc_hook_for_export(name);
+    enum handle_kind kind = handle_kind(handle);
+    if (kind == H_OTHER)
+        return NULL;
+    void *hook = kind == H_CUDA ? gpc_hook_for_export(name) : gpc_nvml_hook_for_export(name);
     if (!hook)
         return NULL;
-    /* The driver must have the symbol: our hook is no use without the real function behind it. */
+    /* The library must have the symbol: our hook is no use without the real function behind it. */
     if (!gpc_real_dlsym_fn()(handle, name))
         return NULL;
-    gpc_resolve_cuda(handle);
+    if (kind == H_CUDA)
+        gpc_resolve_cuda(handle);
+    else
+        gpc_nvml_set_handle(handle);
     return hook;
 }
 

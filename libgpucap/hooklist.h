@@ -41,12 +41,68 @@
     X(cuDeviceTotalMem, cuDeviceTotalMem, 2000, 0, PFN_cuDeviceTotalMem_v2000)                        \
     X(cuDeviceTotalMem_v2, cuDeviceTotalMem, 3020, 0, PFN_cuDeviceTotalMem_v3020)                     \
     X(cuGetProcAddress, cuGetProcAddress, 11030, 0, PFN_cuGetProcAddress_v11030)                      \
-    X(cuGetProcAddress_v2, cuGetProcAddress, 12000, 0, PFN_cuGetProcAddress_v12000)
+    X(cuGetProcAddress_v2, cuGetProcAddress, 12000, 0, PFN_cuGetProcAddress_v12000)                  \
+    X(cuArrayCreate_v2, cuArrayCreate, 3020, 0, PFN_cuArrayCreate_v3020)                              \
+    X(cuArray3DCreate_v2, cuArray3DCreate, 3020, 0, PFN_cuArray3DCreate_v3020)                        \
+    X(cuArrayDestroy, cuArrayDestroy, 2000, 0, PFN_cuArrayDestroy_v2000)                              \
+    X(cuMipmappedArrayCreate, cuMipmappedArrayCreate, 5000, 0, PFN_cuMipmappedArrayCreate_v5000)      \
+    X(cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, 5000, 0, PFN_cuMipmappedArrayDestroy_v5000)   \
+    X(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 11020, 0,                                 \
+      PFN_cuDeviceGetDefaultMemPool_v11020)                                                           \
+    X(cuMemGetDefaultMemPool, cuMemGetDefaultMemPool, 13000, 0, PFN_cuMemGetDefaultMemPool_v13000)    \
+    X(cuDeviceGetMemPool, cuDeviceGetMemPool, 11020, 0, PFN_cuDeviceGetMemPool_v11020)                \
+    X(cuMemPoolCreate, cuMemPoolCreate, 11020, 0, PFN_cuMemPoolCreate_v11020)                         \
+    X(cuMemPoolDestroy, cuMemPoolDestroy, 11020, 0, PFN_cuMemPoolDestroy_v11020)                      \
+    X(cuMemPoolTrimTo, cuMemPoolTrimTo, 11020, 0, PFN_cuMemPoolTrimTo_v11020)                         \
+    X(cuStreamSynchronize, cuStreamSynchronize, 2000, 0, PFN_cuStreamSynchronize_v2000)               \
+    X(cuStreamSynchronize_ptsz, cuStreamSynchronize, 7000, 1, PFN_cuStreamSynchronize_v7000_ptsz)     \
+    X(cuCtxSynchronize, cuCtxSynchronize, 2000, 0, PFN_cuCtxSynchronize_v2000)                        \
+    X(cuCtxSynchronize_v2, cuCtxSynchronize, 13000, 0, PFN_cuCtxSynchronize_v13000)                   \
+    X(cuEventSynchronize, cuEventSynchronize, 2000, 0, PFN_cuEventSynchronize_v2000)                  \
+    X(cuGraphAddMemAllocNode, cuGraphAddMemAllocNode, 11040, 0, PFN_cuGraphAddMemAllocNode_v11040)    \
+    X(cuGraphAddNode, cuGraphAddNode, 12020, 0, PFN_cuGraphAddNode_v12020)                            \
+    X(cuGraphAddNode_v2, cuGraphAddNode, 12030, 0, PFN_cuGraphAddNode_v12030)                         \
+    X(cuGraphDestroy, cuGraphDestroy, 10000, 0, PFN_cuGraphDestroy_v10000)                            \
+    X(cuGraphInstantiate_v2, cuGraphInstantiate, 11000, 0, PFN_cuGraphInstantiate_v11000)             \
+    X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, 0,                             \
+      PFN_cuGraphInstantiateWithFlags_v11040)                                                         \
+    X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, 0, PFN_cuGraphExecDestroy_v10000)                \
+    X(cuGraphLaunch, cuGraphLaunch, 10000, 0, PFN_cuGraphLaunch_v10000)                               \
+    X(cuGraphLaunch_ptsz, cuGraphLaunch, 10000, 1, PFN_cuGraphLaunch_v10000_ptsz)                     \
+    X(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 11040, 0, PFN_cuDeviceGraphMemTrim_v11040)          \
+    X(cuCtxCreate, cuCtxCreate, 2000, 0, PFN_cuCtxCreate_v2000)                                       \
+    X(cuCtxCreate_v2, cuCtxCreate, 3020, 0, PFN_cuCtxCreate_v3020)                                    \
+    X(cuCtxCreate_v3, cuCtxCreate, 11040, 0, PFN_cuCtxCreate_v11040)                                  \
+    X(cuCtxCreate_v4, cuCtxCreate, 12050, 0, PFN_cuCtxCreate_v12050)                                  \
+    X(cuCtxDestroy, cuCtxDestroy, 2000, 0, PFN_cuCtxDestroy_v2000)                                    \
+    X(cuCtxDestroy_v2, cuCtxDestroy, 4000, 0, PFN_cuCtxDestroy_v4000)                                 \
+    X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, 0, PFN_cuDevicePrimaryCtxRetain_v7000) \
+    X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease, 7000, 0, PFN_cuDevicePrimaryCtxRelease_v7000) \
+    X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 11000, 0,                              \
+      PFN_cuDevicePrimaryCtxRelease_v11000)                                                           \
+    X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 7000, 0, PFN_cuDevicePrimaryCtxReset_v7000)   \
+    X(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, 0, PFN_cuDevicePrimaryCtxReset_v11000) \
+    X(cuGreenCtxCreate, cuGreenCtxCreate, 12040, 0, PFN_cuGreenCtxCreate_v12040)                      \
+    X(cuGreenCtxDestroy, cuGreenCtxDestroy, 12040, 0, PFN_cuGreenCtxDestroy_v12040)
 
 /* Entry points gpucap calls itself but does not interpose: X(export, pfn_type). */
 #define GPC_REAL_ONLY(X)                                  \
     X(cuCtxGetDevice, PFN_cuCtxGetDevice_v2000)           \
     X(cuDeviceGetCount, PFN_cuDeviceGetCount_v2000)       \
-    X(cuDeviceGetUuid_v2, PFN_cuDeviceGetUuid_v11040)
+    X(cuDeviceGetUuid_v2, PFN_cuDeviceGetUuid_v11040)     \
+    X(cuInit, PFN_cuInit_v2000)                           \
+    X(cuArrayGetMemoryRequirements, PFN_cuArrayGetMemoryRequirements_v11060) \
+    X(cuMipmappedArrayGetMemoryRequirements, PFN_cuMipmappedArrayGetMemoryRequirements_v11060) \
+    X(cuMemPoolGetAttribute, PFN_cuMemPoolGetAttribute_v11020) \
+    X(cuDeviceGetGraphMemAttribute, PFN_cuDeviceGetGraphMemAttribute_v11040)
+
+/*
+ * NVML entry points gpucap interposes, X(export, pfn_type). Exported and reached by the dlsym
+ * redirect on a libnvidia-ml handle, never through cuGetProcAddress; the real functions are
+ * looked up lazily in an already loaded libnvidia-ml.so.1 (hooks_nvml.c).
+ */
+#define GPC_NVML_HOOKS(X)                                        \
+    X(nvmlDeviceGetMemoryInfo, gpc_nvmlDeviceGetMemoryInfo_fn)   \
+    X(nvmlDeviceGetMemoryInfo_v2, gpc_nvmlDeviceGetMemoryInfo_v2_fn)
 
 #endif

@@ -3,7 +3,7 @@
  *
  * Each hook is thin: charge (charge.c), call the driver, commit. The legacy unversioned exports
  * keep their 32-bit ABI (unsigned int sizes and pointers) and are budgeted like the _v2 ones.
- * Stream-ordered allocations are counted per pointer here, against the current context's device.
+ * Stream-ordered allocations are counted by the pools they come from, in hooks_pool.c.
  */
 #include "internal.h"
 
@@ -123,42 +123,4 @@ GPC_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsign
     return rc;
 }
 
-#define ALLOC_ASYNC(name)                                                               \
-    GPC_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)      \
-    {                                                                                   \
-        struct gpc_charge c;                                                            \
-        CUresult rc = gpc_charge_begin(&c, -1, bytesize, #name);                        \
-        if (rc != CUDA_SUCCESS)                                                         \
-            return rc;                                                                  \
-        rc = GPC_CALL_REAL(name, (dptr, bytesize, hStream));                            \
-        gpc_charge_end(&c, rc, GPC_MAP_PTR, rc == CUDA_SUCCESS ? *dptr : 0);            \
-        return rc;                                                                      \
-    }
-ALLOC_ASYNC(cuMemAllocAsync)
-ALLOC_ASYNC(cuMemAllocAsync_ptsz)
-
-#define ALLOC_FROM_POOL(name)                                                                       \
-    GPC_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) \
-    {                                                                                               \
-        struct gpc_charge c;                                                                        \
-        CUresult rc = gpc_charge_begin(&c, -1, bytesize, #name);                                    \
-        if (rc != CUDA_SUCCESS)                                                                     \
-            return rc;                                                                              \
-        rc = GPC_CALL_REAL(name, (dptr, bytesize, pool, hStream));                                  \
-        gpc_charge_end(&c, rc, GPC_MAP_PTR, rc == CUDA_SUCCESS ? *dptr : 0);                        \
-        return rc;                                                                                  \
-    }
-ALLOC_FROM_POOL(cuMemAllocFromPoolAsync)
-ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz)
-
-#define FREE_ASYNC(name)                                                 \
-    GPC_EXPORT CUresult name(CUdeviceptr dptr, CUstream hStream)         \
-    {                                                                    \
-        struct gpc_track t;                                              \
-        bool known = gpc_free_begin(GPC_MAP_PTR, dptr, &t);              \
-        CUresult rc = GPC_CALL_REAL(name, (dptr, hStream));              \
-        gpc_free_end(known, GPC_MAP_PTR, dptr, &t, rc);                  \
-        return rc;                                                       \
-    }
-FREE_ASYNC(cuMemFreeAsync)
-FREE_ASYNC(cuMemFreeAsync_ptsz)
+/* Stream-ordered allocations (cuMemAllocAsync and friends) are counted by their pools: hooks_pool.c. */

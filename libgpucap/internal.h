@@ -47,6 +47,15 @@ enum gpc_opt {
     GPC_OPT_LOG_LEVEL,
     GPC_OPT_LEDGER,
     GPC_OPT_LEDGER_GROUP,
+    GPC_OPT_MODE,
+    GPC_OPT_REPORT,
+    GPC_OPT_REPORT_FORMAT,
+    GPC_OPT_FAIL_AFTER,
+    GPC_OPT_FAIL_RATE,
+    GPC_OPT_FAIL_SEED,
+    GPC_OPT_BACKTRACE,
+    GPC_OPT_LIB,
+    GPC_OPT_CONTEXT_RESERVE,
     GPC_OPT__COUNT
 };
 enum gpc_opt_type { GPC_T_SIZE, GPC_T_BOOL, GPC_T_INT, GPC_T_STRING, GPC_T_ENUM };
@@ -184,6 +193,13 @@ int gpc_budget_reserve(int id, uint64_t bytes);
 void gpc_budget_release(int id, uint64_t bytes);
 /* The figures of a budget (NULL for GPC_BUDGET_NONE). */
 struct gpc_slot *gpc_budget_slot(int id);
+/*
+ * Audit mode: admits `bytes` whatever the limit (used may pass it), so that the peak is what the
+ * job really needs. 0, or -ENOMEM when the shared ledger cannot be locked (logged).
+ */
+int gpc_budget_reserve_unchecked(int id, uint64_t bytes);
+/* Counts a denial decided elsewhere (an injected fault) in the budget's figures. */
+void gpc_budget_note_denial(int id, uint64_t bytes);
 
 /* ---- device.c: device ordinals, their budgets, the device of the current context ---- */
 /* The budget id of device `ordinal` (set up on first use). */
@@ -194,7 +210,13 @@ int gpc_device_budget_if_ready(int ordinal);
 CUresult gpc_current_device(CUdevice *dev);
 
 /* ---- track.c: what each pointer and handle was charged ---- */
-enum gpc_map_kind { GPC_MAP_PTR, GPC_MAP_HANDLE, GPC_MAP_MAPPING, GPC_MAP__COUNT };
+enum gpc_map_kind {
+    GPC_MAP_PTR, GPC_MAP_HANDLE, GPC_MAP_MAPPING,
+    GPC_MAP_ARRAY,   /* hooks_array.c: CUarray / CUmipmappedArray handle -> bytes charged */
+    GPC_MAP_CTX,     /* hooks_ctx.c: CUcontext / CUgreenCtx handle -> context reserve charged */
+    GPC_MAP_POOLPTR, /* hooks_pool.c: pool allocation -> size (not charged itself), aux = pool slot */
+    GPC_MAP__COUNT
+};
 struct gpc_track {
     uint64_t bytes;
     int32_t device;   /* ordinal whose budget was charged */
@@ -210,6 +232,30 @@ bool gpc_track_take(enum gpc_map_kind kind, uint64_t key, struct gpc_track *t);
 int gpc_track_ref(enum gpc_map_kind kind, uint64_t key, int delta, struct gpc_track *t);
 /* Registers the fork handlers for the map locks. */
 void gpc_track_atfork(void);
+
+/* ---- faults.c: fault injection (in gpucap_core; the counter lives in the process that calls it) ---- */
+/* Parses a share "0.05" (0 to 1) into parts per 2^32: 0, or -EINVAL. */
+int gpc_fault_parse_rate(const char *text, uint64_t *out);
+/* True if attempt `index` (1-based) fails under fail_rate `rate` (parts per 2^32) and `seed`. */
+bool gpc_fault_hit(uint64_t seed, uint64_t index, uint64_t rate);
+/* True when fault injection is configured in *s. */
+static inline bool gpc_fault_armed(const struct gpc_settings *s)
+{
+    return s->opt[GPC_OPT_FAIL_AFTER].set || s->opt[GPC_OPT_FAIL_RATE].set;
+}
+/* Counts one allocation attempt; true (after logging it) when this attempt must fail. */
+bool gpc_fault_inject(const struct gpc_settings *s, const char *call, int device, uint64_t bytes);
+
+/* ---- report.c: the usage report (in gpucap_core: the library at exit and `gpucap run` write it) ---- */
+/*
+ * Writes the figures of every device entry of ledger `l` to `fd` with write(2) (no malloc, no
+ * stdio), as text or one JSON object. `audit` says the run was in audit mode. 0, or -errno.
+ */
+int gpc_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit);
+
+/* ---- backtrace.c: the call stack of a denied allocation ---- */
+/* Logs the caller's stack, one "gpucap:   #N function+0xoff" line per frame, if backtraces are on. */
+void gpc_backtrace_log(void);
 
 /* ---- charge.c: the common "reserve, call the driver, commit or roll back" steps of hooks ---- */
 struct gpc_charge {
@@ -232,5 +278,29 @@ void gpc_charge_end(struct gpc_charge *c, CUresult rc, enum gpc_map_kind kind, u
  */
 bool gpc_free_begin(enum gpc_map_kind kind, uint64_t key, struct gpc_track *t);
 void gpc_free_end(bool known, enum gpc_map_kind kind, uint64_t key, const struct gpc_track *t, CUresult rc);
+
+/* ---- hooks_pool.c: stream-ordered pools, counted by what they reserve on the card ---- */
+/*
+ * Asks the pools of device `device` to give back what they hold unused (cuMemPoolTrimTo(pool, 0))
+ * and releases from the budget what they gave back. For a caller about to deny an allocation:
+ * true when something was released, so that admission is worth trying once more.
+ */
+bool gpc_pools_trim(int device);
+/* Releases what pools gave back on their own (at synchronisations); cheap when no pool is known. */
+void gpc_pools_reconcile(void);
+
+/* ---- hooks_graph.c: graph memory, counted by what the device reserves for graphs ---- */
+/* cuDeviceGraphMemTrim on `device`, then releases what it gave back: true when anything was. */
+bool gpc_graphs_trim(int device);
+
+/* ---- hooks_ctx.c: the memory of contexts, which no allocation call reports ---- */
+/* The reserve charged per context on device `ordinal` with `physical` bytes (settings or default). */
+uint64_t gpc_context_reserve(int ordinal, uint64_t physical);
+
+/* ---- hooks_nvml.c ---- */
+/* Our hook for NVML export `name` (GPC_NVML_HOOKS), or NULL. */
+void *gpc_nvml_hook_for_export(const char *name);
+/* Remembers the libnvidia-ml handle a dlsym redirect was made on (the real functions live there). */
+void gpc_nvml_set_handle(void *handle);
 
 #endif

@@ -38,6 +38,32 @@ const struct gpc_option_def gpc_option_defs[GPC_OPT__COUNT] = {
     [GPC_OPT_LEDGER_GROUP] = {"ledger_group", "GPUCAP_LEDGER_GROUP", GPC_T_BOOL, "0", NULL, 0,
                               "create the ledger group-writable (0660) and accept one owned by another user of "
                               "the group, for containers where processes of several users share a budget"},
+    [GPC_OPT_MODE] = {"mode", "GPUCAP_MODE", GPC_T_ENUM, "enforce", "enforce|audit", 0,
+                      "enforce: deny what exceeds the budget; audit: deny nothing, log and count each "
+                      "allocation the budget would have denied (the report's peak is the budget the job needs)"},
+    [GPC_OPT_REPORT] = {"report", "GPUCAP_REPORT", GPC_T_STRING, NULL, NULL, 0,
+                        "write a usage report at process exit to this file ('-': stderr): per device budget, "
+                        "peak, allocations, frees, denials, largest request, first denial"},
+    [GPC_OPT_REPORT_FORMAT] = {"report_format", "GPUCAP_REPORT_FORMAT", GPC_T_ENUM, "text", "text|json", 0,
+                               "format of that report"},
+    [GPC_OPT_FAIL_AFTER] = {"fail_after", "GPUCAP_FAIL_AFTER", GPC_T_INT, NULL, NULL, 0,
+                            "fault injection: every allocation after the N-th of this process answers "
+                            "CUDA_ERROR_OUT_OF_MEMORY without reaching the driver"},
+    [GPC_OPT_FAIL_RATE] = {"fail_rate", "GPUCAP_FAIL_RATE", GPC_T_STRING, NULL, NULL, 0,
+                           "fault injection: this share (0 to 1, e.g. 0.05) of allocations answers "
+                           "CUDA_ERROR_OUT_OF_MEMORY; which ones is fixed by fail_seed"},
+    [GPC_OPT_FAIL_SEED] = {"fail_seed", "GPUCAP_FAIL_SEED", GPC_T_INT, "0", NULL, 0,
+                           "seed of fail_rate: the same seed fails the same allocations (by their index)"},
+    [GPC_OPT_BACKTRACE] = {"backtrace", "GPUCAP_BACKTRACE", GPC_T_BOOL, "0", NULL, 0,
+                           "log the call stack of each denied allocation (libunwind, loaded at the first denial)"},
+    [GPC_OPT_LIB] = {"lib", "GPUCAP_LIB", GPC_T_STRING, NULL, NULL, GPC_OPTF_ENV_ONLY,
+                     "read by the gpucap command: the libgpucap.so that `gpucap run` preloads and `gpucap "
+                     "doctor` checks; default: found beside the command, then in /usr/local/lib/gpucap, "
+                     "/usr/lib/gpucap"},
+    [GPC_OPT_CONTEXT_RESERVE] = {"context_reserve", "GPUCAP_CONTEXT_RESERVE", GPC_T_SIZE, NULL, NULL, 0,
+                                 "device memory charged per CUDA context (primary, created, green), which no "
+                                 "allocation call reports; unset: 512MiB on cards of 64GiB or more, 384MiB from "
+                                 "24GiB, 256MiB below 24GiB; 0: contexts are not charged"},
 };
 
 static const char *source_name(enum gpc_source src)
@@ -119,6 +145,8 @@ static void report_bad(struct gpc_settings *s, const struct gpc_option_def *d, c
 
 static const char *safe_state(const struct gpc_option_def *d)
 {
+    if (d == &gpc_option_defs[GPC_OPT_CONTEXT_RESERVE])
+        return "the default for the device's class applies";
     return d->type == GPC_T_SIZE ? "that budget is 0 until it is fixed (every allocation is denied)"
                                  : "the default applies";
 }

@@ -7,8 +7,11 @@
  * Why not `dlvsym(RTLD_NEXT, "dlsym", ...)`: this library exports dlvsym too, and a preloaded
  * unversioned definition matches every versioned reference, our own included, so that call would
  * come back to us. Instead glibc's dlsym is looked up in libc.so.6's own dynamic symbol table (GNU
- * hash), with dl_iterate_phdr: no dlsym call, no allocation. That dlsym is then asked, from this
- * library, for RTLD_NEXT "dlsym"/"dlvsym", so an interposer loaded after us stays in the chain.
+ * hash), found by walking the loader's public list of objects (_r_debug): no dlsym call, no
+ * allocation, no lock and no function a sanitizer runtime intercepts, because the first dlsym calls
+ * come from such runtimes while they start. That dlsym is then asked, from this library, for
+ * RTLD_NEXT "dlsym"/"dlvsym", so an interposer loaded after us stays in the chain. This file and
+ * dlsym.c are built without sanitizer instrumentation for the same reason.
  */
 #include "internal.h"
 
@@ -26,10 +29,6 @@ typedef void *(*dlvsym_fn)(void *, const char *, const char *);
 static _Atomic(dlsym_fn) real_dlsym;
 static _Atomic(dlvsym_fn) real_dlvsym;
 
-struct elf_query {
-    const char *name;
-    void *addr;
-};
 
 static uint32_t gnu_hash(const char *s)
 {
@@ -45,20 +44,33 @@ static const void *dyn_ptr(ElfW(Addr) base, ElfW(Addr) p)
     return (const void *)(p < base ? base + p : p);
 }
 
-static int find_in_libc(struct dl_phdr_info *info, size_t size, void *data)
+static bool same(const char *a, const char *b)
 {
-    struct elf_query *q = data;
-    const char *slash = strrchr(info->dlpi_name, '/');
-    const char *base = slash ? slash + 1 : info->dlpi_name;
-    if (strncmp(base, "libc.so.", 8) != 0)
-        return 0;
+    while (*a && *a == *b)
+        a++, b++;
+    return *a == *b;
+}
 
-    const ElfW(Dyn) *dyn = NULL;
-    for (int i = 0; i < info->dlpi_phnum; i++)
-        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-            dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+static bool is_libc(const char *path)
+{
+    const char *base = path;
+    for (const char *p = path; *p; p++)
+        if (*p == '/')
+            base = p + 1;
+    const char *want = "libc.so.";
+    for (; *want; want++, base++)
+        if (*base != *want)
+            return false;
+    return true;
+}
+
+/* The default-version definition of `name` in object `m`, or NULL. */
+static void *find_in(const struct link_map *m, const char *name)
+{
+    const ElfW(Dyn) *dyn = m->l_ld;
+    ElfW(Addr) base_addr = m->l_addr;
     if (!dyn)
-        return 0;
+        return NULL;
 
     const ElfW(Sym) *symtab = NULL;
     const char *strtab = NULL;
@@ -66,43 +78,45 @@ static int find_in_libc(struct dl_phdr_info *info, size_t size, void *data)
     const ElfW(Half) *versym = NULL;
     for (; dyn->d_tag != DT_NULL; dyn++) {
         switch (dyn->d_tag) {
-        case DT_SYMTAB: symtab = dyn_ptr(info->dlpi_addr, dyn->d_un.d_ptr); break;
-        case DT_STRTAB: strtab = dyn_ptr(info->dlpi_addr, dyn->d_un.d_ptr); break;
-        case DT_GNU_HASH: hash = dyn_ptr(info->dlpi_addr, dyn->d_un.d_ptr); break;
-        case DT_VERSYM: versym = dyn_ptr(info->dlpi_addr, dyn->d_un.d_ptr); break;
+        case DT_SYMTAB: symtab = dyn_ptr(base_addr, dyn->d_un.d_ptr); break;
+        case DT_STRTAB: strtab = dyn_ptr(base_addr, dyn->d_un.d_ptr); break;
+        case DT_GNU_HASH: hash = dyn_ptr(base_addr, dyn->d_un.d_ptr); break;
+        case DT_VERSYM: versym = dyn_ptr(base_addr, dyn->d_un.d_ptr); break;
         }
     }
     if (!symtab || !strtab || !hash)
-        return 0;
+        return NULL;
 
     uint32_t nbuckets = hash[0], symoffset = hash[1], bloom_words = hash[2];
     const uint32_t *buckets = hash + 4 + bloom_words * (sizeof(ElfW(Addr)) / 4);
     const uint32_t *chain = buckets + nbuckets;
-    uint32_t h = gnu_hash(q->name);
+    uint32_t h = gnu_hash(name);
     uint32_t idx = buckets[h % nbuckets];
     if (idx < symoffset)
-        return 1;
+        return NULL;
     for (;; idx++) {
         uint32_t ch = chain[idx - symoffset];
         const ElfW(Sym) *sym = &symtab[idx];
         /* The default version (no hidden bit), a defined function. */
-        if ((ch | 1) == (h | 1) && sym->st_shndx != SHN_UNDEF && strcmp(strtab + sym->st_name, q->name) == 0 &&
-            !(versym && (versym[idx] & 0x8000))) {
-            q->addr = (void *)(info->dlpi_addr + sym->st_value);
-            return 1;
-        }
+        if ((ch | 1) == (h | 1) && sym->st_shndx != SHN_UNDEF && same(strtab + sym->st_name, name) &&
+            !(versym && (versym[idx] & 0x8000)))
+            return (void *)(base_addr + sym->st_value);
         if (ch & 1)
-            return 1;
+            return NULL;
     }
 }
 
+/* Races are harmless: every thread finds the same answer. */
 static void resolve_loader(void)
 {
-    struct elf_query q = {"dlsym", NULL};
-    dl_iterate_phdr(find_in_libc, &q);
-    dlsym_fn libc_dlsym = (dlsym_fn)q.addr;
+    dlsym_fn libc_dlsym = NULL;
+    for (const struct link_map *m = _r_debug.r_map; m && !libc_dlsym; m = m->l_next)
+        if (m->l_name && is_libc(m->l_name))
+            libc_dlsym = (dlsym_fn)find_in(m, "dlsym");
     if (!libc_dlsym) {
-        gpc_log_line(GPC_LOG_ERROR, "cannot find dlsym in libc.so.6; dlsym and dlvsym are not redirected");
+        static atomic_bool said;
+        if (!atomic_exchange(&said, true))
+            gpc_log_line(GPC_LOG_ERROR, "cannot find dlsym in libc.so.6; dlsym and dlvsym are not redirected");
         return;
     }
     /* Called from this library, RTLD_NEXT means "the next definition after gpucap". */
@@ -112,14 +126,12 @@ static void resolve_loader(void)
     atomic_store(&real_dlsym, next ? next : libc_dlsym);
 }
 
-static pthread_once_t loader_once = PTHREAD_ONCE_INIT;
-
 dlsym_fn gpc_real_dlsym_fn(void)
 {
     dlsym_fn f = atomic_load_explicit(&real_dlsym, memory_order_acquire);
     if (gpc_likely(f != NULL))
         return f;
-    pthread_once(&loader_once, resolve_loader);
+    resolve_loader();
     return atomic_load(&real_dlsym);
 }
 

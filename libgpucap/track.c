@@ -126,6 +126,18 @@ int gpc_track_add(enum gpc_map_kind kind, uint64_t key, const struct gpc_track *
         unlock(s);
         return -ENOMEM;
     }
+    if (!s->table) {
+        /* A sentinel that is never removed: uthash frees its bucket array when a table empties,
+         * and a shard going 0 -> 1 -> 0 records on every alloc/free pair would mmap each time. */
+        static const uint64_t sentinel = UINT64_MAX;
+        struct record *z = get_record(s);
+        if (z) {
+            z->key = sentinel;
+            memset(&z->t, 0, sizeof z->t);
+            oom_flag = false;
+            HASH_ADD(hh, s->table, key, sizeof z->key, z);
+        }
+    }
     r->key = key;
     r->t = *t;
     oom_flag = false;

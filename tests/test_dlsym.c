@@ -5,6 +5,8 @@
  */
 #include "common.h"
 
+#include <unistd.h>
+
 int probe_next(void);
 int probe_value(void);
 
@@ -22,8 +24,8 @@ int main(void)
     /* A handle opened by full path is recognised too. */
     void *libc = dlopen("libc.so.6", RTLD_NOW);
     REQUIRE(libc, "dlopen libc");
-    CHECK(dlsym(libc, "strlen") == (void *)strlen, "dlsym(libc, strlen)");
-    CHECK(dlvsym(libc, "strlen", "GLIBC_2.2.5") == (void *)strlen, "dlvsym(libc, strlen, GLIBC_2.2.5)");
+    CHECK(dlsym(libc, "getpid") == (void *)getpid, "dlsym(libc, getpid)");
+    CHECK(dlvsym(libc, "getpid", "GLIBC_2.2.5") == (void *)getpid, "dlvsym(libc, getpid, GLIBC_2.2.5)");
     CHECK(dlsym(RTLD_DEFAULT, "strlen") == (void *)strlen, "dlsym(RTLD_DEFAULT, strlen)");
 
     /* RTLD_NEXT from the executable: the first library after it (gpucap, for the hooks). */

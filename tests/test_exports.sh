@@ -1,6 +1,6 @@
 #!/bin/sh
 # test_exports.sh LIB SRCDIR: the library exports exactly the names of its version script, and the
-# version script lists exactly the hooks of hooklist.h plus dlsym, dlvsym and the public API.
+# version script lists exactly the hooks of hooklist.h (GPC_HOOKS, GPC_NVML_HOOKS) plus dlsym, dlvsym and the public API.
 set -u
 lib=$1 src=$2
 t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
@@ -8,6 +8,7 @@ nm -D --defined-only "$lib" | awk '{print $3}' | sed 's/@.*//' | sort -u > "$t/e
 sed -n '/global:/,/local:/p' "$src/libgpucap.map" | grep -oE '^[[:space:]]+[A-Za-z_][A-Za-z0-9_]*;' |
     tr -d ' ;\t' | sort -u > "$t/map"
 { sed -n '/define GPC_HOOKS/,/^$/p' "$src/hooklist.h" | grep -oE 'X\((cu[A-Za-z0-9_]+)' | sed 's/X(//';
+  sed -n '/define GPC_NVML_HOOKS/,/^$/p' "$src/hooklist.h" | grep -oE 'X\((nvml[A-Za-z0-9_]+)' | sed 's/X(//';
   printf 'dlsym\ndlvsym\n'; grep -oE '^[a-z_ ]*\*?(gpucap_[a-z_]+)\(' "$src/include/gpucap.h" |
   grep -oE 'gpucap_[a-z_]+'; } | sort -u > "$t/expected"
 [ -s "$t/exported" ] || { echo "FAIL: $lib exports nothing"; exit 1; }

@@ -11,6 +11,8 @@ before=$(ls -A "$t" | md5sum)
 out=$(GPUCAP_MEMORY_LIMIT=garbage GPUCAP_CONFIG=/nonexistent GPUCAP_BOGUS=1 LD_PRELOAD="$pre" \
       sh -c 'ls / >/dev/null; echo hello; grep -c . /proc/self/status >/dev/null' 2>&1)
 [ "$out" = "hello" ] || { echo "FAIL: output '$out'"; fail=1; }
+# A sanitizer runtime preloaded in front of us has threads and files of its own: check output only.
+case $pre in *san.so*) [ $fail = 0 ] && echo "invisible: no output (sanitizer build: threads and system calls not checked)"; exit $fail;; esac
 threads=$(GPUCAP_MEMORY_LIMIT=1GiB LD_PRELOAD="$pre" awk '/^Threads:/ {print $2}' /proc/self/status)
 [ "$threads" = 1 ] || { echo "FAIL: $threads threads"; fail=1; }
 if command -v strace >/dev/null; then

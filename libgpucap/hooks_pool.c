@@ -1,0 +1,491 @@
+/*
+ * hooks_pool.c: stream-ordered allocation (cuMemAllocAsync, cuMemAllocFromPoolAsync, cuMemFreeAsync)
+ * and the pools behind it.
+ *
+ * What a pool takes from the card is its *reserved* memory (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT),
+ * not the sum of live pointers: cuMemFreeAsync hands memory back to the pool, which keeps it until
+ * a synchronisation releases what is above its release threshold (often set to "keep all"), or
+ * until cuMemPoolTrimTo. So each pool we know is charged what it has reserved:
+ *  - an allocation reserves its size rounded up to the 2 MiB pool granule before the call (so a
+ *    denial never reaches the driver), nothing when the pool holds that much unused already, then
+ *    settles to the pool's actual growth: the surplus goes
+ *    back; a growth beyond the reservation is reserved too, and if that does not fit the pointer is
+ *    freed again, the pool trimmed, and the call answers CUDA_ERROR_OUT_OF_MEMORY;
+ *  - before an allocation that would not fit, every pool of that device is trimmed
+ *    (cuMemPoolTrimTo(pool, 0): memory held for reuse, not memory in use) and what they gave back
+ *    is released, so the allocation is tried once more against the budget, like the driver would
+ *    after reclaiming;
+ *  - a pool shrinking on its own (release threshold at synchronisation) is noticed lazily: after
+ *    cuMemFreeAsync, cuMemPoolTrimTo, cuStreamSynchronize, cuCtxSynchronize, cuEventSynchronize,
+ *    the charge of each pool is brought down to what it still reserves;
+ *  - a destroyed pool keeps what its live allocations hold until they are freed.
+ * Pools are learnt from cuMemPoolCreate (their location), the default-pool and current-pool
+ * queries, or their first allocation (current device). Host-located pools are not counted. An
+ * allocation and the settlement of its pool run under that pool's lock (held across the driver
+ * call: the growth we observe must be this call's). Pool allocations are recorded by address
+ * (GPC_MAP_POOLPTR, size only) to find their pool at free time. Limits: a pool shared with another
+ * process by IPC is counted in the exporting process only; more than MAX_POOLS live pools fall
+ * back to per-pointer counting.
+ */
+#include "internal.h"
+
+#include <pthread.h>
+
+#define MAX_POOLS 256
+#define POOL_GRANULE ((uint64_t)2 << 20)
+
+struct pool {
+    uintptr_t handle;     /* 0: free slot */
+    int device;
+    bool counted;         /* device memory */
+    bool dead;            /* destroyed: `charged` is what its live allocations still hold */
+    uint64_t charged;     /* bytes of the budget held for this pool */
+    uint64_t nallocs;     /* live allocations we recorded */
+    pthread_mutex_t lock; /* allocation + settlement; charged, nallocs, dead */
+};
+
+static struct pool pools[MAX_POOLS] = {[0 ... MAX_POOLS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
+static atomic_int npools; /* slots ever used (a high-water mark: scans stop there) */
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void before_fork(void) { pthread_mutex_lock(&table_lock); }
+static void after_fork_parent(void) { pthread_mutex_unlock(&table_lock); }
+static void after_fork_child(void)
+{
+    /* A pool lock another thread held at fork() stays held forever in the child: start clean. */
+    for (int i = 0; i < MAX_POOLS; i++)
+        pthread_mutex_init(&pools[i].lock, NULL);
+    pthread_mutex_init(&table_lock, NULL);
+}
+static void register_fork(void) { pthread_atfork(before_fork, after_fork_parent, after_fork_child); }
+
+static uint64_t round_granule(uint64_t n)
+{
+    return n > UINT64_MAX - POOL_GRANULE ? UINT64_MAX : (n + POOL_GRANULE - 1) / POOL_GRANULE * POOL_GRANULE;
+}
+
+/* The live slot of `handle`, registering it with `device` when new; NULL when the table is full. */
+static struct pool *pool_slot(CUmemoryPool handle, int device, bool counted)
+{
+    uintptr_t h = (uintptr_t)handle;
+    int n = atomic_load_explicit(&npools, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (__atomic_load_n(&pools[i].handle, __ATOMIC_ACQUIRE) == h && !pools[i].dead)
+            return &pools[i];
+    pthread_once(&fork_once, register_fork);
+    pthread_mutex_lock(&table_lock);
+    struct pool *found = NULL, *free_slot = NULL;
+    n = atomic_load(&npools);
+    for (int i = 0; i < n && !found; i++) {
+        if (pools[i].handle == h && !pools[i].dead)
+            found = &pools[i];
+        else if (!pools[i].handle && !free_slot)
+            free_slot = &pools[i];
+    }
+    if (!found && !free_slot && n < MAX_POOLS) {
+        free_slot = &pools[n];
+        atomic_store_explicit(&npools, n + 1, memory_order_release);
+    }
+    if (!found && free_slot) {
+        free_slot->device = device;
+        free_slot->counted = counted;
+        free_slot->dead = false;
+        free_slot->charged = 0;
+        free_slot->nallocs = 0;
+        __atomic_store_n(&free_slot->handle, h, __ATOMIC_RELEASE);
+        found = free_slot;
+    }
+    pthread_mutex_unlock(&table_lock);
+    return found;
+}
+
+static bool reserved_of(struct pool *p, uint64_t *out)
+{
+    cuuint64_t v = 0;
+    if (!gpc_real.cuMemPoolGetAttribute ||
+        gpc_real.cuMemPoolGetAttribute((CUmemoryPool)p->handle, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) != CUDA_SUCCESS)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Brings a live pool's charge down to what it reserves now. Under p->lock. True if it released. */
+static bool reconcile_locked(struct pool *p)
+{
+    uint64_t r;
+    if (p->dead || !p->counted || !reserved_of(p, &r) || r >= p->charged)
+        return false;
+    gpc_budget_release(gpc_device_budget_if_ready(p->device), p->charged - r);
+    p->charged = r;
+    return true;
+}
+
+void gpc_pools_reconcile(void)
+{
+    int n = atomic_load_explicit(&npools, memory_order_acquire);
+    for (int i = 0; i < n; i++) {
+        struct pool *p = &pools[i];
+        if (!__atomic_load_n(&p->handle, __ATOMIC_ACQUIRE) || p->dead || !p->charged)
+            continue;
+        /* A pool busy allocating settles itself. */
+        if (pthread_mutex_trylock(&p->lock) != 0)
+            continue;
+        reconcile_locked(p);
+        pthread_mutex_unlock(&p->lock);
+    }
+}
+
+bool gpc_pools_trim(int device)
+{
+    bool released = false;
+    int n = atomic_load_explicit(&npools, memory_order_acquire);
+    for (int i = 0; i < n; i++) {
+        struct pool *p = &pools[i];
+        if (!__atomic_load_n(&p->handle, __ATOMIC_ACQUIRE) || p->dead || p->device != device || !p->charged)
+            continue;
+        /* trylock: the caller may hold this very pool's lock (a denial inside an allocation). */
+        if (pthread_mutex_trylock(&p->lock) != 0)
+            continue;
+        if (gpc_real.cuMemPoolTrimTo && gpc_real.cuMemPoolTrimTo((CUmemoryPool)p->handle, 0) == CUDA_SUCCESS)
+            released |= reconcile_locked(p);
+        pthread_mutex_unlock(&p->lock);
+    }
+    return released;
+}
+
+/* True when `bytes` more would not fit the device's budget now (a hint: admission decides). */
+static bool would_deny(int device, uint64_t bytes)
+{
+    struct gpc_slot *s = gpc_budget_slot(gpc_device_budget(device));
+    if (!s)
+        return false;
+    uint64_t limit = atomic_load_explicit(&s->limit, memory_order_relaxed);
+    uint64_t used = atomic_load_explicit(&s->used, memory_order_relaxed);
+    return bytes > limit || used > limit - bytes;
+}
+
+/*
+ * What an allocation of `bytes` may add to the pool's footprint: its size rounded up to the granule,
+ * less what the pool holds unused (reserved - used), which it serves first. Under p->lock.
+ */
+static uint64_t need_of(struct pool *p, uint64_t bytes)
+{
+    uint64_t ask = round_granule(bytes), r;
+    cuuint64_t used = 0;
+    if (reserved_of(p, &r) && gpc_real.cuMemPoolGetAttribute((CUmemoryPool)p->handle, CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
+                                                             &used) == CUDA_SUCCESS && r > used) {
+        /* Free space may be fragmented: only a full fit is taken as free. */
+        if (r - used >= bytes)
+            ask = 0;
+    }
+    return ask;
+}
+
+typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+typedef CUresult (*free_fn)(CUdeviceptr, CUstream);
+
+/* Per-pointer counting, for a pool we cannot keep a slot for. */
+static CUresult alloc_per_pointer(const char *call, CUdeviceptr *dptr, size_t bytes, CUstream s, CUmemoryPool pool,
+                                  bool from_pool, void *real)
+{
+    struct gpc_charge c;
+    CUresult rc = gpc_charge_begin(&c, -1, bytes, call);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = from_pool ? ((alloc_fn)real)(dptr, bytes, pool, s)
+                   : ((CUresult(*)(CUdeviceptr *, size_t, CUstream))real)(dptr, bytes, s);
+    gpc_charge_end(&c, rc, GPC_MAP_PTR, rc == CUDA_SUCCESS ? *dptr : 0);
+    return rc;
+}
+
+static CUresult alloc_async(const char *call, CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream stream,
+                            bool from_pool, void *real, free_fn real_free)
+{
+    if (!real)
+        return CUDA_ERROR_NOT_FOUND;
+#define CALL_REAL()                                                                                        \
+    (from_pool ? ((alloc_fn)real)(dptr, bytes, pool, stream)                                               \
+               : ((CUresult(*)(CUdeviceptr *, size_t, CUstream))real)(dptr, bytes, stream))
+    if (!gpc_enforcing() || !dptr || bytes == 0)
+        return CALL_REAL();
+    CUdevice dev = -1;
+    struct pool *p = NULL;
+    if (from_pool) {
+        if (!pool)
+            return CALL_REAL();
+        if (gpc_current_device(&dev) != CUDA_SUCCESS)
+            dev = -1;
+        p = pool_slot(pool, dev, true);
+        if (p)
+            dev = p->device;
+    } else {
+        if (gpc_current_device(&dev) != CUDA_SUCCESS)
+            return CALL_REAL(); /* no context: the driver's own error */
+        CUmemoryPool cur = NULL;
+        if (GPC_CALL_REAL(cuDeviceGetMemPool, (&cur, dev)) == CUDA_SUCCESS && cur)
+            p = pool_slot(pool = cur, dev, true);
+    }
+    if (!p || dev < 0)
+        return alloc_per_pointer(call, dptr, bytes, stream, pool, from_pool, real);
+    if (!p->counted)
+        return CALL_REAL();
+
+    pthread_mutex_lock(&p->lock);
+    uint64_t ask = need_of(p, bytes);
+    if (would_deny(dev, ask)) {
+        /* Trimming takes every pool's lock, ours included. */
+        pthread_mutex_unlock(&p->lock);
+        gpc_pools_trim(dev);
+        pthread_mutex_lock(&p->lock);
+        ask = need_of(p, bytes);
+    }
+    struct gpc_charge c;
+    CUresult rc = gpc_charge_begin(&c, dev, ask, call);
+    if (rc != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&p->lock);
+        return rc;
+    }
+    rc = CALL_REAL();
+    if (c.budget == GPC_BUDGET_NONE) {
+        pthread_mutex_unlock(&p->lock);
+        return rc;
+    }
+    if (rc != CUDA_SUCCESS) {
+        gpc_budget_release(c.budget, ask);
+        reconcile_locked(p);
+        pthread_mutex_unlock(&p->lock);
+        return rc;
+    }
+    uint64_t r;
+    if (!reserved_of(p, &r))
+        r = p->charged + bytes; /* cannot tell: count the allocation itself */
+    uint64_t growth = r > p->charged ? r - p->charged : 0;
+    if (growth <= ask) {
+        gpc_budget_release(c.budget, ask - growth);
+    } else {
+        struct gpc_charge extra;
+        if (gpc_charge_begin(&extra, dev, growth - ask, call) != CUDA_SUCCESS) {
+            /* The pool grew beyond what fits: undo the allocation and hand the growth back. */
+            p->charged += ask;
+            real_free(*dptr, stream);
+            if (gpc_real.cuMemPoolTrimTo)
+                gpc_real.cuMemPoolTrimTo(pool, 0);
+            reconcile_locked(p);
+            pthread_mutex_unlock(&p->lock);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    if (r < p->charged)
+        gpc_budget_release(c.budget, p->charged - r);
+    p->charged = r;
+    p->nallocs++;
+    struct gpc_track t = {.bytes = bytes, .device = dev, .refs = 1, .aux = (uint64_t)(p - pools)};
+    if (gpc_track_add(GPC_MAP_POOLPTR, *dptr, &t) != 0)
+        p->nallocs--; /* the pool's charge still covers it; only its free goes unnoticed */
+    pthread_mutex_unlock(&p->lock);
+    return CUDA_SUCCESS;
+#undef CALL_REAL
+}
+
+static CUresult free_async(CUdeviceptr dptr, CUstream stream, free_fn real)
+{
+    gpc_init();
+    if (!real)
+        return CUDA_ERROR_NOT_FOUND;
+    if (atomic_load_explicit(&gpc_passthrough, memory_order_relaxed))
+        return real(dptr, stream);
+    /* The record leaves the map before the driver can hand the address out again. */
+    struct gpc_track t;
+    bool pooled = gpc_track_take(GPC_MAP_POOLPTR, dptr, &t);
+    bool counted = !pooled && gpc_free_begin(GPC_MAP_PTR, dptr, &t);
+    CUresult rc = real(dptr, stream);
+    if (counted) {
+        gpc_free_end(true, GPC_MAP_PTR, dptr, &t, rc);
+        return rc;
+    }
+    if (!pooled)
+        return rc;
+    if (rc != CUDA_SUCCESS) {
+        gpc_track_add(GPC_MAP_POOLPTR, dptr, &t);
+        return rc;
+    }
+    struct pool *p = &pools[t.aux];
+    pthread_mutex_lock(&p->lock);
+    if (p->nallocs)
+        p->nallocs--;
+    if (p->dead) {
+        /* A destroyed pool gives its memory back as its allocations go. */
+        uint64_t back = p->nallocs == 0 ? p->charged : t.bytes < p->charged ? t.bytes : p->charged;
+        gpc_budget_release(gpc_device_budget_if_ready(p->device), back);
+        p->charged -= back;
+        if (p->nallocs == 0)
+            __atomic_store_n(&p->handle, 0, __ATOMIC_RELEASE);
+    } else {
+        reconcile_locked(p);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+GPC_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    gpc_init();
+    return alloc_async("cuMemAllocAsync", dptr, bytesize, NULL, hStream, false, (void *)gpc_real.cuMemAllocAsync,
+                       gpc_real.cuMemFreeAsync);
+}
+
+GPC_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    gpc_init();
+    return alloc_async("cuMemAllocAsync_ptsz", dptr, bytesize, NULL, hStream, false,
+                       (void *)gpc_real.cuMemAllocAsync_ptsz, gpc_real.cuMemFreeAsync_ptsz);
+}
+
+GPC_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
+{
+    gpc_init();
+    return alloc_async("cuMemAllocFromPoolAsync", dptr, bytesize, pool, hStream, true,
+                       (void *)gpc_real.cuMemAllocFromPoolAsync, gpc_real.cuMemFreeAsync);
+}
+
+GPC_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                                 CUstream hStream)
+{
+    gpc_init();
+    return alloc_async("cuMemAllocFromPoolAsync_ptsz", dptr, bytesize, pool, hStream, true,
+                       (void *)gpc_real.cuMemAllocFromPoolAsync_ptsz, gpc_real.cuMemFreeAsync_ptsz);
+}
+
+GPC_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    return free_async(dptr, hStream, gpc_real.cuMemFreeAsync);
+}
+
+GPC_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    return free_async(dptr, hStream, gpc_real.cuMemFreeAsync_ptsz);
+}
+
+/* ---- learning pools and their devices ---- */
+
+static void learn(CUresult rc, CUmemoryPool *pool, int device, bool counted)
+{
+    if (rc == CUDA_SUCCESS && pool && *pool && !atomic_load_explicit(&gpc_passthrough, memory_order_relaxed))
+        pool_slot(*pool, device, counted);
+}
+
+GPC_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    gpc_init();
+    CUresult rc = GPC_CALL_REAL(cuDeviceGetDefaultMemPool, (pool_out, dev));
+    learn(rc, pool_out, dev, true);
+    return rc;
+}
+
+GPC_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    gpc_init();
+    CUresult rc = GPC_CALL_REAL(cuDeviceGetMemPool, (pool, dev));
+    learn(rc, pool, dev, true);
+    return rc;
+}
+
+GPC_EXPORT CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location, CUmemAllocationType type)
+{
+    gpc_init();
+    CUresult rc = GPC_CALL_REAL(cuMemGetDefaultMemPool, (pool_out, location, type));
+    if (location)
+        learn(rc, pool_out, location->id, location->type == CU_MEM_LOCATION_TYPE_DEVICE);
+    return rc;
+}
+
+GPC_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+{
+    gpc_init();
+    CUresult rc = GPC_CALL_REAL(cuMemPoolCreate, (pool, poolProps));
+    if (poolProps)
+        learn(rc, pool, poolProps->location.id, poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE);
+    return rc;
+}
+
+GPC_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    gpc_init();
+    struct pool *p = NULL;
+    if (!atomic_load_explicit(&gpc_passthrough, memory_order_relaxed) && pool) {
+        int n = atomic_load_explicit(&npools, memory_order_acquire);
+        for (int i = 0; i < n && !p; i++)
+            if (__atomic_load_n(&pools[i].handle, __ATOMIC_ACQUIRE) == (uintptr_t)pool && !pools[i].dead)
+                p = &pools[i];
+    }
+    if (!p)
+        return GPC_CALL_REAL(cuMemPoolDestroy, (pool));
+    pthread_mutex_lock(&p->lock);
+    cuuint64_t used = 0;
+    bool have_used = gpc_real.cuMemPoolGetAttribute &&
+                     gpc_real.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS;
+    CUresult rc = GPC_CALL_REAL(cuMemPoolDestroy, (pool));
+    if (rc == CUDA_SUCCESS) {
+        /* The driver keeps exactly what is still in use; the rest went back to the card. */
+        uint64_t keep = p->nallocs == 0 ? 0 : have_used && used < p->charged ? used : p->charged;
+        gpc_budget_release(gpc_device_budget_if_ready(p->device), p->charged - keep);
+        p->charged = keep;
+        p->dead = true;
+        if (p->nallocs == 0)
+            __atomic_store_n(&p->handle, 0, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+GPC_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    gpc_init();
+    CUresult rc = GPC_CALL_REAL(cuMemPoolTrimTo, (pool, minBytesToKeep));
+    if (rc == CUDA_SUCCESS && pool && !atomic_load_explicit(&gpc_passthrough, memory_order_relaxed))
+        gpc_pools_reconcile();
+    return rc;
+}
+
+/* ---- synchronisations: where pools release above their threshold ---- */
+
+GPC_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
+{
+    gpc_init();
+    CUresult rc = GPC_CALL_REAL(cuStreamSynchronize, (hStream));
+    gpc_pools_reconcile();
+    return rc;
+}
+
+GPC_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
+{
+    gpc_init();
+    CUresult rc = GPC_CALL_REAL(cuStreamSynchronize_ptsz, (hStream));
+    gpc_pools_reconcile();
+    return rc;
+}
+
+GPC_EXPORT CUresult cuCtxSynchronize(void)
+{
+    gpc_init();
+    CUresult rc = GPC_CALL_REAL(cuCtxSynchronize, ());
+    gpc_pools_reconcile();
+    return rc;
+}
+
+GPC_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    gpc_init();
+    CUresult rc = GPC_CALL_REAL(cuCtxSynchronize_v2, (ctx));
+    gpc_pools_reconcile();
+    return rc;
+}
+
+GPC_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
+{
+    gpc_init();
+    CUresult rc = GPC_CALL_REAL(cuEventSynchronize, (hEvent));
+    gpc_pools_reconcile();
+    return rc;
+}

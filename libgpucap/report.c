@@ -1,0 +1,161 @@
+/*
+ * report.c: the usage report, formatted from a ledger.
+ *
+ * One formatter for both writers: the library at process exit (GPUCAP_REPORT, report_exit.c) and
+ * `gpucap run`, which reads the run's private ledger after the command is gone, so that a run of
+ * several processes has one report. Per device: budget, peak, in use, allocations, frees, denials,
+ * the largest request and when the first denial came (ISO 8601, UTC). Text for people, one JSON
+ * object for machines. Written with snprintf into a stack buffer and write(2): it may run in a
+ * destructor of a process in any state, so no malloc and no stdio stream.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct out {
+    int fd;
+    int err;
+    size_t n;
+    char buf[4096];
+};
+
+static void flush(struct out *o)
+{
+    size_t off = 0;
+    while (off < o->n && !o->err) {
+        ssize_t w = write(o->fd, o->buf + off, o->n - off);
+        if (w < 0 && errno != EINTR)
+            o->err = errno;
+        else if (w > 0)
+            off += (size_t)w;
+    }
+    o->n = 0;
+}
+
+static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct out *o, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof line)
+        n = sizeof line - 1;
+    if (o->n + (size_t)n > sizeof o->buf)
+        flush(o);
+    memcpy(o->buf + o->n, line, (size_t)n);
+    o->n += (size_t)n;
+}
+
+static void format_uuid(const uint8_t u[16], char out[48])
+{
+    snprintf(out, 48, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2],
+             u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+}
+
+static void format_time(uint64_t ns, char out[40])
+{
+    time_t t = (time_t)(ns / 1000000000u);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    size_t n = strftime(out, 40, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, 40 - n, ".%03uZ", (unsigned)(ns / 1000000u % 1000u));
+}
+
+struct figures {
+    uint64_t limit, used, peak, allocs, frees, denials, largest, first_denial_ns;
+};
+
+static void read_slot(const struct gpc_slot *s, struct figures *f)
+{
+    f->limit = atomic_load(&s->limit);
+    f->used = atomic_load(&s->used);
+    f->peak = atomic_load(&s->peak);
+    f->allocs = atomic_load(&s->allocs);
+    f->frees = atomic_load(&s->frees);
+    f->denials = atomic_load(&s->denials);
+    f->largest = atomic_load(&s->largest);
+    f->first_denial_ns = atomic_load(&s->first_denial_ns);
+}
+
+static void text_device(struct out *o, const struct gpc_ledger_dev *d, const struct figures *f, bool audit)
+{
+    char uuid[48], a[32], b[32], when[40];
+    format_uuid(d->uuid, uuid);
+    if (f->limit == GPC_UNLIMITED)
+        put(o, "device %s (%s): no budget\n", uuid, gpc_format_size(d->physical, b, sizeof b));
+    else
+        put(o, "device %s: budget %s of %s\n", uuid, gpc_format_size(f->limit, a, sizeof a),
+            gpc_format_size(d->physical, b, sizeof b));
+    put(o, "  peak          %s (%llu bytes)%s\n", gpc_format_size(f->peak, a, sizeof a), (unsigned long long)f->peak,
+        audit ? ": the budget this job needs" : "");
+    put(o, "  in use at end %s (%llu bytes)\n", gpc_format_size(f->used, a, sizeof a), (unsigned long long)f->used);
+    put(o, "  allocations   %llu\n", (unsigned long long)f->allocs);
+    put(o, "  frees         %llu\n", (unsigned long long)f->frees);
+    put(o, "  denials       %llu%s\n", (unsigned long long)f->denials,
+        audit && f->denials ? " (would have been denied; admitted in audit mode)" : "");
+    put(o, "  largest       %s (%llu bytes)\n", gpc_format_size(f->largest, a, sizeof a),
+        (unsigned long long)f->largest);
+    if (f->first_denial_ns) {
+        format_time(f->first_denial_ns, when);
+        put(o, "  first denial  %s\n", when);
+    } else {
+        put(o, "  first denial  none\n");
+    }
+}
+
+static void json_device(struct out *o, const struct gpc_ledger_dev *d, const struct figures *f, bool first)
+{
+    char uuid[48], when[40];
+    format_uuid(d->uuid, uuid);
+    put(o, "%s{\"uuid\":\"%s\",\"physical\":%llu,", first ? "" : ",", uuid, (unsigned long long)d->physical);
+    if (f->limit == GPC_UNLIMITED)
+        put(o, "\"budget\":null,");
+    else
+        put(o, "\"budget\":%llu,", (unsigned long long)f->limit);
+    put(o, "\"peak\":%llu,\"in_use\":%llu,\"allocations\":%llu,\"frees\":%llu,\"denials\":%llu,\"largest\":%llu,",
+        (unsigned long long)f->peak, (unsigned long long)f->used, (unsigned long long)f->allocs,
+        (unsigned long long)f->frees, (unsigned long long)f->denials, (unsigned long long)f->largest);
+    if (f->first_denial_ns) {
+        format_time(f->first_denial_ns, when);
+        put(o, "\"first_denial\":\"%s\"}", when);
+    } else {
+        put(o, "\"first_denial\":null}");
+    }
+}
+
+int gpc_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit)
+{
+    struct out o = {.fd = fd};
+    int shown = 0;
+    if (json)
+        put(&o, "{\"mode\":\"%s\",\"devices\":[", audit ? "audit" : "enforce");
+    else
+        put(&o, "gpucap report%s\n", audit ? " (audit mode: nothing was denied)" : "");
+    for (int i = 0; l && i < GPC_LEDGER_DEVICES; i++) {
+        const struct gpc_ledger_dev *d = &l->dev[i];
+        if (atomic_load(&d->state) != 1)
+            continue;
+        struct figures f;
+        read_slot(&d->slot, &f);
+        if (json)
+            json_device(&o, d, &f, shown == 0);
+        else
+            text_device(&o, d, &f, audit);
+        shown++;
+    }
+    if (json)
+        put(&o, "]}\n");
+    else if (!shown)
+        put(&o, "no device memory was allocated under a budget\n");
+    flush(&o);
+    return -o.err;
+}

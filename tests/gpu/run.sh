@@ -1,0 +1,171 @@
+#!/bin/bash
+# tests/gpu/run.sh: gpucap against a real NVIDIA driver. Builds the project, then runs each check
+# with libgpucap.so preloaded and a 2 GiB budget on one card, printing "PASS name: figures",
+# "FAIL name: ..." or "SKIP name: reason" (a tool that is not installed: torch, cupy, jax, nvcc).
+# Bounded: each check has a timeout, the whole script stays within about 5 minutes. The log goes to
+# $OUT/gpu-suite.log when OUT is set. Exit 1 if any check failed.
+#   GPU=<index or UUID>   the card to use (default: nvidia-smi's index 0)
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/../.." && pwd)
+work=$(mktemp -d /tmp/gpucap-gpu.XXXXXX)
+log=${OUT:+$OUT/gpu-suite.log}
+[ -n "$log" ] && mkdir -p "$OUT" && : > "$log"
+trap 'jobs -p | xargs -r kill -9 2>/dev/null; rm -rf "$work"' EXIT
+MiB=$((1024 * 1024)); GiB=$((1024 * MiB)); BUDGET=$((2 * GiB)); CHUNK_MIB=64
+fails=0
+say() { echo "$*"; [ -n "$log" ] && echo "$*" >> "$log"; return 0; }
+pass() { say "PASS $1: $2"; }
+fail() { say "FAIL $1: $2"; fails=$((fails + 1)); }
+skip() { say "SKIP $1: $2"; }
+T() { timeout -k 5 "$@"; } # T SECONDS command...
+
+say "gpucap GPU suite, $(date -u +%FT%TZ), $(uname -n)"
+command -v nvidia-smi > /dev/null || { fail setup "nvidia-smi not found: not a GPU machine"; exit 1; }
+gpu=${GPU:-0}
+uuid=$(nvidia-smi -i "$gpu" --query-gpu=uuid --format=csv,noheader | head -1 | tr -d ' ')
+card_mib=$(nvidia-smi -i "$uuid" --query-gpu=memory.total --format=csv,noheader,nounits | tr -d ' ')
+say "card $uuid, $card_mib MiB; budget $((BUDGET / MiB)) MiB; driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader -i "$uuid")"
+# The context reserve gpucap charges on this card (hooks_ctx.c's defaults), for the card-side check.
+if [ "$card_mib" -ge $((60 * 1024)) ]; then ctx_mib=512; elif [ "$card_mib" -ge $((22 * 1024)) ]; then ctx_mib=384; else ctx_mib=256; fi
+
+# ---- build ----
+if ! T 180 cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release > "$work/cmake.log" 2>&1 ||
+   ! T 180 cmake --build "$work/build" -j"$(nproc)" --target gpucap > "$work/build.log" 2>&1; then
+    fail build "$(tail -5 "$work/cmake.log" "$work/build.log" 2>/dev/null)"
+    exit 1
+fi
+lib=$work/build/lib/libgpucap.so
+pass build "$lib"
+export CUDA_VISIBLE_DEVICES=$uuid GPUCAP_CONFIG=/dev/null GPUCAP_LOG_LEVEL=warn
+run_capped() { # LEDGER-NAME command...: under the library with the 2 GiB budget
+    local l=$1; shift
+    LD_PRELOAD=$lib GPUCAP_MEMORY_LIMIT=$BUDGET GPUCAP_LEDGER=$work/$l.ledger "$@"
+}
+field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" <<< "$2" | tail -1; }
+# Per-process figure of the card, read outside the library (NVML via nvidia-smi), in MiB.
+proc_mib() { nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -i "$uuid" |
+             awk -F', *' -v p="$1" '$1 == p { print $2 }'; }
+
+# ---- CUDA runtime ----
+cudart=$work/cudart_loop
+if command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+    nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+    T 120 "$nvcc" -O2 -o "$cudart" "$here/cudart_loop.cu" > "$work/nvcc.log" 2>&1 || cudart=
+else
+    cudart=
+fi
+if [ -z "$cudart" ]; then
+    skip cudart "nvcc not available: $(tail -2 "$work/nvcc.log" 2>/dev/null)"
+else
+    out=$(run_capped rt T 60 "$cudart" $CHUNK_MIB 2>&1)
+    alloc=$(field allocated "$out"); total=$(field info_total "$out"); err=$(field err "$out")
+    if [ "$err" = cudaErrorMemoryAllocation ] && [ "${alloc:-0}" -le $BUDGET ] &&
+       [ "${alloc:-0}" -ge $((BUDGET - (ctx_mib + 2 * CHUNK_MIB) * MiB)) ]; then
+        pass cudart.loop "stopped at $((alloc / MiB)) MiB of $((BUDGET / MiB)) with $err"
+    else
+        fail cudart.loop "$out"
+    fi
+    [ "$total" = $BUDGET ] && pass cudart.meminfo "cudaMemGetInfo total $total" ||
+        fail cudart.meminfo "cudaMemGetInfo total ${total:-?}, want $BUDGET"
+
+    # The card's own figure for the process, while it holds all it could get.
+    run_capped card T 90 "$cudart" $CHUNK_MIB hold > "$work/hold.out" 2>&1 &
+    holder=$!
+    for _ in $(seq 100); do grep -q holding "$work/hold.out" && break; sleep 0.2; done
+    used=$(proc_mib "$holder")
+    if [ -z "$used" ]; then
+        skip card.nvml "nvidia-smi lists no per-process figure here (container PID namespace?)"
+    elif [ "$used" -le $((BUDGET / MiB + ctx_mib)) ]; then
+        pass card.nvml "NVML outside the library: the process holds $used MiB <= budget $((BUDGET / MiB)) + context $ctx_mib MiB"
+    else
+        fail card.nvml "NVML outside the library: $used MiB > budget $((BUDGET / MiB)) + context $ctx_mib MiB"
+    fi
+
+    # Two processes on one ledger: the second gets only what the first left.
+    out=$(GPUCAP_LEDGER=$work/card.ledger LD_PRELOAD=$lib GPUCAP_MEMORY_LIMIT=$BUDGET T 60 "$cudart" $CHUNK_MIB 2>&1)
+    a1=$(field allocated "$(cat "$work/hold.out")"); a2=$(field allocated "$out")
+    if [ -n "$a1" ] && [ -n "$a2" ] && [ $((a1 + a2)) -le $BUDGET ]; then
+        pass ledger.shared "first holds $((a1 / MiB)) MiB, second got $((a2 / MiB)) MiB: $(((a1 + a2) / MiB)) <= $((BUDGET / MiB))"
+    else
+        fail ledger.shared "first ${a1:-?}, second ${a2:-?} bytes: together above the budget; $out"
+    fi
+    # A SIGKILLed process's share comes back.
+    kill -9 "$holder"; wait "$holder" 2>/dev/null
+    out=$(GPUCAP_LEDGER=$work/card.ledger LD_PRELOAD=$lib GPUCAP_MEMORY_LIMIT=$BUDGET T 60 "$cudart" $CHUNK_MIB 2>&1)
+    a3=$(field allocated "$out")
+    if [ -n "$a3" ] && [ "$a3" -ge $((BUDGET - (ctx_mib + 2 * CHUNK_MIB) * MiB)) ]; then
+        pass ledger.sigkill "after the holder was killed: $((a3 / MiB)) MiB allocatable again"
+    else
+        fail ledger.sigkill "after the kill only ${a3:-?} bytes: $out"
+    fi
+fi
+
+# ---- nvidia-smi under the library ----
+out=$(run_capped smi T 30 nvidia-smi -i "$uuid" --query-gpu=memory.total,memory.used,memory.free \
+      --format=csv,noheader,nounits 2>&1 | tail -1)
+smi_total=$(cut -d, -f1 <<< "$out" | tr -d ' ')
+[ "$smi_total" = $((BUDGET / MiB)) ] && pass nvidia-smi "total/used/free under the library: $out MiB" ||
+    fail nvidia-smi "nvidia-smi under the library says '$out', want total $((BUDGET / MiB)) MiB"
+
+# ---- Python frameworks ----
+py() { # NAME MODULE LEDGER [ENV=...] -- python code
+    local name=$1 mod=$2 l=$3; shift 3
+    if ! python3 -c "import $mod" > /dev/null 2>&1; then skip "$name" "$mod is not installed"; return; fi
+    local envs=()
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+    out=$(env "${envs[@]}" LD_PRELOAD=$lib GPUCAP_MEMORY_LIMIT=$BUDGET GPUCAP_LEDGER=$work/$l.ledger \
+          T 90 python3 -c "$1" 2>&1)
+    local verdict=$(grep -E '^(PASS|FAIL) ' <<< "$out" | tail -1)
+    case "$verdict" in
+    PASS*) pass "$name" "${verdict#PASS }" ;;
+    FAIL*) fail "$name" "${verdict#FAIL }" ;;
+    *) fail "$name" "no verdict: $(tail -3 <<< "$out")" ;;
+    esac
+}
+TORCH='
+import os, torch
+B = int(os.environ["GPUCAP_MEMORY_LIMIT"])
+free, total = torch.cuda.mem_get_info()
+held, n = [], 0
+try:
+    while n < 100000:
+        held.append(torch.empty(64 << 20, dtype=torch.uint8, device="cuda")); n += 1
+except torch.cuda.OutOfMemoryError:
+    pass
+got = n * (64 << 20)
+ok = total == B and got <= B and n > 0
+print(("PASS" if ok else "FAIL"), f"mem_get_info total={total} (budget {B}); OutOfMemoryError after {got >> 20} MiB")
+'
+py torch.default torch torch1 -- "$TORCH"
+py torch.expandable torch torch2 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True -- "$TORCH"
+CUPY='
+import os, cupy
+B = int(os.environ["GPUCAP_MEMORY_LIMIT"])
+if os.environ.get("CUPY_ASYNC"):
+    cupy.cuda.set_allocator(cupy.cuda.MemoryAsyncPool().malloc)
+held, n = [], 0
+try:
+    while n < 100000:
+        held.append(cupy.empty(64 << 20, dtype=cupy.uint8)); n += 1
+except cupy.cuda.memory.OutOfMemoryError:
+    pass
+got = n * (64 << 20)
+print(("PASS" if 0 < got <= B else "FAIL"), f"OutOfMemoryError after {got >> 20} MiB of {B >> 20}")
+'
+py cupy.default cupy cupy1 -- "$CUPY"
+py cupy.async cupy cupy2 CUPY_ASYNC=1 -- "$CUPY"
+JAX='
+import os, jax, jax.numpy as jnp
+B = int(os.environ["GPUCAP_MEMORY_LIMIT"])
+x = jnp.ones((1024, 1024)); x.block_until_ready()
+d = jax.devices()[0]
+lim = (d.memory_stats() or {}).get("bytes_limit", 0)
+ok = 0 < lim <= 0.75 * B * 1.02
+print(("PASS" if ok else "FAIL"), f"XLA preallocated bytes_limit={lim >> 20} MiB for a {B >> 20} MiB budget (0.75 = {int(0.75 * B) >> 20})")
+'
+py jax.prealloc jax jax1 -- "$JAX"
+
+say "$(date -u +%FT%TZ): $fails failed"
+[ "$fails" = 0 ]

@@ -1,0 +1,39 @@
+#!/bin/bash
+# test_cli_status.sh GPUCAP CLI_ALLOC: `gpucap status`: devices by UUID with budget, use and peak;
+# processes alive and dead; JSON; a corrupted, truncated or foreign ledger is one line, exit 1.
+set -u
+gpucap=$1 alloc=$2
+t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
+fail=0
+bad() { echo "FAIL $*"; fail=1; }
+export GPUCAP_LEDGER=$t/ledger
+
+LD_PRELOAD=$TEST_PRELOAD "$alloc" a24 s30 F > /dev/null 2>&1 &
+pid=$!
+for _ in $(seq 100); do
+    "$gpucap" status > "$t/out" 2> /dev/null && grep -q "in use 24.00 MiB" "$t/out" && break
+    sleep 0.05
+done
+grep -qE "^device GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}  budget 64.00 MiB  in use 24.00 MiB  peak 24.00 MiB" "$t/out" ||
+    bad "device line: $(cat "$t/out")"
+grep -qE "^$pid +yes +GPU-.* +24.00 MiB +24.00 MiB$" "$t/out" || bad "live process line: $(cat "$t/out")"
+"$gpucap" status --json --ledger "$GPUCAP_LEDGER" > "$t/j"
+python3 -c "
+import json,sys
+d=json.load(open(sys.argv[1]))
+assert d['devices'][0]['in_use']==24<<20 and d['devices'][0]['budget']==64<<20, d
+assert any(p['pid']==int(sys.argv[2]) and p['alive'] for p in d['processes']), d
+" "$t/j" $pid || bad "json: $(cat "$t/j")"
+kill -KILL $pid; wait $pid 2> /dev/null
+"$gpucap" status > "$t/out"
+grep -qE "^$pid +no " "$t/out" || bad "dead process: $(cat "$t/out")"
+
+head -c 100 /dev/urandom > "$t/junk"
+"$gpucap" status --ledger "$t/junk" > "$t/out" 2> "$t/err"; rc=$?
+[ $rc = 1 ] && grep -q "not a gpucap ledger" "$t/err" && [ "$(wc -l < "$t/err")" = 1 ] || bad "junk: rc $rc $(cat "$t/err")"
+head -c 4096 "$GPUCAP_LEDGER" > "$t/short"
+"$gpucap" status --ledger "$t/short" 2> "$t/err"; rc=$?
+[ $rc = 1 ] && grep -q "truncated" "$t/err" || bad "truncated: rc $rc $(cat "$t/err")"
+"$gpucap" status --ledger "$t/none" 2> "$t/err"; rc=$?
+[ $rc = 1 ] && grep -q "cannot be opened" "$t/err" || bad "missing: rc $rc"
+exit $fail

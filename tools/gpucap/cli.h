@@ -1,0 +1,39 @@
+/*
+ * cli.h: what the files of the `gpucap` command share. main.c dispatches to one cmd_* per
+ * subcommand; every setting the command reads or passes on is a row of libgpucap's options table.
+ */
+#ifndef GPUCAP_CLI_H
+#define GPUCAP_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "internal.h"
+
+/* Exit codes: 0 success, 1 the check found a problem (or the command failed), 2 usage error. */
+#define CLI_USAGE 2
+
+int cmd_run(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+
+/* main.c: prints the options table (every GPUCAP_* setting) for --help. */
+void cli_print_options(FILE *f);
+/*
+ * main.c: finds libgpucap.so: `given` (--lib), GPUCAP_LIB, beside this executable (build tree and
+ * install prefix), /usr/local/lib/gpucap, /usr/lib/gpucap. Writes the absolute path into buf and
+ * returns 0, or -ENOENT with *tried listing where it looked.
+ */
+int cli_find_lib(const char *given, char *buf, size_t len, char *tried, size_t tried_len);
+/* main.c: reads settings from `envp` like the library does, without printing its error lines. */
+void cli_settings_quiet(struct gpc_settings *s, char *const *envp);
+/*
+ * main.c: maps a ledger file read-only. Returns the mapping (munmap with sizeof(struct gpc_ledger))
+ * or NULL with *why set: cannot be opened, truncated, not a ledger, another layout version. Only
+ * the header is checked: in audit mode a device's use may legitimately exceed its limit.
+ */
+const struct gpc_ledger *cli_map_ledger(const char *path, char *why, size_t len);
+
+#endif

@@ -1,0 +1,250 @@
+/*
+ * doctor.c: `gpucap doctor`: the checks to run on a node or in a pod before trusting a cap. Each is
+ * one line, PASS, WARN, FAIL or INFO, with what to do next when it is not a pass. Nothing here
+ * links the driver: libcuda.so.1, libnvidia-ml.so.1 and libgpucap.so are opened with dlopen, so
+ * the command runs (and says so) where they are missing. The test suite's fake driver is named as
+ * such. Exit 0 when nothing failed, 1 otherwise.
+ */
+#include "cli.h"
+
+#include <dirent.h>
+#include <stdarg.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char doctor_usage[] =
+    "usage: gpucap doctor [--lib PATH]\n"
+    "\n"
+    "Checks this node or pod: NVIDIA device nodes, the driver and NVML and their versions, the\n"
+    "cards (memory, MIG), whether libgpucap.so is preloaded here with a limit set, and whether the\n"
+    "library exports every hook. Exit 0 when no check failed, 1 otherwise.\n"
+    "\n";
+
+static int failures;
+
+static void line(const char *tag, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void line(const char *tag, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%-4s  ", tag);
+    vprintf(fmt, ap);
+    putchar('\n');
+    va_end(ap);
+    if (strcmp(tag, "FAIL") == 0)
+        failures++;
+}
+
+static void check_nodes(void)
+{
+    DIR *d = opendir("/dev");
+    int cards = 0;
+    bool ctl = access("/dev/nvidiactl", F_OK) == 0, uvm = access("/dev/nvidia-uvm", F_OK) == 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strncmp(e->d_name, "nvidia", 6) == 0 && e->d_name[6] >= '0' && e->d_name[6] <= '9')
+            cards++;
+    if (d)
+        closedir(d);
+    if (cards && ctl)
+        line("PASS", "device nodes: /dev/nvidiactl and %d /dev/nvidia<N>%s", cards,
+             uvm ? ", /dev/nvidia-uvm" : "");
+    else
+        line("FAIL", "device nodes: no /dev/nvidia%s; run on a GPU node, and in a pod request nvidia.com/gpu "
+             "so that the device plugin mounts them", ctl ? "<N>" : "ctl");
+    if (cards && ctl && !uvm)
+        line("WARN", "device nodes: no /dev/nvidia-uvm; CUDA loads nvidia-uvm on first use (as root), or "
+             "run nvidia-modprobe -u -c=0 on the node");
+}
+
+typedef int CUres;
+static bool is_fake;
+
+static void check_driver(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        line("FAIL", "driver: libcuda.so.1 cannot be loaded (%s); install the NVIDIA driver, or in a "
+             "container use the NVIDIA container toolkit so that it is mounted", dlerror());
+        return;
+    }
+    is_fake = dlsym(h, "fakecuda_outstanding") != NULL;
+    CUres (*init)(unsigned) = (CUres(*)(unsigned))dlsym(h, "cuInit");
+    CUres (*version)(int *) = (CUres(*)(int *))dlsym(h, "cuDriverGetVersion");
+    CUres (*count)(int *) = (CUres(*)(int *))dlsym(h, "cuDeviceGetCount");
+    int v = 0, n = 0;
+    CUres rc = init ? init(0) : -1;
+    if (version)
+        version(&v);
+    if (rc != 0) {
+        line("FAIL", "driver: libcuda.so.1 (CUDA %d.%d) loaded, but cuInit failed with error %d; check "
+             "`nvidia-smi`, the device nodes and the driver's kernel module", v / 1000, v % 1000 / 10, rc);
+        return;
+    }
+    if (count)
+        count(&n);
+    line("PASS", "driver: libcuda.so.1 loaded, CUDA %d.%d, %d device%s%s", v / 1000, v % 1000 / 10, n,
+         n == 1 ? "" : "s", "");
+    if (is_fake)
+        line("INFO", "driver: this libcuda.so.1 is gpucap's FAKE driver (the test suite's), not a GPU");
+}
+
+typedef int nvret;
+typedef void *nvdev;
+
+static void check_nvml(void)
+{
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        line("FAIL", "NVML: libnvidia-ml.so.1 cannot be loaded (%s); it comes with the driver: install or "
+             "mount it with libcuda.so.1", dlerror());
+        return;
+    }
+#define SYM(type, name) __typeof__(type) name = (__typeof__(type))dlsym(h, #name)
+    SYM(nvret(*)(void), nvmlInit_v2);
+    SYM(nvret(*)(char *, unsigned), nvmlSystemGetDriverVersion);
+    SYM(nvret(*)(char *, unsigned), nvmlSystemGetNVMLVersion);
+    SYM(nvret(*)(unsigned *), nvmlDeviceGetCount_v2);
+    SYM(nvret(*)(unsigned, nvdev *), nvmlDeviceGetHandleByIndex_v2);
+    SYM(nvret(*)(nvdev, char *, unsigned), nvmlDeviceGetName);
+    SYM(nvret(*)(nvdev, char *, unsigned), nvmlDeviceGetUUID);
+    SYM(nvret(*)(nvdev, unsigned long long *), nvmlDeviceGetMemoryInfo);
+    SYM(nvret(*)(nvdev, unsigned *, unsigned *), nvmlDeviceGetMigMode);
+    SYM(const char *(*)(nvret), nvmlErrorString);
+#undef SYM
+    nvret rc = nvmlInit_v2 ? nvmlInit_v2() : 13;
+    if (rc != 0) {
+        line("FAIL", "NVML: nvmlInit failed (%s); the driver is not loaded or does not match NVML",
+             nvmlErrorString ? nvmlErrorString(rc) : "missing entry point");
+        return;
+    }
+    char drv[96] = "?", nv[96] = "?";
+    if (nvmlSystemGetDriverVersion)
+        nvmlSystemGetDriverVersion(drv, sizeof drv);
+    if (nvmlSystemGetNVMLVersion)
+        nvmlSystemGetNVMLVersion(nv, sizeof nv);
+    unsigned n = 0;
+    if (nvmlDeviceGetCount_v2)
+        nvmlDeviceGetCount_v2(&n);
+    line("PASS", "NVML: driver %s, NVML %s, %u device%s", drv, nv, n, n == 1 ? "" : "s");
+    if (strstr(drv, "fake") || dlsym(h, "fakecuda_outstanding"))
+        line("INFO", "NVML: this libnvidia-ml.so.1 is gpucap's FAKE NVML (the test suite's), not a GPU");
+    for (unsigned i = 0; i < n && nvmlDeviceGetHandleByIndex_v2; i++) {
+        nvdev d;
+        if (nvmlDeviceGetHandleByIndex_v2(i, &d) != 0)
+            continue;
+        char name[96] = "?", uuid[96] = "?", a[32];
+        unsigned long long mem[3] = {0, 0, 0}; /* nvmlMemory_t: total, free, used */
+        if (nvmlDeviceGetName)
+            nvmlDeviceGetName(d, name, sizeof name);
+        if (nvmlDeviceGetUUID)
+            nvmlDeviceGetUUID(d, uuid, sizeof uuid);
+        if (nvmlDeviceGetMemoryInfo)
+            nvmlDeviceGetMemoryInfo(d, mem);
+        unsigned cur = 0, pending = 0;
+        nvret mig = nvmlDeviceGetMigMode ? nvmlDeviceGetMigMode(d, &cur, &pending) : 3;
+        const char *migs = mig == 3 ? "MIG not supported" : mig != 0 ? "MIG mode unknown"
+                           : cur ? "MIG enabled: gpucap caps the MIG instance the process sees"
+                           : pending ? "MIG enabled after the next GPU reset" : "MIG supported, disabled";
+        line("INFO", "card %u: %s %s, %s memory, %s", i, name, uuid, gpc_format_size(mem[0], a, sizeof a), migs);
+    }
+}
+
+static void check_preload(void)
+{
+    const char *pre = getenv("LD_PRELOAD");
+    bool preloaded = pre && strstr(pre, "libgpucap");
+    if (!preloaded) {
+        FILE *f = fopen("/etc/ld.so.preload", "re");
+        char buf[1024];
+        while (f && fgets(buf, sizeof buf, f))
+            if (strstr(buf, "libgpucap"))
+                preloaded = true;
+        if (f)
+            fclose(f);
+    }
+    if (preloaded)
+        line("PASS", "preload: libgpucap is preloaded in this environment");
+    else
+        line("FAIL", "preload: libgpucap is not in LD_PRELOAD nor in /etc/ld.so.preload; set "
+             "LD_PRELOAD=/path/to/libgpucap.so (or use `gpucap run`), or install the admission webhook");
+
+    extern char **environ;
+    struct gpc_settings s;
+    cli_settings_quiet(&s, environ);
+    if (s.errors)
+        line("FAIL", "settings: %d error%s; run `gpucap check` to see them", s.errors, s.errors == 1 ? "" : "s");
+    else if (!gpc_settings_any_limit(&s))
+        line("FAIL", "limit: no memory limit is set; set GPUCAP_MEMORY_LIMIT or memory_limit in %s", s.config_path);
+    else
+        line("PASS", "limit: a memory limit is set (`gpucap check` shows it per device)");
+}
+
+static void check_exports(const char *lib_opt)
+{
+    char lib[PATH_MAX], tried[2048];
+    if (cli_find_lib(lib_opt, lib, sizeof lib, tried, sizeof tried) != 0) {
+        line("FAIL", "library: libgpucap.so not found (looked at %s); pass --lib PATH or set GPUCAP_LIB", tried);
+        return;
+    }
+    /* Loading it does nothing by itself: the library starts at the first CUDA call. */
+    void *h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
+    if (!h) {
+        line("FAIL", "library: %s cannot be loaded (%s)", lib, dlerror());
+        return;
+    }
+    static const char *const hooks[] = {
+#define NAME(exp, base, ver, pt, pfn) #exp,
+        GPC_HOOKS(NAME)
+#undef NAME
+    };
+    int missing = 0;
+    char names[1024] = "";
+    for (size_t i = 0; i < sizeof hooks / sizeof hooks[0]; i++) {
+        void *p = dlsym(h, hooks[i]);
+        Dl_info info;
+        char real[PATH_MAX];
+        /* Found, and in the library itself (not in something it loaded). */
+        if (p && dladdr(p, &info) && info.dli_fname && realpath(info.dli_fname, real) && strcmp(real, lib) == 0)
+            continue;
+        missing++;
+        size_t n = strlen(names);
+        snprintf(names + n, sizeof names - n, "%s%s", n ? ", " : "", hooks[i]);
+    }
+    if (missing)
+        line("FAIL", "library: %s does not export %d hook%s: %s; rebuild or reinstall gpucap", lib, missing,
+             missing == 1 ? "" : "s", names);
+    else
+        line("PASS", "library: %s exports all %zu hooks", lib, sizeof hooks / sizeof hooks[0]);
+}
+
+int cmd_doctor(int argc, char **argv)
+{
+    const char *lib_opt = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(doctor_usage, stdout);
+            cli_print_options(stdout);
+            return 0;
+        }
+        if (strcmp(argv[i], "--lib") == 0 && i + 1 < argc) {
+            lib_opt = argv[++i];
+            continue;
+        }
+        fprintf(stderr, "gpucap doctor: unexpected argument '%s'\n%s", argv[i], doctor_usage);
+        return CLI_USAGE;
+    }
+    check_nodes();
+    check_driver();
+    check_nvml();
+    check_preload();
+    check_exports(lib_opt);
+    if (failures)
+        printf("%d check%s failed\n", failures, failures == 1 ? "" : "s");
+    else
+        printf("all checks passed\n");
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,243 @@
+/*
+ * main.c: the `gpucap` command: dispatch, --help (generated from libgpucap's options table, the
+ * same rows the library reads), and what the subcommands share: finding the library, reading
+ * settings, mapping a ledger.
+ *
+ *   gpucap run     run a command under a budget, audit it, inject faults, report its usage
+ *   gpucap check   validate the environment and an ini file, show the effective budgets
+ *   gpucap doctor  check a node or pod before trusting a cap
+ *   gpucap status  show the ledger: budgets, usage and processes
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char usage[] =
+    "usage: gpucap <command> [options]\n"
+    "\n"
+    "Caps GPU memory per device by preloading libgpucap.so into CUDA programs.\n"
+    "\n"
+    "commands:\n"
+    "  run [options] -- CMD ARGS...  run CMD under a budget; audit, fault injection, a report at exit\n"
+    "  check [FILE]                  validate the environment and an ini file; show the effective budgets\n"
+    "  doctor                        check this node or pod before trusting a cap\n"
+    "  status [--ledger FILE]        show the ledger: budgets, usage, processes\n"
+    "  help [COMMAND]                this text, or a command's\n"
+    "\n"
+    "`gpucap COMMAND --help` describes a command.\n";
+
+static const char *type_name(const struct gpc_option_def *d)
+{
+    switch (d->type) {
+    case GPC_T_SIZE: return "size";
+    case GPC_T_BOOL: return "bool";
+    case GPC_T_INT: return "int";
+    case GPC_T_STRING: return "text";
+    case GPC_T_ENUM: return d->choices;
+    }
+    return "";
+}
+
+void cli_print_options(FILE *f)
+{
+    fprintf(f, "settings (environment variable, ini key in [gpucap] of the file GPUCAP_CONFIG names):\n");
+    for (int i = 0; i < GPC_OPT__COUNT; i++) {
+        const struct gpc_option_def *d = &gpc_option_defs[i];
+        fprintf(f, "  %s", d->env);
+        if (d->flags & GPC_OPTF_PER_DEVICE)
+            fprintf(f, ", %s_<ordinal>", d->env);
+        if (d->flags & GPC_OPTF_ENV_ONLY)
+            fprintf(f, "  (environment only)");
+        else
+            fprintf(f, "  [ini: %s]", d->key);
+        fprintf(f, "\n      %s <%s>%s%s%s\n", d->key, type_name(d), d->def ? ", default " : "", d->def ? d->def : "",
+                "");
+        /* Wrap the documentation at about 96 columns. */
+        const char *p = d->doc;
+        while (*p) {
+            size_t n = strlen(p);
+            if (n > 90) {
+                n = 90;
+                while (n > 0 && p[n] != ' ')
+                    n--;
+                if (n == 0)
+                    n = 90;
+            }
+            fprintf(f, "      %.*s\n", (int)n, p);
+            p += n;
+            while (*p == ' ')
+                p++;
+        }
+    }
+    fprintf(f, "sizes: %s\n", gpc_size_forms);
+}
+
+static void print_help(FILE *f)
+{
+    fputs(usage, f);
+    fputc('\n', f);
+    cli_print_options(f);
+}
+
+/* ---- shared by the subcommands ---- */
+
+static bool usable_file(const char *path)
+{
+    return path && *path && access(path, R_OK) == 0;
+}
+
+static void add_tried(char *tried, size_t len, const char *path)
+{
+    size_t n = strlen(tried);
+    snprintf(tried + n, len - n, "%s%s", n ? ", " : "", path);
+}
+
+int cli_find_lib(const char *given, char *buf, size_t len, char *tried, size_t tried_len)
+{
+    tried[0] = '\0';
+    const char *env = getenv("GPUCAP_LIB");
+    const char *first[] = {given, env && *env ? env : NULL};
+    for (int i = 0; i < 2; i++) {
+        if (!first[i])
+            continue;
+        /* An explicit choice is final: a typo must not silently pick another library. */
+        if (!usable_file(first[i]) || !realpath(first[i], buf)) {
+            add_tried(tried, tried_len, first[i]);
+            return -ENOENT;
+        }
+        return 0;
+    }
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    char cand[PATH_MAX + 64];
+    if (n > 0) {
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash)
+            *slash = '\0';
+        /* build tree: build/tools/gpucap/gpucap and build/lib/; installed: PREFIX/bin and PREFIX/lib. */
+        const char *rel[] = {"../../lib/libgpucap.so", "../lib/gpucap/libgpucap.so", "../lib/libgpucap.so"};
+        for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+            snprintf(cand, sizeof cand, "%s/%s", self, rel[i]);
+            if (usable_file(cand) && realpath(cand, buf))
+                return 0;
+            add_tried(tried, tried_len, cand);
+        }
+    }
+    const char *fixed[] = {"/usr/local/lib/gpucap/libgpucap.so", "/usr/lib/gpucap/libgpucap.so"};
+    for (size_t i = 0; i < 2; i++) {
+        if (usable_file(fixed[i]) && realpath(fixed[i], buf))
+            return 0;
+        add_tried(tried, tried_len, fixed[i]);
+    }
+    (void)len;
+    return -ENOENT;
+}
+
+void cli_settings_quiet(struct gpc_settings *s, char *const *envp)
+{
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (saved >= 0 && null >= 0)
+        dup2(null, STDERR_FILENO);
+    int threshold = gpc_log_threshold;
+    gpc_settings_load(s, envp);
+    gpc_log_threshold = threshold;
+    if (saved >= 0) {
+        dup2(saved, STDERR_FILENO);
+        close(saved);
+    }
+    if (null >= 0)
+        close(null);
+}
+
+const struct gpc_ledger *cli_map_ledger(const char *path, char *why, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(why, len, "cannot be opened (%s)", strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        snprintf(why, len, "is not a regular file");
+        return NULL;
+    }
+    if ((uint64_t)st.st_size < 16) {
+        close(fd);
+        snprintf(why, len, "truncated (shorter than its header)");
+        return NULL;
+    }
+    /* Mapping past the end is fine as long as we read nothing there: the size is checked first. */
+    const struct gpc_ledger *l = mmap(NULL, sizeof *l, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (l == MAP_FAILED) {
+        snprintf(why, len, "cannot be mapped (%s)", strerror(errno));
+        return NULL;
+    }
+    const char *bad = NULL;
+    if (l->magic != GPC_LEDGER_MAGIC)
+        bad = "not a gpucap ledger (wrong magic number)";
+    else if (l->version != GPC_LEDGER_VERSION)
+        snprintf(why, len, "layout version %u, this gpucap reads version %u", l->version, GPC_LEDGER_VERSION), bad = why;
+    else if ((uint64_t)st.st_size < sizeof *l)
+        snprintf(why, len, "truncated (%llu bytes, a ledger has %zu)", (unsigned long long)st.st_size, sizeof *l),
+            bad = why;
+    else if (l->size != sizeof *l || l->ndevices != GPC_LEDGER_DEVICES || l->nprocs != GPC_LEDGER_PROCS)
+        bad = "corrupted header (sizes do not match this layout)";
+    if (bad) {
+        if (bad != why)
+            snprintf(why, len, "%s", bad);
+        munmap((void *)l, sizeof *l);
+        return NULL;
+    }
+    return l;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return CLI_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || (strcmp(cmd, "help") == 0 && argc == 2)) {
+        print_help(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        printf("gpucap %s\n", GPUCAP_VERSION_STRING);
+        return 0;
+    }
+    if (strcmp(cmd, "help") == 0) {
+        /* gpucap help run == gpucap run --help */
+        static char *args[4];
+        args[0] = argv[0];
+        args[1] = argv[2];
+        args[2] = "--help";
+        argv = args;
+        argc = 3;
+        cmd = args[1];
+    }
+    argv++;
+    argc--;
+    if (strcmp(cmd, "run") == 0)
+        return cmd_run(argc, argv);
+    if (strcmp(cmd, "check") == 0)
+        return cmd_check(argc, argv);
+    if (strcmp(cmd, "doctor") == 0)
+        return cmd_doctor(argc, argv);
+    if (strcmp(cmd, "status") == 0)
+        return cmd_status(argc, argv);
+    fprintf(stderr, "gpucap: unknown command '%s'\n\n%s", cmd, usage);
+    return CLI_USAGE;
+}

@@ -1,0 +1,181 @@
+/*
+ * status.c: `gpucap status [--ledger FILE] [--json]`: the ledger as it is now, read-only: per
+ * device (by UUID) budget, in use and peak; per process pid, in use, peak and whether it is alive.
+ * The file is mapped read-only with the layout of ledger.h; nothing is locked or written, so a
+ * status never disturbs the processes it looks at. A ledger that cannot be read is one line with
+ * the reason, exit 1.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char status_usage[] =
+    "usage: gpucap status [--ledger FILE] [--json]\n"
+    "\n"
+    "Shows the ledger (FILE, else GPUCAP_LEDGER, else /tmp/gpucap-<euid>.ledger): per device its\n"
+    "budget, use and peak; per process its use, peak and whether it is alive. Read-only.\n"
+    "Exit 0, or 1 when the ledger cannot be read (the reason is said).\n"
+    "\n";
+
+#ifdef GPUCAP_HAVE_LEDGER_CHECK
+static bool alive(const struct gpc_ledger_proc *p)
+{
+    return gpc_ledger_proc_alive(atomic_load(&p->pid), atomic_load(&p->start_time));
+}
+#else
+/* Until gpc_ledger_proc_alive() is linkable outside the library (libgpucap/ledger_check.c): a pid
+ * that exists. A reused pid reads as alive here; the library itself checks the start time too. */
+static bool alive(const struct gpc_ledger_proc *p)
+{
+    int32_t pid = atomic_load(&p->pid);
+    return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH);
+}
+#endif
+
+static void format_uuid(const uint8_t u[16], char out[48])
+{
+    snprintf(out, 48, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2],
+             u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+}
+
+static const struct gpc_ledger *open_ledger(const char *path, char *why, size_t len)
+{
+#ifdef GPUCAP_HAVE_LEDGER_CHECK
+    const struct gpc_ledger *l = cli_map_ledger(path, why, len);
+    struct stat st;
+    if (l && stat(path, &st) == 0) {
+        const char *bad = gpc_ledger_check(l, (uint64_t)st.st_size, why, (unsigned)len);
+        if (bad) {
+            if (bad != why)
+                snprintf(why, len, "%s", bad);
+            munmap((void *)l, sizeof *l);
+            return NULL;
+        }
+    }
+    return l;
+#else
+    return cli_map_ledger(path, why, len);
+#endif
+}
+
+static void budget_text(uint64_t limit, char *buf, size_t len)
+{
+    if (limit == GPC_UNLIMITED)
+        snprintf(buf, len, "none");
+    else
+        gpc_format_size(limit, buf, len);
+}
+
+int cmd_status(int argc, char **argv)
+{
+    const char *path = NULL;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(status_usage, stdout);
+            cli_print_options(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--ledger") == 0 && i + 1 < argc) {
+            path = argv[++i];
+        } else if (strncmp(argv[i], "--ledger=", 9) == 0) {
+            path = argv[i] + 9;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            json = true;
+        } else {
+            fprintf(stderr, "gpucap status: unexpected argument '%s'\n%s", argv[i], status_usage);
+            return CLI_USAGE;
+        }
+    }
+    char def[64];
+    if (!path) {
+        const char *env = getenv("GPUCAP_LEDGER");
+        if (env && *env) {
+            path = env;
+        } else {
+            snprintf(def, sizeof def, "/tmp/gpucap-%u.ledger", (unsigned)geteuid());
+            path = def;
+        }
+    }
+    if (strcmp(path, "off") == 0) {
+        fprintf(stderr, "gpucap status: GPUCAP_LEDGER=off: every process has a private budget, there is no "
+                "ledger to show\n");
+        return 1;
+    }
+    char why[256];
+    const struct gpc_ledger *l = open_ledger(path, why, sizeof why);
+    if (!l) {
+        fprintf(stderr, "gpucap status: ledger %s %s\n", path, why);
+        return 1;
+    }
+
+    if (json)
+        printf("{\"ledger\":\"%s\",\"devices\":[", path);
+    else
+        printf("ledger %s\n", path);
+    int shown = 0;
+    for (int i = 0; i < GPC_LEDGER_DEVICES; i++) {
+        const struct gpc_ledger_dev *d = &l->dev[i];
+        if (atomic_load(&d->state) != 1)
+            continue;
+        char uuid[48], a[32], b[32], c[32], p[32];
+        format_uuid(d->uuid, uuid);
+        uint64_t limit = atomic_load(&d->slot.limit), used = atomic_load(&d->slot.used),
+                 peak = atomic_load(&d->slot.peak);
+        if (json) {
+            printf("%s{\"uuid\":\"%s\",\"physical\":%llu,\"budget\":", shown ? "," : "", uuid,
+                   (unsigned long long)d->physical);
+            if (limit == GPC_UNLIMITED)
+                printf("null");
+            else
+                printf("%llu", (unsigned long long)limit);
+            printf(",\"in_use\":%llu,\"peak\":%llu,\"denials\":%llu}", (unsigned long long)used,
+                   (unsigned long long)peak, (unsigned long long)atomic_load(&d->slot.denials));
+        } else {
+            budget_text(limit, a, sizeof a);
+            printf("device %s  budget %s  in use %s  peak %s  (card %s, %llu denials)\n", uuid, a,
+                   gpc_format_size(used, b, sizeof b), gpc_format_size(peak, c, sizeof c),
+                   gpc_format_size(d->physical, p, sizeof p), (unsigned long long)atomic_load(&d->slot.denials));
+        }
+        shown++;
+    }
+    if (!json && !shown)
+        printf("no device registered yet\n");
+    if (json)
+        printf("],\"processes\":[");
+    else
+        printf("%-8s %-6s %-44s %12s %12s\n", "pid", "alive", "device", "in use", "peak");
+    int procs = 0;
+    for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
+        const struct gpc_ledger_proc *p = &l->proc[i];
+        int32_t pid = atomic_load(&p->pid);
+        if (pid == 0)
+            continue;
+        bool live = alive(p);
+        for (int dv = 0; dv < GPC_LEDGER_DEVICES; dv++) {
+            uint64_t used = atomic_load(&p->used[dv]), peak = atomic_load(&p->peak[dv]);
+            if (atomic_load(&l->dev[dv].state) != 1 || (used == 0 && peak == 0 && atomic_load(&p->limit[dv]) == 0))
+                continue;
+            char uuid[48], a[32], b[32];
+            format_uuid(l->dev[dv].uuid, uuid);
+            if (json)
+                printf("%s{\"pid\":%d,\"alive\":%s,\"uuid\":\"%s\",\"in_use\":%llu,\"peak\":%llu}", procs ? "," : "",
+                       (int)pid, live ? "true" : "false", uuid, (unsigned long long)used, (unsigned long long)peak);
+            else
+                printf("%-8d %-6s %-44s %12s %12s\n", (int)pid, live ? "yes" : "no", uuid,
+                       gpc_format_size(used, a, sizeof a), gpc_format_size(peak, b, sizeof b));
+            procs++;
+        }
+    }
+    if (json)
+        printf("]}\n");
+    else if (!procs)
+        printf("no process entries\n");
+    munmap((void *)l, sizeof *l);
+    return 0;
+}
