@@ -41,70 +41,6 @@ static char ledger_path[512];
 static int my_proc = -1;
 static pthread_mutex_t me_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* ---- checks shared with `gpucap status` ---- */
-
-const char *gpc_ledger_check(const struct gpc_ledger *l, uint64_t file_size, char *buf, unsigned len)
-{
-    if (file_size < sizeof(uint64_t) * 2)
-        return "truncated (shorter than its header)";
-    if (l->magic != GPC_LEDGER_MAGIC)
-        return "not a gpucap ledger (wrong magic number)";
-    if (l->version != GPC_LEDGER_VERSION) {
-        snprintf(buf, len, "layout version %u, this gpucap reads version %u", l->version, GPC_LEDGER_VERSION);
-        return buf;
-    }
-    if (file_size < sizeof *l) {
-        snprintf(buf, len, "truncated (%llu bytes, a ledger has %zu)", (unsigned long long)file_size, sizeof *l);
-        return buf;
-    }
-    if (l->size != sizeof *l || l->ndevices != GPC_LEDGER_DEVICES || l->nprocs != GPC_LEDGER_PROCS)
-        return "corrupted header (sizes do not match this layout)";
-    for (int i = 0; i < GPC_LEDGER_DEVICES; i++) {
-        uint32_t st = atomic_load(&l->dev[i].state);
-        uint64_t used = atomic_load(&l->dev[i].slot.used), limit = atomic_load(&l->dev[i].slot.limit);
-        if (st > 1 || (st == 1 && used > limit && limit != GPC_UNLIMITED)) {
-            snprintf(buf, len, "corrupted device entry %d", i);
-            return buf;
-        }
-    }
-    return NULL;
-}
-
-/* Field 22 of /proc/<pid>/stat: start time in clock ticks since boot; 0 if unreadable. */
-static uint64_t start_time_of(int32_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    /* The command name may hold spaces and parentheses: count fields after the last ')'. */
-    char *p = strrchr(buf, ')');
-    if (!p)
-        return 0;
-    for (int field = 2; field < 22 && p; field++)
-        p = strchr(p + 1, ' ');
-    return p ? strtoull(p + 1, NULL, 10) : 0;
-}
-
-int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time)
-{
-    if (pid <= 0)
-        return 0;
-    if (kill(pid, 0) != 0 && errno == ESRCH)
-        return 0;
-    /* A process still claiming its entry has no start time yet: alive. */
-    if (start_time == 0)
-        return 1;
-    uint64_t now = start_time_of(pid);
-    return now == 0 || now == start_time;
-}
-
 /* ---- locking ---- */
 
 static void init_robust(pthread_mutex_t *m)
@@ -327,7 +263,7 @@ int gpc_ledger_me(void)
                 atomic_store(&p->peak[d], 0);
                 atomic_store(&p->limit[d], 0);
             }
-            atomic_store(&p->start_time, start_time_of(pid));
+            atomic_store(&p->start_time, gpc_proc_start_time(pid));
             my_proc = i;
             break;
         }

@@ -64,6 +64,9 @@ struct gpc_ledger {
  */
 const char *gpc_ledger_check(const struct gpc_ledger *l, uint64_t file_size, char *buf, unsigned len);
 
+/* Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); 0 if unreadable. */
+uint64_t gpc_proc_start_time(int32_t pid);
+
 /* True if the process of a ledger entry is alive (pid and start time both match). */
 int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time);
 

@@ -1,0 +1,76 @@
+/*
+ * ledger_check.c: the checks on a ledger that the library (ledger.c) and `gpucap status` share:
+ * whether a mapped file is a usable ledger, and whether the process of an entry is alive.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *gpc_ledger_check(const struct gpc_ledger *l, uint64_t file_size, char *buf, unsigned len)
+{
+    if (file_size < sizeof(uint64_t) * 2)
+        return "truncated (shorter than its header)";
+    if (l->magic != GPC_LEDGER_MAGIC)
+        return "not a gpucap ledger (wrong magic number)";
+    if (l->version != GPC_LEDGER_VERSION) {
+        snprintf(buf, len, "layout version %u, this gpucap reads version %u", l->version, GPC_LEDGER_VERSION);
+        return buf;
+    }
+    if (file_size < sizeof *l) {
+        snprintf(buf, len, "truncated (%llu bytes, a ledger has %zu)", (unsigned long long)file_size, sizeof *l);
+        return buf;
+    }
+    if (l->size != sizeof *l || l->ndevices != GPC_LEDGER_DEVICES || l->nprocs != GPC_LEDGER_PROCS)
+        return "corrupted header (sizes do not match this layout)";
+    /* used may pass limit legitimately (audit mode, a limit lowered by a later process). */
+    for (int i = 0; i < GPC_LEDGER_DEVICES; i++) {
+        uint32_t st = atomic_load(&l->dev[i].state);
+        if (st > 1) {
+            snprintf(buf, len, "corrupted device entry %d", i);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+/* Field 22 of /proc/<pid>/stat: start time in clock ticks since boot; 0 if unreadable. */
+uint64_t gpc_proc_start_time(int32_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* The command name may hold spaces and parentheses: count fields after the last ')'. */
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return 0;
+    for (int field = 2; field < 22 && p; field++)
+        p = strchr(p + 1, ' ');
+    return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time)
+{
+    if (pid <= 0)
+        return 0;
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return 0;
+    /* A process still claiming its entry has no start time yet: alive. */
+    if (start_time == 0)
+        return 1;
+    uint64_t now = gpc_proc_start_time(pid);
+    return now == 0 || now == start_time;
+}
+
