@@ -28,8 +28,8 @@ static void *worker(void *arg)
             held[slot] = 0;
             continue;
         }
-        /* 1 byte .. 4 MiB, skewed towards small sizes. */
-        size_t bytes = 1 + (size_t)rand_r(&seed) % (rand_r(&seed) % 2 ? 4096 : 4 * MiB);
+        /* 1 byte .. 8 MiB, one in four small: 64 slots of them cannot all fit in the budget. */
+        size_t bytes = 1 + (size_t)rand_r(&seed) % (rand_r(&seed) % 4 ? 8 * MiB : 4096);
         CUresult rc = cuMemAlloc_v2(&held[slot], bytes);
         if (rc == CUDA_SUCCESS) {
             admitted++;
