@@ -16,6 +16,19 @@ static void log_denial(const char *call, int device, uint64_t bytes, int budget)
             gpc_format_size(atomic_load(&s->used), b, sizeof b), gpc_format_size(atomic_load(&s->limit), c, sizeof c));
 }
 
+/*
+ * Before a denial: memory that pools and graphs keep for reuse counts against the budget, so give
+ * back what they hold unused on this device and try once more. True when the retry admitted.
+ */
+static bool retry_after_trim(int budget, int device, uint64_t bytes)
+{
+    if (budget < 0)
+        return false;
+    bool freed = gpc_pools_trim(device);
+    freed |= gpc_graphs_trim(device);
+    return freed && gpc_budget_reserve(budget, bytes) == 0;
+}
+
 CUresult gpc_charge_begin(struct gpc_charge *c, int device, uint64_t bytes, const char *call)
 {
     c->budget = GPC_BUDGET_NONE;
@@ -46,7 +59,7 @@ CUresult gpc_charge_begin(struct gpc_charge *c, int device, uint64_t bytes, cons
     }
     if (budget == GPC_BUDGET_NONE)
         return CUDA_SUCCESS;
-    if (gpc_budget_reserve(budget, bytes) != 0) {
+    if (gpc_budget_reserve(budget, bytes) != 0 && !retry_after_trim(budget, device, bytes)) {
         /* Audit mode: the denial is counted and logged, and the bytes are admitted past the limit
          * so that the peak is what the job really needs. A broken setting (DENY) still denies. */
         if (gpc_settings.opt[GPC_OPT_MODE].u.e == 1 && budget >= 0) {

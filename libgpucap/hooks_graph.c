@@ -113,7 +113,9 @@ bool gpc_graphs_trim(int device)
 {
     if (!atomic_load(&any_graph_memory) || device < 0 || device >= GPC_MAX_DEVICES)
         return false;
-    pthread_mutex_lock(&lock);
+    /* trylock: a launch holds this lock while it asks the budget (and so may come back here). */
+    if (pthread_mutex_trylock(&lock) != 0)
+        return false;
     bool released = false;
     if (gpc_real.cuDeviceGraphMemTrim && gpc_real.cuDeviceGraphMemTrim(device) == CUDA_SUCCESS)
         released = settle(device, 0);
