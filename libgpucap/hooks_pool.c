@@ -450,42 +450,17 @@ GPC_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 
 /* ---- synchronisations: where pools release above their threshold ---- */
 
-GPC_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
-{
-    gpc_init();
-    CUresult rc = GPC_CALL_REAL(cuStreamSynchronize, (hStream));
-    gpc_pools_reconcile();
-    return rc;
-}
-
-GPC_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
-{
-    gpc_init();
-    CUresult rc = GPC_CALL_REAL(cuStreamSynchronize_ptsz, (hStream));
-    gpc_pools_reconcile();
-    return rc;
-}
-
-GPC_EXPORT CUresult cuCtxSynchronize(void)
-{
-    gpc_init();
-    CUresult rc = GPC_CALL_REAL(cuCtxSynchronize, ());
-    gpc_pools_reconcile();
-    return rc;
-}
-
-GPC_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
-{
-    gpc_init();
-    CUresult rc = GPC_CALL_REAL(cuCtxSynchronize_v2, (ctx));
-    gpc_pools_reconcile();
-    return rc;
-}
-
-GPC_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
-{
-    gpc_init();
-    CUresult rc = GPC_CALL_REAL(cuEventSynchronize, (hEvent));
-    gpc_pools_reconcile();
-    return rc;
-}
+/* The driver's call, then a look at what pools gave back (a loop over nothing without pools). */
+#define SYNC_HOOK(name, params, args)                \
+    GPC_EXPORT CUresult name params                  \
+    {                                                \
+        gpc_init();                                  \
+        CUresult rc = GPC_CALL_REAL(name, args);     \
+        gpc_pools_reconcile();                       \
+        return rc;                                   \
+    }
+SYNC_HOOK(cuStreamSynchronize, (CUstream hStream), (hStream))
+SYNC_HOOK(cuStreamSynchronize_ptsz, (CUstream hStream), (hStream))
+SYNC_HOOK(cuCtxSynchronize, (void), ())
+SYNC_HOOK(cuCtxSynchronize_v2, (CUcontext ctx), (ctx))
+SYNC_HOOK(cuEventSynchronize, (CUevent hEvent), (hEvent))
