@@ -108,10 +108,7 @@ static void read_cuda_uuids(void)
         CUuuid u;
         if (GPC_CALL_REAL(cuDeviceGetUuid_v2, (&u, i)) != CUDA_SUCCESS)
             continue;
-        const unsigned char *b = (const unsigned char *)u.bytes;
-        snprintf(cuda_uuid[i], sizeof cuda_uuid[i],
-                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3],
-                 b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+        gpc_uuid_format((const uint8_t *)u.bytes, cuda_uuid[i]);
     }
     n_cuda = n;
 }

@@ -55,12 +55,6 @@ static void put(struct out *o, const char *fmt, ...)
     o->n += (size_t)n;
 }
 
-static void format_uuid(const uint8_t u[16], char out[48])
-{
-    snprintf(out, 48, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2],
-             u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
-}
-
 static void format_time(uint64_t ns, char out[40])
 {
     time_t t = (time_t)(ns / 1000000000u);
@@ -89,7 +83,7 @@ static void read_slot(const struct gpc_slot *s, struct figures *f)
 static void text_device(struct out *o, const struct gpc_ledger_dev *d, const struct figures *f, bool audit)
 {
     char uuid[48], a[32], b[32], when[40];
-    format_uuid(d->uuid, uuid);
+    gpc_uuid_format(d->uuid, uuid);
     if (f->limit == GPC_UNLIMITED)
         put(o, "device %s (%s): no budget\n", uuid, gpc_format_size(d->physical, b, sizeof b));
     else
@@ -115,7 +109,7 @@ static void text_device(struct out *o, const struct gpc_ledger_dev *d, const str
 static void json_device(struct out *o, const struct gpc_ledger_dev *d, const struct figures *f, bool first)
 {
     char uuid[48], when[40];
-    format_uuid(d->uuid, uuid);
+    gpc_uuid_format(d->uuid, uuid);
     put(o, "%s{\"uuid\":\"%s\",\"physical\":%llu,", first ? "" : ",", uuid, (unsigned long long)d->physical);
     if (f->limit == GPC_UNLIMITED)
         put(o, "\"budget\":null,");

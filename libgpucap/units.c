@@ -1,7 +1,7 @@
 /*
- * units.c: sizes as people write them.
+ * units.c: sizes and device identities as people write them.
  *
- * The one size parser of the project. The library's settings, the ini file, the `gpucap` CLI and the
+ * The one size parser of the project, and the one formatter of device UUIDs ("GPU-xxxxxxxx-..."). The library's settings, the ini file, the `gpucap` CLI and the
  * admission webhook all read memory sizes through gpc_parse_size(), so "2GiB" means the same thing
  * everywhere. It is built into a small static library (gpucap_units) that the tools link too; it
  * allocates nothing and touches no global state, so it is safe inside a preloaded library.
@@ -121,4 +121,11 @@ char *gpc_format_size(uint64_t bytes, char *buf, size_t len)
     }
     snprintf(buf, len, "%.2f %s", v, names[i]);
     return buf;
+}
+
+char *gpc_uuid_format(const uint8_t u[16], char out[GPC_UUID_TEXT])
+{
+    snprintf(out, GPC_UUID_TEXT, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+             u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+    return out;
 }

@@ -31,4 +31,8 @@ uint64_t gpc_size_resolve(const struct gpc_size *size, uint64_t physical);
 /* Writes "1.50 GiB" (or "512 B") into buf and returns buf. */
 char *gpc_format_size(uint64_t bytes, char *buf, size_t len);
 
+/* A device UUID as NVIDIA tools write it: "GPU-" + 8-4-4-4-12 hex digits (40 characters + NUL). */
+#define GPC_UUID_TEXT 48
+char *gpc_uuid_format(const uint8_t uuid[16], char out[GPC_UUID_TEXT]);
+
 #endif

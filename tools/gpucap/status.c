@@ -23,30 +23,13 @@ static const char status_usage[] =
     "Exit 0, or 1 when the ledger cannot be read (the reason is said).\n"
     "\n";
 
-#ifdef GPUCAP_HAVE_LEDGER_CHECK
 static bool alive(const struct gpc_ledger_proc *p)
 {
     return gpc_ledger_proc_alive(atomic_load(&p->pid), atomic_load(&p->start_time));
 }
-#else
-/* Until gpc_ledger_proc_alive() is linkable outside the library (libgpucap/ledger_check.c): a pid
- * that exists. A reused pid reads as alive here; the library itself checks the start time too. */
-static bool alive(const struct gpc_ledger_proc *p)
-{
-    int32_t pid = atomic_load(&p->pid);
-    return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH);
-}
-#endif
-
-static void format_uuid(const uint8_t u[16], char out[48])
-{
-    snprintf(out, 48, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2],
-             u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
-}
 
 static const struct gpc_ledger *open_ledger(const char *path, char *why, size_t len)
 {
-#ifdef GPUCAP_HAVE_LEDGER_CHECK
     const struct gpc_ledger *l = cli_map_ledger(path, why, len);
     struct stat st;
     if (l && stat(path, &st) == 0) {
@@ -59,9 +42,6 @@ static const struct gpc_ledger *open_ledger(const char *path, char *why, size_t 
         }
     }
     return l;
-#else
-    return cli_map_ledger(path, why, len);
-#endif
 }
 
 static void budget_text(uint64_t limit, char *buf, size_t len)
@@ -124,7 +104,7 @@ int cmd_status(int argc, char **argv)
         if (atomic_load(&d->state) != 1)
             continue;
         char uuid[48], a[32], b[32], c[32], p[32];
-        format_uuid(d->uuid, uuid);
+        gpc_uuid_format(d->uuid, uuid);
         uint64_t limit = atomic_load(&d->slot.limit), used = atomic_load(&d->slot.used),
                  peak = atomic_load(&d->slot.peak);
         if (json) {
@@ -162,7 +142,7 @@ int cmd_status(int argc, char **argv)
             if (atomic_load(&l->dev[dv].state) != 1 || (used == 0 && peak == 0 && atomic_load(&p->limit[dv]) == 0))
                 continue;
             char uuid[48], a[32], b[32];
-            format_uuid(l->dev[dv].uuid, uuid);
+            gpc_uuid_format(l->dev[dv].uuid, uuid);
             if (json)
                 printf("%s{\"pid\":%d,\"alive\":%s,\"uuid\":\"%s\",\"in_use\":%llu,\"peak\":%llu}", procs ? "," : "",
                        (int)pid, live ? "true" : "false", uuid, (unsigned long long)used, (unsigned long long)peak);
