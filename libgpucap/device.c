@@ -33,8 +33,13 @@ static int setup(int ordinal)
     size_t physical = 0;
     bool have_physical = gpc_real.cuDeviceTotalMem_v2 &&
                          gpc_real.cuDeviceTotalMem_v2(&physical, ordinal) == CUDA_SUCCESS;
+    CUuuid uuid;
+    memset(&uuid, 0, sizeof uuid);
+    bool have_uuid = GPC_CALL_REAL(cuDeviceGetUuid_v2, (&uuid, ordinal)) == CUDA_SUCCESS;
+    char uuid_text[GPC_UUID_TEXT];
+    gpc_uuid_format((const uint8_t *)uuid.bytes, uuid_text);
     const struct gpc_value *from;
-    uint64_t limit = gpc_settings_limit(&gpc_settings, ordinal, physical, &from);
+    uint64_t limit = gpc_settings_limit(&gpc_settings, ordinal, have_uuid ? uuid_text : NULL, physical, &from);
     int budget = GPC_BUDGET_NONE;
     if (limit == GPC_UNLIMITED) {
         budget = GPC_BUDGET_NONE;
@@ -47,9 +52,7 @@ static int setup(int ordinal)
                 "allocations are denied until it can", ordinal, from->text);
         return GPC_BUDGET_DENY;
     } else {
-        CUuuid uuid;
-        memset(&uuid, 0, sizeof uuid);
-        if (GPC_CALL_REAL(cuDeviceGetUuid_v2, (&uuid, ordinal)) != CUDA_SUCCESS) {
+        if (!have_uuid) {
             /* Without an identity the budget cannot be shared correctly: keep it to this ordinal. */
             gpc_log(GPC_LOG_WARN, "device %d: no UUID from the driver; its budget is keyed by ordinal", ordinal);
             memcpy(uuid.bytes, "gpucap-ordinal", 14);
@@ -61,7 +64,7 @@ static int setup(int ordinal)
             budget = GPC_BUDGET_DENY;
         }
         char a[32], b[32], where[600];
-        gpc_log(GPC_LOG_INFO, "device %d: budget %s of %s (%s)", ordinal, gpc_format_size(limit, a, sizeof a),
+        gpc_log(GPC_LOG_INFO, "device %d (%s): budget %s of %s (%s)", ordinal, uuid_text, gpc_format_size(limit, a, sizeof a),
                 gpc_format_size(physical, b, sizeof b),
                 gpc_value_origin(&gpc_settings, from, GPC_OPT_MEMORY_LIMIT, ordinal, where, sizeof where));
     }

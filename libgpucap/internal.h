@@ -26,6 +26,8 @@
 
 /* Device ordinals a process can have budgets for (a node has at most 16 today). */
 #define GPC_MAX_DEVICES 64
+/* Per-UUID memory limits a configuration can hold. */
+#define GPC_MAX_UUID_LIMITS 16
 /* A limit of GPC_UNLIMITED means "no budget for this device". */
 #define GPC_UNLIMITED UINT64_MAX
 
@@ -90,6 +92,11 @@ struct gpc_value {
 struct gpc_settings {
     struct gpc_value opt[GPC_OPT__COUNT];
     struct gpc_value dev_limit[GPC_MAX_DEVICES]; /* per ordinal memory_limit */
+    struct gpc_uuid_limit {
+        char uuid[GPC_UUID_TEXT];                 /* "GPU-..." as written: the UUID or a prefix */
+        struct gpc_value v;
+    } uuid_limit[GPC_MAX_UUID_LIMITS];            /* per UUID memory_limit */
+    int n_uuid;
     char config_path[512];
     bool config_read;    /* the ini file existed and was read */
     bool config_bad;     /* unreadable, bad syntax or unknown keys: budgets not set by env are 0 */
@@ -103,10 +110,12 @@ struct gpc_settings {
  */
 void gpc_settings_load(struct gpc_settings *s, char *const *envp);
 /*
- * The byte budget for device `ordinal` with `physical` bytes of memory under *s: GPC_UNLIMITED when
- * no limit applies, 0 when the setting that applies is malformed. *from (optional) names the source.
+ * The byte budget for device `ordinal` (UUID text `uuid`, may be NULL) with `physical` bytes of
+ * memory under *s: GPC_UNLIMITED when no limit applies, 0 when the setting that applies is
+ * malformed. *from (optional) names the source. Precedence: the environment over the file, and in
+ * each, per UUID over per ordinal over all devices.
  */
-uint64_t gpc_settings_limit(const struct gpc_settings *s, int ordinal, uint64_t physical,
+uint64_t gpc_settings_limit(const struct gpc_settings *s, int ordinal, const char *uuid, uint64_t physical,
                             const struct gpc_value **from);
 /* True when some budget applies to some device (or a bad setting forces the safe state). */
 bool gpc_settings_any_limit(const struct gpc_settings *s);

@@ -4,7 +4,9 @@
  * gpc_option_defs[] is the only list of settings: the environment parser and the ini parser here,
  * and the `gpucap` CLI's help and `check` command all read it. A setting has one name: the ini key
  * `memory_limit` in [gpucap] is the variable GPUCAP_MEMORY_LIMIT. Per-device forms are
- * GPUCAP_MEMORY_LIMIT_<ordinal> and an ini section [device.<ordinal>].
+ * GPUCAP_MEMORY_LIMIT_<ordinal> and an ini section [device.<ordinal>], and by device UUID (or a
+ * prefix of it, as CUDA_VISIBLE_DEVICES takes them) GPUCAP_MEMORY_LIMIT_GPU-<uuid> and
+ * [device.GPU-<uuid>]: a UUID names the same card whatever ordinal a process gives it.
  *
  * The environment overrides the file, key by key. A malformed value is one error line naming the
  * setting, the value and the accepted forms, and the value is marked bad so that its safe state
@@ -21,12 +23,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 const struct gpc_option_def gpc_option_defs[GPC_OPT__COUNT] = {
     [GPC_OPT_MEMORY_LIMIT] = {"memory_limit", "GPUCAP_MEMORY_LIMIT", GPC_T_SIZE, NULL, NULL,
                               GPC_OPTF_PER_DEVICE,
                               "device memory budget for every device (per device: "
-                              "GPUCAP_MEMORY_LIMIT_<ordinal>, ini [device.<ordinal>]); unset: no limit"},
+                              "GPUCAP_MEMORY_LIMIT_<ordinal> or _GPU-<uuid>, ini [device.<ordinal>] or "
+                              "[device.GPU-<uuid>]); unset: no limit"},
     [GPC_OPT_CONFIG] = {"config", "GPUCAP_CONFIG", GPC_T_STRING, "/etc/gpucap/gpucap.ini", NULL,
                         GPC_OPTF_ENV_ONLY,
                         "ini file to read; the default path is read only if it exists"},
@@ -169,11 +173,46 @@ static char *read_line(char *str, int num, void *stream)
     return r;
 }
 
-/* "device.3" -> 3; -1 if the section is not a device section. */
+/* "GPU-" then hex digits and dashes, at least 8 digits: a UUID or a prefix of one. */
+static bool uuid_text(const char *t)
+{
+    if (strncasecmp(t, "GPU-", 4) != 0 || strlen(t) >= GPC_UUID_TEXT)
+        return false;
+    int digits = 0;
+    for (const char *p = t + 4; *p; p++) {
+        if (isxdigit((unsigned char)*p))
+            digits++;
+        else if (*p != '-')
+            return false;
+    }
+    return digits >= 8;
+}
+
+/* The per-UUID value for `uuid` (added if new), or NULL when the table is full. */
+static struct gpc_value *uuid_value(struct gpc_settings *s, const char *uuid)
+{
+    for (int i = 0; i < s->n_uuid; i++)
+        if (strcasecmp(s->uuid_limit[i].uuid, uuid) == 0)
+            return &s->uuid_limit[i].v;
+    if (s->n_uuid == GPC_MAX_UUID_LIMITS) {
+        s->errors++;
+        s->env_bad = true;
+        gpc_log_line(GPC_LOG_ERROR, "more than %d per-UUID limits; every budget is 0", GPC_MAX_UUID_LIMITS);
+        return NULL;
+    }
+    struct gpc_uuid_limit *u = &s->uuid_limit[s->n_uuid++];
+    snprintf(u->uuid, sizeof u->uuid, "%s", uuid);
+    return &u->v;
+}
+
+/* "device.3" -> 3; "device.GPU-..." -> GPC_MAX_DEVICES (a UUID); -1 if the section is not a
+ * device section, -2 if it is a malformed one. */
 static int device_section(const char *section)
 {
     if (strncmp(section, "device.", 7) != 0)
         return -1;
+    if (uuid_text(section + 7))
+        return GPC_MAX_DEVICES;
     char *end;
     long n = strtol(section + 7, &end, 10);
     if (end == section + 7 || *end || n < 0 || n >= GPC_MAX_DEVICES)
@@ -192,7 +231,8 @@ static int on_key(void *user, const char *section, const char *name, const char 
     if (dev == -2 || (dev == -1 && strcmp(section, "gpucap") != 0)) {
         s->errors++;
         s->config_bad = true;
-        gpc_log_line(GPC_LOG_ERROR, "%s: unknown section [%s] (use [gpucap] or [device.<ordinal>]); "
+        gpc_log_line(GPC_LOG_ERROR, "%s: unknown section [%s] (use [gpucap], [device.<ordinal>] or "
+                     "[device.GPU-<uuid>]); "
                      "budgets not set in the environment are 0", where, section);
         return 1;
     }
@@ -202,7 +242,11 @@ static int on_key(void *user, const char *section, const char *name, const char 
             continue;
         if (dev >= 0 && !(d->flags & GPC_OPTF_PER_DEVICE))
             break;
-        struct gpc_value *v = dev >= 0 ? &s->dev_limit[dev] : &s->opt[i];
+        struct gpc_value *v = dev == GPC_MAX_DEVICES ? uuid_value(s, section + 7)
+                              : dev >= 0           ? &s->dev_limit[dev]
+                                                   : &s->opt[i];
+        if (!v)
+            return 1;
         if (!parse_value(d, value, v))
             report_bad(s, d, where, value, safe_state(d));
         v->src = GPC_SRC_FILE;
@@ -261,6 +305,10 @@ static bool apply_env(struct gpc_settings *s, const char *name, const char *valu
         struct gpc_value *v;
         if (name[n] == '\0') {
             v = &s->opt[i];
+        } else if (name[n] == '_' && (d->flags & GPC_OPTF_PER_DEVICE) && uuid_text(name + n + 1)) {
+            v = uuid_value(s, name + n + 1);
+            if (!v)
+                return true;
         } else if (name[n] == '_' && (d->flags & GPC_OPTF_PER_DEVICE) && isdigit((unsigned char)name[n + 1])) {
             char *end;
             long dev = strtol(name + n + 1, &end, 10);
@@ -318,7 +366,18 @@ void gpc_settings_load(struct gpc_settings *s, char *const *envp)
         gpc_log_threshold = s->opt[GPC_OPT_LOG_LEVEL].u.e;
 }
 
-uint64_t gpc_settings_limit(const struct gpc_settings *s, int ordinal, uint64_t physical,
+/* The per-UUID value from `src` whose configured text is a prefix of `uuid`, or NULL. */
+static const struct gpc_value *uuid_match(const struct gpc_settings *s, const char *uuid, enum gpc_source src)
+{
+    for (int i = 0; uuid && i < s->n_uuid; i++) {
+        const struct gpc_uuid_limit *u = &s->uuid_limit[i];
+        if (u->v.set && u->v.src == src && strncasecmp(uuid, u->uuid, strlen(u->uuid)) == 0)
+            return &u->v;
+    }
+    return NULL;
+}
+
+uint64_t gpc_settings_limit(const struct gpc_settings *s, int ordinal, const char *uuid, uint64_t physical,
                             const struct gpc_value **from)
 {
     static const struct gpc_value forced = {.set = true, .bad = true};
@@ -326,13 +385,17 @@ uint64_t gpc_settings_limit(const struct gpc_settings *s, int ordinal, uint64_t 
     const struct gpc_value *all = &s->opt[GPC_OPT_MEMORY_LIMIT];
     const struct gpc_value *v = NULL;
 
-    /* Environment first (per device, then for all), then the file (per device, then for all). */
-    if (dev && dev->set && dev->src == GPC_SRC_ENV)
+    /* Environment first (per UUID, per ordinal, for all), then the file (in the same order). */
+    if ((v = uuid_match(s, uuid, GPC_SRC_ENV)))
+        ;
+    else if (dev && dev->set && dev->src == GPC_SRC_ENV)
         v = dev;
     else if (all->set && all->src == GPC_SRC_ENV)
         v = all;
     else if (s->config_bad)
         v = &forced;
+    else if ((v = uuid_match(s, uuid, GPC_SRC_FILE)))
+        ;
     else if (dev && dev->set)
         v = dev;
     else if (all->set)
@@ -355,7 +418,7 @@ bool gpc_settings_any_limit(const struct gpc_settings *s)
     for (int i = 0; i < GPC_MAX_DEVICES; i++)
         if (s->dev_limit[i].set)
             return true;
-    return false;
+    return s->n_uuid > 0;
 }
 
 const char *gpc_value_origin(const struct gpc_settings *s, const struct gpc_value *v, enum gpc_opt opt,
@@ -366,7 +429,13 @@ const char *gpc_value_origin(const struct gpc_settings *s, const struct gpc_valu
     } else if (v->bad && v->text[0] == '\0') {
         snprintf(buf, len, "safe state after an error");
     } else if (v->src == GPC_SRC_ENV) {
-        if (ordinal >= 0 && v == &s->dev_limit[ordinal])
+        const char *uuid = NULL;
+        for (int i = 0; i < s->n_uuid; i++)
+            if (v == &s->uuid_limit[i].v)
+                uuid = s->uuid_limit[i].uuid;
+        if (uuid)
+            snprintf(buf, len, "%s_%s", gpc_option_defs[opt].env, uuid);
+        else if (ordinal >= 0 && v == &s->dev_limit[ordinal])
             snprintf(buf, len, "%s_%d", gpc_option_defs[opt].env, ordinal);
         else
             snprintf(buf, len, "%s", gpc_option_defs[opt].env);

@@ -104,22 +104,22 @@ static void test_env(void)
     (void)e1;
     const char *a[] = {"GPUCAP_CONFIG=", "GPUCAP_MEMORY_LIMIT=2GiB", "PATH=/bin", NULL};
     load(a);
-    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 2 * GiB, "global limit");
-    CHECK(gpc_settings_limit(&s, 5, PHYS, NULL) == 2 * GiB, "global limit on device 5");
+    CHECK(gpc_settings_limit(&s, 0, NULL, PHYS, NULL) == 2 * GiB, "global limit");
+    CHECK(gpc_settings_limit(&s, 5, NULL, PHYS, NULL) == 2 * GiB, "global limit on device 5");
     CHECK(captured[0] == '\0', "unexpected output: %s", captured);
 
     const char *b[] = {"GPUCAP_CONFIG=", "GPUCAP_MEMORY_LIMIT=25%", NULL};
     load(b);
-    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 4 * GiB, "percent limit");
+    CHECK(gpc_settings_limit(&s, 0, NULL, PHYS, NULL) == 4 * GiB, "percent limit");
 
     const char *c[] = {"GPUCAP_CONFIG=", "GPUCAP_MEMORY_LIMIT=2GiB", "GPUCAP_MEMORY_LIMIT_1=1GiB", NULL};
     load(c);
-    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 2 * GiB, "device 0");
-    CHECK(gpc_settings_limit(&s, 1, PHYS, NULL) == GiB, "device 1 override");
+    CHECK(gpc_settings_limit(&s, 0, NULL, PHYS, NULL) == 2 * GiB, "device 0");
+    CHECK(gpc_settings_limit(&s, 1, NULL, PHYS, NULL) == GiB, "device 1 override");
 
     const char *d[] = {"GPUCAP_CONFIG=", "GPUCAP_MEMORY_LIMIT=lots", NULL};
     load(d);
-    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 0, "a bad limit must give 0");
+    CHECK(gpc_settings_limit(&s, 0, NULL, PHYS, NULL) == 0, "a bad limit must give 0");
     CHECK(strstr(captured, "GPUCAP_MEMORY_LIMIT") && strstr(captured, "'lots'") && strstr(captured, "GiB") &&
               strstr(captured, "gpucap: error:"),
           "error line does not name the setting, value and forms: %s", captured);
@@ -127,31 +127,71 @@ static void test_env(void)
 
     const char *e[] = {"GPUCAP_CONFIG=", "GPUCAP_MEMORY_LIMIT_1=abc", "GPUCAP_MEMORY_LIMIT=1GiB", NULL};
     load(e);
-    CHECK(gpc_settings_limit(&s, 1, PHYS, NULL) == 0, "bad per-device limit");
-    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == GiB, "good global limit kept");
+    CHECK(gpc_settings_limit(&s, 1, NULL, PHYS, NULL) == 0, "bad per-device limit");
+    CHECK(gpc_settings_limit(&s, 0, NULL, PHYS, NULL) == GiB, "good global limit kept");
 
     const char *f[] = {"GPUCAP_CONFIG=", "GPUCAP_MEMROY_LIMIT=1GiB", NULL};
     load(f);
-    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 0, "an unknown GPUCAP_ variable must give 0");
+    CHECK(gpc_settings_limit(&s, 0, NULL, PHYS, NULL) == 0, "an unknown GPUCAP_ variable must give 0");
     CHECK(strstr(captured, "GPUCAP_MEMROY_LIMIT"), "the typo is not named: %s", captured);
 
     const char *g[] = {"GPUCAP_CONFIG=", "GPUCAP_LOG_LEVEL=loud", "GPUCAP_MEMORY_LIMIT=1GiB", NULL};
     load(g);
     CHECK(strstr(captured, "GPUCAP_LOG_LEVEL") && strstr(captured, "error|warn|info|debug"), "log level: %s",
           captured);
-    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == GiB, "a bad log level does not touch the budget");
+    CHECK(gpc_settings_limit(&s, 0, NULL, PHYS, NULL) == GiB, "a bad log level does not touch the budget");
 
     const char *h[] = {"GPUCAP_CONFIG=/nonexistent/gpucap.ini", NULL};
     load(h);
-    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 0, "a missing GPUCAP_CONFIG file must give 0");
+    CHECK(gpc_settings_limit(&s, 0, NULL, PHYS, NULL) == 0, "a missing GPUCAP_CONFIG file must give 0");
     CHECK(strstr(captured, "/nonexistent/gpucap.ini"), "missing file not named: %s", captured);
 
     if (access("/etc/gpucap/gpucap.ini", F_OK) != 0) {
         const char *none[] = {"PATH=/bin", NULL};
         load(none);
         CHECK(!gpc_settings_any_limit(&s), "no setting must mean no limit");
-        CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == GPC_UNLIMITED, "unlimited");
+        CHECK(gpc_settings_limit(&s, 0, NULL, PHYS, NULL) == GPC_UNLIMITED, "unlimited");
     }
+}
+
+static void test_uuid(void)
+{
+    const char *one = "GPU-fa4ec0da-0000-4000-8000-000000000001", *two = "GPU-fa4ec0da-0000-4000-8000-000000000002";
+    const char *a[] = {"GPUCAP_CONFIG=", "GPUCAP_MEMORY_LIMIT=2GiB",
+                       "GPUCAP_MEMORY_LIMIT_GPU-fa4ec0da-0000-4000-8000-000000000001=1GiB", NULL};
+    load(a);
+    CHECK(gpc_settings_limit(&s, 0, one, PHYS, NULL) == GiB, "per-UUID limit");
+    CHECK(gpc_settings_limit(&s, 0, two, PHYS, NULL) == 2 * GiB, "another card keeps the global limit");
+    CHECK(gpc_settings_limit(&s, 3, NULL, PHYS, NULL) == 2 * GiB, "no UUID known: global limit");
+    const struct gpc_value *from;
+    char where[600];
+    gpc_settings_limit(&s, 0, one, PHYS, &from);
+    gpc_value_origin(&s, from, GPC_OPT_MEMORY_LIMIT, 0, where, sizeof where);
+    CHECK(strcmp(where, "GPUCAP_MEMORY_LIMIT_GPU-fa4ec0da-0000-4000-8000-000000000001") == 0, "origin %s", where);
+
+    /* A prefix, like CUDA_VISIBLE_DEVICES takes; UUID over ordinal, both from the environment. */
+    const char *b[] = {"GPUCAP_CONFIG=", "GPUCAP_MEMORY_LIMIT_0=3GiB", "GPUCAP_MEMORY_LIMIT_GPU-FA4EC0DA=512MiB", NULL};
+    load(b);
+    CHECK(gpc_settings_limit(&s, 0, two, PHYS, NULL) == 512ULL << 20, "prefix, any case, over the ordinal");
+
+    const char *c[] = {"GPUCAP_CONFIG=", "GPUCAP_MEMORY_LIMIT_GPU-fa4e=1GiB", NULL};
+    load(c);
+    CHECK(gpc_settings_limit(&s, 0, one, PHYS, NULL) == 0, "a too short UUID is an unknown variable: 0");
+
+    char env_config[64];
+    snprintf(env_config, sizeof env_config, "GPUCAP_CONFIG=%s", ini_path);
+    write_ini("[gpucap]\nmemory_limit = 4GiB\n[device.0]\nmemory_limit = 3GiB\n"
+              "[device.GPU-fa4ec0da-0000-4000-8000-000000000002]\nmemory_limit = 1GiB\n");
+    const char *d[] = {env_config, NULL};
+    load(d);
+    CHECK(gpc_settings_limit(&s, 0, two, PHYS, NULL) == GiB, "ini per-UUID over per-ordinal");
+    CHECK(gpc_settings_limit(&s, 0, one, PHYS, NULL) == 3 * GiB, "ini per-ordinal");
+    const char *e[] = {env_config, "GPUCAP_MEMORY_LIMIT=8GiB", NULL};
+    load(e);
+    CHECK(gpc_settings_limit(&s, 0, two, PHYS, NULL) == 8 * GiB, "the environment over the file's UUID");
+    write_ini("[device.GPU-zz]\nmemory_limit = 1GiB\n");
+    load(d);
+    CHECK(gpc_settings_limit(&s, 0, one, PHYS, NULL) == 0, "a malformed device section: 0");
 }
 
 static void test_ini(void)
@@ -161,10 +201,10 @@ static void test_ini(void)
     write_ini("; gpucap test\n[gpucap]\nmemory_limit = 3GiB\nlog_level = info\n\n[device.1]\nmemory_limit=1GiB\n");
     const char *a[] = {env_config, NULL};
     load(a);
-    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 3 * GiB, "file limit");
-    CHECK(gpc_settings_limit(&s, 1, PHYS, NULL) == GiB, "file per-device limit");
+    CHECK(gpc_settings_limit(&s, 0, NULL, PHYS, NULL) == 3 * GiB, "file limit");
+    CHECK(gpc_settings_limit(&s, 1, NULL, PHYS, NULL) == GiB, "file per-device limit");
     const struct gpc_value *from;
-    gpc_settings_limit(&s, 1, PHYS, &from);
+    gpc_settings_limit(&s, 1, NULL, PHYS, &from);
     char where[600];
     gpc_value_origin(&s, from, GPC_OPT_MEMORY_LIMIT, 1, where, sizeof where);
     CHECK(strstr(where, ini_path) && strstr(where, ":7"), "origin of device 1: %s", where);
@@ -172,35 +212,35 @@ static void test_ini(void)
 
     const char *b[] = {env_config, "GPUCAP_MEMORY_LIMIT=2GiB", NULL};
     load(b);
-    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 2 * GiB, "env over file");
-    CHECK(gpc_settings_limit(&s, 1, PHYS, NULL) == 2 * GiB, "env over file, per device too");
+    CHECK(gpc_settings_limit(&s, 0, NULL, PHYS, NULL) == 2 * GiB, "env over file");
+    CHECK(gpc_settings_limit(&s, 1, NULL, PHYS, NULL) == 2 * GiB, "env over file, per device too");
     const char *b2[] = {env_config, "GPUCAP_MEMORY_LIMIT_1=512MiB", NULL};
     load(b2);
-    CHECK(gpc_settings_limit(&s, 1, PHYS, NULL) == 512ULL << 20, "env per device over file");
-    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 3 * GiB, "file global kept");
+    CHECK(gpc_settings_limit(&s, 1, NULL, PHYS, NULL) == 512ULL << 20, "env per device over file");
+    CHECK(gpc_settings_limit(&s, 0, NULL, PHYS, NULL) == 3 * GiB, "file global kept");
     gpc_log_threshold = GPC_LOG_WARN;
 
     write_ini("[gpucap]\n\nmemory_limit = 3 apples\n");
     load(a);
-    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 0, "bad file value must give 0");
+    CHECK(gpc_settings_limit(&s, 0, NULL, PHYS, NULL) == 0, "bad file value must give 0");
     CHECK(strstr(captured, ":3:") && strstr(captured, "3 apples"), "line number missing: %s", captured);
 
     write_ini("[gpucap]\nmemory_limt = 3GiB\n");
     load(a);
-    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 0, "unknown key must give 0");
+    CHECK(gpc_settings_limit(&s, 0, NULL, PHYS, NULL) == 0, "unknown key must give 0");
     CHECK(strstr(captured, "memory_limt") && strstr(captured, ":2"), "unknown key not named: %s", captured);
     const char *c[] = {env_config, "GPUCAP_MEMORY_LIMIT=1GiB", NULL};
     load(c);
-    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == GiB, "env still applies over a bad file");
+    CHECK(gpc_settings_limit(&s, 0, NULL, PHYS, NULL) == GiB, "env still applies over a bad file");
 
     write_ini("[gpucap]\nthis is not ini\nmemory_limit=1GiB\n");
     load(a);
-    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 0, "syntax error must give 0");
+    CHECK(gpc_settings_limit(&s, 0, NULL, PHYS, NULL) == 0, "syntax error must give 0");
     CHECK(strstr(captured, ":2"), "syntax error line: %s", captured);
 
     write_ini("[gpu]\nmemory_limit=1GiB\n");
     load(a);
-    CHECK(gpc_settings_limit(&s, 0, PHYS, NULL) == 0, "unknown section must give 0");
+    CHECK(gpc_settings_limit(&s, 0, NULL, PHYS, NULL) == 0, "unknown section must give 0");
 }
 
 int main(void)
@@ -210,6 +250,7 @@ int main(void)
     test_sizes();
     test_env();
     test_ini();
+    test_uuid();
     unlink(ini_path);
     if (failures)
         printf("%d check(s) failed\n", failures);

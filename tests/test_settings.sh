@@ -53,6 +53,13 @@ expect "env per device" "^total=$((8 * MiB)) .*alloc=2$" out
 run FAKECUDA_DEVICES=2 GPUCAP_MEMORY_LIMIT=1GiB GPUCAP_MEMORY_LIMIT_1=8MiB -- 0 $((9 * MiB))
 expect "other device keeps the global limit" "^total=$((1024 * MiB)) .*alloc=0$" out
 
+# By UUID: with CUDA_VISIBLE_DEVICES=1,0 ordinal 0 is card 1.
+u1=GPU-fa4ec0da-0000-4000-8000-000000000001
+run FAKECUDA_DEVICES=2 CUDA_VISIBLE_DEVICES=1,0 GPUCAP_MEMORY_LIMIT=1GiB "GPUCAP_MEMORY_LIMIT_$u1=8MiB" -- 0 $((9 * MiB))
+expect "per-UUID limit follows the card" "^total=$((8 * MiB)) .*alloc=2$" out
+run FAKECUDA_DEVICES=2 CUDA_VISIBLE_DEVICES=1,0 GPUCAP_MEMORY_LIMIT=1GiB "GPUCAP_MEMORY_LIMIT_$u1=8MiB" -- 1 $((9 * MiB))
+expect "the other card keeps the global limit" "^total=$((1024 * MiB)) .*alloc=0$" out
+
 printf '[gpucap]\nmemory_limit = 128 MiBs\n' > "$t/bad.ini"
 run GPUCAP_CONFIG="$t/bad.ini" -- 0 1
 expect "bad ini value: line" "bad.ini:2: memory_limit = '128 MiBs' is not valid" err

@@ -27,10 +27,10 @@ static void show_value(const struct gpc_option_def *d, const struct gpc_value *v
         snprintf(buf, len, "%s", v->text);
 }
 
-static void show_budget(const struct gpc_settings *s, const char *who, int ordinal)
+static void show_budget(const struct gpc_settings *s, const char *who, int ordinal, const char *uuid)
 {
     const struct gpc_value *from;
-    uint64_t limit = gpc_settings_limit(s, ordinal, 0, &from);
+    uint64_t limit = gpc_settings_limit(s, ordinal, uuid, 0, &from);
     char where[600], a[32];
     if (!from || limit == GPC_UNLIMITED) {
         printf("  %-12s no limit\n", who);
@@ -91,6 +91,12 @@ int cmd_check(int argc, char **argv)
         printf("  %-14s = %-24s %s\n", d->key, val,
                s.opt[i].set ? gpc_value_origin(&s, &s.opt[i], (enum gpc_opt)i, -1, where, sizeof where) : "");
     }
+    for (int i = 0; i < s.n_uuid; i++) {
+        char val[300], where[600];
+        show_value(&gpc_option_defs[GPC_OPT_MEMORY_LIMIT], &s.uuid_limit[i].v, val, sizeof val);
+        printf("  %-14s = %-24s %s\n", "memory_limit", val,
+               gpc_value_origin(&s, &s.uuid_limit[i].v, GPC_OPT_MEMORY_LIMIT, -1, where, sizeof where));
+    }
     for (int dev = 0; dev < GPC_MAX_DEVICES; dev++) {
         if (!s.dev_limit[dev].set)
             continue;
@@ -100,14 +106,16 @@ int cmd_check(int argc, char **argv)
                gpc_value_origin(&s, &s.dev_limit[dev], GPC_OPT_MEMORY_LIMIT, dev, where, sizeof where));
     }
     printf("effective budget:\n");
-    show_budget(&s, "all devices", -1);
+    show_budget(&s, "all devices", -1, NULL);
     for (int dev = 0; dev < GPC_MAX_DEVICES; dev++) {
         if (!s.dev_limit[dev].set)
             continue;
         char who[32];
         snprintf(who, sizeof who, "device %d", dev);
-        show_budget(&s, who, dev);
+        show_budget(&s, who, dev, NULL);
     }
+    for (int i = 0; i < s.n_uuid; i++)
+        show_budget(&s, s.uuid_limit[i].uuid, -1, s.uuid_limit[i].uuid);
     if (s.env_bad)
         printf("  an unknown GPUCAP_* variable puts every budget at 0\n");
     if (s.opt[GPC_OPT_MODE].set && !s.opt[GPC_OPT_MODE].bad && s.opt[GPC_OPT_MODE].u.e == 1)
