@@ -171,3 +171,10 @@ void gpc_budget_note_denial(int id, uint64_t bytes)
     max_into(&s->largest, bytes);
     count_denial(s);
 }
+
+void gpc_budget_note_contexts(int id, int64_t delta)
+{
+    struct gpc_slot *s = gpc_budget_slot(id);
+    if (s && id >= 0)
+        atomic_fetch_add_explicit(&s->contexts, (uint64_t)delta, memory_order_relaxed);
+}

@@ -91,6 +91,8 @@ void gpc_charge_end(struct gpc_charge *c, CUresult rc, enum gpc_map_kind kind, u
         gpc_budget_release(c->budget, c->bytes);
         return;
     }
+    if (kind == GPC_MAP_CTX)
+        gpc_budget_note_contexts(c->budget, (int64_t)c->bytes);
     struct gpc_track t = {.bytes = c->bytes, .device = c->device, .refs = 1};
     if (gpc_track_add(kind, key, &t) != 0)
         gpc_log(GPC_LOG_ERROR, "out of memory for bookkeeping: %llu bytes on device %d stay charged for good",
@@ -113,5 +115,8 @@ void gpc_free_end(bool known, enum gpc_map_kind kind, uint64_t key, const struct
         gpc_track_add(kind, key, t);
         return;
     }
-    gpc_budget_release(gpc_device_budget_if_ready(t->device), t->bytes);
+    int budget = gpc_device_budget_if_ready(t->device);
+    if (kind == GPC_MAP_CTX)
+        gpc_budget_note_contexts(budget, -(int64_t)t->bytes);
+    gpc_budget_release(budget, t->bytes);
 }

@@ -119,8 +119,10 @@ GPC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     if (rc == CUDA_SUCCESS) {
         rc = GPC_CALL_REAL(cuDevicePrimaryCtxRetain, (pctx, dev));
         if (rc == CUDA_SUCCESS) {
-            if (primary_refs[dev]++ == 0)
+            if (primary_refs[dev]++ == 0) {
                 primary_charged[dev] = c.budget == GPC_BUDGET_NONE ? 0 : c.bytes;
+                gpc_budget_note_contexts(c.budget, (int64_t)primary_charged[dev]);
+            }
         } else if (c.budget != GPC_BUDGET_NONE) {
             gpc_budget_release(c.budget, c.bytes);
         }
@@ -138,7 +140,9 @@ static void primary_drop(CUdevice dev, bool all)
     if (primary_refs[dev] > 0) {
         primary_refs[dev] = all ? 0 : primary_refs[dev] - 1;
         if (primary_refs[dev] == 0) {
-            gpc_budget_release(gpc_device_budget_if_ready(dev), primary_charged[dev]);
+            int budget = gpc_device_budget_if_ready(dev);
+            gpc_budget_note_contexts(budget, -(int64_t)primary_charged[dev]);
+            gpc_budget_release(budget, primary_charged[dev]);
             primary_charged[dev] = 0;
         }
     }

@@ -200,6 +200,8 @@ void gpc_ledger_unlock(struct gpc_ledger_dev *d);
 int gpc_budget_reserve(int id, uint64_t bytes);
 /* Gives back bytes admitted earlier. */
 void gpc_budget_release(int id, uint64_t bytes);
+/* Adds `delta` bytes to the part of a budget's use that context reserves make up (figures only). */
+void gpc_budget_note_contexts(int id, int64_t delta);
 /* The figures of a budget (NULL for GPC_BUDGET_NONE). */
 struct gpc_slot *gpc_budget_slot(int id);
 /*

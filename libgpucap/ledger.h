@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #define GPC_LEDGER_MAGIC 0x5247444c43504721ULL /* "!GPCLDGR" */
-#define GPC_LEDGER_VERSION 1u
+#define GPC_LEDGER_VERSION 2u
 #define GPC_LEDGER_DEVICES 32
 #define GPC_LEDGER_PROCS 1024
 
@@ -25,6 +25,7 @@ struct gpc_slot {
     _Atomic uint64_t denials;
     _Atomic uint64_t largest;           /* largest single request seen */
     _Atomic uint64_t first_denial_ns;   /* CLOCK_REALTIME of the first denial, 0 if none */
+    _Atomic uint64_t contexts;          /* of `used`: the reserves charged for contexts */
 };
 
 struct gpc_ledger_dev {

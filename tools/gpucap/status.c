@@ -114,13 +114,16 @@ int cmd_status(int argc, char **argv)
                 printf("null");
             else
                 printf("%llu", (unsigned long long)limit);
-            printf(",\"in_use\":%llu,\"peak\":%llu,\"denials\":%llu}", (unsigned long long)used,
-                   (unsigned long long)peak, (unsigned long long)atomic_load(&d->slot.denials));
+            printf(",\"in_use\":%llu,\"contexts\":%llu,\"peak\":%llu,\"denials\":%llu}", (unsigned long long)used,
+                   (unsigned long long)atomic_load(&d->slot.contexts), (unsigned long long)peak,
+                   (unsigned long long)atomic_load(&d->slot.denials));
         } else {
             budget_text(limit, a, sizeof a);
-            printf("device %s  budget %s  in use %s  peak %s  (card %s, %llu denials)\n", uuid, a,
-                   gpc_format_size(used, b, sizeof b), gpc_format_size(peak, c, sizeof c),
-                   gpc_format_size(d->physical, p, sizeof p), (unsigned long long)atomic_load(&d->slot.denials));
+            char x[32];
+            printf("device %s  budget %s  in use %s (contexts %s)  peak %s  (card %s, %llu denials)\n", uuid, a,
+                   gpc_format_size(used, b, sizeof b), gpc_format_size(atomic_load(&d->slot.contexts), x, sizeof x),
+                   gpc_format_size(peak, c, sizeof c), gpc_format_size(d->physical, p, sizeof p),
+                   (unsigned long long)atomic_load(&d->slot.denials));
         }
         shown++;
     }
