@@ -31,6 +31,7 @@ int main(void)
     CUdevice dev;
     CUcontext ctx;
     char name[128] = "";
+    setvbuf(stdout, NULL, _IOLBF, 0); /* keep our lines in order with gpucap's on stderr */
     CUresult rc = cuInit(0);
     if (rc == CUDA_SUCCESS)
         rc = cuDeviceGet(&dev, 0);

@@ -14,4 +14,5 @@ fi
 export GPUCAP_LEDGER=$(mktemp -u /tmp/gpucap-demo-XXXXXX.ledger)
 trap 'rm -f "$GPUCAP_LEDGER"' EXIT
 echo "demo: GPUCAP_MEMORY_LIMIT=1GiB LD_PRELOAD=$lib $build/examples/oom-demo"
+echo "demo: (the CUDA context itself is charged a reserve, GPUCAP_CONTEXT_RESERVE: 256 MiB on this card class)"
 GPUCAP_MEMORY_LIMIT=1GiB LD_PRELOAD=$lib "$build/examples/oom-demo"
