@@ -29,13 +29,16 @@ say "card $uuid, $card_mib MiB; budget $((BUDGET / MiB)) MiB; driver $(nvidia-sm
 # The context reserve gpucap charges on this card (hooks_ctx.c's defaults), for the card-side check.
 if [ "$card_mib" -ge $((60 * 1024)) ]; then ctx_mib=512; elif [ "$card_mib" -ge $((22 * 1024)) ]; then ctx_mib=384; else ctx_mib=256; fi
 
-# ---- build ----
-if ! T 180 cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release > "$work/cmake.log" 2>&1 ||
-   ! T 180 cmake --build "$work/build" -j"$(nproc)" --target gpucap > "$work/build.log" 2>&1; then
+# ---- build (or GPUCAP_LIB: a libgpucap.so built elsewhere, for a node without build dependencies) ----
+if [ -n "${GPUCAP_LIB:-}" ] && [ -f "$GPUCAP_LIB" ]; then
+    lib=$GPUCAP_LIB
+elif ! T 180 cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DGPUCAP_WEBHOOK=OFF > "$work/cmake.log" 2>&1 ||
+     ! T 180 cmake --build "$work/build" -j"$(nproc)" --target gpucap > "$work/build.log" 2>&1; then
     fail build "$(tail -5 "$work/cmake.log" "$work/build.log" 2>/dev/null)"
     exit 1
+else
+    lib=$work/build/lib/libgpucap.so
 fi
-lib=$work/build/lib/libgpucap.so
 pass build "$lib"
 export CUDA_VISIBLE_DEVICES=$uuid GPUCAP_CONFIG=/dev/null GPUCAP_LOG_LEVEL=warn
 run_capped() { # LEDGER-NAME command...: under the library with the 2 GiB budget
