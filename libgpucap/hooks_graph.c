@@ -13,6 +13,8 @@
  *    device's graph memory (cuDeviceGraphMemTrim) and stream-ordered pools and is tried once more,
  *    then the launch is denied with CUDA_ERROR_OUT_OF_MEMORY. After the launch the charge is
  *    settled to the device's reserved graph memory (the surplus goes back);
+ *  - launches of graphs without an allocation node we saw (most graphs) take no lock and add one
+ *    query of the device's reserved graph memory after the launch; only when it moved is it settled;
  *  - cuDeviceGraphMemTrim releases what the device gave back.
  * Limits, said plainly: graphs built by stream capture (cudaMallocAsync while capturing) or
  * instantiated with cuGraphInstantiateWithParams have allocation nodes we did not see; their
@@ -105,7 +107,8 @@ static bool settle(int device, uint64_t held)
         gpc_budget_reserve_unchecked(budget, r - have);
     }
     bool released = r < charged[device];
-    charged[device] = r;
+    /* Atomic only so that launch() may compare it without the lock. */
+    __atomic_store_n(&charged[device], r, __ATOMIC_RELAXED);
     return released;
 }
 
@@ -239,10 +242,28 @@ static CUresult launch(const char *call, CUresult (*real)(CUgraphExec, CUstream)
         return CUDA_ERROR_NOT_FOUND;
     if (!gpc_enforcing())
         return real(exec, s);
-    /* Every launch is settled, even of graphs without a node we saw: captured graphs have them too. */
     pthread_mutex_lock(&lock);
     struct entry *e = find(execs, (uintptr_t)exec, false);
     struct need need = e ? e->need : (struct need){.n = 0};
+    if (need.n == 0) {
+        /*
+         * No allocation node we saw (most graphs): launched without holding the lock, so threads
+         * launching graphs do not wait for each other. A graph built by stream capture may still
+         * hold graph memory: settled afterwards, under the lock, when the device's figure moved.
+         */
+        pthread_mutex_unlock(&lock);
+        CUresult rc = real(exec, s);
+        CUdevice dev;
+        uint64_t r;
+        if (rc == CUDA_SUCCESS && gpc_current_device(&dev) == CUDA_SUCCESS && dev >= 0 && dev < GPC_MAX_DEVICES &&
+            reserved_of(dev, &r) && r != __atomic_load_n(&charged[dev], __ATOMIC_RELAXED) &&
+            gpc_device_budget(dev) != GPC_BUDGET_NONE) {
+            pthread_mutex_lock(&lock);
+            settle(dev, 0);
+            pthread_mutex_unlock(&lock);
+        }
+        return rc;
+    }
     struct gpc_charge held[MAX_GDEVS];
     CUresult rc = CUDA_SUCCESS;
     int n = 0;
@@ -275,12 +296,6 @@ static CUresult launch(const char *call, CUresult (*real)(CUgraphExec, CUstream)
         /* Launched: settle to the device's figure; not launched: the held bytes go back there too. */
         if (held[i].budget != GPC_BUDGET_NONE)
             settle(held[i].device, held[i].bytes);
-    }
-    if (!e && rc == CUDA_SUCCESS) {
-        /* An executable graph we did not see built: count what the launch took on this device. */
-        CUdevice dev;
-        if (gpc_current_device(&dev) == CUDA_SUCCESS && gpc_device_budget(dev) != GPC_BUDGET_NONE)
-            settle(dev, 0);
     }
     pthread_mutex_unlock(&lock);
     return rc;
