@@ -57,29 +57,6 @@ static inline int test_result(void)
     return failures ? 1 : 0;
 }
 
-/* The driver entry points the tests use, filled through a route. */
-struct api {
-    PFN_cuMemAlloc_v3020 cuMemAlloc_v2;
-    PFN_cuMemFree_v3020 cuMemFree_v2;
-    PFN_cuMemAlloc_v2000 cuMemAlloc;
-    PFN_cuMemFree_v2000 cuMemFree;
-    PFN_cuMemAllocPitch_v3020 cuMemAllocPitch_v2;
-    PFN_cuMemAllocPitch_v2000 cuMemAllocPitch;
-    PFN_cuMemAllocManaged_v6000 cuMemAllocManaged;
-    PFN_cuMemAllocAsync_v11020 cuMemAllocAsync;
-    PFN_cuMemAllocFromPoolAsync_v11020 cuMemAllocFromPoolAsync;
-    PFN_cuMemFreeAsync_v11020 cuMemFreeAsync;
-    PFN_cuMemCreate_v10020 cuMemCreate;
-    PFN_cuMemRelease_v10020 cuMemRelease;
-    PFN_cuMemRetainAllocationHandle_v11000 cuMemRetainAllocationHandle;
-    PFN_cuMemMap_v10020 cuMemMap;
-    PFN_cuMemUnmap_v10020 cuMemUnmap;
-    PFN_cuMemGetInfo_v3020 cuMemGetInfo_v2;
-    PFN_cuMemGetInfo_v2000 cuMemGetInfo;
-    PFN_cuDeviceTotalMem_v3020 cuDeviceTotalMem_v2;
-    PFN_cuDeviceTotalMem_v2000 cuDeviceTotalMem;
-};
-
 enum route { ROUTE_DIRECT, ROUTE_DLSYM, ROUTE_DLVSYM, ROUTE_PROCADDR, ROUTE_PROCADDR_PTSZ, ROUTE_PROCADDR_LEGACY };
 
 static inline int parse_route(const char *s)
@@ -92,73 +69,50 @@ static inline int parse_route(const char *s)
 }
 
 /*
- * direct: the linked symbols (LD_PRELOAD interposition); dlsym/dlvsym: lookups on a dlopen'ed
- * libcuda handle; procaddr*: cuGetProcAddress_v2 (flags 0 or per-thread) or the legacy
- * cuGetProcAddress, itself obtained the way the CUDA runtime does it.
+ * DEFINE_FILL_API(fn, type, LIST) defines `static void fn(type *a, int route)`, which fills every
+ * field of LIST(X) -- X(field, base name, version) -- through one route: direct, the linked symbols
+ * (LD_PRELOAD interposition); dlsym/dlvsym, lookups on a dlopen'ed libcuda handle; procaddr*, the
+ * resolver obtained as the CUDA runtime does (dlsym "cuGetProcAddress_v2", then asking it for
+ * "cuGetProcAddress" itself), with flags 0 or per-thread, or the legacy 4-argument one.
  */
-static inline void fill_api(struct api *a, int route)
-{
-    memset(a, 0, sizeof *a);
-    if (route == ROUTE_DIRECT) {
-#define D(n) a->n = n;
-        D(cuMemAlloc_v2) D(cuMemFree_v2) D(cuMemAlloc) D(cuMemFree) D(cuMemAllocPitch_v2) D(cuMemAllocPitch)
-        D(cuMemAllocManaged) D(cuMemAllocAsync) D(cuMemAllocFromPoolAsync) D(cuMemFreeAsync) D(cuMemCreate)
-        D(cuMemRelease) D(cuMemRetainAllocationHandle) D(cuMemMap) D(cuMemUnmap) D(cuMemGetInfo_v2)
-        D(cuMemGetInfo) D(cuDeviceTotalMem_v2) D(cuDeviceTotalMem)
-#undef D
-        return;
-    }
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    REQUIRE(h != NULL, "dlopen libcuda.so.1: %s", dlerror());
-    if (route == ROUTE_DLSYM || route == ROUTE_DLVSYM) {
-#define L(n) a->n = (void *)(route == ROUTE_DLSYM ? dlsym(h, #n) : dlvsym(h, #n, "")); \
-             REQUIRE(a->n != NULL, "lookup of %s failed", #n);
-        L(cuMemAlloc_v2) L(cuMemFree_v2) L(cuMemAlloc) L(cuMemFree) L(cuMemAllocPitch_v2) L(cuMemAllocPitch)
-        L(cuMemAllocManaged) L(cuMemAllocAsync) L(cuMemAllocFromPoolAsync) L(cuMemFreeAsync) L(cuMemCreate)
-        L(cuMemRelease) L(cuMemRetainAllocationHandle) L(cuMemMap) L(cuMemUnmap) L(cuMemGetInfo_v2)
-        L(cuMemGetInfo) L(cuDeviceTotalMem_v2) L(cuDeviceTotalMem)
-#undef L
-        return;
-    }
-    /* As libcudart: dlsym "cuGetProcAddress_v2", then ask it for "cuGetProcAddress" itself. */
-    PFN_cuGetProcAddress_v12000 gpa2 = (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2");
-    REQUIRE(gpa2 != NULL, "no cuGetProcAddress_v2");
-    CUdriverProcAddressQueryResult st;
-    void *p = NULL;
-    if (route == ROUTE_PROCADDR_LEGACY) {
-        REQUIRE(gpa2("cuGetProcAddress", &p, 11030, 0, &st) == CUDA_SUCCESS && p, "cuGetProcAddress@11030");
-        PFN_cuGetProcAddress_v11030 gpa = (PFN_cuGetProcAddress_v11030)p;
-#define G(field, base, ver)                                                               \
-    REQUIRE(gpa(#base, (void **)&a->field, ver, 0) == CUDA_SUCCESS && a->field, "%s@%d", #base, ver);
-        G(cuMemAlloc_v2, cuMemAlloc, 11030) G(cuMemFree_v2, cuMemFree, 11030) G(cuMemAlloc, cuMemAlloc, 2000)
-        G(cuMemFree, cuMemFree, 2000) G(cuMemAllocPitch_v2, cuMemAllocPitch, 11030)
-        G(cuMemAllocPitch, cuMemAllocPitch, 2000) G(cuMemAllocManaged, cuMemAllocManaged, 11030)
-        G(cuMemAllocAsync, cuMemAllocAsync, 11030) G(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11030)
-        G(cuMemFreeAsync, cuMemFreeAsync, 11030) G(cuMemCreate, cuMemCreate, 11030)
-        G(cuMemRelease, cuMemRelease, 11030) G(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11030)
-        G(cuMemMap, cuMemMap, 11030) G(cuMemUnmap, cuMemUnmap, 11030) G(cuMemGetInfo_v2, cuMemGetInfo, 11030)
-        G(cuMemGetInfo, cuMemGetInfo, 2000) G(cuDeviceTotalMem_v2, cuDeviceTotalMem, 11030)
-        G(cuDeviceTotalMem, cuDeviceTotalMem, 2000)
-#undef G
-        return;
-    }
-    REQUIRE(gpa2("cuGetProcAddress", &p, 12000, 0, &st) == CUDA_SUCCESS && p, "cuGetProcAddress@12000");
-    gpa2 = (PFN_cuGetProcAddress_v12000)p;
-    cuuint64_t flags = route == ROUTE_PROCADDR_PTSZ ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0;
-#define G(field, base, ver)                                                                         \
-    REQUIRE(gpa2(#base, (void **)&a->field, ver, flags, &st) == CUDA_SUCCESS && a->field &&         \
+#define FILL_DIRECT(f, base, ver) a->f = f;
+#define FILL_DLSYM(f, base, ver)                                                   \
+    a->f = (void *)(route == ROUTE_DLSYM ? dlsym(h, #f) : dlvsym(h, #f, ""));      \
+    REQUIRE(a->f != NULL, "lookup of %s failed", #f);
+#define FILL_GPA1(f, base, ver) \
+    REQUIRE(gpa1(#base, (void **)&a->f, ver, 0) == CUDA_SUCCESS && a->f, "%s@%d", #base, ver);
+#define FILL_GPA2(f, base, ver)                                                                   \
+    REQUIRE(gpa2(#base, (void **)&a->f, ver, flags, &st) == CUDA_SUCCESS && a->f &&               \
                 st == CU_GET_PROC_ADDRESS_SUCCESS, "%s@%d", #base, ver);
-    G(cuMemAlloc_v2, cuMemAlloc, 13000) G(cuMemFree_v2, cuMemFree, 13000) G(cuMemAlloc, cuMemAlloc, 2000)
-    G(cuMemFree, cuMemFree, 2000) G(cuMemAllocPitch_v2, cuMemAllocPitch, 13000)
-    G(cuMemAllocPitch, cuMemAllocPitch, 2000) G(cuMemAllocManaged, cuMemAllocManaged, 13000)
-    G(cuMemAllocAsync, cuMemAllocAsync, 13000) G(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 13000)
-    G(cuMemFreeAsync, cuMemFreeAsync, 13000) G(cuMemCreate, cuMemCreate, 13000)
-    G(cuMemRelease, cuMemRelease, 13000) G(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 13000)
-    G(cuMemMap, cuMemMap, 13000) G(cuMemUnmap, cuMemUnmap, 13000) G(cuMemGetInfo_v2, cuMemGetInfo, 13000)
-    G(cuMemGetInfo, cuMemGetInfo, 2000) G(cuDeviceTotalMem_v2, cuDeviceTotalMem, 13000)
-    G(cuDeviceTotalMem, cuDeviceTotalMem, 2000)
-#undef G
-}
+#define DEFINE_FILL_API(fn, type, LIST)                                                                   \
+    static void fn(type *a, int route)                                                                    \
+    {                                                                                                     \
+        memset(a, 0, sizeof *a);                                                                          \
+        if (route == ROUTE_DIRECT) {                                                                      \
+            LIST(FILL_DIRECT)                                                                             \
+            return;                                                                                       \
+        }                                                                                                 \
+        void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);                                          \
+        REQUIRE(h != NULL, "dlopen libcuda.so.1: %s", dlerror());                                         \
+        if (route == ROUTE_DLSYM || route == ROUTE_DLVSYM) {                                              \
+            LIST(FILL_DLSYM)                                                                              \
+            return;                                                                                       \
+        }                                                                                                 \
+        PFN_cuGetProcAddress_v12000 gpa2 = (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2"); \
+        REQUIRE(gpa2 != NULL, "no cuGetProcAddress_v2");                                                  \
+        CUdriverProcAddressQueryResult st;                                                                \
+        void *p = NULL;                                                                                   \
+        if (route == ROUTE_PROCADDR_LEGACY) {                                                             \
+            REQUIRE(gpa2("cuGetProcAddress", &p, 11030, 0, &st) == CUDA_SUCCESS && p, "resolver@11030");  \
+            PFN_cuGetProcAddress_v11030 gpa1 = (PFN_cuGetProcAddress_v11030)p;                            \
+            LIST(FILL_GPA1)                                                                               \
+            return;                                                                                       \
+        }                                                                                                 \
+        REQUIRE(gpa2("cuGetProcAddress", &p, 12000, 0, &st) == CUDA_SUCCESS && p, "resolver@12000");      \
+        gpa2 = (PFN_cuGetProcAddress_v12000)p;                                                            \
+        cuuint64_t flags = route == ROUTE_PROCADDR_PTSZ ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0; \
+        LIST(FILL_GPA2)                                                                                   \
+    }
 
 /* cuInit and a context on device `dev`, made current. */
 static inline CUcontext make_context(int dev)

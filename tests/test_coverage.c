@@ -80,44 +80,7 @@ static int route;
     X(cuMemAlloc_v2, cuMemAlloc, 13000)                                             \
     X(cuMemFree_v2, cuMemFree, 13000)
 
-static void fill(void)
-{
-    if (route == ROUTE_DIRECT) {
-#define D(f, base, ver) api.f = f;
-        CAPI(D)
-#undef D
-        return;
-    }
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    REQUIRE(h != NULL, "dlopen libcuda.so.1: %s", dlerror());
-    if (route == ROUTE_DLSYM || route == ROUTE_DLVSYM) {
-#define L(f, base, ver)                                                                    \
-    api.f = (void *)(route == ROUTE_DLSYM ? dlsym(h, #f) : dlvsym(h, #f, ""));             \
-    REQUIRE(api.f != NULL, "lookup of %s failed", #f);
-        CAPI(L)
-#undef L
-        return;
-    }
-    PFN_cuGetProcAddress_v12000 gpa2 = (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2");
-    REQUIRE(gpa2 != NULL, "no cuGetProcAddress_v2");
-    CUdriverProcAddressQueryResult st;
-    void *p = NULL;
-    if (route == ROUTE_PROCADDR_LEGACY) {
-        REQUIRE(gpa2("cuGetProcAddress", &p, 11030, 0, &st) == CUDA_SUCCESS && p, "cuGetProcAddress@11030");
-        PFN_cuGetProcAddress_v11030 gpa = (PFN_cuGetProcAddress_v11030)p;
-#define G(f, base, ver) REQUIRE(gpa(#base, (void **)&api.f, ver, 0) == CUDA_SUCCESS && api.f, "%s@%d", #base, ver);
-        CAPI(G)
-#undef G
-        return;
-    }
-    REQUIRE(gpa2("cuGetProcAddress", &p, 12000, 0, &st) == CUDA_SUCCESS && p, "cuGetProcAddress@12000");
-    gpa2 = (PFN_cuGetProcAddress_v12000)p;
-    cuuint64_t flags = route == ROUTE_PROCADDR_PTSZ ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0;
-#define G(f, base, ver)                                                                          \
-    REQUIRE(gpa2(#base, (void **)&api.f, ver, flags, &st) == CUDA_SUCCESS && api.f, "%s@%d", #base, ver);
-    CAPI(G)
-#undef G
-}
+DEFINE_FILL_API(fill, struct capi, CAPI)
 
 static uint64_t calls(const char *a, const char *b)
 {
@@ -417,7 +380,7 @@ int main(int argc, char **argv)
         return test_result();
     }
     make_context(0);
-    fill();
+    fill(&api, route);
     if (strcmp(c, "array") == 0)
         case_array();
     else if (strcmp(c, "mipmap") == 0)

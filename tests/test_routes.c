@@ -10,6 +10,26 @@
 
 #define LIMIT (64 * MiB)
 
+/* The calls under test: X(field, base name asked of cuGetProcAddress, version asked). */
+#define ROUTE_API(X)                                                              \
+    X(cuMemAlloc_v2, cuMemAlloc, 13000) X(cuMemFree_v2, cuMemFree, 13000)        \
+    X(cuMemAlloc, cuMemAlloc, 2000) X(cuMemFree, cuMemFree, 2000)                \
+    X(cuMemAllocPitch_v2, cuMemAllocPitch, 13000) X(cuMemAllocPitch, cuMemAllocPitch, 2000) \
+    X(cuMemAllocManaged, cuMemAllocManaged, 13000) X(cuMemAllocAsync, cuMemAllocAsync, 13000) \
+    X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 13000) X(cuMemFreeAsync, cuMemFreeAsync, 13000) \
+    X(cuMemCreate, cuMemCreate, 13000) X(cuMemRelease, cuMemRelease, 13000)      \
+    X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 13000)           \
+    X(cuMemMap, cuMemMap, 13000) X(cuMemUnmap, cuMemUnmap, 13000)                \
+    X(cuMemGetInfo_v2, cuMemGetInfo, 13000) X(cuMemGetInfo, cuMemGetInfo, 2000) \
+    X(cuDeviceTotalMem_v2, cuDeviceTotalMem, 13000) X(cuDeviceTotalMem, cuDeviceTotalMem, 2000)
+
+struct api {
+#define FIELD(f, base, ver) __typeof__(&f) f;
+    ROUTE_API(FIELD)
+#undef FIELD
+};
+DEFINE_FILL_API(fill_api, struct api, ROUTE_API)
+
 static struct api api;
 
 /* Driver calls of `name` so far, to prove a denied call never reached the driver. */
