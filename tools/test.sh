@@ -1,7 +1,7 @@
 #!/bin/bash
 # tools/test.sh: the whole test suite, as CI runs it: set-up, a normal build and its tests, then the
-# suite again under AddressSanitizer + UndefinedBehaviorSanitizer, the thread-heavy tests under
-# ThreadSanitizer, and a bounded fuzzing run of the webhook's request handler.
+# suite again under AddressSanitizer + UndefinedBehaviorSanitizer and under ThreadSanitizer, and a
+# bounded fuzzing run of the webhook's request handler.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
@@ -17,9 +17,11 @@ ctest --test-dir build -j"$jobs" --output-on-failure
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer"
 build build-asan -DCMAKE_BUILD_TYPE=Debug -DGPUCAP_SANITIZE=address,undefined
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ctest --test-dir build-asan -j"$jobs" --output-on-failure
-echo "== ThreadSanitizer (threads and processes)"
+echo "== ThreadSanitizer"
 build build-tsan -DCMAKE_BUILD_TYPE=Debug -DGPUCAP_SANITIZE=thread
-TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan -j"$jobs" --output-on-failure -R 'stress|ledger|fake_selftest'
+# cli.run is left out: `gpucap run` preloads the instrumented library into uninstrumented programs
+# (sh), where ThreadSanitizer's runtime cannot start first.
+TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan -j"$jobs" --output-on-failure -E '^cli\.run$'
 echo "== fuzzing the webhook's request handler (60 s)"
 rc=0
 bash tests/webhook/fuzz.sh 60 || rc=$?
