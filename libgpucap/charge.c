@@ -7,13 +7,16 @@
  */
 #include "internal.h"
 
-static void log_denial(const char *call, int device, uint64_t bytes, int budget)
+/* The one line a denial is worth (audit mode: a would-be denial), then its call stack if asked. */
+static void log_denial(const char *call, int device, uint64_t bytes, int budget, bool audit)
 {
     const struct gpc_slot *s = gpc_budget_slot(budget);
     char a[32], b[32], c[32];
-    gpc_log(GPC_LOG_WARN, "%s denied on device %d: requested %s, in use %s, limit %s -> CUDA_ERROR_OUT_OF_MEMORY",
-            call, device, gpc_format_size(bytes, a, sizeof a),
-            gpc_format_size(atomic_load(&s->used), b, sizeof b), gpc_format_size(atomic_load(&s->limit), c, sizeof c));
+    gpc_log(GPC_LOG_WARN, "%s%s %s on device %d: requested %s, in use %s, limit %s%s", audit ? "audit: " : "", call,
+            audit ? "would be denied" : "denied", device, gpc_format_size(bytes, a, sizeof a),
+            gpc_format_size(atomic_load(&s->used), b, sizeof b), gpc_format_size(atomic_load(&s->limit), c, sizeof c),
+            audit ? "; admitted" : " -> CUDA_ERROR_OUT_OF_MEMORY");
+    gpc_backtrace_log();
 }
 
 /*
@@ -63,20 +66,13 @@ CUresult gpc_charge_begin(struct gpc_charge *c, int device, uint64_t bytes, cons
         /* Audit mode: the denial is counted and logged, and the bytes are admitted past the limit
          * so that the peak is what the job really needs. A broken setting (DENY) still denies. */
         if (gpc_settings.opt[GPC_OPT_MODE].u.e == 1 && budget >= 0) {
-            const struct gpc_slot *s = gpc_budget_slot(budget);
-            char a[32], b[32], l[32];
-            gpc_log(GPC_LOG_WARN, "audit: %s would be denied on device %d: requested %s, in use %s, limit %s; "
-                    "admitted", call, device, gpc_format_size(bytes, a, sizeof a),
-                    gpc_format_size(atomic_load(&s->used), b, sizeof b),
-                    gpc_format_size(atomic_load(&s->limit), l, sizeof l));
-            gpc_backtrace_log();
+            log_denial(call, device, bytes, budget, true);
             if (gpc_budget_reserve_unchecked(budget, bytes) != 0)
                 return CUDA_ERROR_OUT_OF_MEMORY;
             c->budget = budget;
             return CUDA_SUCCESS;
         }
-        log_denial(call, device, bytes, budget);
-        gpc_backtrace_log();
+        log_denial(call, device, bytes, budget, false);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     c->budget = budget;
