@@ -95,6 +95,23 @@ void gpc_charge_end(struct gpc_charge *c, CUresult rc, enum gpc_map_kind kind, u
                 (unsigned long long)c->bytes, c->device);
 }
 
+CUresult gpc_charge_settle(struct gpc_charge *c, uint64_t actual, enum gpc_map_kind kind, uint64_t key,
+                           const char *call)
+{
+    if (c->budget != GPC_BUDGET_NONE && actual < c->bytes) {
+        gpc_budget_release(c->budget, c->bytes - actual);
+    } else if (c->budget != GPC_BUDGET_NONE && actual > c->bytes) {
+        struct gpc_charge extra;
+        if (gpc_charge_begin(&extra, c->device, actual - c->bytes, call) != CUDA_SUCCESS) {
+            gpc_budget_release(c->budget, c->bytes);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    c->bytes = actual;
+    gpc_charge_end(c, CUDA_SUCCESS, kind, key);
+    return CUDA_SUCCESS;
+}
+
 bool gpc_free_begin(enum gpc_map_kind kind, uint64_t key, struct gpc_track *t)
 {
     gpc_init();

@@ -72,25 +72,6 @@ static uint64_t estimate(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
     return total;
 }
 
-/*
- * After a successful creation of `handle` with `c` holding the estimate: settles to `actual` (the
- * driver's figure, or the estimate when it cannot tell) and records the handle. Returns
- * CUDA_ERROR_OUT_OF_MEMORY when the rest does not fit; the caller then destroys the array.
- */
-static CUresult settle(struct gpc_charge *c, uint64_t handle, uint64_t actual, const char *call)
-{
-    if (actual < c->bytes) {
-        gpc_budget_release(c->budget, c->bytes - actual);
-    } else if (actual > c->bytes) {
-        struct gpc_charge extra;
-        if (gpc_charge_begin(&extra, c->device, actual - c->bytes, call) != CUDA_SUCCESS)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    c->bytes = actual;
-    gpc_charge_end(c, CUDA_SUCCESS, GPC_MAP_ARRAY, handle);
-    return CUDA_SUCCESS;
-}
-
 static uint64_t array_size(CUarray a, int device, uint64_t fallback)
 {
     CUDA_ARRAY_MEMORY_REQUIREMENTS req = {0};
@@ -108,14 +89,13 @@ static CUresult array_create(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d3
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = is3d ? GPC_CALL_REAL(cuArray3DCreate_v2, (pHandle, desc)) : GPC_CALL_REAL(cuArrayCreate_v2, (pHandle, desc));
-    if (rc != CUDA_SUCCESS || c.budget == GPC_BUDGET_NONE) {
-        gpc_charge_end(&c, rc, GPC_MAP_ARRAY, rc == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0);
+    if (rc != CUDA_SUCCESS) {
+        gpc_charge_end(&c, rc, GPC_MAP_ARRAY, 0);
         return rc;
     }
-    uint64_t actual = array_size(*pHandle, c.device, c.bytes);
-    if (settle(&c, (uint64_t)(uintptr_t)*pHandle, actual, call) != CUDA_SUCCESS) {
+    uint64_t actual = c.budget == GPC_BUDGET_NONE ? c.bytes : array_size(*pHandle, c.device, c.bytes);
+    if (gpc_charge_settle(&c, actual, GPC_MAP_ARRAY, (uint64_t)(uintptr_t)*pHandle, call) != CUDA_SUCCESS) {
         GPC_CALL_REAL(cuArrayDestroy, (*pHandle));
-        gpc_budget_release(c.budget, c.bytes);
         *pHandle = NULL;
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -164,19 +144,17 @@ GPC_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = GPC_CALL_REAL(cuMipmappedArrayCreate, (pHandle, pMipmappedArrayDesc, numMipmapLevels));
-    uint64_t key = rc == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0;
-    if (rc != CUDA_SUCCESS || c.budget == GPC_BUDGET_NONE) {
-        gpc_charge_end(&c, rc, GPC_MAP_ARRAY, key);
+    if (rc != CUDA_SUCCESS) {
+        gpc_charge_end(&c, rc, GPC_MAP_ARRAY, 0);
         return rc;
     }
     CUDA_ARRAY_MEMORY_REQUIREMENTS req = {0};
     uint64_t actual = c.bytes;
-    if (gpc_real.cuMipmappedArrayGetMemoryRequirements &&
+    if (c.budget != GPC_BUDGET_NONE && gpc_real.cuMipmappedArrayGetMemoryRequirements &&
         gpc_real.cuMipmappedArrayGetMemoryRequirements(&req, *pHandle, c.device) == CUDA_SUCCESS && req.size)
         actual = req.size;
-    if (settle(&c, key, actual, call) != CUDA_SUCCESS) {
+    if (gpc_charge_settle(&c, actual, GPC_MAP_ARRAY, (uint64_t)(uintptr_t)*pHandle, call) != CUDA_SUCCESS) {
         GPC_CALL_REAL(cuMipmappedArrayDestroy, (*pHandle));
-        gpc_budget_release(c.budget, c.bytes);
         *pHandle = NULL;
         return CUDA_ERROR_OUT_OF_MEMORY;
     }

@@ -54,24 +54,6 @@ GPC_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
  */
 #define PITCH_GUESS 512u
 
-static CUresult settle_pitch(struct gpc_charge *c, CUresult rc, uint64_t addr, uint64_t actual, const char *call)
-{
-    if (rc != CUDA_SUCCESS || c->budget == GPC_BUDGET_NONE) {
-        gpc_charge_end(c, rc, GPC_MAP_PTR, addr);
-        return rc;
-    }
-    if (actual < c->bytes) {
-        gpc_budget_release(c->budget, c->bytes - actual);
-    } else if (actual > c->bytes) {
-        struct gpc_charge extra;
-        if (gpc_charge_begin(&extra, c->device, actual - c->bytes, call) != CUDA_SUCCESS)
-            return CUDA_ERROR_OUT_OF_MEMORY; /* the caller frees and rolls back */
-    }
-    c->bytes = actual;
-    gpc_charge_end(c, rc, GPC_MAP_PTR, addr);
-    return rc;
-}
-
 static uint64_t pitch_guess(uint64_t width, uint64_t height)
 {
     return ((width + PITCH_GUESS - 1) / PITCH_GUESS) * PITCH_GUESS * height;
@@ -85,13 +67,15 @@ GPC_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = GPC_CALL_REAL(cuMemAllocPitch_v2, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
-    bool ok = rc == CUDA_SUCCESS;
-    CUresult settled = settle_pitch(&c, rc, ok ? *dptr : 0, ok ? (uint64_t)*pPitch * Height : 0, "cuMemAllocPitch_v2");
-    if (ok && settled != CUDA_SUCCESS) {
-        GPC_CALL_REAL(cuMemFree_v2, (*dptr));
-        gpc_budget_release(c.budget, c.bytes);
+    if (rc != CUDA_SUCCESS) {
+        gpc_charge_end(&c, rc, GPC_MAP_PTR, 0);
+        return rc;
     }
-    return settled;
+    if (gpc_charge_settle(&c, (uint64_t)*pPitch * Height, GPC_MAP_PTR, *dptr, "cuMemAllocPitch_v2") != CUDA_SUCCESS) {
+        GPC_CALL_REAL(cuMemFree_v2, (*dptr));
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
 }
 
 GPC_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
@@ -102,13 +86,15 @@ GPC_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, 
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = GPC_CALL_REAL(cuMemAllocPitch, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
-    bool ok = rc == CUDA_SUCCESS;
-    CUresult settled = settle_pitch(&c, rc, ok ? *dptr : 0, ok ? (uint64_t)*pPitch * Height : 0, "cuMemAllocPitch");
-    if (ok && settled != CUDA_SUCCESS) {
-        GPC_CALL_REAL(cuMemFree, (*dptr));
-        gpc_budget_release(c.budget, c.bytes);
+    if (rc != CUDA_SUCCESS) {
+        gpc_charge_end(&c, rc, GPC_MAP_PTR, 0);
+        return rc;
     }
-    return settled;
+    if (gpc_charge_settle(&c, (uint64_t)*pPitch * Height, GPC_MAP_PTR, *dptr, "cuMemAllocPitch") != CUDA_SUCCESS) {
+        GPC_CALL_REAL(cuMemFree, (*dptr));
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
 }
 
 /* Managed memory can migrate and oversubscribe; we count it in full on the current device. */

@@ -283,6 +283,14 @@ CUresult gpc_charge_begin(struct gpc_charge *c, int device, uint64_t bytes, cons
 /* After the driver call: on failure gives the reservation back; on success records `key`. */
 void gpc_charge_end(struct gpc_charge *c, CUresult rc, enum gpc_map_kind kind, uint64_t key);
 /*
+ * For calls whose size is known only afterwards (pitch, arrays), charged with an estimate: after a
+ * successful driver call, settles the charge to `actual` bytes and records `key`. Returns
+ * CUDA_ERROR_OUT_OF_MEMORY, with nothing charged or recorded, when the difference does not fit:
+ * the caller must then free what the driver made. Admitted bytes never pass the budget meanwhile.
+ */
+CUresult gpc_charge_settle(struct gpc_charge *c, uint64_t actual, enum gpc_map_kind kind, uint64_t key,
+                           const char *call);
+/*
  * Frees are "take the record, call the driver, then release or put the record back": the record
  * leaves the map before the driver can hand the same address out again to another thread.
  * gpc_free_begin returns true when the key was charged (and copies its record to *t).

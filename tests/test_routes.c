@@ -113,6 +113,22 @@ static void case_pitch(void)
     expect_usage(0, "legacy pitch freed");
 }
 
+/* With FAKECUDA_PITCH_ALIGN=2048 the pitch is known to be larger than gpucap's guess (512) only
+ * after the call: the difference is reserved, or the allocation freed again and denied. */
+static void case_pitchwide(void)
+{
+    CUdeviceptr p, q;
+    size_t pitch = 0;
+    CHECK_RC(api.cuMemAllocPitch_v2(&p, &pitch, 1000, 16384, 4), CUDA_SUCCESS);
+    CHECK(pitch == 2048, "pitch %zu: run with FAKECUDA_PITCH_ALIGN=2048", pitch);
+    expect_usage(32 * MiB, "pitched wider than guessed");
+    /* The guessed 17 MiB fits beside the 32, the real 34 MiB does not: freed again and denied. */
+    CHECK_RC(api.cuMemAllocPitch_v2(&q, &pitch, 1000, 17408, 4), CUDA_ERROR_OUT_OF_MEMORY);
+    expect_usage(32 * MiB, "the one that did not fit is gone");
+    CHECK_RC(api.cuMemFree_v2(p), CUDA_SUCCESS);
+    expect_usage(0, "freed");
+}
+
 static void case_managed(void)
 {
     CUdeviceptr p, q;
@@ -237,6 +253,8 @@ int main(int argc, char **argv)
         case_legacy();
     else if (strcmp(c, "pitch") == 0)
         case_pitch();
+    else if (strcmp(c, "pitchwide") == 0)
+        case_pitchwide();
     else if (strcmp(c, "managed") == 0)
         case_managed();
     else if (strcmp(c, "async") == 0)

@@ -143,13 +143,25 @@ FK_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
     return linear_free(dptr);
 }
 
-/* Pitch is the width rounded up to 512 bytes; the allocation is pitch * height. */
+/* Pitch is the width rounded up to 512 bytes (FAKECUDA_PITCH_ALIGN: another power of two, as
+ * other cards have); the allocation is pitch * height. */
+static uint64_t pitch_align(void)
+{
+    static uint64_t align;
+    if (!align) {
+        const char *e = getenv("FAKECUDA_PITCH_ALIGN");
+        uint64_t a = e ? strtoull(e, NULL, 10) : 0;
+        align = a && !(a & (a - 1)) ? a : 512;
+    }
+    return align;
+}
+
 static CUresult pitch_alloc(CUdeviceptr *dptr, uint64_t *pitch, uint64_t width, uint64_t height,
                             unsigned int elem, bool legacy)
 {
     if (!dptr || !pitch || width == 0 || height == 0 || (elem != 4 && elem != 8 && elem != 16))
         return CUDA_ERROR_INVALID_VALUE;
-    uint64_t p = FK_ROUND_UP(width, 512);
+    uint64_t p = FK_ROUND_UP(width, pitch_align());
     if (p < width || height > UINT64_MAX / p || (legacy && (p > UINT_MAX || p * height > UINT_MAX)))
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = linear_alloc(dptr, p * height, legacy ? FK_LEGACY32 : FK_LINEAR);
