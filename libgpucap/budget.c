@@ -77,6 +77,7 @@ static int reserve_shared(int id, uint64_t bytes)
             /* Own share first: after a crash here, recovery recomputes the total from the shares. */
             uint64_t mine = atomic_load_explicit(&p->used[id], memory_order_relaxed) + bytes;
             atomic_store_explicit(&p->used[id], mine, memory_order_relaxed);
+            atomic_fetch_add_explicit(&gpc_ledger_mine[id], bytes, memory_order_relaxed);
             atomic_store_explicit(&d->slot.used, used + bytes, memory_order_relaxed);
             max_into(&d->slot.peak, used + bytes);
             max_into(&p->peak[id], mine);
@@ -95,6 +96,7 @@ int gpc_budget_reserve(int id, uint64_t bytes)
 {
     if (id == GPC_BUDGET_NONE)
         return 0;
+    gpc_ledger_check_broken();
     struct gpc_slot *s = gpc_budget_slot(id);
     int rc = id == GPC_BUDGET_DENY ? -ENOMEM : gpc_ledger_shared ? reserve_shared(id, bytes) : reserve_private(s, bytes);
     max_into(&s->largest, bytes);
@@ -116,6 +118,7 @@ void gpc_budget_release(int id, uint64_t bytes)
 {
     if (id < 0)
         return;
+    gpc_ledger_check_broken();
     struct gpc_ledger_dev *d = &gpc_ledger->dev[id];
     atomic_fetch_add_explicit(&d->slot.frees, 1, memory_order_relaxed);
     if (!gpc_ledger_shared) {
@@ -131,6 +134,10 @@ void gpc_budget_release(int id, uint64_t bytes)
     struct gpc_ledger_proc *p = &gpc_ledger->proc[me];
     atomic_store_explicit(&p->used[id], minus(atomic_load_explicit(&p->used[id], memory_order_relaxed), bytes),
                           memory_order_relaxed);
+    uint64_t mine = atomic_load_explicit(&gpc_ledger_mine[id], memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&gpc_ledger_mine[id], &mine, minus(mine, bytes),
+                                                  memory_order_relaxed, memory_order_relaxed))
+        ;
     atomic_store_explicit(&d->slot.used, minus(atomic_load_explicit(&d->slot.used, memory_order_relaxed), bytes),
                           memory_order_relaxed);
     gpc_ledger_unlock(d);
@@ -142,6 +149,7 @@ int gpc_budget_reserve_unchecked(int id, uint64_t bytes)
 {
     if (id < 0)
         return 0;
+    gpc_ledger_check_broken();
     struct gpc_ledger_dev *d = &gpc_ledger->dev[id];
     atomic_fetch_add_explicit(&d->slot.allocs, 1, memory_order_relaxed);
     if (!gpc_ledger_shared) {
@@ -156,6 +164,7 @@ int gpc_budget_reserve_unchecked(int id, uint64_t bytes)
     uint64_t mine = atomic_load_explicit(&p->used[id], memory_order_relaxed) + bytes;
     uint64_t used = atomic_load_explicit(&d->slot.used, memory_order_relaxed) + bytes;
     atomic_store_explicit(&p->used[id], mine, memory_order_relaxed);
+    atomic_fetch_add_explicit(&gpc_ledger_mine[id], bytes, memory_order_relaxed);
     atomic_store_explicit(&d->slot.used, used, memory_order_relaxed);
     max_into(&d->slot.peak, used);
     max_into(&p->peak[id], mine);

@@ -101,6 +101,7 @@ struct gpc_settings {
     bool config_read;    /* the ini file existed and was read */
     bool config_bad;     /* unreadable, bad syntax or unknown keys: budgets not set by env are 0 */
     bool env_bad;        /* an unknown GPUCAP_* variable: every budget is 0 */
+    bool secure;         /* secure execution: the environment was ignored (gpc_secure_execution) */
     int errors;          /* error lines written */
 };
 /*
@@ -109,6 +110,12 @@ struct gpc_settings {
  * the setting, the value and the accepted forms. Never fails: bad values are marked `bad`.
  */
 void gpc_settings_load(struct gpc_settings *s, char *const *envp);
+/*
+ * True in a secure-execution process (getauxval(AT_SECURE): setuid, setgid, file capabilities).
+ * There gpc_settings_load reads only the system settings file and no GPUCAP_* variable, and the
+ * library opens no path that the environment named.
+ */
+bool gpc_secure_execution(void);
 /*
  * The byte budget for device `ordinal` (UUID text `uuid`, may be NULL) with `physical` bytes of
  * memory under *s: GPC_UNLIMITED when no limit applies, 0 when the setting that applies is
@@ -183,6 +190,20 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
 int gpc_ledger_me(void);
 /* Gives back the budget of dead processes; returns how many were reclaimed. */
 int gpc_ledger_reap(void);
+/*
+ * Set by the SIGBUS guard when the ledger file was shrunk under this process (the mapping now holds
+ * zero pages). gpc_ledger_recover() then moves the process to a private budget with the same entry
+ * indices, its limits and what it holds (gpc_ledger_mine, kept by budget.c outside the mapping),
+ * and says so once. Budget calls check it on the shared path only.
+ */
+extern atomic_bool gpc_ledger_broken;
+extern _Atomic uint64_t gpc_ledger_mine[GPC_LEDGER_DEVICES];
+void gpc_ledger_recover(void);
+static inline void gpc_ledger_check_broken(void)
+{
+    if (gpc_unlikely(gpc_ledger_shared && atomic_load_explicit(&gpc_ledger_broken, memory_order_relaxed)))
+        gpc_ledger_recover();
+}
 /* Locks a device entry (robust, bounded wait): 0, or an errno after logging. */
 int gpc_ledger_lock(struct gpc_ledger_dev *d);
 void gpc_ledger_unlock(struct gpc_ledger_dev *d);
@@ -263,6 +284,12 @@ bool gpc_fault_inject(const struct gpc_settings *s, const char *call, int device
  * stdio), as text or one JSON object. `audit` says the run was in audit mode. 0, or -errno.
  */
 int gpc_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit);
+/*
+ * Writes that report to the file `path` as a new file renamed into place (never through a symbolic
+ * link or an existing inode); refuses a directory writable by every user that is not sticky. 0, or
+ * -errno with the reason in why ("is a symbolic link: refused", ...). No malloc, no stdio stream.
+ */
+int gpc_report_file(const char *path, const struct gpc_ledger *l, bool json, bool audit, char *why, size_t len);
 
 /* ---- backtrace.c: the call stack of a denied allocation ---- */
 /* Logs the caller's stack, one "gpucap:   #N function+0xoff" line per frame, if backtraces are on. */

@@ -14,10 +14,17 @@
  * process is dead when its pid is gone or now belongs to a process with another start time. No
  * wait is longer than LOCK_WAIT_MS; there is never an exit().
  *
- * The file is created whole under a temporary name and linked into place, so no process ever maps
+ * The file is created whole under a temporary name and moved into place, so no process ever maps
  * a half-initialised ledger. Owner-only by default; GPUCAP_LEDGER_GROUP=1 makes it group-shared. A
- * ledger that cannot be used (corrupted, truncated, another layout version, foreign, not writable)
- * is one error line naming the file and the reason, and the process then has a private budget.
+ * ledger that cannot be used (corrupted, truncated, another layout version, foreign, open to other
+ * users, with a second name, not writable) is one error line naming the file and the reason, and
+ * the process then has a private budget.
+ *
+ * Whoever can write the file can also shrink it, and touching a shared mapping past the end of its
+ * file raises SIGBUS. From attach on, a SIGBUS handler guards the mapping (and only it: other faults
+ * go to the handler the process had before): it maps zero pages over the ledger so that the access
+ * is retried on private memory, and the next budget call moves this process to a private budget
+ * charged with what it holds (gpc_ledger_recover), with one error line.
  */
 #include "internal.h"
 
@@ -29,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/types.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,6 +48,18 @@ bool gpc_ledger_shared;
 static char ledger_path[512];
 static int my_proc = -1;
 static pthread_mutex_t me_lock = PTHREAD_MUTEX_INITIALIZER;
+
+atomic_bool gpc_ledger_broken;
+_Atomic uint64_t gpc_ledger_mine[GPC_LEDGER_DEVICES];
+/* What this process registered, kept outside the mapping: enough to rebuild its budget privately. */
+static struct {
+    bool known;
+    uint8_t uuid[16];
+    uint64_t physical, limit;
+} my_devs[GPC_LEDGER_DEVICES];
+/* The mapping the SIGBUS handler repairs (0: none), and the handler that was there before. */
+static _Atomic uintptr_t guarded;
+static struct sigaction prev_sigbus;
 
 /* ---- locking ---- */
 
@@ -141,7 +161,133 @@ static void use_private(const char *why)
     gpc_ledger_shared = false;
 }
 
-/* Creates the file whole under a temporary name, then links it into place. */
+/* ---- the SIGBUS guard ---- */
+
+/*
+ * A fault inside the ledger mapping: the file was shrunk under us. Zero pages replace the whole
+ * ledger (mmap is a plain system call, safe here) and the access is retried on them. Any other
+ * fault is the process's own business: the previous handler, or the default action, which the
+ * retried access then takes.
+ */
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+    uintptr_t base = atomic_load(&guarded);
+    if (base && (uintptr_t)si->si_addr - base < sizeof(struct gpc_ledger)) {
+        int saved = errno;
+        void *m = mmap((void *)base, sizeof(struct gpc_ledger), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+        errno = saved;
+        if (m != MAP_FAILED) {
+            atomic_store(&gpc_ledger_broken, true);
+            return;
+        }
+    }
+    if (prev_sigbus.sa_flags & SA_SIGINFO) {
+        prev_sigbus.sa_sigaction(sig, si, uc);
+    } else if (prev_sigbus.sa_handler == SIG_DFL || prev_sigbus.sa_handler == SIG_IGN) {
+        /* A synchronous SIGBUS cannot be ignored: the kernel would deliver it again forever. */
+        struct sigaction dfl = {.sa_handler = SIG_DFL};
+        sigaction(SIGBUS, &dfl, NULL);
+    } else {
+        prev_sigbus.sa_handler(sig);
+    }
+}
+
+/* Guards the mapping at `l` (installing the handler the first time); NULL: no mapping guarded. */
+static void guard(struct gpc_ledger *l)
+{
+    static bool installed;
+    atomic_store(&guarded, (uintptr_t)l);
+    if (!l || installed)
+        return;
+    struct sigaction sa = {.sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO | SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    installed = sigaction(SIGBUS, &sa, &prev_sigbus) == 0;
+}
+
+void gpc_ledger_recover(void)
+{
+    static pthread_mutex_t recover_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&recover_lock);
+    if (!gpc_ledger_shared)
+        goto out;
+    struct gpc_ledger *m = mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint64_t held = 0;
+    if (m != MAP_FAILED) {
+        /* Same entry indices: the budget ids that device.c handed out stay valid. */
+        init_ledger(m);
+        for (int i = 0; i < GPC_LEDGER_DEVICES; i++) {
+            if (!my_devs[i].known)
+                continue;
+            struct gpc_ledger_dev *d = &m->dev[i];
+            uint64_t mine = atomic_load(&gpc_ledger_mine[i]);
+            memcpy(d->uuid, my_devs[i].uuid, 16);
+            d->physical = my_devs[i].physical;
+            atomic_store(&d->slot.limit, my_devs[i].limit);
+            atomic_store(&d->slot.used, mine);
+            atomic_store(&d->slot.peak, mine);
+            atomic_store(&d->state, 1);
+            held += mine;
+        }
+        gpc_ledger = m;
+    }
+    /* Without memory for a new one the zeroed mapping stays: every limit reads 0, all is denied. */
+    gpc_ledger_shared = false;
+    gpc_log(GPC_LOG_ERROR, "ledger %s: the file was shrunk under this process (by another process that can "
+            "write it); this process has a private budget from here on, charged with the %llu bytes it holds; "
+            "see `gpucap status`", ledger_path, (unsigned long long)held);
+out:
+    pthread_mutex_unlock(&recover_lock);
+}
+
+/* ---- who may share a ledger ---- */
+
+static bool in_my_groups(gid_t gid)
+{
+    if (gid == getegid())
+        return true;
+    gid_t groups[256];
+    int n = getgroups(256, groups);
+    for (int i = 0; i < n; i++)
+        if (groups[i] == gid)
+            return true;
+    return false;
+}
+
+/*
+ * Why an open ledger file must not be used, or NULL. Whoever can write it can read and stall the
+ * budget of every process that maps it: only its owner, or with group mode a group of this
+ * process, may share it; no permission for others; and one name only (a second name, a hard link
+ * made elsewhere, may be in another user's hands).
+ */
+static const char *refused(const struct stat *st, bool group, char *why, size_t len)
+{
+    if (!S_ISREG(st->st_mode))
+        return "is not a regular file";
+    bool owner = st->st_uid == geteuid();
+    if (!owner && !group) {
+        snprintf(why, len, "belongs to uid %u, not to this user (set GPUCAP_LEDGER_GROUP=1 to share it with a "
+                 "group)", (unsigned)st->st_uid);
+        return why;
+    }
+    if (!owner && !(in_my_groups(st->st_gid) && (st->st_mode & 0060) == 0060)) {
+        snprintf(why, len, "belongs to uid %u and group %u: neither this user nor a group of this process that "
+                 "can write it", (unsigned)st->st_uid, (unsigned)st->st_gid);
+        return why;
+    }
+    if (st->st_mode & 0007) {
+        snprintf(why, len, "is open to every user (mode %04o); a ledger must give others no permission",
+                 (unsigned)(st->st_mode & 07777));
+        return why;
+    }
+    if (st->st_nlink != 1) {
+        snprintf(why, len, "has %lu names (hard links); a ledger must have one", (unsigned long)st->st_nlink);
+        return why;
+    }
+    return NULL;
+}
+
+/* Creates the file whole under a temporary name, then moves it into place (never over another). */
 static int create_file(mode_t mode)
 {
     char tmp[600];
@@ -158,8 +304,14 @@ static int create_file(mode_t mode)
     } else {
         init_ledger(m);
         munmap(m, sizeof(struct gpc_ledger));
-        if (link(tmp, ledger_path) != 0)
-            rc = -errno;
+        /* renameat2 keeps one name at every instant; link+unlink (file systems without it) shows
+         * two names for a moment, which attach waits out. */
+        if (renameat2(AT_FDCWD, tmp, AT_FDCWD, ledger_path, RENAME_NOREPLACE) != 0) {
+            if (errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)
+                rc = link(tmp, ledger_path) != 0 ? -errno : 0;
+            else
+                rc = -errno;
+        }
     }
     close(fd);
     unlink(tmp);
@@ -200,31 +352,44 @@ void gpc_ledger_attach(void)
         return;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
         close(fd);
         use_private("is not a regular file");
         return;
     }
-    if (st.st_uid != geteuid() && !(group && (st.st_mode & 0060) == 0060)) {
+    /* A creator without renameat2 holds a second name for an instant: wait that out (bounded). */
+    for (int i = 0; i < 20 && S_ISREG(st.st_mode) && st.st_nlink == 2; i++) {
+        nanosleep(&(struct timespec){.tv_nsec = 5000000}, NULL);
+        if (fstat(fd, &st) != 0)
+            break;
+    }
+    const char *no = refused(&st, group, why, sizeof why);
+    if (no) {
         close(fd);
-        snprintf(why, sizeof why, "belongs to uid %u, not to this user (set GPUCAP_LEDGER_GROUP=1 to share it "
-                 "with a group)", (unsigned)st.st_uid);
-        use_private(why);
+        use_private(no);
         return;
     }
-    size_t map_len = (size_t)st.st_size < sizeof(struct gpc_ledger) ? (size_t)st.st_size : sizeof(struct gpc_ledger);
-    struct gpc_ledger *l = map_len >= 16 ? mmap(NULL, sizeof(struct gpc_ledger), PROT_READ | PROT_WRITE,
-                                                MAP_SHARED, fd, 0)
-                                         : MAP_FAILED;
-    close(fd);
+    struct gpc_ledger *l = st.st_size >= 16 ? mmap(NULL, sizeof(struct gpc_ledger), PROT_READ | PROT_WRITE,
+                                                   MAP_SHARED, fd, 0)
+                                            : MAP_FAILED;
     if (l == MAP_FAILED) {
+        close(fd);
         use_private("truncated (shorter than its header)");
         return;
     }
+    /* Guarded before the first read; the size is taken again now that it is mapped. */
+    guard(l);
+    if (fstat(fd, &st) != 0)
+        st.st_size = 0;
+    close(fd);
     char buf[128];
     const char *bad = gpc_ledger_check(l, (uint64_t)st.st_size, buf, sizeof buf);
+    if (!bad && atomic_load(&gpc_ledger_broken))
+        bad = "shrunk while it was being opened";
     if (bad) {
+        guard(NULL);
         munmap(l, sizeof *l);
+        atomic_store(&gpc_ledger_broken, false);
         use_private(bad);
         return;
     }
@@ -239,6 +404,8 @@ static void forget_me(void)
     /* A fork child is another process: it claims its own entry when it first needs one. */
     my_proc = -1;
     pthread_mutex_init(&me_lock, NULL);
+    for (int d = 0; d < GPC_LEDGER_DEVICES; d++)
+        atomic_store(&gpc_ledger_mine[d], 0);
 }
 
 int gpc_ledger_me(void)
@@ -374,6 +541,12 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
         int me = gpc_ledger_me();
         if (me >= 0)
             atomic_store(&l->proc[me].limit[found], limit);
+        /* Kept here too, for a private budget if the file is broken later (the smaller limit). */
+        uint64_t now = atomic_load(&l->dev[found].slot.limit);
+        memcpy(my_devs[found].uuid, uuid, 16);
+        my_devs[found].physical = physical;
+        my_devs[found].limit = now < limit ? now : limit;
+        my_devs[found].known = true;
     }
     return found;
 }

@@ -14,6 +14,8 @@
  * An ini file that cannot be read or parsed, or that holds an unknown key, puts every budget that
  * the environment does not set at 0; an unknown GPUCAP_* variable (a typo of a limit, most likely)
  * puts every budget at 0. This runs once, at the first CUDA call, never on the allocation path.
+ * In a secure-execution process (setuid and the like) the environment is not read at all: only the
+ * system settings file, by its fixed path (load_secure).
  */
 #include "internal.h"
 
@@ -24,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/auxv.h>
 
 const struct gpc_option_def gpc_option_defs[GPC_OPT__COUNT] = {
     [GPC_OPT_MEMORY_LIMIT] = {"memory_limit", "GPUCAP_MEMORY_LIMIT", GPC_T_SIZE, NULL, NULL,
@@ -292,6 +295,31 @@ static void load_file(struct gpc_settings *s, const char *env_path)
     }
 }
 
+/* ---- secure execution (setuid, setgid, file capabilities) ---- */
+
+bool gpc_secure_execution(void)
+{
+    return getauxval(AT_SECURE) != 0;
+}
+
+/*
+ * The user who started a setuid program chose its environment, not its privileges: every GPUCAP_*
+ * variable is ignored (it could name a file to create or truncate, or one whose contents an error
+ * line would print), and only the system settings file is read, by its fixed path.
+ */
+static void load_secure(struct gpc_settings *s, char *const *envp)
+{
+    int ignored = 0;
+    for (char *const *e = envp; e && *e; e++)
+        ignored += strncmp(*e, "GPUCAP_", 7) == 0;
+    load_file(s, NULL);
+    s->secure = true;
+    if (s->opt[GPC_OPT_LOG_LEVEL].set && !s->opt[GPC_OPT_LOG_LEVEL].bad)
+        gpc_log_threshold = s->opt[GPC_OPT_LOG_LEVEL].u.e;
+    gpc_log(GPC_LOG_WARN, "secure-execution process (setuid, setgid or file capabilities): %d GPUCAP_* "
+            "variable(s) ignored; settings from %s only", ignored, s->config_path);
+}
+
 /* ---- the environment ---- */
 
 /* Applies one GPUCAP_* variable; false if it names no setting. */
@@ -336,6 +364,10 @@ void gpc_settings_load(struct gpc_settings *s, char *const *envp)
             parse_value(d, d->def, &s->opt[i]);
             s->opt[i].src = GPC_SRC_DEFAULT;
         }
+    }
+    if (gpc_secure_execution()) {
+        load_secure(s, envp);
+        return;
     }
     const char *config = NULL;
     for (char *const *e = envp; e && *e; e++)

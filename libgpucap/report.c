@@ -7,13 +7,21 @@
  * the largest request and when the first denial came (ISO 8601, UTC). Text for people, one JSON
  * object for machines. Written with snprintf into a stack buffer and write(2): it may run in a
  * destructor of a process in any state, so no malloc and no stdio stream.
+ *
+ * A report file is never written through an existing name: it is made new (O_EXCL, O_NOFOLLOW)
+ * under a temporary name in the same directory and renamed over the report's, so a symbolic or hard
+ * link planted at that name cannot lead the write to another file. A directory that every user can
+ * write is refused unless it is sticky (/tmp): there only a file's owner may rename or remove it,
+ * so nobody else can swap or take the report, and a name another user holds cannot be replaced.
  */
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -152,4 +160,67 @@ int gpc_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit)
         put(&o, "no device memory was allocated under a budget\n");
     flush(&o);
     return -o.err;
+}
+
+int gpc_report_file(const char *path, const struct gpc_ledger *l, bool json, bool audit, char *why, size_t len)
+{
+    char dir[512], tmp[600];
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (slash)
+        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    else
+        snprintf(dir, sizeof dir, ".");
+    int rc = 0, fd = -1, dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    struct stat st;
+    bool exists = false;
+    if (!*base || strlen(path) >= sizeof dir) {
+        rc = -EINVAL;
+        snprintf(why, len, "is not a file name");
+    } else if (dfd < 0 || fstat(dfd, &st) != 0) {
+        rc = -errno;
+        snprintf(why, len, "its directory cannot be opened (%s)", strerror(errno));
+    } else if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
+        rc = -EPERM;
+        snprintf(why, len, "its directory %s is writable by every user and not sticky: refused", dir);
+    } else if ((exists = fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0) && S_ISLNK(st.st_mode)) {
+        rc = -ELOOP;
+        snprintf(why, len, "is a symbolic link: refused (a report is never written through a link)");
+    } else if (exists && !S_ISREG(st.st_mode)) {
+        rc = -EINVAL;
+        snprintf(why, len, "exists and is not a regular file");
+    }
+    for (int i = 0; rc == 0 && fd < 0 && i < 100; i++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        snprintf(tmp, sizeof tmp, ".%s.%d.%ld.tmp", base, (int)getpid(), (long)(ts.tv_nsec + i));
+        fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST) {
+            rc = -errno;
+            snprintf(why, len, "cannot be created (%s)", strerror(errno));
+        }
+    }
+    if (rc == 0 && fd < 0) {
+        rc = -EEXIST;
+        snprintf(why, len, "no temporary name is free beside it");
+    }
+    if (rc == 0) {
+        /* A report that replaces one of ours keeps its permissions. */
+        if (exists && st.st_uid == geteuid())
+            fchmod(fd, st.st_mode & 0777);
+        rc = gpc_report_write(fd, l, json, audit);
+        if (rc != 0)
+            snprintf(why, len, "cannot be written (%s)", strerror(-rc));
+        else if (renameat(dfd, tmp, dfd, base) != 0) {
+            rc = -errno;
+            snprintf(why, len, "cannot be replaced (%s)", strerror(errno));
+        }
+        if (rc != 0)
+            unlinkat(dfd, tmp, 0);
+    }
+    if (fd >= 0)
+        close(fd);
+    if (dfd >= 0)
+        close(dfd);
+    return rc;
 }

@@ -8,7 +8,6 @@
  */
 #include "internal.h"
 
-#include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -17,15 +16,12 @@ __attribute__((destructor)) static void report_at_exit(void)
     const struct gpc_value *v = &gpc_settings.opt[GPC_OPT_REPORT];
     if (!atomic_load(&gpc_initialized) || !v->set || v->bad || !v->text[0])
         return;
-    bool to_stderr = strcmp(v->text, "-") == 0;
-    int fd = to_stderr ? STDERR_FILENO : open(v->text, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        gpc_log_line(GPC_LOG_ERROR, "GPUCAP_REPORT=%s cannot be written; no report", v->text);
-        return;
-    }
     const struct gpc_value *fmt = &gpc_settings.opt[GPC_OPT_REPORT_FORMAT];
     const struct gpc_value *mode = &gpc_settings.opt[GPC_OPT_MODE];
-    gpc_report_write(fd, gpc_ledger, fmt->set && !fmt->bad && fmt->u.e == 1, mode->set && !mode->bad && mode->u.e == 1);
-    if (!to_stderr)
-        close(fd);
+    bool json = fmt->set && !fmt->bad && fmt->u.e == 1, audit = mode->set && !mode->bad && mode->u.e == 1;
+    char why[256];
+    if (strcmp(v->text, "-") == 0)
+        gpc_report_write(STDERR_FILENO, gpc_ledger, json, audit);
+    else if (gpc_report_file(v->text, gpc_ledger, json, audit, why, sizeof why) != 0)
+        gpc_log_line(GPC_LOG_ERROR, "report %s: %s; no report", v->text, why);
 }

@@ -28,7 +28,7 @@ run "$t/good.ledger" $MiB
 [ -s "$t/good.ledger" ] || { echo "FAIL: no ledger created"; exit 1; }
 grep -q . "$t/err" && { echo "FAIL: a good ledger printed something:"; cat "$t/err"; fail=1; }
 
-head -c 65536 /dev/urandom > "$t/garbage.ledger"
+head -c 65536 /dev/urandom > "$t/garbage.ledger" && chmod 600 "$t/garbage.ledger"
 check garbage "$t/garbage.ledger" "not a gpucap ledger"
 cp "$t/good.ledger" "$t/short.ledger" && truncate -s 4000 "$t/short.ledger"
 check truncated "$t/short.ledger" "truncated"

@@ -88,13 +88,7 @@ static void prepend_preload(const char *lib)
 
 static void write_report(const char *ledger, const char *dest, bool json, bool audit)
 {
-    bool to_stderr = strcmp(dest, "-") == 0;
-    int fd = to_stderr ? STDERR_FILENO : open(dest, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        fprintf(stderr, "gpucap run: the report cannot be written to %s (%s)\n", dest, strerror(errno));
-        return;
-    }
-    char why[160];
+    char why[256];
     const struct gpc_ledger *l = NULL;
     if (access(ledger, F_OK) == 0) {
         l = cli_map_ledger(ledger, why, sizeof why);
@@ -102,11 +96,12 @@ static void write_report(const char *ledger, const char *dest, bool json, bool a
             fprintf(stderr, "gpucap run: the run's ledger %s %s; no figures\n", ledger, why);
     }
     /* No ledger: CMD made no CUDA allocation under the library (or did not load it). */
-    gpc_report_write(fd, l, json, audit);
+    if (strcmp(dest, "-") == 0)
+        gpc_report_write(STDERR_FILENO, l, json, audit);
+    else if (gpc_report_file(dest, l, json, audit, why, sizeof why) != 0)
+        fprintf(stderr, "gpucap run: the report cannot be written to %s: %s\n", dest, why);
     if (l)
         munmap((void *)l, sizeof *l);
-    if (!to_stderr)
-        close(fd);
 }
 
 static int set_size(const char *name, const char *text)
