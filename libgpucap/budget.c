@@ -98,7 +98,14 @@ int gpc_budget_reserve(int id, uint64_t bytes)
         return 0;
     gpc_ledger_check_broken();
     struct gpc_slot *s = gpc_budget_slot(id);
-    int rc = id == GPC_BUDGET_DENY ? -ENOMEM : gpc_ledger_shared ? reserve_shared(id, bytes) : reserve_private(s, bytes);
+    bool shared = gpc_ledger_shared;
+    int rc = id == GPC_BUDGET_DENY ? -ENOMEM : shared ? reserve_shared(id, bytes) : reserve_private(s, bytes);
+    if (gpc_unlikely(rc != 0 && shared && atomic_load_explicit(&gpc_ledger_broken, memory_order_relaxed))) {
+        /* The file was shrunk during this call (its figures read as zeros): admit on the private budget. */
+        gpc_ledger_check_broken();
+        s = gpc_budget_slot(id);
+        rc = reserve_private(s, bytes);
+    }
     max_into(&s->largest, bytes);
     if (rc != 0) {
         count_denial(s);
