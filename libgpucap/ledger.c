@@ -193,16 +193,19 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
     }
 }
 
-/* Guards the mapping at `l` (installing the handler the first time); NULL: no mapping guarded. */
+/* Guards the mapping at `l`, installing the handler; NULL (at attach only): puts the old one back. */
 static void guard(struct gpc_ledger *l)
 {
     static bool installed;
     atomic_store(&guarded, (uintptr_t)l);
-    if (!l || installed)
-        return;
-    struct sigaction sa = {.sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO | SA_RESTART};
-    sigemptyset(&sa.sa_mask);
-    installed = sigaction(SIGBUS, &sa, &prev_sigbus) == 0;
+    if (!l && installed) {
+        sigaction(SIGBUS, &prev_sigbus, NULL);
+        installed = false;
+    } else if (l && !installed) {
+        struct sigaction sa = {.sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO | SA_RESTART};
+        sigemptyset(&sa.sa_mask);
+        installed = sigaction(SIGBUS, &sa, &prev_sigbus) == 0;
+    }
 }
 
 void gpc_ledger_recover(void)

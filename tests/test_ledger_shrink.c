@@ -1,12 +1,15 @@
 /*
  * test_ledger_shrink.c: a ledger file shrunk by another process while this one has it mapped (any
  * access past the file's end would raise SIGBUS). The process survives, says so in one error line,
- * and goes on under a private budget that still caps it and is charged with what it holds.
+ * and goes on under a private budget that still caps it and is charged with what it holds; a
+ * SIGBUS outside the ledger still takes its default action.
  * Run with a 64 MiB budget and its own GPUCAP_LEDGER; stderr is checked by the program itself.
  */
 #include "common.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +21,36 @@ static void shrink_from_another_process(const char *path)
         _exit(truncate(path, 0) == 0 ? 0 : 1);
     int st;
     REQUIRE(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "truncate %s", path);
+}
+
+/* A fault outside the ledger is none of gpucap's business: it kills as it would without gpucap. */
+static void foreign_fault_still_kills(const char *dir_of)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s.other", dir_of);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0, "fork");
+    if (pid == 0) {
+        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        if (fd < 0 || ftruncate(fd, 4096) != 0)
+            _exit(2);
+        volatile char *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED || ftruncate(fd, 0) != 0)
+            _exit(2);
+        m[0] = 1;
+        _exit(0);
+    }
+    int st;
+    REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid");
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    /* The sanitizer's own SIGBUS handler (the one gpucap chains to) reports it and exits. */
+    bool killed = (WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS) || (WIFEXITED(st) && WEXITSTATUS(st) != 0 &&
+                                                                  WEXITSTATUS(st) != 2);
+#else
+    bool killed = WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS;
+#endif
+    CHECK(killed, "a fault outside the ledger: status %#x, want death by SIGBUS", st);
+    unlink(path);
 }
 
 int main(void)
@@ -47,6 +80,7 @@ int main(void)
     CHECK_RC(cuMemFree_v2(a), CUDA_SUCCESS);
     CHECK_RC(cuMemFree_v2(c), CUDA_SUCCESS);
     CHECK(usage(0).used == 0, "used %llu at the end", (unsigned long long)usage(0).used);
+    foreign_fault_still_kills(ledger);
 
     char text[4096] = "";
     ssize_t n = pread(fd, text, sizeof text - 1, 0);
