@@ -101,7 +101,6 @@ struct gpc_settings {
     bool config_read;    /* the ini file existed and was read */
     bool config_bad;     /* unreadable, bad syntax or unknown keys: budgets not set by env are 0 */
     bool env_bad;        /* an unknown GPUCAP_* variable: every budget is 0 */
-    bool secure;         /* secure execution: the environment was ignored (gpc_secure_execution) */
     int errors;          /* error lines written */
 };
 /*

@@ -387,7 +387,7 @@ void gpc_ledger_attach(void)
     close(fd);
     char buf[128];
     const char *bad = gpc_ledger_check(l, (uint64_t)st.st_size, buf, sizeof buf);
-    if (!bad && atomic_load(&gpc_ledger_broken))
+    if (atomic_load(&gpc_ledger_broken))
         bad = "shrunk while it was being opened";
     if (bad) {
         guard(NULL);

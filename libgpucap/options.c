@@ -313,7 +313,6 @@ static void load_secure(struct gpc_settings *s, char *const *envp)
     for (char *const *e = envp; e && *e; e++)
         ignored += strncmp(*e, "GPUCAP_", 7) == 0;
     load_file(s, NULL);
-    s->secure = true;
     if (s->opt[GPC_OPT_LOG_LEVEL].set && !s->opt[GPC_OPT_LOG_LEVEL].bad)
         gpc_log_threshold = s->opt[GPC_OPT_LOG_LEVEL].u.e;
     gpc_log(GPC_LOG_WARN, "secure-execution process (setuid, setgid or file capabilities): %d GPUCAP_* "
