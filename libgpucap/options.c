@@ -62,8 +62,8 @@ const struct gpc_option_def gpc_option_defs[GPC_OPT__COUNT] = {
                            "log the call stack of each denied allocation (libunwind, loaded at the first denial)"},
     [GPC_OPT_LIB] = {"lib", "GPUCAP_LIB", GPC_T_STRING, NULL, NULL, GPC_OPTF_ENV_ONLY,
                      "read by the gpucap command: the libgpucap.so that `gpucap run` preloads and `gpucap "
-                     "doctor` checks; default: found beside the command, then in /usr/local/lib/gpucap, "
-                     "/usr/lib/gpucap"},
+                     "doctor` checks; default: found beside the command (build tree, or lib/<multiarch>/gpucap of "
+                     "its install prefix), then in /usr/local/lib/gpucap, /usr/lib/gpucap"},
     [GPC_OPT_CONTEXT_RESERVE] = {"context_reserve", "GPUCAP_CONTEXT_RESERVE", GPC_T_SIZE, NULL, NULL, 0,
                                  "device memory charged per CUDA context (primary, created, green), which no "
                                  "allocation call reports; unset: 512MiB on cards of 64GiB or more, 384MiB from "

@@ -10,6 +10,8 @@
  */
 #include "internal.h"
 
+#include "gpucap_version.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -131,9 +133,10 @@ int gpc_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit)
     struct out o = {.fd = fd};
     int shown = 0;
     if (json)
-        put(&o, "{\"mode\":\"%s\",\"devices\":[", audit ? "audit" : "enforce");
+        put(&o, "{\"version\":\"%s\",\"mode\":\"%s\",\"devices\":[", GPUCAP_VERSION_STRING,
+            audit ? "audit" : "enforce");
     else
-        put(&o, "gpucap report%s\n", audit ? " (audit mode: nothing was denied)" : "");
+        put(&o, "gpucap report (version %s%s)\n", GPUCAP_VERSION_STRING, audit ? "; audit mode: nothing was denied" : "");
     for (int i = 0; l && i < GPC_LEDGER_DEVICES; i++) {
         const struct gpc_ledger_dev *d = &l->dev[i];
         if (atomic_load(&d->state) != 1)

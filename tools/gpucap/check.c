@@ -52,7 +52,7 @@ int cmd_check(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(check_usage, stdout);
-            cli_print_options(stdout);
+            cli_print_settings_note(stdout);
             return 0;
         }
         if (argv[i][0] == '-' || file) {

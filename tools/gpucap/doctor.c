@@ -227,7 +227,7 @@ int cmd_doctor(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(doctor_usage, stdout);
-            cli_print_options(stdout);
+            cli_print_settings_note(stdout);
             return 0;
         }
         if (strcmp(argv[i], "--lib") == 0 && i + 1 < argc) {
