@@ -81,6 +81,7 @@ if(GPUCAP_RPMBUILD)
   set(CPACK_RPM_FILE_NAME RPM-DEFAULT)
   set(CPACK_RPM_PACKAGE_LICENSE Apache-2.0)
   set(CPACK_RPM_PACKAGE_AUTOREQ ON)
+  set(CPACK_RPM_PACKAGE_RELOCATABLE OFF)
   # /etc/gpucap/gpucap.ini is a configuration file: an upgrade keeps local edits.
   set(CPACK_RPM_USER_FILELIST "%config(noreplace) /etc/gpucap/gpucap.ini")
   set(CPACK_RPM_EXCLUDE_FROM_AUTO_FILELIST_ADDITION /etc /etc/gpucap)
