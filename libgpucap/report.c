@@ -98,6 +98,9 @@ static void text_device(struct out *o, const struct gpc_ledger_dev *d, const str
     put(o, "  frees         %llu\n", (unsigned long long)f->frees);
     put(o, "  denials       %llu%s\n", (unsigned long long)f->denials,
         audit && f->denials ? " (would have been denied; admitted in audit mode)" : "");
+    if (audit && f->denials)
+        put(o, "  sufficient    %s (%llu bytes): a budget of the peak would have denied nothing\n",
+            gpc_format_size(f->peak, a, sizeof a), (unsigned long long)f->peak);
     put(o, "  largest       %s (%llu bytes)\n", gpc_format_size(f->largest, a, sizeof a),
         (unsigned long long)f->largest);
     if (f->first_denial_ns) {
