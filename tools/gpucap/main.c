@@ -214,6 +214,8 @@ int cli_find_lib(const char *given, char *buf, size_t len, char *tried, size_t t
     }
     const char *fixed[] = {GPUCAP_LIB_INSTALLED, "/usr/local/lib/gpucap/libgpucap.so", "/usr/lib/gpucap/libgpucap.so"};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        if (i > 0 && strcmp(fixed[i], fixed[0]) == 0)
+            continue;
         if (usable_file(fixed[i]) && realpath(fixed[i], buf))
             return 0;
         add_tried(tried, tried_len, fixed[i]);
