@@ -19,9 +19,10 @@ fi
 
 version=$(sed -n 's/^project(gpucap VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
 echo "== check_deb: building the packages of gpucap $version in $build"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr > "$build.configure.log" 2>&1 ||
-    { cat "$build.configure.log"; fail "configure"; }
-cmake --build "$build" -j"$(nproc)" > "$build.build.log" 2>&1 || { tail -30 "$build.build.log"; fail "build"; }
+mkdir -p "$build"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr > "$build/configure.log" 2>&1 ||
+    { cat "$build/configure.log"; fail "configure"; }
+cmake --build "$build" -j"$(nproc)" > "$build/build.log" 2>&1 || { tail -30 "$build/build.log"; fail "build"; }
 (cd "$build" && cpack > cpack.log 2>&1) || { cat "$build/cpack.log"; fail "cpack"; }
 deb=$(ls "$build"/gpucap_"$version"_*.deb)
 echo "check_deb: $deb ($(stat -c %s "$deb") bytes)"
