@@ -1,7 +1,7 @@
 /*
  * main.c: the `gpucap` command: dispatch, --help (generated from libgpucap's options table, the
- * same rows the library reads), and what the subcommands share: finding the library, reading
- * settings, mapping a ledger.
+ * same rows the library reads), --help-man (gpucap(1), from the same texts; the build runs it),
+ * --version, and what the subcommands share: finding the library, reading settings, mapping a ledger.
  *
  *   gpucap run     run a command under a budget, audit it, inject faults, report its usage
  *   gpucap check   validate the environment and an ini file, show the effective budgets
