@@ -3,7 +3,7 @@
 # table only in `gpucap --help`), a bad --memory named once, a broken "[gpucap" line reported as a
 # syntax error, `gpucap check FILE` of a missing file, per-device keys shown with their section,
 # audit mode's one line per process plus a summary with the budget that would have sufficed, and
-# --version/--help-man.
+# --version/--help-man and the version check of `gpucap doctor`.
 set -u
 gpucap=$1 alloc=$2
 t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
@@ -27,6 +27,8 @@ done
 "$gpucap" --help-man > "$t/man" || bad "--help-man failed"
 grep -q '^\.TH GPUCAP 1' "$t/man" && grep -q 'GPUCAP_LEDGER_GROUP' "$t/man" || bad "man page: $(head -3 "$t/man")"
 "$gpucap" --version | grep -qE '^gpucap [0-9]+\.[0-9]+\.[0-9]+$' || bad "--version: $("$gpucap" --version)"
+"$gpucap" doctor 2>&1 | grep -q "^PASS  version: the library and this command are $("$gpucap" --version)$" ||
+    bad "doctor: versions: $("$gpucap" doctor 2>&1 | grep version)"
 
 # A bad size names the option and says "not a size" once.
 clean "$gpucap" run --memory 2gigs -- true; rc=$?
