@@ -15,8 +15,44 @@ static void log_denial(const char *call, int device, uint64_t bytes, int budget,
     gpc_log(GPC_LOG_WARN, "%s%s %s on device %d: requested %s, in use %s, limit %s%s", audit ? "audit: " : "", call,
             audit ? "would be denied" : "denied", device, gpc_format_size(bytes, a, sizeof a),
             gpc_format_size(atomic_load(&s->used), b, sizeof b), gpc_format_size(atomic_load(&s->limit), c, sizeof c),
-            audit ? "; admitted" : " -> CUDA_ERROR_OUT_OF_MEMORY");
+            audit ? "; admitted (later ones of this process are counted, and summed up at its exit)"
+                  : " -> CUDA_ERROR_OUT_OF_MEMORY");
     gpc_backtrace_log();
+}
+
+/*
+ * Audit mode logs a process's first would-be denial only (a job that needs twice its budget would
+ * otherwise print a line per allocation) and counts the rest per budget; the process's exit says
+ * how many there were and what budget would have sufficed: the peak, which audit mode lets grow
+ * past the limit to exactly what the job asked for.
+ */
+static _Atomic uint64_t audit_denials[GPC_LEDGER_DEVICES];
+static _Atomic int audit_device[GPC_LEDGER_DEVICES];
+static atomic_bool audit_logged;
+
+static void note_audit_denial(const char *call, int device, uint64_t bytes, int budget)
+{
+    if (budget >= GPC_LEDGER_DEVICES)
+        return;
+    atomic_store_explicit(&audit_device[budget], device, memory_order_relaxed);
+    atomic_fetch_add_explicit(&audit_denials[budget], 1, memory_order_relaxed);
+    if (!atomic_exchange(&audit_logged, true))
+        log_denial(call, device, bytes, budget, true);
+}
+
+__attribute__((destructor)) static void audit_summary_at_exit(void)
+{
+    for (int id = 0; id < GPC_LEDGER_DEVICES; id++) {
+        uint64_t n = atomic_load(&audit_denials[id]);
+        const struct gpc_slot *s = n ? gpc_budget_slot(id) : NULL;
+        if (!s)
+            continue;
+        char a[32], b[32];
+        gpc_log(GPC_LOG_WARN, "audit: %llu allocation%s on device %d would have been denied under the limit %s; "
+                "a budget of %s (the peak) would have sufficed", (unsigned long long)n, n == 1 ? "" : "s",
+                atomic_load(&audit_device[id]), gpc_format_size(atomic_load(&s->limit), a, sizeof a),
+                gpc_format_size(atomic_load(&s->peak), b, sizeof b));
+    }
 }
 
 /*
@@ -66,7 +102,7 @@ CUresult gpc_charge_begin(struct gpc_charge *c, int device, uint64_t bytes, cons
         /* Audit mode: the denial is counted and logged, and the bytes are admitted past the limit
          * so that the peak is what the job really needs. A broken setting (DENY) still denies. */
         if (gpc_settings.opt[GPC_OPT_MODE].u.e == 1 && budget >= 0) {
-            log_denial(call, device, bytes, budget, true);
+            note_audit_denial(call, device, bytes, budget);
             if (gpc_budget_reserve_unchecked(budget, bytes) != 0)
                 return CUDA_ERROR_OUT_OF_MEMORY;
             c->budget = budget;

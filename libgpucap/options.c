@@ -65,8 +65,8 @@ const struct gpc_option_def gpc_option_defs[GPC_OPT__COUNT] = {
                            "log the call stack of each denied allocation (libunwind, loaded at the first denial)"},
     [GPC_OPT_LIB] = {"lib", "GPUCAP_LIB", GPC_T_STRING, NULL, NULL, GPC_OPTF_ENV_ONLY,
                      "read by the gpucap command: the libgpucap.so that `gpucap run` preloads and `gpucap "
-                     "doctor` checks; default: found beside the command, then in /usr/local/lib/gpucap, "
-                     "/usr/lib/gpucap"},
+                     "doctor` checks; default: found beside the command (build tree, or lib/<multiarch>/gpucap of "
+                     "its install prefix), then in /usr/local/lib/gpucap, /usr/lib/gpucap"},
     [GPC_OPT_CONTEXT_RESERVE] = {"context_reserve", "GPUCAP_CONTEXT_RESERVE", GPC_T_SIZE, NULL, NULL, 0,
                                  "device memory charged per CUDA context (primary, created, green), which no "
                                  "allocation call reports; unset: 512MiB on cards of 64GiB or more, 384MiB from "
@@ -164,6 +164,8 @@ struct ini_ctx {
     struct gpc_settings *s;
     FILE *f;
     int line;
+    int orphan_line; /* the first key before any [section]: reported after parsing (see load_file) */
+    char orphan_key[64];
 };
 
 /* inih reads through this so that every handler call knows its line number. */
@@ -230,6 +232,13 @@ static int on_key(void *user, const char *section, const char *name, const char 
     char where[600];
     snprintf(where, sizeof where, "%s:%d", s->config_path, c->line);
 
+    if (!section[0]) {
+        if (!c->orphan_line) {
+            c->orphan_line = c->line;
+            snprintf(c->orphan_key, sizeof c->orphan_key, "%s", name);
+        }
+        return 1;
+    }
     int dev = device_section(section);
     if (dev == -2 || (dev == -1 && strcmp(section, "gpucap") != 0)) {
         s->errors++;
@@ -278,16 +287,22 @@ static void load_file(struct gpc_settings *s, const char *env_path)
         }
         return;
     }
-    struct ini_ctx c = {s, f, 0};
+    struct ini_ctx c = {s, f, 0, 0, ""};
     int rc = ini_parse_stream(read_line, &c, on_key, &c);
     fclose(f);
     s->config_read = true;
     if (rc > 0 && !s->config_bad) {
-        /* inih reports syntax errors (and nothing else, our handler never fails) by line. */
+        /* inih reports syntax errors (and nothing else, our handler never fails) by line. Keys
+         * before any section come after a broken "[gpucap" line: the syntax error is the news. */
         s->errors++;
         s->config_bad = true;
-        gpc_log_line(GPC_LOG_ERROR, "%s:%d: not an ini line (key = value, [section], ; comment); budgets "
-                     "not set in the environment are 0", path, rc);
+        gpc_log_line(GPC_LOG_ERROR, "%s:%d: syntax error: not an ini line (key = value, [section], ; comment); "
+                     "budgets not set in the environment are 0", path, rc);
+    } else if (c.orphan_line && !s->config_bad) {
+        s->errors++;
+        s->config_bad = true;
+        gpc_log_line(GPC_LOG_ERROR, "%s:%d: key '%s' before any section (put it under [gpucap]); budgets not "
+                     "set in the environment are 0", path, c.orphan_line, c.orphan_key);
     } else if (rc < 0) {
         s->errors++;
         s->config_bad = true;

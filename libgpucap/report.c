@@ -16,6 +16,8 @@
  */
 #include "internal.h"
 
+#include "gpucap_version.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -104,6 +106,9 @@ static void text_device(struct out *o, const struct gpc_ledger_dev *d, const str
     put(o, "  frees         %llu\n", (unsigned long long)f->frees);
     put(o, "  denials       %llu%s\n", (unsigned long long)f->denials,
         audit && f->denials ? " (would have been denied; admitted in audit mode)" : "");
+    if (audit && f->denials)
+        put(o, "  sufficient    %s (%llu bytes): a budget of the peak would have denied nothing\n",
+            gpc_format_size(f->peak, a, sizeof a), (unsigned long long)f->peak);
     put(o, "  largest       %s (%llu bytes)\n", gpc_format_size(f->largest, a, sizeof a),
         (unsigned long long)f->largest);
     if (f->first_denial_ns) {
@@ -139,9 +144,10 @@ int gpc_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit)
     struct out o = {.fd = fd};
     int shown = 0;
     if (json)
-        put(&o, "{\"mode\":\"%s\",\"devices\":[", audit ? "audit" : "enforce");
+        put(&o, "{\"version\":\"%s\",\"mode\":\"%s\",\"devices\":[", GPUCAP_VERSION_STRING,
+            audit ? "audit" : "enforce");
     else
-        put(&o, "gpucap report%s\n", audit ? " (audit mode: nothing was denied)" : "");
+        put(&o, "gpucap report (version %s%s)\n", GPUCAP_VERSION_STRING, audit ? "; audit mode: nothing was denied" : "");
     for (int i = 0; l && i < GPC_LEDGER_DEVICES; i++) {
         const struct gpc_ledger_dev *d = &l->dev[i];
         if (atomic_load(&d->state) != 1)

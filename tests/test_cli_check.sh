@@ -29,7 +29,7 @@ check "$gpucap" check "$t/k.ini"; rc=$?
 [ $rc = 1 ] && grep -q "$t/k.ini:3: unknown key 'memroy_limit'" "$t/err" || bad "unknown key: rc $rc $(cat "$t/err")"
 printf '[gpucap]\nmemory_limit = 8GiB\nthis is not ini\n' > "$t/s.ini"
 check "$gpucap" check "$t/s.ini"; rc=$?
-[ $rc = 1 ] && grep -q "$t/s.ini:3: not an ini line" "$t/err" || bad "bad syntax: rc $rc $(cat "$t/err")"
+[ $rc = 1 ] && grep -q "$t/s.ini:3: syntax error: not an ini line" "$t/err" || bad "bad syntax: rc $rc $(cat "$t/err")"
 printf '[gpucap]\nfail_rate = often\n' > "$t/r.ini"
 check "$gpucap" check "$t/r.ini"; rc=$?
 [ $rc = 1 ] && grep -q "$t/r.ini:2: fail_rate = 'often' is not valid" "$t/err" || bad "bad rate: rc $rc $(cat "$t/err")"

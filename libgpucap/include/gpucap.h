@@ -10,11 +10,11 @@
 
 #include <stdint.h>
 
+#include "gpucap_version.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define GPUCAP_VERSION_STRING "0.1.0"
 
 struct gpucap_usage {
     uint64_t limit;       /* budget in bytes */
@@ -25,7 +25,7 @@ struct gpucap_usage {
     uint64_t denials;     /* allocations answered CUDA_ERROR_OUT_OF_MEMORY by gpucap */
 };
 
-/* "0.1.0". */
+/* GPUCAP_VERSION_STRING of the library that is loaded, e.g. "0.1.0". */
 const char *gpucap_version(void);
 
 /*

@@ -6,6 +6,7 @@
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,7 +53,7 @@ int cmd_check(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(check_usage, stdout);
-            cli_print_options(stdout);
+            cli_print_settings_note(stdout);
             return 0;
         }
         if (argv[i][0] == '-' || file) {
@@ -61,8 +62,16 @@ int cmd_check(int argc, char **argv)
         }
         file = argv[i];
     }
-    if (file)
+    if (file) {
+        /* Said here, about the argument: the library would name GPUCAP_CONFIG, which the user did not set. */
+        FILE *f = fopen(file, "re");
+        if (!f) {
+            fprintf(stderr, "gpucap check: %s cannot be read (%s)\n", file, strerror(errno));
+            return 1;
+        }
+        fclose(f);
         setenv("GPUCAP_CONFIG", file, 1);
+    }
 
     extern char **environ;
     struct gpc_settings s;
@@ -81,6 +90,8 @@ int cmd_check(int argc, char **argv)
 
     if (s.config_read)
         printf("config file: %s%s\n", s.config_path, s.config_bad ? " (has errors)" : "");
+    else if (s.config_bad)
+        printf("config file: %s (cannot be read: every budget the environment does not set is 0)\n", s.config_path);
     else
         printf("config file: %s (not present: defaults and environment only)\n", s.config_path);
     printf("settings:\n");
@@ -93,16 +104,20 @@ int cmd_check(int argc, char **argv)
     }
     for (int i = 0; i < s.n_uuid; i++) {
         char val[300], where[600];
+        char key[96];
+        snprintf(key, sizeof key, "[device.%s] memory_limit", s.uuid_limit[i].uuid);
         show_value(&gpc_option_defs[GPC_OPT_MEMORY_LIMIT], &s.uuid_limit[i].v, val, sizeof val);
-        printf("  %-14s = %-24s %s\n", "memory_limit", val,
+        printf("  %-14s = %-24s %s\n", key, val,
                gpc_value_origin(&s, &s.uuid_limit[i].v, GPC_OPT_MEMORY_LIMIT, -1, where, sizeof where));
     }
     for (int dev = 0; dev < GPC_MAX_DEVICES; dev++) {
         if (!s.dev_limit[dev].set)
             continue;
         char val[300], where[600];
+        char key[48];
+        snprintf(key, sizeof key, "[device.%d] memory_limit", dev);
         show_value(&gpc_option_defs[GPC_OPT_MEMORY_LIMIT], &s.dev_limit[dev], val, sizeof val);
-        printf("  %-14s = %-24s %s\n", "memory_limit", val,
+        printf("  %-14s = %-24s %s\n", key, val,
                gpc_value_origin(&s, &s.dev_limit[dev], GPC_OPT_MEMORY_LIMIT, dev, where, sizeof where));
     }
     printf("effective budget:\n");

@@ -21,9 +21,11 @@ int cmd_status(int argc, char **argv);
 
 /* main.c: prints the options table (every GPUCAP_* setting) for --help. */
 void cli_print_options(FILE *f);
+/* main.c: the line a command's --help ends with: where the settings are listed. */
+void cli_print_settings_note(FILE *f);
 /*
  * main.c: finds libgpucap.so: `given` (--lib), GPUCAP_LIB, beside this executable (build tree and
- * install prefix), /usr/local/lib/gpucap, /usr/lib/gpucap. Writes the absolute path into buf and
+ * install prefix), the configured install path, /usr/local/lib/gpucap, /usr/lib/gpucap. Writes the absolute path into buf and
  * returns 0, or -ENOENT with *tried listing where it looked.
  */
 int cli_find_lib(const char *given, char *buf, size_t len, char *tried, size_t tried_len);

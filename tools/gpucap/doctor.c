@@ -6,6 +6,7 @@
  * such. Exit 0 when nothing failed, 1 otherwise.
  */
 #include "cli.h"
+#include "gpucap_version.h"
 
 #include <dirent.h>
 #include <stdarg.h>
@@ -219,6 +220,15 @@ static void check_exports(const char *lib_opt)
              missing == 1 ? "" : "s", names);
     else
         line("PASS", "library: %s exports all %zu hooks", lib, sizeof hooks / sizeof hooks[0]);
+    /* A library and a command from different releases (an image's CLI beside a node's library). */
+    const char *(*version)(void) = (const char *(*)(void))dlsym(h, "gpucap_version");
+    if (!version)
+        line("FAIL", "version: %s has no gpucap_version(): not a gpucap library", lib);
+    else if (strcmp(version(), GPUCAP_VERSION_STRING) != 0)
+        line("FAIL", "version: %s is gpucap %s, this command is gpucap %s; use the library and the command of "
+             "one release", lib, version(), GPUCAP_VERSION_STRING);
+    else
+        line("PASS", "version: the library and this command are gpucap %s", GPUCAP_VERSION_STRING);
 }
 
 int cmd_doctor(int argc, char **argv)
@@ -227,7 +237,7 @@ int cmd_doctor(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(doctor_usage, stdout);
-            cli_print_options(stdout);
+            cli_print_settings_note(stdout);
             return 0;
         }
         if (strcmp(argv[i], "--lib") == 0 && i + 1 < argc) {

@@ -1,7 +1,7 @@
 /*
  * main.c: the `gpucap` command: dispatch, --help (generated from libgpucap's options table, the
- * same rows the library reads), and what the subcommands share: finding the library, reading
- * settings, mapping a ledger.
+ * same rows the library reads), --help-man (gpucap(1), from the same texts; the build runs it),
+ * --version, and what the subcommands share: finding the library, reading settings, mapping a ledger.
  *
  *   gpucap run     run a command under a budget, audit it, inject faults, report its usage
  *   gpucap check   validate the environment and an ini file, show the effective budgets
@@ -9,6 +9,7 @@
  *   gpucap status  show the ledger: budgets, usage and processes
  */
 #include "cli.h"
+#include "gpucap_version.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +31,7 @@ static const char usage[] =
     "  doctor                        check this node or pod before trusting a cap\n"
     "  status [--ledger FILE]        show the ledger: budgets, usage, processes\n"
     "  help [COMMAND]                this text, or a command's\n"
+    "  --version                     gpucap's version\n"
     "\n"
     "`gpucap COMMAND --help` describes a command.\n";
 
@@ -52,9 +54,11 @@ void cli_print_options(FILE *f)
         const struct gpc_option_def *d = &gpc_option_defs[i];
         fprintf(f, "  %s", d->env);
         if (d->flags & GPC_OPTF_PER_DEVICE)
-            fprintf(f, ", %s_<ordinal>", d->env);
+            fprintf(f, ", %s_<ordinal>, %s_GPU-<uuid>", d->env, d->env);
         if (d->flags & GPC_OPTF_ENV_ONLY)
             fprintf(f, "  (environment only)");
+        else if (d->flags & GPC_OPTF_PER_DEVICE)
+            fprintf(f, "  [ini: %s in [gpucap], [device.<ordinal>], [device.GPU-<uuid>]]", d->key);
         else
             fprintf(f, "  [ini: %s]", d->key);
         fprintf(f, "\n      %s <%s>%s%s%s\n", d->key, type_name(d), d->def ? ", default " : "", d->def ? d->def : "",
@@ -79,11 +83,86 @@ void cli_print_options(FILE *f)
     fprintf(f, "sizes: %s\n", gpc_size_forms);
 }
 
+void cli_print_settings_note(FILE *f)
+{
+    fputs("Settings (GPUCAP_* variables, ini keys): `gpucap --help` or man gpucap lists them all.\n", f);
+}
+
 static void print_help(FILE *f)
 {
     fputs(usage, f);
     fputc('\n', f);
     cli_print_options(f);
+}
+
+/* Writes `text` as roff body text: backslashes and leading dots or quotes escaped, '-' as \-. */
+static void man_text(FILE *f, const char *text)
+{
+    bool bol = true;
+    for (const char *p = text; *p; p++) {
+        if (bol && (*p == '.' || *p == '\''))
+            fputs("\\&", f);
+        if (*p == '\\')
+            fputs("\\e", f);
+        else if (*p == '-')
+            fputs("\\-", f);
+        else
+            fputc(*p, f);
+        bol = *p == '\n';
+    }
+}
+
+/* Writes the text a command prints for --help, as a verbatim roff block. */
+static void man_command(FILE *f, int (*cmd)(int, char **), const char *name)
+{
+    char *args[] = {(char *)name, "--help", NULL};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (!mem)
+        return;
+    /* The commands print their help on stdout (assignable in glibc): collect it to escape it. */
+    FILE *saved = stdout;
+    stdout = mem;
+    cmd(2, args);
+    stdout = saved;
+    fclose(mem);
+    fputs(".PP\n.nf\n", f);
+    man_text(f, text);
+    fputs(".fi\n", f);
+    free(text);
+}
+
+/*
+ * gpucap(1), generated: the commands' --help texts and the options table, the same rows as
+ * `gpucap --help`, so the man page cannot drift from the program.
+ */
+static void print_man(FILE *f)
+{
+    fprintf(f, ".TH GPUCAP 1 \"\" \"gpucap %s\" \"User Commands\"\n", GPUCAP_VERSION_STRING);
+    fputs(".SH NAME\ngpucap \\- cap GPU memory per device for CUDA programs\n", f);
+    fputs(".SH SYNOPSIS\n.B gpucap\n.I command\n[\\fIoptions\\fR]\n", f);
+    fputs(".SH DESCRIPTION\n.nf\n", f);
+    man_text(f, usage);
+    fputs(".fi\n.SH COMMANDS\n", f);
+    man_command(f, cmd_run, "run");
+    man_command(f, cmd_check, "check");
+    man_command(f, cmd_doctor, "doctor");
+    man_command(f, cmd_status, "status");
+    fputs(".SH SETTINGS\n", f);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (mem) {
+        cli_print_options(mem);
+        fclose(mem);
+        fputs(".nf\n", f);
+        man_text(f, text);
+        fputs(".fi\n", f);
+        free(text);
+    }
+    fputs(".SH FILES\n.TP\n.I /etc/gpucap/gpucap.ini\nthe default settings file (GPUCAP_CONFIG names another)\n", f);
+    fputs(".SH SEE ALSO\n.BR gpucap\\-webhook (1)\n", f);
 }
 
 /* ---- shared by the subcommands ---- */
@@ -122,8 +201,10 @@ int cli_find_lib(const char *given, char *buf, size_t len, char *tried, size_t t
         char *slash = strrchr(self, '/');
         if (slash)
             *slash = '\0';
-        /* build tree: build/tools/gpucap/gpucap and build/lib/; installed: PREFIX/bin and PREFIX/lib. */
-        const char *rel[] = {"../../lib/libgpucap.so", "../lib/gpucap/libgpucap.so", "../lib/libgpucap.so"};
+        /* build tree: build/tools/gpucap/gpucap and build/lib/; installed: PREFIX/bin and
+         * PREFIX/lib/<multiarch>/gpucap (GPUCAP_LIB_FROM_BIN), or an image's /usr/local/gpucap/{bin,lib}. */
+        const char *rel[] = {"../../lib/libgpucap.so", GPUCAP_LIB_FROM_BIN, "../lib/gpucap/libgpucap.so",
+                             "../lib/libgpucap.so"};
         for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
             snprintf(cand, sizeof cand, "%s/%s", self, rel[i]);
             if (usable_file(cand) && realpath(cand, buf))
@@ -131,8 +212,10 @@ int cli_find_lib(const char *given, char *buf, size_t len, char *tried, size_t t
             add_tried(tried, tried_len, cand);
         }
     }
-    const char *fixed[] = {"/usr/local/lib/gpucap/libgpucap.so", "/usr/lib/gpucap/libgpucap.so"};
-    for (size_t i = 0; i < 2; i++) {
+    const char *fixed[] = {GPUCAP_LIB_INSTALLED, "/usr/local/lib/gpucap/libgpucap.so", "/usr/lib/gpucap/libgpucap.so"};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        if (i > 0 && strcmp(fixed[i], fixed[0]) == 0)
+            continue;
         if (usable_file(fixed[i]) && realpath(fixed[i], buf))
             return 0;
         add_tried(tried, tried_len, fixed[i]);
@@ -212,6 +295,10 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || (strcmp(cmd, "help") == 0 && argc == 2)) {
         print_help(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--help-man") == 0) {
+        print_man(stdout);
         return 0;
     }
     if (strcmp(cmd, "--version") == 0) {

@@ -43,7 +43,7 @@ static const char run_usage[] =
     "  -h, --help                 this text\n"
     "\n"
     "Without a budget from an option, the environment or the ini file, the run is measured under a\n"
-    "budget of 100%% of each device. GPUCAP_REPORT in the environment is taken as --report.\n"
+    "budget of 100% of each device. GPUCAP_REPORT in the environment is taken as --report.\n"
     "Exit status: CMD's (or CMD's signal); 2 for a usage error; 127 when CMD cannot be run.\n"
     "\n"
     "example: gpucap run --audit --report - -- python train.py\n"
@@ -104,12 +104,12 @@ static void write_report(const char *ledger, const char *dest, bool json, bool a
         munmap((void *)l, sizeof *l);
 }
 
-static int set_size(const char *name, const char *text)
+static int set_size(const char *opt, const char *name, const char *text)
 {
     struct gpc_size sz;
     int rc = gpc_parse_size(text, &sz);
     if (rc != 0) {
-        fprintf(stderr, "gpucap run: '%s' is not a size (%s); accepted: %s\n", text,
+        fprintf(stderr, "gpucap run: %s: '%s' is %s; accepted: %s\n", opt, text,
                 rc == -ERANGE ? "out of range" : "not a size", gpc_size_forms);
         return -1;
     }
@@ -158,7 +158,7 @@ int cmd_run(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "+m:d:ar:jbh", longopts, NULL)) != -1) {
         switch (c) {
         case 'm':
-            if (set_size("GPUCAP_MEMORY_LIMIT", optarg) != 0)
+            if (set_size("--memory", "GPUCAP_MEMORY_LIMIT", optarg) != 0)
                 return CLI_USAGE;
             break;
         case 'd': {
@@ -169,7 +169,7 @@ int cmd_run(int argc, char **argv)
                 return die("--device-memory takes DEV=SIZE, DEV a device ordinal (0, 1, ...)");
             char name[64];
             snprintf(name, sizeof name, "GPUCAP_MEMORY_LIMIT_%ld", dev);
-            if (set_size(name, eq + 1) != 0)
+            if (set_size("--device-memory", name, eq + 1) != 0)
                 return CLI_USAGE;
             break;
         }
@@ -208,7 +208,7 @@ int cmd_run(int argc, char **argv)
             break;
         case 'h':
             fputs(run_usage, stdout);
-            cli_print_options(stdout);
+            cli_print_settings_note(stdout);
             return 0;
         default:
             fputs(run_usage, stderr);

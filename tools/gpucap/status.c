@@ -59,7 +59,7 @@ int cmd_status(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(status_usage, stdout);
-            cli_print_options(stdout);
+            cli_print_settings_note(stdout);
             return 0;
         } else if (strcmp(argv[i], "--ledger") == 0 && i + 1 < argc) {
             path = argv[++i];

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gpucap_version.h"
 #include "server.h"
 #include "units.h"
 
@@ -57,7 +58,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: gpucap-webhook --cert FILE --key FILE [options]\n\n"
                "Mutating admission webhook: POST /mutate, GET /healthz. Each option may also be given\n"
-               "in the environment variable shown; a flag overrides the variable.\n\n");
+               "in the environment variable shown; a flag overrides the variable. --version prints the version.\n\n");
     for (int i = 0; i < OPT_COUNT; i++) {
         fprintf(f, "  --%-16s %s\n  %-18s %s", rows[i].flag, rows[i].doc, "", rows[i].env);
         if (rows[i].def)
@@ -65,6 +66,24 @@ static void usage(FILE *f)
         fputc('\n', f);
     }
     fprintf(f, "\nSizes: %s.\n", gpc_size_forms);
+}
+
+/* gpucap-webhook(1), generated from the same rows as --help (`--help-man`, run by the build). */
+static void usage_man(FILE *f)
+{
+    fprintf(f, ".TH GPUCAP-WEBHOOK 1 \"\" \"gpucap %s\" \"User Commands\"\n", GPUCAP_VERSION_STRING);
+    fputs(".SH NAME\ngpucap\\-webhook \\- Kubernetes admission webhook that injects gpucap into GPU pods\n"
+          ".SH SYNOPSIS\n.B gpucap\\-webhook\n\\-\\-cert \\fIFILE\\fR \\-\\-key \\fIFILE\\fR [\\fIoptions\\fR]\n"
+          ".SH DESCRIPTION\nMutating admission webhook: POST /mutate, GET /healthz. Each option may also be "
+          "given in the environment variable shown; a flag overrides the variable.\n.SH OPTIONS\n", f);
+    for (int i = 0; i < OPT_COUNT; i++) {
+        fputs(".TP\n.B \\-\\-", f);
+        for (const char *p = rows[i].flag; *p; p++)
+            fputs(*p == '-' ? "\\-" : (char[]){*p, 0}, f);
+        fprintf(f, "\n%s (%s%s%s)\n", rows[i].doc, rows[i].env, rows[i].def ? ", default " : "",
+                rows[i].def ? rows[i].def : "");
+    }
+    fprintf(f, ".SH SIZES\n%s.\n.SH SEE ALSO\n.BR gpucap (1)\n", gpc_size_forms);
 }
 
 /* Checks one value against its row; returns 0 or -EINVAL after a message naming the setting. */
@@ -114,6 +133,14 @@ int main(int argc, char **argv)
         const char *arg = argv[a];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             usage(stdout);
+            return 0;
+        }
+        if (strcmp(arg, "--help-man") == 0) {
+            usage_man(stdout);
+            return 0;
+        }
+        if (strcmp(arg, "--version") == 0) {
+            printf("gpucap-webhook %s\n", GPUCAP_VERSION_STRING);
             return 0;
         }
         int id = -1;
