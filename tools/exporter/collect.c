@@ -257,12 +257,14 @@ static int open_dir_at(int dir, const char *name)
     return openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
-/* The skip reason of a failed open of an entry that exists, or -1 when it simply is not there. */
-static int open_reason(int err)
+/* The skip reason of a failed open of `name` in `dir`, or -1 when it simply is not there. A link
+ * opened with O_DIRECTORY | O_NOFOLLOW fails with ENOTDIR, not ELOOP: lstat tells them apart. */
+static int open_reason(int err, int dir, const char *name)
 {
+    struct stat st;
     if (err == ENOENT)
         return -1;
-    if (err == ELOOP)
+    if (err == ELOOP || (err == ENOTDIR && fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)))
         return GPC_SKIP_SYMLINK;
     if (err == ENOTDIR)
         return GPC_SKIP_NOT_REGULAR;
@@ -280,16 +282,15 @@ static void scan_container(struct scan *sc, int ledgers_fd, const char *pod_uid,
 {
     int cfd = open_dir_at(ledgers_fd, container);
     if (cfd < 0) {
-        skip(sc, open_reason(errno));
+        skip(sc, open_reason(errno, ledgers_fd, container));
         return;
     }
     int fd = openat(cfd, "gpucap.ledger", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    int err = errno;
+    if (fd < 0)
+        skip(sc, open_reason(errno, cfd, "gpucap.ledger"));
     close(cfd);
-    if (fd < 0) {
-        skip(sc, open_reason(err));
+    if (fd < 0)
         return;
-    }
     if (sc->nctr >= MAX_LEDGERS) {
         close(fd);
         skip(sc, GPC_SKIP_LIMIT);
