@@ -124,11 +124,26 @@ seq_at = data.find(uid + b'\0') - (4 + 4 + 8 + 64 + 256)
 struct.pack_into('<I', data, seq_at, struct.unpack_from('<I', data, seq_at)[0] + 1)
 open(path, 'wb').write(data)
 EOF
+# The same card registered twice (device entry 0 copied over entry 1): no gpucap writes that.
+f=$(mk twice) && cp "$good" "$f" && python3 - "$f" "$uid_a" << 'EOF'
+import sys
+path, uid = sys.argv[1], sys.argv[2].encode()
+data = bytearray(open(path, 'rb').read())
+# In the identity block, pod_uid[64] and container_name[64] are followed by the version[32], then
+# come the device entries (state 4, pad 4, uuid 16, physical 8, slot 72, mutex 40, reserved 64: 208
+# bytes). The recorded pod UID and container are blanked so the path's apply.
+uid_at = data.find(uid + b'\0')
+data[uid_at:uid_at + 128] = bytes(128)
+dev0 = uid_at + 64 + 64 + 32
+assert data[dev0] == 1, "layout changed: update this test"
+data[dev0 + 208:dev0 + 416] = data[dev0:dev0 + 208]
+open(path, 'wb').write(data)
+EOF
 for _ in 1 2; do scrape m2; done # a second scrape: the first one's skips are not carried over
 kill -0 $exp 2> /dev/null || bad "the exporter died on bad files"
 promtool check metrics < "$t/m2" > "$t/lint" 2>&1 && [ ! -s "$t/lint" ] || bad "promtool on bad files: $(cat "$t/lint")"
 declare -A want=([truncated]=1 [bad_magic]=2 [bad_version]=1 [too_large]=1 [symlink]=2 [not_regular]=3 [mismatch]=1
-                 [torn]=1 [bad_name]=1 [open_failed]=0 [read_failed]=0 [corrupt]=0 [limit]=0)
+                 [torn]=1 [bad_name]=1 [open_failed]=0 [read_failed]=0 [corrupt]=1 [limit]=0)
 for r in "${!want[@]}"; do
     got=$(value m2 gpucap_exporter_ledgers_skipped "reason=\"$r\"")
     [ "$got" = "${want[$r]}" ] || bad "skipped $r: $got, expected ${want[$r]}"

@@ -231,6 +231,11 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
         const struct gpc_ledger_dev *e = &l->dev[d];
         if (atomic_load(&e->state) != 1)
             continue;
+        /* gpucap registers a card once, under the table lock: a second entry is a forged file,
+         * and its series would repeat the first one's labels. */
+        for (int k = 0; k < r->ndev; k++)
+            if (memcmp(r->dev[k].uuid, e->uuid, sizeof e->uuid) == 0)
+                return GPC_SKIP_CORRUPT;
         struct dev_rec *o = &r->dev[r->ndev++];
         memcpy(o->uuid, e->uuid, sizeof o->uuid);
         o->physical = e->physical;
