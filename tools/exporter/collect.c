@@ -44,7 +44,7 @@
 /* Bounds of one scrape: a node runs at most a few hundred pods (kubelet's max-pods). */
 #define MAX_POD_ENTRIES 8192
 #define MAX_CONTAINERS_PER_POD 128
-#define MAX_LEDGERS 4096
+#define MAX_LEDGERS 1024
 #define MAX_CARDS 64
 #define COPY_TRIES 3
 #define LEDGER_SUBDIR "volumes/kubernetes.io~empty-dir/gpucap-ledger"
