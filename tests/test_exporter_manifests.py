@@ -78,9 +78,9 @@ try:
     groups = rule["spec"]["groups"]
     with open(os.path.join(tmp, "gpucap-rules.yaml"), "w") as f:
         yaml.safe_dump({"groups": groups}, f)
-    shutil.copy(os.path.join(examples, "exporter-rules-test.yaml"), tmp)
+    shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), "exporter_rules_test.yaml"), tmp)
     for cmd in (["promtool", "check", "rules", "gpucap-rules.yaml"],
-                ["promtool", "test", "rules", "exporter-rules-test.yaml"]):
+                ["promtool", "test", "rules", "exporter_rules_test.yaml"]):
         r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
         check(r.returncode == 0, f"{' '.join(cmd)}: {r.stdout}{r.stderr}")
     alerts = {r["alert"]: r["expr"] for g in groups for r in g["rules"] if "alert" in r}
