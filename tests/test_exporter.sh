@@ -9,7 +9,7 @@ exporter=$1 alloc=$2
 command -v promtool > /dev/null || { echo "SKIP: promtool (Debian package prometheus) is missing"; exit 77; }
 command -v curl > /dev/null || { echo "SKIP: curl is missing"; exit 77; }
 t=$(mktemp -d)
-pids=()
+pids=() churners=()
 cleanup() {
     for p in "${pids[@]}"; do kill -KILL "$p" 2> /dev/null; done
     wait 2> /dev/null
@@ -97,6 +97,27 @@ grep -q '^fake peak=41943040 ' "$t/$uid_a.main.out" || bad "main: unexpected fak
 grep -qE '^gpucap_container_info\{namespace="team-b",pod="infer-0",pod_uid="'$uid_b'",container="srv",gpucap_version="[0-9.]+"\} 1$' \
     "$t/m1" || bad "info series"
 grep -q '^gpucap_exporter_ledgers 3$' "$t/m1" || bad "ledgers read: $(grep '^gpucap_exporter_ledgers ' "$t/m1")"
+
+# Scrapes while two processes of one container allocate and free: every scrape reads the ledger
+# whole (no skip), and never shows more in use than the budget. The scrape takes no lock, so
+# nothing here waits on the other.
+churn_ops=()
+for _ in $(seq 20); do churn_ops+=(a3 a2 s1 F a5 F); done
+for _ in 1 2; do
+    run team-a train-0 $uid_a churn 8MiB 0 "${churn_ops[@]}" &
+    churners+=($!)
+done
+n=0
+while kill -0 "${churners[@]}" 2> /dev/null && [ $n -lt 200 ]; do
+    scrape mc
+    n=$((n + 1))
+    grep -q 'gpucap_exporter_ledgers_skipped{reason="[a-z_]*"} [1-9]' "$t/mc" && { bad "skips during churn: $(grep 'skipped{' "$t/mc" | grep -v ' 0$')"; break; }
+    used=$(value mc gpucap_container_used_bytes 'container="churn"')
+    [ -n "$used" ] && [ "$used" -gt $((8 * MiB)) ] && { bad "churn: $used in use over an 8 MiB budget"; break; }
+done
+wait "${churners[@]}" || bad "a churning process failed"
+echo "scrapes during churn: $n"
+rm -rf "$(ldir $uid_a churn)"
 
 # Bad files, one per reason, in pod X (and one good ledger copied under pod X: it names pod A).
 good=$(ldir $uid_a main)/gpucap.ledger

@@ -79,10 +79,15 @@ static char *scrape(size_t *len, bool *ok)
     struct gpc_text t = {0};
     struct gpc_scrape s;
     int rc = gpc_collect(root, &t, &s);
-    if (rc != 0) {
+    /* Said when it starts and when it ends, not at every scrape. */
+    static int said;
+    if (rc != 0)
         atomic_fetch_add(&scrape_errors, 1);
+    if (rc != 0 && rc != said)
         say("cannot read %s: %s", root, strerror(-rc));
-    }
+    else if (rc == 0 && said != 0)
+        say("%s can be read again", root);
+    said = rc;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     gpc_text_printf(&t, "# HELP gpucap_exporter_scrape_errors_total Scrapes that could not read the pod "
                         "directory.\n# TYPE gpucap_exporter_scrape_errors_total counter\n"
