@@ -47,7 +47,8 @@
 #define MAX_LEDGERS 1024
 #define MAX_CARDS 64
 #define COPY_TRIES 3
-#define LEDGER_SUBDIR "volumes/kubernetes.io~empty-dir/gpucap-ledger"
+/* What the steps of a scrape return when there is nothing to skip; else an enum gpc_skip. */
+#define NO_SKIP (-1)
 
 const char *const gpc_skip_names[GPC_SKIP__COUNT] = {
     [GPC_SKIP_SYMLINK] = "symlink",       [GPC_SKIP_NOT_REGULAR] = "not_regular",
@@ -158,7 +159,7 @@ static int read_seq(int fd, uint32_t *seq)
     return pread(fd, seq, sizeof *seq, offsetof(struct gpc_ledger, identity.seq)) == sizeof *seq ? 0 : -EIO;
 }
 
-/* Copies the open file into sc->copy; returns -1 or the skip reason. */
+/* Copies the open file into sc->copy; returns NO_SKIP or the skip reason. */
 static int copy_ledger(struct scan *sc, int fd)
 {
     struct stat st;
@@ -191,7 +192,7 @@ static int copy_ledger(struct scan *sc, int fd)
         /* A whole ledger: its identity is whole when no write began or ended during the copy. */
         if (have_seq && read_seq(fd, &after) == 0 && before == after && !(before & 1) &&
             atomic_load(&sc->copy->identity.seq) == before)
-            return -1;
+            return NO_SKIP;
     }
     return GPC_SKIP_TORN;
 }
@@ -209,7 +210,7 @@ static struct ctr_rec *new_record(struct scan *sc)
     return &sc->ctr[sc->nctr];
 }
 
-/* Takes the figures out of a checked copy. Returns -1 or the skip reason. */
+/* Takes the figures out of a checked copy. Returns NO_SKIP or the skip reason. */
 static int take(struct scan *sc, const char *pod_uid, const char *container)
 {
     const struct gpc_ledger *l = sc->copy;
@@ -253,7 +254,7 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
         }
     }
     sc->nctr++;
-    return -1;
+    return NO_SKIP;
 }
 
 /* Opens directory `name` under `dir` without following a link; -1 with errno when it cannot. */
@@ -262,13 +263,14 @@ static int open_dir_at(int dir, const char *name)
     return openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
-/* The skip reason of a failed open of `name` in `dir`, or -1 when it simply is not there. A link
+/* The skip reason of a failed open of `name` in `dir`, or NO_SKIP when it simply
+ * is not there. A link
  * opened with O_DIRECTORY | O_NOFOLLOW fails with ENOTDIR, not ELOOP: lstat tells them apart. */
 static int open_reason(int err, int dir, const char *name)
 {
     struct stat st;
     if (err == ENOENT)
-        return -1;
+        return NO_SKIP;
     if (err == ELOOP || (err == ENOTDIR && fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)))
         return GPC_SKIP_SYMLINK;
     if (err == ENOTDIR)
@@ -303,9 +305,9 @@ static void scan_container(struct scan *sc, int ledgers_fd, const char *pod_uid,
     }
     int reason = copy_ledger(sc, fd);
     close(fd);
-    if (reason < 0)
+    if (reason == NO_SKIP)
         reason = take(sc, pod_uid, container);
-    if (reason < 0)
+    if (reason == NO_SKIP)
         sc->s->ledgers++;
     else
         skip(sc, reason);

@@ -42,9 +42,9 @@ void gpc_text_printf(struct gpc_text *t, const char *fmt, ...) __attribute__((fo
 
 /*
  * Walks `root` (laid out like /var/lib/kubelet/pods: <pod-uid>/volumes/kubernetes.io~empty-dir/
- * gpucap-ledger/<container>/gpucap.ledger), copies each ledger with read(2), validates the copy and
+ * gpucap-ledger/<container>/gpucap.ledger), copies each ledger with pread(2), validates the copy and
  * appends the per-container, per-card and per-scrape metric families to `out` in the Prometheus text
- * format, without HELP/TYPE for the exporter's own counters (the caller adds those). Takes no lock
+ * format (the caller appends the exporter's own counters and timings). Takes no lock
  * and writes nothing. Returns 0, or a negative errno when `root` cannot be read (then *s says so and
  * `out` holds only the scrape counts).
  */
