@@ -263,9 +263,8 @@ static int open_dir_at(int dir, const char *name)
     return openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
-/* The skip reason of a failed open of `name` in `dir`, or NO_SKIP when it simply
- * is not there. A link
- * opened with O_DIRECTORY | O_NOFOLLOW fails with ENOTDIR, not ELOOP: lstat tells them apart. */
+/* The skip reason of a failed open of `name` in `dir`, or NO_SKIP when it simply is not there. A
+ * link opened with O_DIRECTORY | O_NOFOLLOW fails with ENOTDIR, not ELOOP: lstat tells them apart. */
 static int open_reason(int err, int dir, const char *name)
 {
     struct stat st;
