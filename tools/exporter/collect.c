@@ -6,7 +6,7 @@
  * Each path step is opened with O_NOFOLLOW relative to the previous one (no symbolic link is ever
  * followed), the ledger with O_NONBLOCK (a FIFO put in its place cannot hang the scrape) and only
  * when fstat(2) says it is a regular file of at most a ledger's size (a huge sparse file is never
- * read). The file is copied with read(2), never mapped: a file truncated under a mapping is SIGBUS.
+ * read). The file is copied with pread(2), never mapped: a file truncated under a mapping is SIGBUS.
  * The copy is checked by gpc_ledger_check(), the same check the library runs, and the identity
  * block is taken only when its sequence number is even and the same before and after the copy
  * (the writer holds the ledger's lock, we take none: a scrape never blocks a tenant). Every loop is
