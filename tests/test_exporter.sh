@@ -46,6 +46,7 @@ GPUCAP_LEDGER=$(ldir $uid_a side)/gpucap.ledger GPUCAP_MEMORY_LIMIT=32MiB GPUCAP
 pids+=($!)
 run team-b infer-0 $uid_b srv 960MiB 8MiB a200 a56 a800 a1 p || bad "srv did not run"
 
+: > "$t/log"
 "$exporter" --listen 127.0.0.1:0 --root "$root" 2> "$t/log" &
 exp=$!
 pids+=($exp)

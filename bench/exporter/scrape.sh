@@ -36,6 +36,7 @@ wait
 printf 'wrote %d ledgers in %.1f s (%s bytes each)\n' "$n" "$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')" \
     "$(stat -c %s "$dir/gpucap.ledger")"
 
+: > "$t/log"
 "$exporter" --listen 127.0.0.1:0 --root "$t/pods" 2> "$t/log" &
 pid=$!
 port=
