@@ -30,8 +30,10 @@ static void start(void)
     if (!any)
         gpc_log(GPC_LOG_WARN, "loaded with no memory limit: CUDA allocations pass through uncapped (set "
                 "GPUCAP_MEMORY_LIMIT, or memory_limit in %s)", gpc_settings.config_path);
-    if (any)
+    if (any) {
         gpc_ledger_attach();
+        gpc_ledger_identify();
+    }
     atomic_store(&gpc_passthrough, !any);
     atomic_store_explicit(&gpc_initialized, 1, memory_order_release);
     starting = false;

@@ -58,11 +58,16 @@ enum gpc_opt {
     GPC_OPT_BACKTRACE,
     GPC_OPT_LIB,
     GPC_OPT_CONTEXT_RESERVE,
+    GPC_OPT_POD_NAMESPACE,
+    GPC_OPT_POD_NAME,
+    GPC_OPT_POD_UID,
+    GPC_OPT_CONTAINER_NAME,
     GPC_OPT__COUNT
 };
 enum gpc_opt_type { GPC_T_SIZE, GPC_T_BOOL, GPC_T_INT, GPC_T_STRING, GPC_T_ENUM };
 #define GPC_OPTF_PER_DEVICE 1u /* also GPUCAP_<NAME>_<ordinal> and [device.<ordinal>] */
 #define GPC_OPTF_ENV_ONLY 2u   /* not read from the ini file */
+#define GPC_OPTF_IDENTITY 4u   /* who the ledger belongs to: a name, never a limit */
 
 struct gpc_option_def {
     const char *key;     /* ini key in [gpucap]; the variable is GPUCAP_ + the key in capitals */
@@ -179,6 +184,12 @@ extern struct gpc_ledger *gpc_ledger;
 extern bool gpc_ledger_shared;
 /* Maps the ledger named by the settings, or a private one after one clear error. Never fails. */
 void gpc_ledger_attach(void);
+/*
+ * Writes the identity settings that are set and valid (GPUCAP_POD_NAMESPACE, _POD_NAME, _POD_UID,
+ * GPUCAP_CONTAINER_NAME) and this library's version into the shared ledger's identity block,
+ * under its table lock. Nothing for a private ledger; a lock not obtained leaves the block as is.
+ */
+void gpc_ledger_identify(void);
 /*
  * The ledger entry of the device with this UUID, registering it with `limit` if new (under the
  * rule "the smallest limit among live processes wins", with a warning on disagreement). Returns

@@ -27,6 +27,7 @@
  * charged with what it holds (gpc_ledger_recover), with one error line.
  */
 #include "internal.h"
+#include "gpucap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -552,4 +553,39 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
         my_devs[found].known = true;
     }
     return found;
+}
+
+/* ---- identity ---- */
+
+/* Copies setting `opt` into `field` when it is set and valid; an unset or bad one leaves it. */
+static void put_identity(char *field, size_t size, enum gpc_opt opt)
+{
+    const struct gpc_value *v = &gpc_settings.opt[opt];
+    if (!v->set || v->bad)
+        return;
+    size_t n = strnlen(v->text, size - 1);
+    memcpy(field, v->text, n);
+    memset(field + n, 0, size - n);
+}
+
+void gpc_ledger_identify(void)
+{
+    struct gpc_ledger *l = gpc_ledger;
+    if (!l || !gpc_ledger_shared || lock_robust(&l->table_lock, NULL) != 0)
+        return;
+    struct gpc_ledger_identity *id = &l->identity;
+    /* A seqlock for readers without the lock: odd while the fields change. */
+    atomic_fetch_add_explicit(&id->seq, 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    put_identity(id->pod_namespace, sizeof id->pod_namespace, GPC_OPT_POD_NAMESPACE);
+    put_identity(id->pod_name, sizeof id->pod_name, GPC_OPT_POD_NAME);
+    put_identity(id->pod_uid, sizeof id->pod_uid, GPC_OPT_POD_UID);
+    put_identity(id->container_name, sizeof id->container_name, GPC_OPT_CONTAINER_NAME);
+    memset(id->gpucap_version, 0, sizeof id->gpucap_version);
+    snprintf(id->gpucap_version, sizeof id->gpucap_version, "%s", GPUCAP_VERSION_STRING);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    id->written_ns = (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec;
+    atomic_fetch_add_explicit(&id->seq, 1, memory_order_release);
+    pthread_mutex_unlock(&l->table_lock);
 }

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #define GPC_LEDGER_MAGIC 0x5247444c43504721ULL /* "!GPCLDGR" */
-#define GPC_LEDGER_VERSION 2u
+#define GPC_LEDGER_VERSION 3u
 #define GPC_LEDGER_DEVICES 32
 #define GPC_LEDGER_PROCS 1024
 
@@ -47,6 +47,26 @@ struct gpc_ledger_proc {
     _Atomic uint64_t limit[GPC_LEDGER_DEVICES]; /* the limit this process asked for */
 };
 
+/*
+ * Who the ledger belongs to (v3): the GPUCAP_POD_* and GPUCAP_CONTAINER_NAME settings, which the
+ * webhook fills from the downward API, and the writer's gpucap version. Written by each process
+ * that attaches, under table_lock (gpc_ledger_identify); `seq` is odd while a write is under way, so
+ * a reader that takes no lock (gpucap-exporter) can tell a torn copy. gpucap writes NUL-terminated
+ * strings; readers bound them by the field size all the same (the file is the tenant's).
+ */
+#define GPC_IDENTITY_NAME 64  /* namespace, container name, pod UID: at most 63 characters */
+#define GPC_IDENTITY_POD 256  /* pod name: at most 253 characters */
+struct gpc_ledger_identity {
+    _Atomic uint32_t seq;
+    uint32_t pad;
+    uint64_t written_ns;        /* CLOCK_REALTIME of the last write */
+    char pod_namespace[GPC_IDENTITY_NAME];
+    char pod_name[GPC_IDENTITY_POD];
+    char pod_uid[GPC_IDENTITY_NAME];
+    char container_name[GPC_IDENTITY_NAME];
+    char gpucap_version[32];    /* GPUCAP_VERSION_STRING of the last writer */
+};
+
 struct gpc_ledger {
     uint64_t magic;
     uint32_t version;
@@ -55,6 +75,7 @@ struct gpc_ledger {
     uint64_t created_ns;
     pthread_mutex_t table_lock; /* robust, process-shared: claiming device entries */
     char reserved[128];
+    struct gpc_ledger_identity identity;
     struct gpc_ledger_dev dev[GPC_LEDGER_DEVICES];
     struct gpc_ledger_proc proc[GPC_LEDGER_PROCS];
 };

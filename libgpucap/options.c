@@ -71,7 +71,34 @@ const struct gpc_option_def gpc_option_defs[GPC_OPT__COUNT] = {
                                  "device memory charged per CUDA context (primary, created, green), which no "
                                  "allocation call reports; unset: 512MiB on cards of 64GiB or more, 384MiB from "
                                  "24GiB, 256MiB below 24GiB; 0: contexts are not charged"},
+    [GPC_OPT_POD_NAMESPACE] = {"pod_namespace", "GPUCAP_POD_NAMESPACE", GPC_T_STRING, NULL, NULL, GPC_OPTF_IDENTITY,
+                               "identity recorded in the ledger for gpucap-exporter: the pod's namespace (the "
+                               "webhook sets it from the downward API); never changes a limit"},
+    [GPC_OPT_POD_NAME] = {"pod_name", "GPUCAP_POD_NAME", GPC_T_STRING, NULL, NULL, GPC_OPTF_IDENTITY,
+                          "identity recorded in the ledger: the pod's name; never changes a limit"},
+    [GPC_OPT_POD_UID] = {"pod_uid", "GPUCAP_POD_UID", GPC_T_STRING, NULL, NULL, GPC_OPTF_IDENTITY,
+                         "identity recorded in the ledger: the pod's UID; never changes a limit"},
+    [GPC_OPT_CONTAINER_NAME] = {"container_name", "GPUCAP_CONTAINER_NAME", GPC_T_STRING, NULL, NULL,
+                                GPC_OPTF_IDENTITY,
+                                "identity recorded in the ledger: the container's name; never changes a limit"},
 };
+
+/* Kubernetes names as the ledger can hold them: lowercase letters, digits, '-' and '.' (the
+ * characters of DNS labels, subdomains and UIDs), at most 253 characters for a pod name (a DNS
+ * subdomain) and 63 for the others. */
+#define IDENTITY_FORMS "lowercase letters, digits, '-' and '.'; at most 63 characters (pod_name: 253)"
+static bool identity_ok(const struct gpc_option_def *d, const char *text)
+{
+    size_t max = d == &gpc_option_defs[GPC_OPT_POD_NAME] ? GPC_IDENTITY_POD - 3 : GPC_IDENTITY_NAME - 1;
+    size_t n = strlen(text);
+    if (n == 0 || n > max)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!(text[i] >= 'a' && text[i] <= 'z') && !(text[i] >= '0' && text[i] <= '9') && text[i] != '-' &&
+            text[i] != '.')
+            return false;
+    return true;
+}
 
 static const char *source_name(enum gpc_source src)
 {
@@ -102,7 +129,7 @@ static const char *type_forms(const struct gpc_option_def *d)
     case GPC_T_BOOL: return "1/0, true/false, yes/no, on/off";
     case GPC_T_INT: return "a whole number";
     case GPC_T_ENUM: return d->choices;
-    case GPC_T_STRING: return "any text";
+    case GPC_T_STRING: return (d->flags & GPC_OPTF_IDENTITY) ? IDENTITY_FORMS : "any text";
     }
     return "";
 }
@@ -136,7 +163,7 @@ static bool parse_value(const struct gpc_option_def *d, const char *text, struct
         v->bad = v->u.e < 0;
         break;
     case GPC_T_STRING:
-        v->bad = strlen(text) >= sizeof v->text;
+        v->bad = strlen(text) >= sizeof v->text || ((d->flags & GPC_OPTF_IDENTITY) && !identity_ok(d, text));
         break;
     }
     return !v->bad;
@@ -154,6 +181,8 @@ static const char *safe_state(const struct gpc_option_def *d)
 {
     if (d == &gpc_option_defs[GPC_OPT_CONTEXT_RESERVE])
         return "the default for the device's class applies";
+    if (d->flags & GPC_OPTF_IDENTITY)
+        return "it is not recorded in the ledger (limits are not affected)";
     return d->type == GPC_T_SIZE ? "that budget is 0 until it is fixed (every allocation is denied)"
                                  : "the default applies";
 }

@@ -1,6 +1,7 @@
 #!/bin/bash
 # test_cli_status.sh GPUCAP CLI_ALLOC: `gpucap status`: devices by UUID with budget, use and peak;
-# the part of the use that context reserves make up; processes alive and dead; JSON; a corrupted, truncated or foreign ledger is one line, exit 1.
+# the part of the use that context reserves make up; the identity block (pod, container, version);
+# processes alive and dead; JSON; a corrupted, truncated or foreign ledger is one line, exit 1.
 set -u
 gpucap=$1 alloc=$2
 t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
@@ -8,7 +9,9 @@ fail=0
 bad() { echo "FAIL $*"; fail=1; }
 export GPUCAP_LEDGER=$t/ledger
 
-GPUCAP_CONTEXT_RESERVE=8MiB LD_PRELOAD=$TEST_PRELOAD "$alloc" a24 s30 F > /dev/null 2>&1 &
+GPUCAP_CONTEXT_RESERVE=8MiB GPUCAP_POD_NAMESPACE=team-a GPUCAP_POD_NAME=train-0 \
+    GPUCAP_POD_UID=0c5e2d4a-1111-4222-8333-444455556666 GPUCAP_CONTAINER_NAME=main \
+    LD_PRELOAD=$TEST_PRELOAD "$alloc" a24 s30 F > /dev/null 2>&1 &
 pid=$!
 for _ in $(seq 100); do
     "$gpucap" status > "$t/out" 2> /dev/null && grep -q "in use 32.00 MiB" "$t/out" && break
@@ -17,12 +20,16 @@ done
 grep -qE "^device GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}  budget 64.00 MiB  in use 32.00 MiB \(contexts 8.00 MiB\)  peak 32.00 MiB" "$t/out" ||
     bad "device line: $(cat "$t/out")"
 grep -qE "^$pid +yes +GPU-.* +32.00 MiB +32.00 MiB$" "$t/out" || bad "live process line: $(cat "$t/out")"
+grep -qx "pod team-a/train-0 (uid 0c5e2d4a-1111-4222-8333-444455556666)  container main  written by gpucap [0-9.]*" \
+    "$t/out" || bad "identity line: $(cat "$t/out")"
 "$gpucap" status --json --ledger "$GPUCAP_LEDGER" > "$t/j"
 python3 -c "
 import json,sys
 d=json.load(open(sys.argv[1]))
 assert d['devices'][0]['in_use']==32<<20 and d['devices'][0]['contexts']==8<<20 and d['devices'][0]['budget']==64<<20, d
 assert any(p['pid']==int(sys.argv[2]) and p['alive'] for p in d['processes']), d
+i=d['identity']
+assert (i['namespace'],i['pod'],i['container'])==('team-a','train-0','main') and i['gpucap_version'], i
 " "$t/j" $pid || bad "json: $(cat "$t/j")"
 kill -KILL $pid; wait $pid 2> /dev/null
 "$gpucap" status > "$t/out"

@@ -243,6 +243,35 @@ static void test_ini(void)
     CHECK(gpc_settings_limit(&s, 0, NULL, PHYS, NULL) == 0, "unknown section must give 0");
 }
 
+/* Identity settings: recorded names, validated and bounded, never a limit either way. */
+static void test_identity(void)
+{
+    const char *a[] = {"GPUCAP_CONFIG=", "GPUCAP_MEMORY_LIMIT=1GiB", "GPUCAP_POD_NAMESPACE=team-a",
+                       "GPUCAP_POD_NAME=train-0.x", "GPUCAP_POD_UID=0c5e2d4a-1111-4222-8333-444455556666",
+                       "GPUCAP_CONTAINER_NAME=main", NULL};
+    load(a);
+    CHECK(captured[0] == '\0', "valid identity printed: %s", captured);
+    CHECK(gpc_settings_limit(&s, 0, NULL, PHYS, NULL) == GiB, "identity changed the limit");
+    CHECK(!s.opt[GPC_OPT_POD_NAME].bad && strcmp(s.opt[GPC_OPT_POD_NAME].text, "train-0.x") == 0, "pod name");
+
+    static char long_name[300];
+    memset(long_name, 'a', sizeof long_name - 1);
+    memcpy(long_name, "GPUCAP_POD_NAME=", 16);
+    const char *b[] = {"GPUCAP_CONFIG=", "GPUCAP_MEMORY_LIMIT=1GiB", "GPUCAP_POD_NAMESPACE=Team_A",
+                       "GPUCAP_CONTAINER_NAME=", long_name, NULL};
+    load(b);
+    CHECK(s.opt[GPC_OPT_POD_NAMESPACE].bad && s.opt[GPC_OPT_CONTAINER_NAME].bad && s.opt[GPC_OPT_POD_NAME].bad,
+          "bad identity values accepted");
+    CHECK(strstr(captured, "GPUCAP_POD_NAMESPACE") && strstr(captured, "'Team_A'") &&
+              strstr(captured, "not recorded"),
+          "identity error line: %s", captured);
+    CHECK(gpc_settings_limit(&s, 0, NULL, PHYS, NULL) == GiB, "a bad identity changed the limit");
+
+    const char *c[] = {"GPUCAP_CONFIG=", "GPUCAP_POD_NAME=x", NULL};
+    load(c);
+    CHECK(!gpc_settings_any_limit(&s), "an identity alone made a limit");
+}
+
 int main(void)
 {
     int fd = mkstemp(ini_path);
@@ -251,6 +280,7 @@ int main(void)
     test_env();
     test_ini();
     test_uuid();
+    test_identity();
     unlink(ini_path);
     if (failures)
         printf("%d check(s) failed\n", failures);

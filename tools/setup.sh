@@ -3,7 +3,7 @@
 # The CUDA toolkit (cuda.h) is expected under /usr/local/cuda (or found by CMake's FindCUDAToolkit).
 set -euo pipefail
 pkgs=(cmake make gcc clang pkg-config uthash-dev libinih-dev libunwind-dev libmicrohttpd-dev libjansson-dev
-      libgnutls28-dev python3 python3-jsonpatch python3-yaml curl openssl strace wrk
+      libgnutls28-dev python3 python3-jsonpatch python3-yaml curl openssl strace wrk prometheus
       dpkg-dev file rpm buildah)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,6 +1,6 @@
 /*
- * status.c: `gpucap status [--ledger FILE] [--json]`: the ledger as it is now, read-only: per
- * device (by UUID) budget, in use and peak; per process pid, in use, peak and whether it is alive.
+ * status.c: `gpucap status [--ledger FILE] [--json]`: the ledger as it is now, read-only: whose it
+ * is (pod, container, the writer's gpucap version); per device (by UUID) budget, in use and peak; per process pid, in use, peak and whether it is alive.
  * The file is mapped read-only with the layout of ledger.h; nothing is locked or written, so a
  * status never disturbs the processes it looks at. A ledger that cannot be read is one line with
  * the reason, exit 1.
@@ -42,6 +42,43 @@ static const struct gpc_ledger *open_ledger(const char *path, char *why, size_t 
         }
     }
     return l;
+}
+
+/* A string field of the ledger as text: bounded by the field, and anything but a name's
+ * characters shown as '?' (the file is the tenant's; this also keeps the JSON valid). */
+static const char *field_text(const char *field, size_t size, char *out)
+{
+    size_t n = strnlen(field, size);
+    for (size_t i = 0; i < n; i++) {
+        char c = field[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                  c == '.' || c == '_' || c == '+';
+        out[i] = ok ? c : '?';
+    }
+    out[n] = '\0';
+    return out;
+}
+
+/* The identity block: who the ledger belongs to (the GPUCAP_POD_* settings of its writers). */
+static void print_identity(const struct gpc_ledger *l, bool json)
+{
+    const struct gpc_ledger_identity *id = &l->identity;
+    char ns[GPC_IDENTITY_NAME + 1], pod[GPC_IDENTITY_POD + 1], uid[GPC_IDENTITY_NAME + 1],
+        ctr[GPC_IDENTITY_NAME + 1], ver[sizeof id->gpucap_version + 1];
+    field_text(id->pod_namespace, sizeof id->pod_namespace, ns);
+    field_text(id->pod_name, sizeof id->pod_name, pod);
+    field_text(id->pod_uid, sizeof id->pod_uid, uid);
+    field_text(id->container_name, sizeof id->container_name, ctr);
+    field_text(id->gpucap_version, sizeof id->gpucap_version, ver);
+    if (json) {
+        printf("\"identity\":{\"namespace\":\"%s\",\"pod\":\"%s\",\"pod_uid\":\"%s\",\"container\":\"%s\","
+               "\"gpucap_version\":\"%s\"},", ns, pod, uid, ctr, ver);
+    } else if (ns[0] || pod[0] || uid[0] || ctr[0]) {
+        printf("pod %s/%s (uid %s)  container %s  written by gpucap %s\n", ns[0] ? ns : "-", pod[0] ? pod : "-",
+               uid[0] ? uid : "-", ctr[0] ? ctr : "-", ver[0] ? ver : "?");
+    } else {
+        printf("no pod identity (GPUCAP_POD_* not set)  written by gpucap %s\n", ver[0] ? ver : "?");
+    }
 }
 
 static void budget_text(uint64_t limit, char *buf, size_t len)
@@ -95,9 +132,12 @@ int cmd_status(int argc, char **argv)
     }
 
     if (json)
-        printf("{\"ledger\":\"%s\",\"devices\":[", path);
+        printf("{\"ledger\":\"%s\",", path);
     else
         printf("ledger %s\n", path);
+    print_identity(l, json);
+    if (json)
+        printf("\"devices\":[");
     int shown = 0;
     for (int i = 0; i < GPC_LEDGER_DEVICES; i++) {
         const struct gpc_ledger_dev *d = &l->dev[i];

@@ -1,0 +1,193 @@
+#!/bin/bash
+# test_exporter.sh EXPORTER CLI_ALLOC: gpucap-exporter over HTTP on a directory laid out like the
+# kubelet's, with ledgers written by processes under the library (identity from GPUCAP_POD_*):
+# promtool accepts the exposition; each container's figures match what the fake driver recorded for
+# its processes; budgets add up per card; bad, torn and hostile files are skipped and counted by
+# reason without stopping the scrape; a pod directory removed takes its series with it; /healthz.
+set -u
+exporter=$1 alloc=$2
+command -v promtool > /dev/null || { echo "SKIP: promtool (Debian package prometheus) is missing"; exit 77; }
+command -v curl > /dev/null || { echo "SKIP: curl is missing"; exit 77; }
+t=$(mktemp -d)
+pids=() churners=()
+cleanup() {
+    for p in "${pids[@]}"; do kill -KILL "$p" 2> /dev/null; done
+    wait 2> /dev/null
+    rm -rf "$t"
+}
+trap cleanup EXIT
+fail=0
+bad() { echo "FAIL $*"; fail=1; }
+root=$t/pods
+MiB=1048576
+uid_a=0a0a0a0a-1111-4222-8333-000000000001
+uid_b=0b0b0b0b-1111-4222-8333-000000000002
+uid_x=0c0c0c0c-1111-4222-8333-000000000003
+ldir() { echo "$root/$1/volumes/kubernetes.io~empty-dir/gpucap-ledger/$2"; }
+
+# run NS POD UID CONTAINER LIMIT RESERVE OPS...: a process of that container, its output in $t/UID.CONTAINER.out
+run() {
+    local ns=$1 pod=$2 uid=$3 ctr=$4 limit=$5 reserve=$6
+    shift 6
+    mkdir -p "$(ldir "$uid" "$ctr")"
+    GPUCAP_LEDGER=$(ldir "$uid" "$ctr")/gpucap.ledger GPUCAP_MEMORY_LIMIT=$limit GPUCAP_CONTEXT_RESERVE=$reserve \
+        GPUCAP_POD_NAMESPACE=$ns GPUCAP_POD_NAME=$pod GPUCAP_POD_UID=$uid GPUCAP_CONTAINER_NAME=$ctr \
+        LD_PRELOAD=$TEST_PRELOAD "$alloc" "$@" > "$t/$uid.$ctr.out" 2> /dev/null
+}
+
+# Pod A: "main" allocates 24 + 16 MiB and is denied 100 MiB of its 64; "side" holds 8 MiB of 32 while
+# the checks run. Pod B: "srv", 256 MiB of 960 with an 8 MiB context reserve. 1 GiB card: the
+# budgets (1056 MiB) exceed it.
+run team-a train-0 $uid_a main 64MiB 0 a24 a16 a100 p || bad "main did not run"
+mkdir -p "$(ldir $uid_a side)"
+GPUCAP_LEDGER=$(ldir $uid_a side)/gpucap.ledger GPUCAP_MEMORY_LIMIT=32MiB GPUCAP_CONTEXT_RESERVE=0 \
+    GPUCAP_POD_NAMESPACE=team-a GPUCAP_POD_NAME=train-0 GPUCAP_POD_UID=$uid_a GPUCAP_CONTAINER_NAME=side \
+    LD_PRELOAD=$TEST_PRELOAD "$alloc" a8 s6000 > /dev/null 2>&1 &
+pids+=($!)
+run team-b infer-0 $uid_b srv 960MiB 8MiB a200 a56 a800 a1 p || bad "srv did not run"
+
+: > "$t/log"
+"$exporter" --listen 127.0.0.1:0 --root "$root" 2> "$t/log" &
+exp=$!
+pids+=($exp)
+port=
+for _ in $(seq 100); do
+    port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\);.*|\1|p' "$t/log")
+    [ -n "$port" ] && break
+    sleep 0.05
+done
+[ -n "$port" ] || { echo "FAIL exporter did not start: $(cat "$t/log")"; exit 1; }
+url=http://127.0.0.1:$port
+
+scrape() { curl -sf "$url/metrics" > "$t/$1" || bad "scrape $1: curl failed"; }
+# value FILE METRIC LABELS-REGEX: the value of the one sample that matches.
+value() { grep -E "^$2\{[^}]*$3[^}]*\} " "$t/$1" | awk '{print $2}'; }
+for _ in $(seq 100); do
+    scrape m1
+    [ "$(value m1 gpucap_container_used_bytes 'container="side"')" = $((8 * MiB)) ] && break
+    sleep 0.05
+done
+promtool check metrics < "$t/m1" > "$t/lint" 2>&1 || bad "promtool: $(cat "$t/lint")"
+[ -s "$t/lint" ] && bad "promtool lint: $(cat "$t/lint")"
+
+# Each container against its processes' own figures: the fake driver's record and the denials seen.
+check_ctr() { # check_ctr UID CONTAINER NS POD BUDGET RESERVE
+    local out=$t/$1.$2.out sel="pod_uid=\"$1\",container=\"$2\""
+    local fake denials
+    fake=$(sed -n 's/^fake peak=\([0-9]*\) .*/\1/p' "$out")
+    denials=$(sed -n 's/^results=//p' "$out" | tr -cd 1 | wc -c)
+    [ -n "$fake" ] || { bad "$2: no fake record in $(cat "$out")"; return; }
+    grep -qE "^gpucap_container_used_bytes\{namespace=\"$3\",pod=\"$4\",$sel,gpu_uuid=\"GPU-[0-9a-f-]{36}\"\} " "$t/m1" ||
+        bad "$2: labels: $(grep "$sel" "$t/m1" | head -1)"
+    [ "$(value m1 gpucap_container_used_bytes "$sel")" = $((fake + $6)) ] ||
+        bad "$2: used $(value m1 gpucap_container_used_bytes "$sel"), the fake holds $fake (+ reserve $6)"
+    [ "$(value m1 gpucap_container_peak_bytes "$sel")" = $((fake + $6)) ] || bad "$2: peak"
+    [ "$(value m1 gpucap_container_context_reserve_bytes "$sel")" = "$6" ] || bad "$2: context reserve"
+    [ "$(value m1 gpucap_container_budget_bytes "$sel")" = "$5" ] || bad "$2: budget"
+    [ "$(value m1 gpucap_container_denials_total "$sel")" = "$denials" ] ||
+        bad "$2: denials $(value m1 gpucap_container_denials_total "$sel"), the process saw $denials"
+}
+check_ctr $uid_a main team-a train-0 $((64 * MiB)) 0
+check_ctr $uid_b srv team-b infer-0 $((960 * MiB)) $((8 * MiB))
+grep -q '^fake peak=41943040 ' "$t/$uid_a.main.out" || bad "main: unexpected fake record $(cat "$t/$uid_a.main.out")"
+[ "$(value m1 gpucap_container_processes 'container="side"')" = 1 ] || bad "side: live process count"
+[ "$(value m1 gpucap_container_budget_bytes 'container="side"')" = $((32 * MiB)) ] || bad "side: budget"
+[ "$(value m1 gpucap_gpu_budgets_bytes '')" = $((1056 * MiB)) ] || bad "card budgets: $(value m1 gpucap_gpu_budgets_bytes '')"
+[ "$(value m1 gpucap_gpu_memory_bytes '')" = $((1024 * MiB)) ] || bad "card size"
+[ "$(value m1 gpucap_gpu_containers '')" = 3 ] || bad "card containers"
+grep -qE '^gpucap_container_info\{namespace="team-b",pod="infer-0",pod_uid="'$uid_b'",container="srv",gpucap_version="[0-9.]+"\} 1$' \
+    "$t/m1" || bad "info series"
+grep -q '^gpucap_exporter_ledgers 3$' "$t/m1" || bad "ledgers read: $(grep '^gpucap_exporter_ledgers ' "$t/m1")"
+
+# Scrapes while two processes of one container allocate and free: every scrape reads the ledger
+# whole (no skip), and never shows more in use than the budget. The scrape takes no lock, so
+# nothing here waits on the other.
+churn_ops=()
+for _ in $(seq 20); do churn_ops+=(a3 a2 s1 F a5 F); done
+for _ in 1 2; do
+    run team-a train-0 $uid_a churn 8MiB 0 "${churn_ops[@]}" &
+    churners+=($!)
+done
+n=0
+while kill -0 "${churners[@]}" 2> /dev/null && [ $n -lt 200 ]; do
+    scrape mc
+    n=$((n + 1))
+    grep -q 'gpucap_exporter_ledgers_skipped{reason="[a-z_]*"} [1-9]' "$t/mc" && { bad "skips during churn: $(grep 'skipped{' "$t/mc" | grep -v ' 0$')"; break; }
+    used=$(value mc gpucap_container_used_bytes 'container="churn"')
+    [ -n "$used" ] && [ "$used" -gt $((8 * MiB)) ] && { bad "churn: $used in use over an 8 MiB budget"; break; }
+done
+wait "${churners[@]}" || bad "a churning process failed"
+echo "scrapes during churn: $n"
+rm -rf "$(ldir $uid_a churn)"
+
+# Bad files, one per reason, in pod X (and one good ledger copied under pod X: it names pod A).
+good=$(ldir $uid_a main)/gpucap.ledger
+size=$(stat -c %s "$good")
+mk() { mkdir -p "$(ldir $uid_x "$1")"; echo "$(ldir $uid_x "$1")/gpucap.ledger"; }
+head -c 4096 "$good" > "$(mk truncated)"
+head -c 200000 /dev/urandom > "$(mk random)"
+f=$(mk magic) && cp "$good" "$f" && printf 'X' | dd of="$f" bs=1 seek=0 conv=notrunc 2> /dev/null
+f=$(mk version) && cp "$good" "$f" && printf '\x63\x00\x00\x00' | dd of="$f" bs=1 seek=8 conv=notrunc 2> /dev/null
+truncate -s 100G "$(mk huge)"
+ln -s "$good" "$(mk link)"
+mkdir "$(mk dir)"
+mkfifo "$(mk fifo)"
+ln -s "$(ldir $uid_a main)" "$(ldir $uid_x linkdir)"
+touch "$(ldir $uid_x notadir)"
+cp "$good" "$(mk copied)"
+mkdir -p "$(ldir $uid_x 'Bad Name')"
+# A torn copy: the identity block's sequence number odd, as while a writer is inside it.
+f=$(mk torn) && cp "$good" "$f" && python3 - "$f" "$uid_a" << 'EOF'
+import struct, sys
+path, uid = sys.argv[1], sys.argv[2].encode()
+data = bytearray(open(path, 'rb').read())
+# struct gpc_ledger_identity: seq, pad, written_ns, namespace[64], pod[256], then pod_uid.
+seq_at = data.find(uid + b'\0') - (4 + 4 + 8 + 64 + 256)
+struct.pack_into('<I', data, seq_at, struct.unpack_from('<I', data, seq_at)[0] + 1)
+open(path, 'wb').write(data)
+EOF
+# The same card registered twice (device entry 0 copied over entry 1): no gpucap writes that.
+f=$(mk twice) && cp "$good" "$f" && python3 - "$f" "$uid_a" << 'EOF'
+import sys
+path, uid = sys.argv[1], sys.argv[2].encode()
+data = bytearray(open(path, 'rb').read())
+# In the identity block, pod_uid[64] and container_name[64] are followed by the version[32], then
+# come the device entries (state 4, pad 4, uuid 16, physical 8, slot 72, mutex 40, reserved 64: 208
+# bytes). The recorded pod UID and container are blanked so the path's apply.
+uid_at = data.find(uid + b'\0')
+data[uid_at:uid_at + 128] = bytes(128)
+dev0 = uid_at + 64 + 64 + 32
+assert data[dev0] == 1, "layout changed: update this test"
+data[dev0 + 208:dev0 + 416] = data[dev0:dev0 + 208]
+open(path, 'wb').write(data)
+EOF
+for _ in 1 2; do scrape m2; done # a second scrape: the first one's skips are not carried over
+kill -0 $exp 2> /dev/null || bad "the exporter died on bad files"
+promtool check metrics < "$t/m2" > "$t/lint" 2>&1 && [ ! -s "$t/lint" ] || bad "promtool on bad files: $(cat "$t/lint")"
+declare -A want=([truncated]=1 [bad_magic]=2 [bad_version]=1 [too_large]=1 [symlink]=2 [not_regular]=3 [mismatch]=1
+                 [torn]=1 [bad_name]=1 [open_failed]=0 [read_failed]=0 [corrupt]=1 [limit]=0)
+for r in "${!want[@]}"; do
+    got=$(value m2 gpucap_exporter_ledgers_skipped "reason=\"$r\"")
+    [ "$got" = "${want[$r]}" ] || bad "skipped $r: $got, expected ${want[$r]}"
+done
+grep -q "^gpucap_exporter_ledgers 3$" "$t/m2" || bad "good ledgers beside bad ones: $(grep '^gpucap_exporter_ledgers ' "$t/m2")"
+grep -q "$uid_x" "$t/m2" && bad "a series of the bad pod: $(grep "$uid_x" "$t/m2" | head -1)"
+
+# A pod that goes away takes its series with it.
+rm -rf "${root:?}/$uid_b"
+scrape m3
+grep -q "$uid_b" "$t/m3" && bad "pod B still shown: $(grep "$uid_b" "$t/m3" | head -1)"
+grep -q "pod_uid=\"$uid_a\",container=\"main\"" "$t/m3" || bad "pod A gone with B"
+[ "$(value m3 gpucap_gpu_budgets_bytes '')" = $((96 * MiB)) ] || bad "card budgets after B left"
+
+# /healthz, other paths and methods; a root that cannot be read is a scrape error and 503.
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$url/healthz")" = 200 ] || bad "healthz"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$url/nope")" = 404 ] || bad "404"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$url/metrics")" = 405 ] || bad "405"
+mv "$root" "$root.moved"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$url/healthz")" = 503 ] || bad "healthz without root"
+scrape m4
+grep -q "^gpucap_exporter_scrape_errors_total 1$" "$t/m4" || bad "scrape error count: $(grep errors_total "$t/m4")"
+kill -TERM $exp
+wait $exp || bad "exporter exit status $? after SIGTERM"
+exit $fail

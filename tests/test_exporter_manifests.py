@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""test_exporter_manifests.py EXPORTER EXAMPLES_DIR: the exporter's Kubernetes manifests, alert rules
+and Grafana dashboard load and fit together: the DaemonSet mounts the kubelet's pod directory
+read-only where --root points, the PodMonitor scrapes its port with the tenant's labels kept, the
+PrometheusRule's groups pass `promtool check rules` and their unit tests (`promtool test rules`), the
+dashboard has its panels (usage against budget, denials, budgets against the card), and every
+gpucap_* metric the rules and dashboard query is one the exporter serves."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+exporter, examples = sys.argv[1], sys.argv[2]
+if not shutil.which("promtool"):
+    print("SKIP: promtool (Debian package prometheus) is missing")
+    sys.exit(77)
+failures = []
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL", msg)
+
+
+def load_all(name):
+    with open(os.path.join(examples, name)) as f:
+        return [d for d in yaml.safe_load_all(f) if d]
+
+
+# The metric families the exporter serves: an empty root still prints every HELP/TYPE.
+tmp = tempfile.mkdtemp()
+try:
+    out = subprocess.run([exporter, "--once", "--root", tmp], capture_output=True, text=True, check=True).stdout
+    families = set(re.findall(r"^# TYPE (\S+) ", out, re.M))
+    check("gpucap_container_used_bytes" in families, f"exporter families: {sorted(families)}")
+
+    # DaemonSet, Service, ServiceAccount.
+    docs = {d["kind"]: d for d in load_all("exporter.yaml")}
+    ds = docs.get("DaemonSet")
+    check(ds is not None and "Service" in docs and "ServiceAccount" in docs, f"exporter.yaml kinds: {list(docs)}")
+    pod = ds["spec"]["template"]["spec"]
+    check(pod.get("automountServiceAccountToken") is False, "the exporter must not get an API token")
+    vols = {v["name"]: v for v in pod["volumes"]}
+    ctr = pod["containers"][0]
+    mounts = {m["name"]: m for m in ctr["volumeMounts"]}
+    host = [n for n, v in vols.items() if v.get("hostPath", {}).get("path") == "/var/lib/kubelet/pods"]
+    check(len(host) == 1, "no hostPath of /var/lib/kubelet/pods")
+    m = mounts.get(host[0]) if host else None
+    check(m is not None and m.get("readOnly") is True, f"the kubelet pod directory is not mounted read-only: {m}")
+    args = ctr.get("args", [])
+    check(m is not None and "--root" in args and args[args.index("--root") + 1] == m["mountPath"],
+          f"--root {args} is not the mount {m}")
+    sc = ctr["securityContext"]
+    check(sc.get("readOnlyRootFilesystem") is True and sc.get("allowPrivilegeEscalation") is False and
+          sc["capabilities"]["drop"] == ["ALL"] and sc["capabilities"].get("add") == ["DAC_READ_SEARCH"],
+          f"securityContext: {sc}")
+    port = ctr["ports"][0]
+    check(port["name"] == "metrics" and port["containerPort"] == 9477, f"port: {port}")
+    check(any(p["targetPort"] == "metrics" for p in docs["Service"]["spec"]["ports"]), "Service port")
+    labels = ds["spec"]["template"]["metadata"]["labels"]
+    check(docs["Service"]["spec"]["selector"].items() <= labels.items(), "Service selector")
+
+    pm = load_all("podmonitor.yaml")[0]
+    check(pm["kind"] == "PodMonitor" and pm["spec"]["selector"]["matchLabels"].items() <= labels.items(),
+          "PodMonitor selector")
+    ep = pm["spec"]["podMetricsEndpoints"][0]
+    check(ep["port"] == "metrics" and ep.get("honorLabels") is True, f"PodMonitor endpoint: {ep}")
+
+    # Alert rules: the PrometheusRule's groups through promtool, and their unit tests.
+    rule = load_all("prometheus-rules.yaml")[0]
+    check(rule["kind"] == "PrometheusRule", "prometheus-rules.yaml kind")
+    groups = rule["spec"]["groups"]
+    with open(os.path.join(tmp, "gpucap-rules.yaml"), "w") as f:
+        yaml.safe_dump({"groups": groups}, f)
+    shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), "exporter_rules_test.yaml"), tmp)
+    for cmd in (["promtool", "check", "rules", "gpucap-rules.yaml"],
+                ["promtool", "test", "rules", "exporter_rules_test.yaml"]):
+        r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+        check(r.returncode == 0, f"{' '.join(cmd)}: {r.stdout}{r.stderr}")
+    alerts = {r["alert"]: r["expr"] for g in groups for r in g["rules"] if "alert" in r}
+    check("GpucapDenials" in alerts and "gpucap_container_denials_total" in alerts["GpucapDenials"],
+          "no alert on denials")
+    check("GpucapBudgetsExceedCard" in alerts and "gpucap_gpu_budgets_bytes" in alerts["GpucapBudgetsExceedCard"]
+          and "gpucap_gpu_memory_bytes" in alerts["GpucapBudgetsExceedCard"], "no alert on budgets past the card")
+    exprs = list(alerts.values())
+
+    # The dashboard.
+    with open(os.path.join(examples, "grafana-dashboard.json")) as f:
+        dash = json.load(f)
+    check(isinstance(dash.get("schemaVersion"), int) and dash.get("uid") and dash.get("title"), "dashboard header")
+    panels = dash["panels"]
+    ids = [p["id"] for p in panels]
+    check(len(ids) == len(set(ids)), "panel ids repeat")
+    for p in panels:
+        check(p.get("type") and p.get("title") and p.get("targets") and
+              all(k in p.get("gridPos", {}) for k in "xywh"), f"panel {p.get('title')}: incomplete")
+    by_title = {p["title"]: [t["expr"] for t in p["targets"]] for p in panels}
+    exprs += [e for es in by_title.values() for e in es]
+    usage = [es for es in by_title.values()
+             if any("gpucap_container_used_bytes" in e for e in es) and any("gpucap_container_budget_bytes" in e for e in es)]
+    check(usage, "no panel shows usage against budget")
+    check(any(any(re.search(r"rate\(gpucap_container_denials_total", e) for e in es) for es in by_title.values()),
+          "no panel shows the rate of denials")
+    check(any(any("gpucap_gpu_budgets_bytes" in e for e in es) and any("gpucap_gpu_memory_bytes" in e for e in es)
+              for es in by_title.values()), "no panel shows budgets against the card")
+    for v in dash["templating"]["list"]:
+        q = v.get("query")
+        if isinstance(q, dict):
+            exprs.append(q["query"])
+
+    # Every metric queried is one the exporter serves.
+    for e in exprs:
+        for name in re.findall(r"\bgpucap_[a-z_]+", e):
+            check(name in families, f"{name} (in {e!r}) is not served by the exporter")
+finally:
+    shutil.rmtree(tmp)
+sys.exit(1 if failures else 0)

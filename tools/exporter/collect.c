@@ -1,0 +1,534 @@
+/*
+ * collect.c: one scrape of gpucap-exporter: find every container's ledger under the kubelet's pod
+ * directory, copy it, check it, and write the metrics.
+ *
+ * The ledgers belong to tenants and are read from the node, so every file is treated as hostile.
+ * Each path step is opened with O_NOFOLLOW relative to the previous one (no symbolic link is ever
+ * followed), the ledger with O_NONBLOCK (a FIFO put in its place cannot hang the scrape) and only
+ * when fstat(2) says it is a regular file of at most a ledger's size (a huge sparse file is never
+ * read). The file is copied with pread(2), never mapped: a file truncated under a mapping is SIGBUS.
+ * The copy is checked by gpc_ledger_check(), the same check the library runs, and the identity
+ * block is taken only when its sequence number is even and the same before and after the copy
+ * (the writer holds the ledger's lock, we take none: a scrape never blocks a tenant). Every loop is
+ * bounded by the layout's constants or the limits below, never by a count from the file, and
+ * every string from the file is bounded by its field and reduced to a name's characters.
+ *
+ * Which labels are trusted: pod_uid and container come from the path, which the kubelet made and
+ * the tenant cannot rename; namespace and pod are what the tenant's library recorded (the webhook
+ * sets them from the downward API). A ledger whose recorded pod UID or container name differs from
+ * its path is skipped ("mismatch").
+ *
+ * Live processes: the pids in a ledger are in the container's PID namespace, which the node's
+ * namespace cannot check. gpucap_container_processes counts the entries with a non-zero pid that
+ * hold memory on, or registered, that device, as the ledger records them; the library itself
+ * takes back the entries of dead processes (before any denial and when it needs an entry), so a
+ * process killed a moment ago may be counted until its container next allocates.
+ */
+#include "collect.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ledger.h"
+#include "units.h"
+
+#define GPC_UNLIMITED UINT64_MAX
+/* Bounds of one scrape: a node runs at most a few hundred pods (kubelet's max-pods). */
+#define MAX_POD_ENTRIES 8192
+#define MAX_CONTAINERS_PER_POD 128
+#define MAX_LEDGERS 1024
+#define MAX_CARDS 64
+#define COPY_TRIES 3
+/* What the steps of a scrape return when there is nothing to skip; else an enum gpc_skip. */
+#define NO_SKIP (-1)
+
+const char *const gpc_skip_names[GPC_SKIP__COUNT] = {
+    [GPC_SKIP_SYMLINK] = "symlink",       [GPC_SKIP_NOT_REGULAR] = "not_regular",
+    [GPC_SKIP_OPEN] = "open_failed",      [GPC_SKIP_READ] = "read_failed",
+    [GPC_SKIP_TRUNCATED] = "truncated",   [GPC_SKIP_TOO_LARGE] = "too_large",
+    [GPC_SKIP_MAGIC] = "bad_magic",       [GPC_SKIP_VERSION] = "bad_version",
+    [GPC_SKIP_CORRUPT] = "corrupt",       [GPC_SKIP_TORN] = "torn",
+    [GPC_SKIP_MISMATCH] = "mismatch",     [GPC_SKIP_NAME] = "bad_name",
+    [GPC_SKIP_LIMIT] = "limit",
+};
+
+/* ---- text ---- */
+
+void gpc_text_printf(struct gpc_text *t, const char *fmt, ...)
+{
+    if (t->failed)
+        return;
+    for (;;) {
+        size_t room = t->cap - t->len;
+        va_list ap;
+        va_start(ap, fmt);
+        int n = t->text ? vsnprintf(t->text + t->len, room, fmt, ap) : -1;
+        va_end(ap);
+        if (n >= 0 && (size_t)n < room) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = t->cap ? t->cap * 2 : 65536;
+        while (n >= 0 && cap < t->len + (size_t)n + 1)
+            cap *= 2;
+        char *p = realloc(t->text, cap);
+        if (!p) {
+            free(t->text);
+            *t = (struct gpc_text){.failed = 1};
+            return;
+        }
+        t->text = p;
+        t->cap = cap;
+    }
+}
+
+/* ---- what one ledger says ---- */
+
+struct dev_rec {
+    uint8_t uuid[16];
+    uint64_t physical, limit, used, contexts, peak, denials, allocs;
+    unsigned procs;
+};
+
+struct ctr_rec {
+    char pod_uid[GPC_IDENTITY_NAME], container[GPC_IDENTITY_NAME];
+    char ns[GPC_IDENTITY_NAME], pod[GPC_IDENTITY_POD], version[32];
+    int ndev;
+    struct dev_rec dev[GPC_LEDGER_DEVICES];
+};
+
+struct scan {
+    struct gpc_ledger *copy; /* one buffer of a ledger's size, reused for every file */
+    struct ctr_rec *ctr;
+    unsigned nctr, cap;
+    struct gpc_scrape *s;
+};
+
+/* A name as the path or the kubelet spells it: letters, digits, '-', '.', '_', 1 to 63 of them. */
+static bool name_ok(const char *n)
+{
+    size_t len = strlen(n);
+    if (len == 0 || len >= GPC_IDENTITY_NAME || strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char c = n[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+              c == '_'))
+            return false;
+    }
+    return true;
+}
+
+/* A string field from the file: bounded by its size, anything but a name's characters as '?', so
+ * it is always a valid label value that needs no escaping. */
+static void field_copy(char *out, const char *field, size_t size)
+{
+    size_t n = strnlen(field, size);
+    if (n == size)
+        n = size - 1;
+    for (size_t i = 0; i < n; i++) {
+        char c = field[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                  c == '.' || c == '_' || c == '+';
+        out[i] = ok ? c : '?';
+    }
+    out[n] = '\0';
+}
+
+static enum gpc_skip check_reason(const char *why)
+{
+    if (strncmp(why, "truncated", 9) == 0)
+        return GPC_SKIP_TRUNCATED;
+    if (strncmp(why, "not a gpucap ledger", 19) == 0)
+        return GPC_SKIP_MAGIC;
+    if (strncmp(why, "layout version", 14) == 0)
+        return GPC_SKIP_VERSION;
+    return GPC_SKIP_CORRUPT;
+}
+
+static int read_seq(int fd, uint32_t *seq)
+{
+    return pread(fd, seq, sizeof *seq, offsetof(struct gpc_ledger, identity.seq)) == sizeof *seq ? 0 : -EIO;
+}
+
+/* Copies the open file into sc->copy; returns NO_SKIP or the skip reason. */
+static int copy_ledger(struct scan *sc, int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return GPC_SKIP_OPEN;
+    if (!S_ISREG(st.st_mode))
+        return GPC_SKIP_NOT_REGULAR;
+    if ((uint64_t)st.st_size > sizeof *sc->copy)
+        return GPC_SKIP_TOO_LARGE;
+    for (int attempt = 0; attempt < COPY_TRIES; attempt++) {
+        uint32_t before = 1, after = 1;
+        bool have_seq = read_seq(fd, &before) == 0;
+        char *dst = (char *)sc->copy;
+        size_t got = 0;
+        while (got < sizeof *sc->copy) {
+            ssize_t n = pread(fd, dst + got, sizeof *sc->copy - got, (off_t)got);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0)
+                return GPC_SKIP_READ;
+            if (n == 0)
+                break;
+            got += (size_t)n;
+        }
+        memset(dst + got, 0, sizeof *sc->copy - got);
+        char why[128];
+        const char *bad = gpc_ledger_check(sc->copy, got, why, sizeof why);
+        if (bad)
+            return check_reason(bad);
+        /* A whole ledger: its identity is whole when no write began or ended during the copy. */
+        if (have_seq && read_seq(fd, &after) == 0 && before == after && !(before & 1) &&
+            atomic_load(&sc->copy->identity.seq) == before)
+            return NO_SKIP;
+    }
+    return GPC_SKIP_TORN;
+}
+
+static struct ctr_rec *new_record(struct scan *sc)
+{
+    if (sc->nctr == sc->cap) {
+        unsigned cap = sc->cap ? sc->cap * 2 : 64;
+        struct ctr_rec *p = realloc(sc->ctr, cap * sizeof *p);
+        if (!p)
+            return NULL;
+        sc->ctr = p;
+        sc->cap = cap;
+    }
+    return &sc->ctr[sc->nctr];
+}
+
+/* Takes the figures out of a checked copy. Returns NO_SKIP or the skip reason. */
+static int take(struct scan *sc, const char *pod_uid, const char *container)
+{
+    const struct gpc_ledger *l = sc->copy;
+    struct ctr_rec *r = new_record(sc);
+    if (!r)
+        return GPC_SKIP_LIMIT;
+    memset(r, 0, sizeof *r);
+    field_copy(r->pod_uid, pod_uid, sizeof r->pod_uid);
+    field_copy(r->container, container, sizeof r->container);
+    char uid[GPC_IDENTITY_NAME], ctr[GPC_IDENTITY_NAME];
+    field_copy(uid, l->identity.pod_uid, sizeof l->identity.pod_uid);
+    field_copy(ctr, l->identity.container_name, sizeof l->identity.container_name);
+    if ((uid[0] && strcmp(uid, pod_uid) != 0) || (ctr[0] && strcmp(ctr, container) != 0))
+        return GPC_SKIP_MISMATCH;
+    field_copy(r->ns, l->identity.pod_namespace, sizeof l->identity.pod_namespace);
+    field_copy(r->pod, l->identity.pod_name, sizeof l->identity.pod_name);
+    field_copy(r->version, l->identity.gpucap_version, sizeof l->identity.gpucap_version);
+    for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
+        const struct gpc_ledger_dev *e = &l->dev[d];
+        if (atomic_load(&e->state) != 1)
+            continue;
+        /* gpucap registers a card once, under the table lock: a second entry is a forged file,
+         * and its series would repeat the first one's labels. */
+        for (int k = 0; k < r->ndev; k++)
+            if (memcmp(r->dev[k].uuid, e->uuid, sizeof e->uuid) == 0)
+                return GPC_SKIP_CORRUPT;
+        struct dev_rec *o = &r->dev[r->ndev++];
+        memcpy(o->uuid, e->uuid, sizeof o->uuid);
+        o->physical = e->physical;
+        o->limit = atomic_load(&e->slot.limit);
+        o->used = atomic_load(&e->slot.used);
+        o->contexts = atomic_load(&e->slot.contexts);
+        o->peak = atomic_load(&e->slot.peak);
+        o->denials = atomic_load(&e->slot.denials);
+        o->allocs = atomic_load(&e->slot.allocs);
+        for (int p = 0; p < GPC_LEDGER_PROCS; p++) {
+            const struct gpc_ledger_proc *pr = &l->proc[p];
+            if (atomic_load(&pr->pid) != 0 &&
+                (atomic_load(&pr->used[d]) || atomic_load(&pr->limit[d]) || atomic_load(&pr->peak[d])))
+                o->procs++;
+        }
+    }
+    sc->nctr++;
+    return NO_SKIP;
+}
+
+/* Opens directory `name` under `dir` without following a link; -1 with errno when it cannot. */
+static int open_dir_at(int dir, const char *name)
+{
+    return openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+/* The skip reason of a failed open of `name` in `dir`, or NO_SKIP when it simply is not there. A
+ * link opened with O_DIRECTORY | O_NOFOLLOW fails with ENOTDIR, not ELOOP: lstat tells them apart. */
+static int open_reason(int err, int dir, const char *name)
+{
+    struct stat st;
+    if (err == ENOENT)
+        return NO_SKIP;
+    if (err == ELOOP || (err == ENOTDIR && fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)))
+        return GPC_SKIP_SYMLINK;
+    if (err == ENOTDIR)
+        return GPC_SKIP_NOT_REGULAR;
+    return GPC_SKIP_OPEN;
+}
+
+static void skip(struct scan *sc, int reason)
+{
+    if (reason >= 0 && reason < GPC_SKIP__COUNT)
+        sc->s->skipped[reason]++;
+}
+
+/* One container directory: <...>/gpucap-ledger/<container>/gpucap.ledger. */
+static void scan_container(struct scan *sc, int ledgers_fd, const char *pod_uid, const char *container)
+{
+    int cfd = open_dir_at(ledgers_fd, container);
+    if (cfd < 0) {
+        skip(sc, open_reason(errno, ledgers_fd, container));
+        return;
+    }
+    int fd = openat(cfd, "gpucap.ledger", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        skip(sc, open_reason(errno, cfd, "gpucap.ledger"));
+    close(cfd);
+    if (fd < 0)
+        return;
+    if (sc->nctr >= MAX_LEDGERS) {
+        close(fd);
+        skip(sc, GPC_SKIP_LIMIT);
+        return;
+    }
+    int reason = copy_ledger(sc, fd);
+    close(fd);
+    if (reason == NO_SKIP)
+        reason = take(sc, pod_uid, container);
+    if (reason == NO_SKIP)
+        sc->s->ledgers++;
+    else
+        skip(sc, reason);
+}
+
+/* One pod directory: a pod without gpucap has no gpucap-ledger volume and is passed over. */
+static void scan_pod(struct scan *sc, int root_fd, const char *pod_uid)
+{
+    int fd = open_dir_at(root_fd, pod_uid);
+    const char *steps[] = {"volumes", "kubernetes.io~empty-dir", "gpucap-ledger"};
+    for (unsigned i = 0; i < sizeof steps / sizeof *steps && fd >= 0; i++) {
+        int next = open_dir_at(fd, steps[i]);
+        close(fd);
+        fd = next;
+    }
+    if (fd < 0)
+        return;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    struct dirent *e;
+    unsigned seen = 0;
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (++seen > MAX_CONTAINERS_PER_POD) {
+            skip(sc, GPC_SKIP_LIMIT);
+            break;
+        }
+        if (!name_ok(e->d_name)) {
+            skip(sc, GPC_SKIP_NAME);
+            continue;
+        }
+        scan_container(sc, dirfd(d), pod_uid, e->d_name);
+    }
+    closedir(d);
+}
+
+/* ---- the exposition ---- */
+
+struct card {
+    uint8_t uuid[16];
+    uint64_t physical, budgets, used;
+    unsigned containers;
+};
+
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static void family(struct gpc_text *t, const char *name, const char *type, const char *help)
+{
+    gpc_text_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* The value of one field of a device record, by offset: one loop writes every family. */
+struct dev_family {
+    const char *name, *type, *help;
+    size_t offset;
+    bool finite_only; /* leave out GPC_UNLIMITED (no budget) */
+};
+
+static const struct dev_family dev_families[] = {
+    {"gpucap_container_budget_bytes", "gauge",
+     "Device memory budget of the container on this card (absent: no budget).", offsetof(struct dev_rec, limit),
+     true},
+    {"gpucap_container_used_bytes", "gauge", "Device memory the container's processes hold on this card.",
+     offsetof(struct dev_rec, used), false},
+    {"gpucap_container_context_reserve_bytes", "gauge",
+     "Of gpucap_container_used_bytes, the reserves charged for CUDA contexts.", offsetof(struct dev_rec, contexts),
+     false},
+    {"gpucap_container_peak_bytes", "gauge", "Highest device memory in use by the container on this card.",
+     offsetof(struct dev_rec, peak), false},
+    {"gpucap_container_denials_total", "counter",
+     "Allocations gpucap answered out-of-memory (in audit mode: would have) for the container on this card.",
+     offsetof(struct dev_rec, denials), false},
+    {"gpucap_container_allocations_total", "counter", "Charges admitted for the container on this card (allocations and context reserves).",
+     offsetof(struct dev_rec, allocs), false},
+};
+
+static void write_metrics(struct scan *sc, struct gpc_text *t)
+{
+    family(t, "gpucap_container_info", "gauge",
+           "A gpucap container's ledger: identity as recorded, gpucap version of its last writer.");
+    for (unsigned i = 0; i < sc->nctr; i++) {
+        const struct ctr_rec *r = &sc->ctr[i];
+        gpc_text_printf(t,
+                        "gpucap_container_info{namespace=\"%s\",pod=\"%s\",pod_uid=\"%s\",container=\"%s\","
+                        "gpucap_version=\"%s\"} 1\n",
+                        r->ns, r->pod, r->pod_uid, r->container, r->version);
+    }
+    for (size_t f = 0; f < sizeof dev_families / sizeof *dev_families; f++) {
+        const struct dev_family *df = &dev_families[f];
+        family(t, df->name, df->type, df->help);
+        for (unsigned i = 0; i < sc->nctr; i++) {
+            const struct ctr_rec *r = &sc->ctr[i];
+            for (int d = 0; d < r->ndev; d++) {
+                uint64_t v;
+                memcpy(&v, (const char *)&r->dev[d] + df->offset, sizeof v);
+                if (df->finite_only && v == GPC_UNLIMITED)
+                    continue;
+                char uuid[GPC_UUID_TEXT];
+                gpc_uuid_format(r->dev[d].uuid, uuid);
+                gpc_text_printf(t, "%s{namespace=\"%s\",pod=\"%s\",pod_uid=\"%s\",container=\"%s\",gpu_uuid=\"%s\"} %llu\n",
+                                df->name, r->ns, r->pod, r->pod_uid, r->container, uuid, (unsigned long long)v);
+            }
+        }
+    }
+    family(t, "gpucap_container_processes", "gauge",
+           "Process entries in the container's ledger that use this card (pid non-zero as recorded; the library "
+           "reaps dead ones when it needs to).");
+    for (unsigned i = 0; i < sc->nctr; i++) {
+        const struct ctr_rec *r = &sc->ctr[i];
+        for (int d = 0; d < r->ndev; d++) {
+            char uuid[GPC_UUID_TEXT];
+            gpc_uuid_format(r->dev[d].uuid, uuid);
+            gpc_text_printf(t, "gpucap_container_processes{namespace=\"%s\",pod=\"%s\",pod_uid=\"%s\",container=\"%s\","
+                            "gpu_uuid=\"%s\"} %u\n", r->ns, r->pod, r->pod_uid, r->container, uuid, r->dev[d].procs);
+        }
+    }
+
+    /* Per card: budgets added up over the containers, against the card's size. */
+    struct card cards[MAX_CARDS];
+    unsigned ncards = 0;
+    for (unsigned i = 0; i < sc->nctr; i++) {
+        for (int d = 0; d < sc->ctr[i].ndev; d++) {
+            const struct dev_rec *dv = &sc->ctr[i].dev[d];
+            unsigned c = 0;
+            while (c < ncards && memcmp(cards[c].uuid, dv->uuid, 16) != 0)
+                c++;
+            if (c == ncards) {
+                if (ncards == MAX_CARDS)
+                    continue;
+                cards[ncards++] = (struct card){.physical = 0};
+                memcpy(cards[c].uuid, dv->uuid, 16);
+            }
+            if (dv->physical > cards[c].physical)
+                cards[c].physical = dv->physical;
+            if (dv->limit != GPC_UNLIMITED)
+                cards[c].budgets = add_sat(cards[c].budgets, dv->limit);
+            cards[c].used = add_sat(cards[c].used, dv->used);
+            cards[c].containers++;
+        }
+    }
+    static const struct {
+        const char *name, *help;
+        size_t offset;
+    } card_families[] = {
+        {"gpucap_gpu_memory_bytes", "Memory of the card as the driver reported it to gpucap.",
+         offsetof(struct card, physical)},
+        {"gpucap_gpu_budgets_bytes", "Sum of the budgets of the gpucap containers on the card.",
+         offsetof(struct card, budgets)},
+        {"gpucap_gpu_used_bytes", "Sum of the device memory the gpucap containers hold on the card.",
+         offsetof(struct card, used)},
+    };
+    for (size_t f = 0; f < sizeof card_families / sizeof *card_families; f++) {
+        family(t, card_families[f].name, "gauge", card_families[f].help);
+        for (unsigned c = 0; c < ncards; c++) {
+            uint64_t v;
+            memcpy(&v, (const char *)&cards[c] + card_families[f].offset, sizeof v);
+            char uuid[GPC_UUID_TEXT];
+            gpc_uuid_format(cards[c].uuid, uuid);
+            gpc_text_printf(t, "%s{gpu_uuid=\"%s\"} %llu\n", card_families[f].name, uuid, (unsigned long long)v);
+        }
+    }
+    family(t, "gpucap_gpu_containers", "gauge", "gpucap containers whose ledger has the card.");
+    for (unsigned c = 0; c < ncards; c++) {
+        char uuid[GPC_UUID_TEXT];
+        gpc_uuid_format(cards[c].uuid, uuid);
+        gpc_text_printf(t, "gpucap_gpu_containers{gpu_uuid=\"%s\"} %u\n", uuid, cards[c].containers);
+    }
+}
+
+static void write_scrape(const struct gpc_scrape *s, struct gpc_text *t)
+{
+    family(t, "gpucap_exporter_ledgers", "gauge", "Ledgers read and shown by the last scrape.");
+    gpc_text_printf(t, "gpucap_exporter_ledgers %u\n", s->ledgers);
+    family(t, "gpucap_exporter_ledgers_skipped", "gauge", "Ledger files the last scrape skipped, by reason.");
+    for (int i = 0; i < GPC_SKIP__COUNT; i++)
+        gpc_text_printf(t, "gpucap_exporter_ledgers_skipped{reason=\"%s\"} %u\n", gpc_skip_names[i], s->skipped[i]);
+}
+
+int gpc_collect(const char *root, struct gpc_text *out, struct gpc_scrape *s)
+{
+    memset(s, 0, sizeof *s);
+    struct scan sc = {.s = s};
+    int rc = 0;
+    int root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = root_fd >= 0 ? fdopendir(root_fd) : NULL;
+    if (!d) {
+        rc = -errno;
+        s->root_error = errno;
+        if (root_fd >= 0)
+            close(root_fd);
+        goto out;
+    }
+    sc.copy = malloc(sizeof *sc.copy);
+    if (!sc.copy) {
+        rc = -ENOMEM;
+        s->root_error = ENOMEM;
+        closedir(d);
+        goto out;
+    }
+    struct dirent *e;
+    unsigned seen = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.' || !name_ok(e->d_name))
+            continue;
+        if (++seen > MAX_POD_ENTRIES) {
+            skip(&sc, GPC_SKIP_LIMIT);
+            break;
+        }
+        scan_pod(&sc, dirfd(d), e->d_name);
+    }
+    closedir(d);
+    write_metrics(&sc, out);
+out:
+    write_scrape(s, out);
+    free(sc.copy);
+    free(sc.ctr);
+    return rc;
+}

@@ -1,0 +1,279 @@
+/*
+ * main.c: gpucap-exporter, the node exporter: settings, HTTP, the exporter's own metrics.
+ *
+ * Serves GET /metrics (the Prometheus text format, collected afresh by collect.c at every scrape)
+ * and GET /healthz (200 when the pod directory can be read) over plain HTTP with libmicrohttpd, on
+ * one internal thread: scrapes run one at a time, so a burst of scrapers costs one scrape's memory
+ * at a time. Every setting is one row of the table below: a flag and the GPUCAP_EXPORTER_* variable
+ * with the same meaning; a flag overrides the variable. `--once` prints one scrape and exits.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collect.h"
+
+#ifndef GPUCAP_VERSION_STRING
+#define GPUCAP_VERSION_STRING "unknown"
+#endif
+
+enum opt_id { OPT_LISTEN, OPT_ROOT, OPT_COUNT };
+
+static const struct row {
+    const char *flag, *env, *def, *doc;
+} rows[OPT_COUNT] = {
+    [OPT_LISTEN] = {"listen", "GPUCAP_EXPORTER_LISTEN", ":9477",
+                    "address to serve HTTP on: HOST:PORT, [IPV6]:PORT or :PORT (port 0: any free port)"},
+    [OPT_ROOT] = {"root", "GPUCAP_EXPORTER_ROOT", "/var/lib/kubelet/pods",
+                  "the kubelet's pod directory (mounted read-only): <pod-uid>/volumes/kubernetes.io~empty-dir/"
+                  "gpucap-ledger/<container>/gpucap.ledger"},
+};
+
+static volatile sig_atomic_t stop;
+static const char *root;
+static atomic_ullong scrape_errors;
+
+static void on_signal(int sig)
+{
+    stop = 1;
+}
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "gpucap-exporter: %s\n", line);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: gpucap-exporter [--listen ADDR] [--root DIR] [--once]\n\n"
+               "Prometheus exporter of the gpucap ledgers on this node: GET /metrics, GET /healthz.\n"
+               "Reads the ledgers only (no lock, no write). --once prints one scrape to stdout and exits\n"
+               "(0, or 1 when the root cannot be read). Each option may also be given in the variable\n"
+               "shown; a flag overrides the variable.\n\n");
+    for (int i = 0; i < OPT_COUNT; i++)
+        fprintf(f, "  --%-8s %s\n  %-10s %s, default %s\n", rows[i].flag, rows[i].doc, "", rows[i].env, rows[i].def);
+}
+
+/* One scrape with the exporter's own metrics; NULL on allocation failure. */
+static char *scrape(size_t *len, bool *ok)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    struct gpc_text t = {0};
+    struct gpc_scrape s;
+    int rc = gpc_collect(root, &t, &s);
+    /* Said when it starts and when it ends, not at every scrape. */
+    static int said;
+    if (rc != 0)
+        atomic_fetch_add(&scrape_errors, 1);
+    if (rc != 0 && rc != said)
+        say("cannot read %s: %s", root, strerror(-rc));
+    else if (rc == 0 && said != 0)
+        say("%s can be read again", root);
+    said = rc;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    gpc_text_printf(&t, "# HELP gpucap_exporter_scrape_errors_total Scrapes that could not read the pod "
+                        "directory.\n# TYPE gpucap_exporter_scrape_errors_total counter\n"
+                        "gpucap_exporter_scrape_errors_total %llu\n",
+                    (unsigned long long)atomic_load(&scrape_errors));
+    gpc_text_printf(&t, "# HELP gpucap_exporter_scrape_duration_seconds Time the last scrape took to read the "
+                        "ledgers.\n# TYPE gpucap_exporter_scrape_duration_seconds gauge\n"
+                        "gpucap_exporter_scrape_duration_seconds %.6f\n",
+                    (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+    gpc_text_printf(&t, "# HELP gpucap_exporter_build_info The exporter's version.\n"
+                        "# TYPE gpucap_exporter_build_info gauge\ngpucap_exporter_build_info{version=\"%s\"} 1\n",
+                    GPUCAP_VERSION_STRING);
+    *len = t.len;
+    *ok = rc == 0;
+    return t.failed ? NULL : t.text;
+}
+
+/* ---- HTTP ---- */
+
+static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const char *type, const char *body,
+                             const char *allow)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (allow)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    enum MHD_Result rc = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *data, size_t *data_size, void **state)
+{
+    bool metrics = strcmp(url, "/metrics") == 0;
+    if (!metrics && strcmp(url, "/healthz") != 0)
+        return reply(conn, MHD_HTTP_NOT_FOUND, "text/plain", "not found: GET /metrics or GET /healthz\n", NULL);
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+        return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "use GET\n", "GET, HEAD");
+    if (!metrics) {
+        int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) {
+            char msg[600];
+            snprintf(msg, sizeof msg, "cannot read %s: %s\n", root, strerror(errno));
+            return reply(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", msg, NULL);
+        }
+        close(fd);
+        return reply(conn, MHD_HTTP_OK, "text/plain", "ok\n", NULL);
+    }
+    size_t len;
+    bool ok;
+    char *body = scrape(&len, &ok);
+    if (!body)
+        return reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain", "out of memory\n", NULL);
+    /* A root that cannot be read is still a scrape: gpucap_exporter_scrape_errors_total says so. */
+    struct MHD_Response *r = MHD_create_response_from_buffer_with_free_callback(len, body, free);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
+    enum MHD_Result rc = MHD_queue_response(conn, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static void on_mhd_error(void *cls, const char *fmt, va_list ap)
+{
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    line[strcspn(line, "\n")] = '\0';
+    say("microhttpd: %s", line);
+}
+
+static int parse_listen(const char *text, struct sockaddr_storage *ss, socklen_t *len)
+{
+    char host[128], port[16];
+    const char *colon = strrchr(text, ':');
+    if (!colon || !colon[1] || strlen(colon + 1) >= sizeof port || (size_t)(colon - text) >= sizeof host)
+        return -EINVAL;
+    memcpy(host, text, (size_t)(colon - text));
+    host[colon - text] = '\0';
+    snprintf(port, sizeof port, "%s", colon + 1);
+    size_t n = strlen(host);
+    if (host[0] == '[') {
+        if (n < 2 || host[n - 1] != ']')
+            return -EINVAL;
+        memmove(host, host + 1, n - 2);
+        host[n - 2] = '\0';
+    }
+    struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *ai;
+    if (getaddrinfo(host[0] ? host : NULL, port, &hints, &ai) != 0)
+        return -EINVAL;
+    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+    *len = ai->ai_addrlen;
+    freeaddrinfo(ai);
+    return 0;
+}
+
+static int serve(const char *listen)
+{
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    if (parse_listen(listen, &addr, &addrlen) != 0) {
+        say("listen \"%s\": expected HOST:PORT, [IPV6]:PORT or :PORT with a numeric host and port", listen);
+        return 2;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    if (addr.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_EXTERNAL_LOGGER,
+                                            on_mhd_error, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                                            MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+                                            MHD_OPTION_END);
+    if (!d) {
+        say("cannot listen on %s: %s", listen, strerror(errno));
+        return 1;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    char host[64] = "?";
+    getnameinfo((struct sockaddr *)&addr, addrlen, host, sizeof host, NULL, 0, NI_NUMERICHOST);
+    bool v6 = addr.ss_family == AF_INET6;
+    say("listening on http://%s%s%s:%u; ledgers under %s", v6 ? "[" : "", host, v6 ? "]" : "", info ? info->port : 0,
+        root);
+    while (!stop)
+        pause();
+    say("stopping");
+    MHD_stop_daemon(d);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *val[OPT_COUNT];
+    for (int i = 0; i < OPT_COUNT; i++) {
+        const char *env = getenv(rows[i].env);
+        val[i] = env && *env ? env : rows[i].def;
+    }
+    bool once = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (strcmp(a, "--once") == 0) {
+            once = true;
+            continue;
+        }
+        int found = -1;
+        const char *v = NULL;
+        for (int k = 0; k < OPT_COUNT && found < 0; k++) {
+            size_t n = strlen(rows[k].flag);
+            if (strncmp(a, "--", 2) != 0 || strncmp(a + 2, rows[k].flag, n) != 0)
+                continue;
+            if (a[2 + n] == '=')
+                v = a + 3 + n, found = k;
+            else if (a[2 + n] == '\0' && i + 1 < argc)
+                v = argv[++i], found = k;
+        }
+        if (found < 0) {
+            fprintf(stderr, "gpucap-exporter: unexpected argument '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+        val[found] = v;
+    }
+    root = val[OPT_ROOT];
+    if (once) {
+        size_t len;
+        bool ok;
+        char *body = scrape(&len, &ok);
+        if (!body) {
+            say("out of memory");
+            return 1;
+        }
+        fwrite(body, 1, len, stdout);
+        free(body);
+        return ok ? 0 : 1;
+    }
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    return serve(val[OPT_LISTEN]);
+}
