@@ -42,9 +42,10 @@ trap cleanup EXIT
 dpkg -i "$deb" > "$tmp/dpkg.log" 2>&1 || { cat "$tmp/dpkg.log"; fail "dpkg -i"; }
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
 lib=/usr/lib/$multiarch/gpucap/libgpucap.so
-for f in /usr/bin/gpucap /usr/bin/gpucap-webhook "$lib" /usr/include/gpucap.h /usr/include/gpucap_version.h \
+for f in /usr/bin/gpucap /usr/bin/gpucap-webhook /usr/bin/gpucap-exporter "$lib" /usr/include/gpucap.h /usr/include/gpucap_version.h \
          /usr/lib/"$multiarch"/pkgconfig/gpucap.pc /usr/lib/"$multiarch"/cmake/gpucap/gpucapConfig.cmake \
          /etc/gpucap/gpucap.ini /usr/share/man/man1/gpucap.1 /usr/share/man/man1/gpucap-webhook.1 \
+         /usr/share/man/man1/gpucap-exporter.1 \
          /usr/share/doc/gpucap/LICENSE; do
     [ -f "$f" ] || fail "$f is not installed"
 done
@@ -52,6 +53,7 @@ dpkg-query -W -f='${Conffiles}\n' gpucap | grep -q /etc/gpucap/gpucap.ini || fai
 
 [ "$(/usr/bin/gpucap --version)" = "gpucap $version" ] || fail "gpucap --version: $(/usr/bin/gpucap --version)"
 [ "$(/usr/bin/gpucap-webhook --version)" = "gpucap-webhook $version" ] || fail "gpucap-webhook --version"
+[ "$(/usr/bin/gpucap-exporter --version)" = "gpucap-exporter $version" ] || fail "gpucap-exporter --version"
 [ "$(pkg-config --modversion gpucap)" = "$version" ] || fail "pkg-config --modversion: $(pkg-config --modversion gpucap)"
 [ "$(pkg-config --variable=preload gpucap)" = "$lib" ] || fail "pkg-config preload: $(pkg-config --variable=preload gpucap)"
 grep -q "GPUCAP_MEMORY_LIMIT" /usr/share/man/man1/gpucap.1 || fail "the man page lacks the settings table"

@@ -23,10 +23,7 @@
 #include <unistd.h>
 
 #include "collect.h"
-
-#ifndef GPUCAP_VERSION_STRING
-#define GPUCAP_VERSION_STRING "unknown"
-#endif
+#include "gpucap_version.h"
 
 enum opt_id { OPT_LISTEN, OPT_ROOT, OPT_COUNT };
 
@@ -66,9 +63,23 @@ static void usage(FILE *f)
                "Prometheus exporter of the gpucap ledgers on this node: GET /metrics, GET /healthz.\n"
                "Reads the ledgers only (no lock, no write). --once prints one scrape to stdout and exits\n"
                "(0, or 1 when the root cannot be read). Each option may also be given in the variable\n"
-               "shown; a flag overrides the variable.\n\n");
+               "shown; a flag overrides the variable. --version prints the version.\n\n");
     for (int i = 0; i < OPT_COUNT; i++)
         fprintf(f, "  --%-8s %s\n  %-10s %s, default %s\n", rows[i].flag, rows[i].doc, "", rows[i].env, rows[i].def);
+}
+
+/* gpucap-exporter(1), generated from the same rows as --help (`--help-man`, run by the build). */
+static void usage_man(FILE *f)
+{
+    fprintf(f, ".TH GPUCAP-EXPORTER 1 \"\" \"gpucap %s\" \"User Commands\"\n", GPUCAP_VERSION_STRING);
+    fputs(".SH NAME\ngpucap\\-exporter \\- Prometheus exporter of the gpucap ledgers of a node\n"
+          ".SH SYNOPSIS\n.B gpucap\\-exporter\n[\\-\\-listen \\fIADDR\\fR] [\\-\\-root \\fIDIR\\fR] [\\-\\-once]\n"
+          ".SH DESCRIPTION\nServes GET /metrics (Prometheus text format) and GET /healthz. Reads the ledgers "
+          "only: no lock, no write. \\-\\-once prints one scrape and exits. Each option may also be given in "
+          "the environment variable shown; a flag overrides the variable.\n.SH OPTIONS\n", f);
+    for (int i = 0; i < OPT_COUNT; i++)
+        fprintf(f, ".TP\n.B \\-\\-%s\n%s (%s, default %s)\n", rows[i].flag, rows[i].doc, rows[i].env, rows[i].def);
+    fputs(".SH SEE ALSO\n.BR gpucap (1),\n.BR gpucap\\-webhook (1)\n", f);
 }
 
 /* One scrape with the exporter's own metrics; NULL on allocation failure. */
@@ -234,6 +245,14 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
+            return 0;
+        }
+        if (strcmp(a, "--help-man") == 0) {
+            usage_man(stdout);
+            return 0;
+        }
+        if (strcmp(a, "--version") == 0) {
+            printf("gpucap-exporter %s\n", GPUCAP_VERSION_STRING);
             return 0;
         }
         if (strcmp(a, "--once") == 0) {
