@@ -224,33 +224,26 @@ static bool requests_gpu(json_t *container)
     return false;
 }
 
-/* The value of a literal env entry `name`, "" for one set from a reference, NULL when absent. */
-static const char *env_value(json_t *env, const char *name)
-{
-    const char *found = NULL;
-    for (size_t i = 0; i < json_array_size(env); i++) {
-        json_t *e = json_array_get(env, i);
-        const char *n = json_string_value(json_object_get(e, "name"));
-        if (n && strcmp(n, name) == 0) {
-            const char *v = json_string_value(json_object_get(e, "value"));
-            found = v ? v : json_object_get(e, "valueFrom") ? "" : NULL; /* the last one wins */
-        }
-    }
-    return found;
-}
-
 /*
  * True when NVIDIA_VISIBLE_DEVICES gives the container devices: "all", UUIDs or indices. "none",
  * "void" and the empty string give none; a value from a reference cannot be seen and counts.
  */
 static bool visible_devices(json_t *env)
 {
-    const char *v = env_value(env, VISIBLE);
-    if (!v)
-        return false;
-    char t[32];
-    trim_copy(t, sizeof t, v);
-    return !(*v && (strcmp(t, "none") == 0 || strcmp(t, "void") == 0 || t[0] == '\0'));
+    bool visible = false;
+    for (size_t i = 0; i < json_array_size(env); i++) {
+        json_t *e = json_array_get(env, i);
+        const char *n = json_string_value(json_object_get(e, "name"));
+        if (!n || strcmp(n, VISIBLE) != 0)
+            continue;
+        const char *v = json_string_value(json_object_get(e, "value"));
+        char t[32];
+        trim_copy(t, sizeof t, v ? v : "");
+        /* The last entry wins, as in the kubelet. */
+        visible = v ? t[0] && strcmp(t, "none") != 0 && strcmp(t, "void") != 0
+                    : json_object_get(e, "valueFrom") != NULL;
+    }
+    return visible;
 }
 
 /* True when `list` (LD_PRELOAD syntax: colon- or blank-separated) already names `path`. */
