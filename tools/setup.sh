@@ -19,3 +19,10 @@ if [ ! -f /usr/local/cuda/include/cuda.h ] && ! command -v nvcc >/dev/null; then
     echo "setup: the CUDA toolkit (cuda.h) is missing: install it under /usr/local/cuda" >&2
     exit 1
 fi
+# kubernetes-validate (PyPI): the webhook tests validate mutated pods against Kubernetes' schemas.
+if ! command -v kubernetes-validate >/dev/null; then
+    echo "setup: installing kubernetes-validate (pip)"
+    python3 -m pip install -q kubernetes-validate >/dev/null 2>&1 ||
+        python3 -m pip install -q --break-system-packages kubernetes-validate >/dev/null 2>&1 ||
+        echo "setup: kubernetes-validate could not be installed; schema checks will be skipped" >&2
+fi
