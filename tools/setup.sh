@@ -3,7 +3,7 @@
 # The CUDA toolkit (cuda.h) is expected under /usr/local/cuda (or found by CMake's FindCUDAToolkit).
 set -euo pipefail
 pkgs=(cmake make gcc clang pkg-config uthash-dev libinih-dev libunwind-dev libmicrohttpd-dev libjansson-dev
-      libgnutls28-dev python3 python3-jsonpatch python3-yaml curl openssl strace wrk)
+      libgnutls28-dev libcurl4-gnutls-dev python3 python3-jsonpatch python3-yaml curl openssl strace wrk)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

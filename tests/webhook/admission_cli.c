@@ -3,7 +3,8 @@
  *
  * usage: admission_cli [--default-memory SIZE] [--max-memory SIZE] [--image REF] [--preload file|env]
  *                      [--dra-claims true|false] [--visible-devices cap|deny|ignore]
- *                      [--trusted-namespaces LIST] [--namespace-policy FILE] < request.json
+ *                      [--trusted-namespaces LIST] [--namespace-policy FILE]
+ *                      [--kube-api URL --kube-token FILE --kube-ca FILE] < request.json
  * Prints the HTTP status on the first line and the response body after it. Exit 0, or 1 when the
  * configuration is refused or memory runs out.
  */
@@ -17,6 +18,7 @@ int main(int argc, char **argv)
 {
     struct gpc_admission_config cfg = {.image = "ghcr.io/example/gpucap:0.1.0"};
     const char *policy_file = NULL;
+    struct gpc_nsapi_options api_opt = {.ttl = 30};
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (strcmp(k, "--default-memory") == 0)
@@ -36,6 +38,12 @@ int main(int argc, char **argv)
             cfg.trusted_namespaces = v;
         else if (strcmp(k, "--namespace-policy") == 0)
             policy_file = v;
+        else if (strcmp(k, "--kube-api") == 0)
+            api_opt.url = v;
+        else if (strcmp(k, "--kube-token") == 0)
+            api_opt.token_file = v;
+        else if (strcmp(k, "--kube-ca") == 0)
+            api_opt.ca_file = v;
         else {
             fprintf(stderr, "unknown argument %s\n", k);
             return 1;
@@ -51,6 +59,16 @@ int main(int argc, char **argv)
     if (policy) {
         cfg.ns_lookup = gpc_nspolicy_lookup;
         cfg.ns_ctx = policy;
+    }
+    struct gpc_nsapi *api = NULL;
+    if (api_opt.url && gpc_nsapi_open(&api_opt, &api, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    struct gpc_ns_chain chain = {gpc_nsapi_lookup, api, gpc_nspolicy_lookup, policy};
+    if (api) {
+        cfg.ns_lookup = policy ? gpc_ns_chain_lookup : gpc_nsapi_lookup;
+        cfg.ns_ctx = policy ? (void *)&chain : (void *)api;
     }
     size_t cap = 1 << 16, len = 0, n;
     char *buf = malloc(cap);
@@ -72,5 +90,6 @@ int main(int argc, char **argv)
     gpc_admission_result_free(&res);
     free(buf);
     gpc_nspolicy_close(policy);
+    gpc_nsapi_close(api);
     return rc == 0 ? 0 : 1;
 }

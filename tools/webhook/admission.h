@@ -131,4 +131,39 @@ int gpc_nspolicy_open(const char *path, struct gpc_nspolicy **out, char *err, si
 int gpc_nspolicy_lookup(void *ctx, const char *ns, struct gpc_ns_policy *out, char *err, size_t errlen);
 void gpc_nspolicy_close(struct gpc_nspolicy *p);
 
+/* ---- nsapi.c: the per-namespace policy from annotations on the Namespace objects (Kubernetes API) ---- */
+
+struct gpc_nsapi;
+struct gpc_nsapi_options {
+    const char *url;        /* API server, "https://HOST:PORT"; NULL: KUBERNETES_SERVICE_HOST/PORT */
+    const char *token_file; /* the service account's bearer token, read again on every fetch */
+    const char *ca_file;    /* the cluster's CA bundle, the only one trusted for the API server */
+    unsigned ttl;           /* seconds a fetched policy is used; 0: fetch on every lookup */
+};
+/*
+ * Prepares lookups of gpucap.io/max-memory, gpucap.io/default-memory and gpucap.io/trusted on the
+ * Namespace objects. Call before any thread starts (libcurl's global init). Returns 0 with *out
+ * set, or a negative errno with a message in err. Nothing is fetched yet.
+ */
+int gpc_nsapi_open(const struct gpc_nsapi_options *o, struct gpc_nsapi **out, char *err, size_t errlen);
+/*
+ * A gpc_ns_lookup_fn over an open gpc_nsapi (ctx): from the cache within the TTL, else fetched;
+ * when a fetch fails, the expired entry if there is one (logged), else a negative errno with the
+ * reason in err (the pod is denied).
+ */
+int gpc_nsapi_lookup(void *ctx, const char *ns, struct gpc_ns_policy *out, char *err, size_t errlen);
+/* How many fetches were tried (for tests). */
+unsigned long gpc_nsapi_fetches(struct gpc_nsapi *p);
+void gpc_nsapi_close(struct gpc_nsapi *p);
+
+/* Both sources: the Namespace's annotations, then the policy file where it sets a field. */
+struct gpc_ns_chain {
+    gpc_ns_lookup_fn annotations;
+    void *annotations_ctx;
+    gpc_ns_lookup_fn file;
+    void *file_ctx;
+};
+/* A gpc_ns_lookup_fn over a struct gpc_ns_chain (ctx); fails when either source fails. */
+int gpc_ns_chain_lookup(void *ctx, const char *ns, struct gpc_ns_policy *out, char *err, size_t errlen);
+
 #endif

@@ -16,7 +16,8 @@
 #include "server.h"
 #include "units.h"
 
-enum opt_id { OPT_LISTEN, OPT_CERT, OPT_KEY, OPT_DEFAULT_MEMORY, OPT_MAX_MEMORY, OPT_NAMESPACE_POLICY, OPT_IMAGE,
+enum opt_id { OPT_LISTEN, OPT_CERT, OPT_KEY, OPT_DEFAULT_MEMORY, OPT_MAX_MEMORY, OPT_NAMESPACE_POLICY,
+              OPT_NAMESPACE_ANNOTATIONS, OPT_KUBE_API, OPT_KUBE_TOKEN, OPT_KUBE_CA, OPT_NAMESPACE_TTL, OPT_IMAGE,
               OPT_PRELOAD, OPT_DRA_CLAIMS, OPT_VISIBLE_DEVICES, OPT_TRUSTED_NAMESPACES, OPT_THREADS,
               OPT_RELOAD_INTERVAL, OPT_COUNT };
 
@@ -43,6 +44,18 @@ static const struct row {
                         "cluster maximum: no container gets more, whatever it asks (unset: none)"},
     [OPT_NAMESPACE_POLICY] = {"namespace-policy", "GPUCAP_WEBHOOK_NAMESPACE_POLICY", T_PATH, NULL, 0, 0,
                               "ini file (a ConfigMap): [NAMESPACE] max_memory, default_memory, trusted"},
+    [OPT_NAMESPACE_ANNOTATIONS] = {"namespace-annotations", "GPUCAP_WEBHOOK_NAMESPACE_ANNOTATIONS", T_CHOICE, "false",
+                                   0, 0, "true: read gpucap.io/max-memory, default-memory, trusted on the Namespace "
+                                   "(Kubernetes API; RBAC get namespaces)", {"false", "true"}},
+    [OPT_KUBE_API] = {"kube-api", "GPUCAP_WEBHOOK_KUBE_API", T_STRING, NULL, 0, 0,
+                      "API server URL (unset: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT)"},
+    [OPT_KUBE_TOKEN] = {"kube-token", "GPUCAP_WEBHOOK_KUBE_TOKEN", T_PATH,
+                        "/var/run/secrets/kubernetes.io/serviceaccount/token", 0, 0,
+                        "service account token file, read again on every fetch"},
+    [OPT_KUBE_CA] = {"kube-ca", "GPUCAP_WEBHOOK_KUBE_CA", T_PATH, "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+                     0, 0, "CA bundle of the API server"},
+    [OPT_NAMESPACE_TTL] = {"namespace-ttl", "GPUCAP_WEBHOOK_NAMESPACE_TTL", T_UINT, "30", 0, 3600,
+                           "seconds a Namespace's policy is cached"},
     [OPT_IMAGE] = {"image", "GPUCAP_WEBHOOK_IMAGE", T_STRING, NULL, 0, 0,
                    "gpucap image of the injected init container (holds /usr/local/gpucap)"},
     [OPT_PRELOAD] = {"preload", "GPUCAP_WEBHOOK_PRELOAD", T_CHOICE, "file", 0, 0,
@@ -192,6 +205,7 @@ int main(int argc, char **argv)
         return 2;
     }
     struct gpc_nspolicy *policy = NULL;
+    struct gpc_nsapi *api = NULL;
     if (value[OPT_NAMESPACE_POLICY]) {
         if (gpc_nspolicy_open(value[OPT_NAMESPACE_POLICY], &policy, err, sizeof err) != 0) {
             fprintf(stderr, "gpucap-webhook: %s\n", err);
@@ -199,6 +213,22 @@ int main(int argc, char **argv)
         }
         opt.admission.ns_lookup = gpc_nspolicy_lookup;
         opt.admission.ns_ctx = policy;
+    }
+    if (num[OPT_NAMESPACE_ANNOTATIONS]) {
+        struct gpc_nsapi_options o = {value[OPT_KUBE_API], value[OPT_KUBE_TOKEN], value[OPT_KUBE_CA],
+                                      num[OPT_NAMESPACE_TTL]};
+        if (gpc_nsapi_open(&o, &api, err, sizeof err) != 0) {
+            fprintf(stderr, "gpucap-webhook: %s\n", err);
+            gpc_nspolicy_close(policy);
+            return 2;
+        }
+        opt.admission.ns_lookup = gpc_nsapi_lookup;
+        opt.admission.ns_ctx = api;
+    }
+    struct gpc_ns_chain chain = {gpc_nsapi_lookup, api, gpc_nspolicy_lookup, policy};
+    if (api && policy) {
+        opt.admission.ns_lookup = gpc_ns_chain_lookup;
+        opt.admission.ns_ctx = &chain;
     }
 
     struct sigaction sa = {.sa_handler = on_signal};
@@ -211,5 +241,6 @@ int main(int argc, char **argv)
 
     int rc = gpc_server_run(&opt, &stop) == 0 ? 0 : 1;
     gpc_nspolicy_close(policy);
+    gpc_nsapi_close(api);
     return rc;
 }
