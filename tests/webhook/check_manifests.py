@@ -15,6 +15,7 @@ import glob
 import json
 import os
 import subprocess
+import shutil
 import sys
 import tempfile
 
@@ -44,6 +45,27 @@ def handle(cli, pod, args=()):
     out = subprocess.run([cli, *args], input=json.dumps(review_of(pod)).encode(), capture_output=True, check=True)
     status, _, body = out.stdout.decode().partition("\n")
     return int(status), json.loads(body)["response"]
+
+
+def validate_schemas(docs):
+    """Built-in kinds against the newest Kubernetes schema kubernetes-validate bundles (CRDs skipped)."""
+    tool = shutil.which("kubernetes-validate")
+    if not tool:
+        print("note: kubernetes-validate is not installed; schema validation skipped")
+        return
+    crds = {"Certificate", "Issuer", "ClusterPolicy"}
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for kind, items in docs.items():
+            for i, d in enumerate(items):
+                if kind in crds:
+                    continue
+                path = os.path.join(tmp, f"{kind}-{i}.json")
+                with open(path, "w") as f:
+                    json.dump(d, f)
+                paths.append(path)
+        out = subprocess.run([tool, "--strict", "--quiet", *paths], capture_output=True, text=True)
+        check(out.returncode == 0, f"kubernetes-validate: {out.stdout} {out.stderr}")
 
 
 def main():
@@ -82,6 +104,11 @@ def main():
             check(any(e["key"] == "gpucap.io/inject" and e["operator"] == "NotIn" for e in exprs), "namespace opt-out")
             check(w["clientConfig"]["service"]["path"] == "/mutate", "webhook path /mutate")
             check(w["rules"][0]["resources"] == ["pods"] and w["rules"][0]["operations"] == ["CREATE"], "pod CREATE")
+
+    for role in docs.get("ClusterRole", []):
+        check(role["rules"] == [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]}],
+              f"the webhook's ClusterRole grants get on namespaces only: {role['rules']}")
+    check("ClusterRoleBinding" in docs, "the ClusterRole is bound to the webhook's ServiceAccount")
 
     for ns in docs.get("Namespace", []):
         check(ns["metadata"].get("labels", {}).get("gpucap.io/inject") == "false", "webhook namespace opted out")
@@ -124,6 +151,7 @@ def main():
         ops = json.loads(base64.b64decode(resp["patch"]))
         check(any('=25%"' in json.dumps(o.get("value")) for o in ops), "time-slicing.yaml pod gets 25%")
 
+    validate_schemas(docs)
     if failures:
         print(f"{len(failures)} failures")
         return 1
