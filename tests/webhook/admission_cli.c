@@ -18,7 +18,7 @@ int main(int argc, char **argv)
 {
     struct gpc_admission_config cfg = {.image = "ghcr.io/example/gpucap:0.1.0"};
     const char *policy_file = NULL;
-    struct gpc_nsapi_options api_opt = {.ttl = 30};
+    struct gpc_nsapi_options api_opt = {.ttl = 30, .timeout_ms = 20000}; /* a loaded test machine */
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (strcmp(k, "--default-memory") == 0)

@@ -31,7 +31,8 @@ static int failures;
 
 static struct gpc_nsapi *open_api(const char *url, const char *token, const char *ca, unsigned ttl)
 {
-    struct gpc_nsapi_options o = {url, token, ca, ttl};
+    /* A generous timeout: the machine running the tests may be loaded (sanitizers, parallel tests). */
+    struct gpc_nsapi_options o = {url, token, ca, ttl, 20000};
     struct gpc_nsapi *p = NULL;
     char err[512];
     if (gpc_nsapi_open(&o, &p, err, sizeof err) != 0) {

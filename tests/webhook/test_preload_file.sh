@@ -16,6 +16,11 @@ fi
 t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
 mkdir -p "$t/vol" "$t/ledgers"
 "$gpucap" inject --to "$t/vol" --ledgers "$t/ledgers" --max 1GiB app=512MiB >/dev/null || { echo "FAIL inject"; exit 1; }
+# A sanitized library needs its runtime loaded first, which /etc/ld.so.preload alone does not do.
+if ldd "$t/vol/lib/libgpucap.so" 2>/dev/null | grep -q 'lib[at]san'; then
+    echo "sanitized build: the library cannot come from /etc/ld.so.preload alone; skipping"
+    exit 77
+fi
 
 # Runs inside the namespace: $1 = "with" or "without" the preload file.
 cat > "$t/inside.sh" <<'INSIDE'

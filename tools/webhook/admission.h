@@ -139,6 +139,7 @@ struct gpc_nsapi_options {
     const char *token_file; /* the service account's bearer token, read again on every fetch */
     const char *ca_file;    /* the cluster's CA bundle, the only one trusted for the API server */
     unsigned ttl;           /* seconds a fetched policy is used; 0: fetch on every lookup */
+    unsigned timeout_ms;    /* for one fetch, TLS handshake included; 0: 3000 (the API server gives us 5 s) */
 };
 /*
  * Prepares lookups of gpucap.io/max-memory, gpucap.io/default-memory and gpucap.io/trusted on the

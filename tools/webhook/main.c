@@ -216,7 +216,7 @@ int main(int argc, char **argv)
     }
     if (num[OPT_NAMESPACE_ANNOTATIONS]) {
         struct gpc_nsapi_options o = {value[OPT_KUBE_API], value[OPT_KUBE_TOKEN], value[OPT_KUBE_CA],
-                                      num[OPT_NAMESPACE_TTL]};
+                                      num[OPT_NAMESPACE_TTL], 0};
         if (gpc_nsapi_open(&o, &api, err, sizeof err) != 0) {
             fprintf(stderr, "gpucap-webhook: %s\n", err);
             gpc_nspolicy_close(policy);

@@ -40,6 +40,7 @@ struct gpc_nsapi {
     char token_file[4096];
     char ca_file[4096];
     unsigned ttl;
+    long timeout_ms;
     pthread_mutex_t lock;
     struct cached cache[CACHE_SIZE];
     unsigned long fetches;
@@ -150,8 +151,8 @@ static int fetch(struct gpc_nsapi *p, const char *ns, struct gpc_ns_policy *out,
     curl_easy_setopt(c, CURLOPT_CAINFO, p->ca_file);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr2);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L); /* worker threads: no SIGALRM for timeouts */
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 1000L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 2000L); /* the API server gives the webhook 5 s */
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, p->timeout_ms);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, p->timeout_ms);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
@@ -200,6 +201,7 @@ int gpc_nsapi_open(const struct gpc_nsapi_options *o, struct gpc_nsapi **out, ch
     snprintf(p->token_file, sizeof p->token_file, "%s", o->token_file);
     snprintf(p->ca_file, sizeof p->ca_file, "%s", o->ca_file);
     p->ttl = o->ttl;
+    p->timeout_ms = o->timeout_ms ? (long)o->timeout_ms : 3000L;
     /* Once, before any worker thread: curl_global_init is not thread-safe. */
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         snprintf(err, errlen, "libcurl cannot be initialised");
