@@ -333,6 +333,55 @@ def variants(cli, fixtures):
                   {"train": "8GiB"}, None)
 
 
+def reinvocation(cli, fixtures):
+    """Another webhook adds a GPU container (or its own init container first) after our pass."""
+    review = load(fixtures, "annotated-bare")
+    args = ["--image", IMAGE]
+    _, out = run(cli, args, review)
+    mutated = jsonpatch.apply_patch(review["request"]["object"], json.loads(base64.b64decode(out["response"]["patch"])))
+    later = copy.deepcopy(mutated)
+    later["spec"]["containers"].append({"name": "late", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": 1}}})
+    later["spec"]["initContainers"].insert(0, {"name": "istio-init", "image": "proxy"})
+    again = copy.deepcopy(review)
+    again["request"]["object"] = later
+    status, out = run(cli, args, again)
+    resp = out["response"]
+    check(resp["allowed"] is True and "patch" in resp, f"reinvocation with a new GPU container: {resp}")
+    if "patch" not in resp:
+        return
+    ops = json.loads(base64.b64decode(resp["patch"]))
+    final = jsonpatch.apply_patch(later, ops)
+    inits = final["spec"]["initContainers"]
+    check([c["name"] for c in inits] == ["istio-init", "gpucap-init"], f"init containers {[c['name'] for c in inits]}")
+    check(inits[1]["command"][-2:] == ["train=8GiB", "late=8GiB"], f"our init container now covers late: {inits[1]}")
+    check(final["spec"]["containers"][0] == mutated["spec"]["containers"][0], "train untouched the second time")
+    check_container("reinvocation", later["spec"]["containers"][1], final["spec"]["containers"][1], False, False)
+    check(final["metadata"]["annotations"]["gpucap.io/injected"] == "train,late", "annotation lists both")
+    third = copy.deepcopy(review)
+    third["request"]["object"] = final
+    _, out = run(cli, args, third)
+    check("patch" not in out["response"], f"third pass adds nothing: {out['response']}")
+
+    # A tenant's own gpucap-init is replaced by ours; a GPU init container before ours is denied.
+    forged = copy.deepcopy(review)
+    forged["request"]["object"]["spec"]["initContainers"] = [
+        {"name": "gpucap-init", "image": IMAGE, "command": ["sh", "-c", "echo '[gpucap]' > /gpucap-out/lib/x"]}]
+    _, out = run(cli, args, forged)
+    resp = out["response"]
+    ops = json.loads(base64.b64decode(resp.get("patch", "W10=")))
+    check(resp["allowed"] is True and any(o["op"] == "replace" and o["path"] == "/spec/initContainers/0" and
+                                          o["value"]["command"][0] == "/usr/local/gpucap/bin/gpucap" for o in ops),
+          f"a forged gpucap-init is replaced by ours: {resp}")
+    early = copy.deepcopy(mutated)
+    early["spec"]["initContainers"].insert(0, {"name": "early", "image": "cuda",
+                                               "resources": {"limits": {"nvidia.com/gpu": 1}}})
+    again["request"]["object"] = early
+    _, out = run(cli, args, again)
+    msg = out["response"].get("status", {}).get("message", "")
+    check(out["response"]["allowed"] is False and "early" in msg and "gpucap-init" in msg,
+          f"a GPU init container before gpucap-init is denied: {msg}")
+
+
 def kubernetes_validate():
     """The mutated pods against the last three Kubernetes schemas, strictly (no unknown fields)."""
     tool = shutil.which("kubernetes-validate")
@@ -377,6 +426,7 @@ def main():
         for fx, (args, budgets, maximum) in CASES.items():
             check_fixture(cli, load(fixtures, fx), fx, args, budgets, maximum)
         variants(cli, fixtures)
+        reinvocation(cli, fixtures)
         kubernetes_validate()
     if failures:
         print(f"{len(failures)} failures")
