@@ -105,6 +105,13 @@ def main():
             check(w["clientConfig"]["service"]["path"] == "/mutate", "webhook path /mutate")
             check(w["rules"][0]["resources"] == ["pods"] and w["rules"][0]["operations"] == ["CREATE"], "pod CREATE")
 
+    for pol in docs.get("ClusterPolicy", []):
+        check("validationFailureAction" not in pol["spec"], "Kyverno: no deprecated spec.validationFailureAction")
+        check(all(r["validate"].get("failureAction") == "Enforce" for r in pol["spec"]["rules"] if "validate" in r),
+              "Kyverno: every validate rule has failureAction: Enforce")
+        check(pol["metadata"]["annotations"].get("pod-policies.kyverno.io/autogen-controllers") == "none",
+              "Kyverno: auto-generation for controllers decided (none)")
+
     for role in docs.get("ClusterRole", []):
         check(role["rules"] == [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]}],
               f"the webhook's ClusterRole grants get on namespaces only: {role['rules']}")
