@@ -19,10 +19,14 @@ if [ ! -f /usr/local/cuda/include/cuda.h ] && ! command -v nvcc >/dev/null; then
     echo "setup: the CUDA toolkit (cuda.h) is missing: install it under /usr/local/cuda" >&2
     exit 1
 fi
-# kubernetes-validate (PyPI): the webhook tests validate mutated pods against Kubernetes' schemas.
-if ! command -v kubernetes-validate >/dev/null; then
-    echo "setup: installing kubernetes-validate (pip)"
-    python3 -m pip install -q kubernetes-validate >/dev/null 2>&1 ||
-        python3 -m pip install -q --break-system-packages kubernetes-validate >/dev/null 2>&1 ||
-        echo "setup: kubernetes-validate could not be installed; schema checks will be skipped" >&2
-fi
+# From PyPI, for the webhook tests: kubernetes-validate (mutated pods and manifests against
+# Kubernetes' schemas) and cel-python (the webhook configuration's matchConditions).
+pip_install() { # MODULE PACKAGE
+    python3 -c "import $1" 2>/dev/null && return
+    echo "setup: installing $2 (pip)"
+    python3 -m pip install -q "$2" >/dev/null 2>&1 ||
+        python3 -m pip install -q --break-system-packages "$2" >/dev/null 2>&1 ||
+        echo "setup: $2 could not be installed; the checks that need it will be skipped" >&2
+}
+pip_install kubernetes_validate kubernetes-validate
+pip_install celpy cel-python

@@ -65,6 +65,7 @@ CASES = {
 
 failures = []
 mutated_pods = []
+decided = []  # [label, pod, changed or denied] of every review sent, for the matchConditions check
 
 
 def check(cond, what):
@@ -76,7 +77,11 @@ def check(cond, what):
 def run(cli, args, review):
     out = subprocess.run([cli] + args, input=json.dumps(review).encode(), capture_output=True, check=True)
     status, _, body = out.stdout.decode().partition("\n")
-    return int(status), json.loads(body) if body else None
+    body = json.loads(body) if body else None
+    resp = (body or {}).get("response") or {}
+    decided.append([f"{len(decided)}:{' '.join(args)}", review["request"]["object"],
+                    "patch" in resp or resp.get("allowed") is False])
+    return int(status), body
 
 
 def env_of(c):
@@ -382,6 +387,34 @@ def reinvocation(cli, fixtures):
           f"a GPU init container before gpucap-init is denied: {msg}")
 
 
+def match_conditions(fixtures):
+    """The webhook configuration's matchConditions send every pod the webhook changes or refuses."""
+    conf = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../examples/kubernetes/mutatingwebhook.yaml")
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "match_conditions.py")
+    pods = [[label, pod] for label, pod, _ in decided]
+    plain = copy.deepcopy(load(fixtures, "no-gpu")["request"]["object"])
+    del plain["metadata"]["annotations"]
+    pods.append(["no-gpu", plain])
+    for interp in (sys.executable, shutil.which("python3") or sys.executable):
+        out = subprocess.run([interp, script, conf], input=json.dumps(pods), capture_output=True, text=True)
+        if out.returncode != 77:
+            break
+    if out.returncode == 77:
+        print("note: cel-python is not installed; matchConditions not evaluated")
+        return
+    check(out.returncode == 0, f"matchConditions evaluate: {out.stderr}")
+    if out.returncode != 0:
+        return
+    matched = dict(json.loads(out.stdout))
+    for label, pod, acted in decided:
+        if acted:
+            check(matched[label], f"matchConditions skip a pod the webhook changes or refuses: {label} "
+                                  f"{json.dumps(pod)[:300]}")
+    check(not matched["no-gpu"], "matchConditions leave a pod without a GPU out")
+    print(f"matchConditions: {sum(1 for _, _, a in decided if a)} acted-on pods all sent, "
+          f"{sum(1 for v in matched.values() if not v)} of {len(matched)} pods left out")
+
+
 def kubernetes_validate():
     """The mutated pods against the last three Kubernetes schemas, strictly (no unknown fields)."""
     tool = shutil.which("kubernetes-validate")
@@ -427,6 +460,9 @@ def main():
             check_fixture(cli, load(fixtures, fx), fx, args, budgets, maximum)
         variants(cli, fixtures)
         reinvocation(cli, fixtures)
+        for name in ESCAPES:
+            run_escape(cli, fixtures, name)
+        match_conditions(fixtures)
         kubernetes_validate()
     if failures:
         print(f"{len(failures)} failures")
