@@ -119,6 +119,17 @@ def main():
 
     for ns in docs.get("Namespace", []):
         check(ns["metadata"].get("labels", {}).get("gpucap.io/inject") == "false", "webhook namespace opted out")
+        if ns["metadata"]["name"] == "gpucap-system":
+            check(ns["metadata"]["labels"].get("pod-security.kubernetes.io/enforce") == "restricted",
+                  "gpucap-system enforces the restricted Pod Security level")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import pss_restricted
+    for dep in docs.get("Deployment", []):
+        v = pss_restricted.violations(dep["spec"]["template"])
+        check(v == [], f"the webhook's pods meet the restricted level: {v}")
+        check(dep["metadata"]["namespace"] == "gpucap-system", "the webhook runs in gpucap-system")
+    for ds in docs.get("DaemonSet", []):
+        check(ds["metadata"]["namespace"] != "gpucap-system", "the hostPath installer is not in gpucap-system")
 
     for cm in docs.get("ConfigMap", []):
         if cm["metadata"]["name"] == "gpucap-namespace-policy":
