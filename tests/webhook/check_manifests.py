@@ -105,6 +105,18 @@ def main():
             check(w["clientConfig"]["service"]["path"] == "/mutate", "webhook path /mutate")
             check(w["rules"][0]["resources"] == ["pods"] and w["rules"][0]["operations"] == ["CREATE"], "pod CREATE")
 
+    certs = {c["metadata"]["name"]: c for c in docs.get("Certificate", [])}
+    issuers = {i["metadata"]["name"]: i for i in docs.get("Issuer", [])}
+    ca = certs.get("gpucap-ca", {}).get("spec", {})
+    serving = certs.get("gpucap-webhook", {}).get("spec", {})
+    check(ca.get("isCA") is True and "selfSigned" in issuers.get(ca.get("issuerRef", {}).get("name"), {}).get("spec", {}),
+          "a CA certificate signed by the self-signed issuer")
+    check(issuers.get(serving.get("issuerRef", {}).get("name"), {}).get("spec", {}).get("ca", {}).get("secretName") ==
+          ca.get("secretName"), "the serving certificate signed by the CA issuer")
+    for cfg in docs.get("MutatingWebhookConfiguration", []):
+        check(cfg["metadata"]["annotations"].get("cert-manager.io/inject-ca-from") == "gpucap-system/gpucap-ca",
+              "caBundle from the stable CA certificate")
+
     for pol in docs.get("ClusterPolicy", []):
         check("validationFailureAction" not in pol["spec"], "Kyverno: no deprecated spec.validationFailureAction")
         check(all(r["validate"].get("failureAction") == "Enforce" for r in pol["spec"]["rules"] if "validate" in r),
