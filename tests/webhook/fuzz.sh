@@ -15,10 +15,13 @@ pkg-config --exists jansson || { echo "fuzz.sh: jansson development files missin
 W=${2:-$(mktemp -d /tmp/gpucap-fuzz.XXXXXX)}
 mkdir -p "$W/corpus" "$W/artifacts"
 
+# The schedulers' requests: requests.c, or its stand-in until the branches merge.
+REQUESTS=$ROOT/tools/webhook/requests.c
+[ -f "$REQUESTS" ] || REQUESTS=$ROOT/tools/webhook/requests_stub.c
 # shellcheck disable=SC2046
 "$CC" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
     -I"$ROOT/libgpucap" -I"$ROOT/tools/webhook" \
-    "$ROOT/tests/webhook/fuzz_admission.c" "$ROOT/tools/webhook/admission.c" "$ROOT/libgpucap/units.c" \
+    "$ROOT/tests/webhook/fuzz_admission.c" "$ROOT/tools/webhook/admission.c" "$REQUESTS" "$ROOT/libgpucap/units.c" \
     $(pkg-config --cflags --libs jansson) -o "$W/fuzz_admission"
 cp "$ROOT"/tests/webhook/fixtures/*.json "$W/corpus/"
 

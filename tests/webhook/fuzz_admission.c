@@ -14,8 +14,9 @@
 #include "admission.h"
 
 static const struct gpc_admission_config configs[2] = {
-    {"/var/lib/gpucap", "/tmp", NULL},
-    {"/opt/gpucap/", "/run/gpucap", " 25% "},
+    {.image = "gpucap:fuzz"},
+    {.image = "gpucap:fuzz", .default_memory = " 25% ", .max_memory = "8GiB", .preload = GPC_PRELOAD_ENV,
+     .dra_claims = true, .visible = GPC_VISIBLE_DENY, .trusted_namespaces = "ml"},
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -28,8 +28,13 @@ static int failures;
         }                                                                                                        \
     } while (0)
 
-static const struct gpc_admission_config annotated_only = {"/var/lib/gpucap", "/tmp", NULL};
-static const struct gpc_admission_config with_default = {"/var/lib/gpucap", "/tmp", "25%"};
+static const struct gpc_admission_config annotated_only = {.image = "gpucap:t"};
+static const struct gpc_admission_config with_default = {.image = "gpucap:t", .default_memory = "25%"};
+static const struct gpc_admission_config env_mode = {.image = "gpucap:t", .preload = GPC_PRELOAD_ENV};
+static const struct gpc_admission_config max_10g = {.image = "gpucap:t", .default_memory = "4GiB",
+                                                    .max_memory = "10GiB"};
+static const struct gpc_admission_config max_4g = {.image = "gpucap:t", .max_memory = "4GiB"};
+static const struct gpc_admission_config trusted_ml = {.image = "gpucap:t", .trusted_namespaces = "dev, ml"};
 
 struct expect_op {
     const char *op, *path, *fragment; /* fragment: text the op's value (as JSON) must contain */
@@ -39,57 +44,93 @@ struct fixture_case {
     const char *file;
     const struct gpc_admission_config *cfg;
     int status;
-    int allowed;             /* 1, 0, or -1 when no review comes back */
-    int nops;                /* operations in the patch; 0: no patch */
-    struct expect_op ops[8]; /* the first operations, in order */
-    const char *message;     /* a fragment of the denial or 400 text */
+    int allowed;              /* 1, 0, or -1 when no review comes back */
+    int nops;                 /* operations in the patch; 0: no patch */
+    struct expect_op ops[16]; /* operations, in order, from the first; a NULL op ends the list */
+    const char *message;      /* a fragment of the denial or 400 text */
 };
 
+#define IDENTITY(at, first, name)                                                                                \
+    {"add", at "/env" first, "\"GPUCAP_POD_NAMESPACE\",\"valueFrom\":{\"fieldRef\":{\"apiVersion\":\"v1\","     \
+                             "\"fieldPath\":\"metadata.namespace\"}}"},                                            \
+        {"add", at "/env/-", "\"fieldPath\":\"metadata.name\""}, {"add", at "/env/-", "\"metadata.uid\""},           \
+        {"add", at "/env/-", "{\"name\":\"GPUCAP_CONTAINER_NAME\",\"value\":\"" name "\"}"}
+#define MOUNTS(at, first, name)                                                                                  \
+    {"add", at "/volumeMounts" first, "\"name\":\"gpucap-lib\",\"mountPath\":\"/usr/local/gpucap\",\"readOnly\":true"}, \
+        {"add", at "/volumeMounts/-", "\"mountPath\":\"/etc/ld.so.preload\",\"subPath\":\"ld.so.preload\",\"readOnly\":true"}, \
+        {"add", at "/volumeMounts/-", "\"mountPath\":\"/etc/gpucap/gpucap.ini\",\"subPath\":\"" name "/gpucap.ini\",\"readOnly\":true"}, \
+        {"add", at "/volumeMounts/-", "{\"name\":\"gpucap-ledger\",\"mountPath\":\"/run/gpucap/ledger\",\"subPath\":\"" name "\"}"}
+#define INIT_ARGS "\"command\":[\"/usr/local/gpucap/bin/gpucap\",\"inject\",\"--to\",\"/gpucap-out/lib\",\"--ledgers\",\"/gpucap-out/ledger\","
+
 static const struct fixture_case cases[] = {
-    {"annotated-bare.json", &annotated_only, 200, 1, 4,
-     {{"add", "/spec/containers/0/env", "\"GPUCAP_MEMORY_LIMIT\",\"value\":\"8GiB\""},
-      {"add", "/spec/containers/0/volumeMounts", "\"mountPath\":\"/var/lib/gpucap\",\"readOnly\":true"},
-      {"add", "/spec/volumes", "\"path\":\"/var/lib/gpucap\",\"type\":\"Directory\""},
+    {"annotated-bare.json", &annotated_only, 200, 1, 12,
+     {IDENTITY("/spec/containers/0", "", "train"), MOUNTS("/spec/containers/0", "", "train"),
+      {"add", "/spec/volumes", "[{\"name\":\"gpucap-lib\",\"emptyDir\":{}}]"},
+      {"add", "/spec/volumes/-", "{\"name\":\"gpucap-ledger\",\"emptyDir\":{}}"},
+      {"add", "/spec/initContainers", INIT_ARGS "\"train=8GiB\"]"},
       {"add", "/metadata/annotations/gpucap.io~1injected", "\"train\""}},
      NULL},
-    {"annotated-env-volumes.json", &annotated_only, 200, 1, 6,
-     {{"add", "/spec/containers/0/env/-", "\"LD_PRELOAD\",\"value\":\"/var/lib/gpucap/libgpucap.so\""},
-      {"add", "/spec/containers/0/env/-", "\"value\":\"12.5%\""},
-      {"add", "/spec/containers/0/env/-", "\"value\":\"/tmp/gpucap-train.ledger\""},
-      {"add", "/spec/containers/0/volumeMounts/-", "gpucap-lib"},
-      {"add", "/spec/volumes/-", "hostPath"},
-      {"add", "/metadata/annotations/gpucap.io~1injected", "\"train\""}},
+    {"annotated-env-volumes.json", &annotated_only, 200, 1, 12,
+     {IDENTITY("/spec/containers/0", "/-", "train"), MOUNTS("/spec/containers/0", "/-", "train"),
+      {"add", "/spec/volumes/-", "gpucap-lib"}, {"add", "/spec/volumes/-", "gpucap-ledger"},
+      {"add", "/spec/initContainers", "\"train=12.5%\""}},
      NULL},
-    {"existing-ld-preload.json", &annotated_only, 200, 1, 6,
-     {{"add", "/spec/containers/0/env/0/value", "\"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2:/var/lib/gpucap/libgpucap.so\""},
-      {"add", "/spec/containers/0/env/-", "GPUCAP_MEMORY_LIMIT"},
-      {"add", "/spec/containers/0/env/-", "GPUCAP_LEDGER"}},
+    /* The restricted profile's fields on the init container; its resources. */
+    {"annotated-env-volumes.json", &annotated_only, 200, 1, 12,
+     {{"add", "/spec/containers/0/env/-", ""}, {"add", "/spec/containers/0/env/-", ""},
+      {"add", "/spec/containers/0/env/-", ""}, {"add", "/spec/containers/0/env/-", ""},
+      {"add", "/spec/containers/0/volumeMounts/-", ""}, {"add", "/spec/containers/0/volumeMounts/-", ""},
+      {"add", "/spec/containers/0/volumeMounts/-", ""}, {"add", "/spec/containers/0/volumeMounts/-", ""},
+      {"add", "/spec/volumes/-", ""}, {"add", "/spec/volumes/-", ""},
+      {"add", "/spec/initContainers", "\"securityContext\":{\"runAsNonRoot\":true,\"runAsUser\":65532,"
+                                      "\"runAsGroup\":65532,\"allowPrivilegeEscalation\":false,"
+                                      "\"readOnlyRootFilesystem\":true,\"capabilities\":{\"drop\":[\"ALL\"]},"
+                                      "\"seccompProfile\":{\"type\":\"RuntimeDefault\"}}"}},
      NULL},
-    {"ld-preload-valuefrom.json", &annotated_only, 200, 1, 7,
+    /* LD_PRELOAD mode: the user's list kept first, no /etc/ld.so.preload mount. */
+    {"existing-ld-preload.json", &env_mode, 200, 1, 12,
+     {{"add", "/spec/containers/0/env/0/value",
+       "\"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2:/usr/local/gpucap/lib/libgpucap.so\""},
+      {"add", "/spec/containers/0/env/-", "GPUCAP_POD_NAMESPACE"}},
+     NULL},
+    {"ld-preload-valuefrom.json", &env_mode, 200, 1, 13,
      {{"add", "/spec/containers/0/env/1", "\"LD_PRELOAD_BEFORE_GPUCAP\""},
-      {"replace", "/spec/containers/0/env/2", "\"$(LD_PRELOAD_BEFORE_GPUCAP):/var/lib/gpucap/libgpucap.so\""}},
+      {"replace", "/spec/containers/0/env/2", "\"$(LD_PRELOAD_BEFORE_GPUCAP):/usr/local/gpucap/lib/libgpucap.so\""}},
      NULL},
-    {"init-containers.json", &annotated_only, 200, 1, 8,
-     {{"add", "/spec/initContainers/0/env", "gpucap-warmup.ledger"},
-      {"add", "/spec/initContainers/0/volumeMounts", "gpucap-lib"},
-      {"add", "/spec/containers/0/env/-", "LD_PRELOAD"}},
+    /* File mode leaves the user's LD_PRELOAD alone. */
+    {"existing-ld-preload.json", &annotated_only, 200, 1, 12,
+     {{"add", "/spec/containers/0/env/-", "GPUCAP_POD_NAMESPACE"}}, NULL},
+    /* GPU init containers are patched at their old index, then ours goes first. */
+    {"init-containers.json", &annotated_only, 200, 1, 20,
+     {IDENTITY("/spec/initContainers/0", "", "warmup"), MOUNTS("/spec/initContainers/0", "", "warmup"),
+      {"add", "/spec/containers/0/env/-", "GPUCAP_POD_NAMESPACE"}},
      NULL},
-    {"several-containers.json", &annotated_only, 200, 1, 7,
-     {{"add", "/spec/containers/0/env", "6GiB"},
-      {"add", "/spec/containers/0/volumeMounts/-", "gpucap-lib"},
-      {"add", "/spec/containers/2/env/-", "LD_PRELOAD"},
-      {"add", "/spec/containers/2/env/-", "gpucap-b.ledger"},
-      {"add", "/spec/containers/2/volumeMounts/-", "gpucap-lib"},
-      {"add", "/spec/volumes/-", "gpucap-lib"},
-      {"add", "/metadata/annotations/gpucap.io~1injected", "\"a,b\""}},
+    {"several-containers.json", &annotated_only, 200, 0, 0, {{0}}, "container b sets GPUCAP_MEMORY_LIMIT=\"1GiB\""},
+    {"several-containers.json", &trusted_ml, 200, 1, 20,
+     {IDENTITY("/spec/containers/0", "", "a"), MOUNTS("/spec/containers/0", "/-", "a"),
+      IDENTITY("/spec/containers/2", "/-", "b")},
      NULL},
     {"no-gpu.json", &with_default, 200, 1, 0, {{0}}, NULL},
     {"gpu-zero.json", &annotated_only, 200, 1, 0, {{0}}, NULL},
     {"default-budget.json", &annotated_only, 200, 1, 0, {{0}}, NULL},
-    {"default-budget.json", &with_default, 200, 1, 4,
-     {{"add", "/spec/containers/0/env", "\"25%\""}, {"add", "/spec/containers/0/volumeMounts/-", "gpucap-lib"},
-      {"add", "/spec/volumes/-", "gpucap-lib"}, {"add", "/metadata/annotations", "gpucap.io/injected"}},
+    {"default-budget.json", &with_default, 200, 1, 12,
+     {IDENTITY("/spec/containers/0", "", "train"), MOUNTS("/spec/containers/0", "/-", "train"),
+      {"add", "/spec/volumes/-", "gpucap-lib"}, {"add", "/spec/volumes/-", "gpucap-ledger"},
+      {"add", "/spec/initContainers", INIT_ARGS "\"train=25%\"]"},
+      {"add", "/metadata/annotations", "gpucap.io/injected"}},
      NULL},
+    /* A cluster maximum: the default applies within it and the init container passes it on. */
+    {"default-budget.json", &max_10g, 200, 1, 12,
+     {{"add", "/spec/containers/0/env", ""}, {"add", "/spec/containers/0/env/-", ""},
+      {"add", "/spec/containers/0/env/-", ""}, {"add", "/spec/containers/0/env/-", ""},
+      {"add", "/spec/containers/0/volumeMounts/-", ""}, {"add", "/spec/containers/0/volumeMounts/-", ""},
+      {"add", "/spec/containers/0/volumeMounts/-", ""}, {"add", "/spec/containers/0/volumeMounts/-", ""},
+      {"add", "/spec/volumes/-", ""}, {"add", "/spec/volumes/-", ""},
+      {"add", "/spec/initContainers", INIT_ARGS "\"--max\",\"10GiB\",\"train=4GiB\"]"}},
+     NULL},
+    {"annotated-bare.json", &max_10g, 200, 1, 12, {{0}}, NULL},
+    {"annotated-bare.json", &max_4g, 200, 0, 0, {{0}},
+     "container train asks for 8GiB (annotation gpucap.io/memory), above the maximum 4GiB (cluster --max-memory)"},
     {"opt-out.json", &with_default, 200, 1, 0, {{0}}, NULL},
     {"update.json", &with_default, 200, 1, 0, {{0}}, NULL},
     {"bad-memory.json", &with_default, 200, 0, 0, {{0}}, "annotation gpucap.io/memory: \"lots\" is not a size"},
@@ -185,7 +226,7 @@ static void check_case(const char *dir, const struct fixture_case *c)
             json_t *patch = b64 ? unbase64_json(b64) : NULL;
             CHECK(json_array_size(patch) == (size_t)c->nops, "%s: %zu operations, expected %d", c->file,
                   json_array_size(patch), c->nops);
-            for (size_t i = 0; i < 8 && c->ops[i].op; i++) {
+            for (size_t i = 0; i < 16 && c->ops[i].op; i++) {
                 json_t *o = json_array_get(patch, i);
                 const char *op = json_string_value(json_object_get(o, "op"));
                 const char *path = json_string_value(json_object_get(o, "path"));
@@ -283,20 +324,22 @@ static void hostile(const char *dir)
 static void config_checks(void)
 {
     char err[512];
-    struct gpc_admission_config c = {"/var/lib/gpucap", "/tmp", "2GiB"};
+    struct gpc_admission_config c = {.image = "ghcr.io/x/gpucap:1", .default_memory = "2GiB", .max_memory = "4GiB"};
     CHECK(gpc_admission_check_config(&c, err, sizeof err) == 0, "good config refused: %s", err);
     c.default_memory = "two gigs";
     CHECK(gpc_admission_check_config(&c, err, sizeof err) != 0 && strstr(err, "default-memory"), "bad default");
-    c.default_memory = NULL;
-    c.lib_dir = "relative";
-    CHECK(gpc_admission_check_config(&c, err, sizeof err) != 0 && strstr(err, "lib-dir"), "relative lib-dir");
-    c.lib_dir = "/opt/a:b";
-    CHECK(gpc_admission_check_config(&c, err, sizeof err) != 0, "lib-dir with a colon");
-    c.lib_dir = "/";
-    CHECK(gpc_admission_check_config(&c, err, sizeof err) != 0, "lib-dir /");
-    c.lib_dir = "/opt/gpucap/";
-    c.ledger_dir = "/tmp/$(X)";
-    CHECK(gpc_admission_check_config(&c, err, sizeof err) != 0 && strstr(err, "ledger-dir"), "ledger-dir with $");
+    c.default_memory = "8GiB";
+    CHECK(gpc_admission_check_config(&c, err, sizeof err) != 0 && strstr(err, "above max-memory"),
+          "default above the maximum");
+    c.default_memory = "50%"; /* not comparable with bytes at admission: the library bounds it */
+    CHECK(gpc_admission_check_config(&c, err, sizeof err) == 0, "percent default, byte maximum: %s", err);
+    c.max_memory = "lots";
+    CHECK(gpc_admission_check_config(&c, err, sizeof err) != 0 && strstr(err, "max-memory"), "bad maximum");
+    c.max_memory = NULL;
+    c.image = NULL;
+    CHECK(gpc_admission_check_config(&c, err, sizeof err) != 0 && strstr(err, "image"), "no image");
+    c.image = "a b";
+    CHECK(gpc_admission_check_config(&c, err, sizeof err) != 0 && strstr(err, "image"), "image with a blank");
 }
 
 int main(int argc, char **argv)

@@ -47,7 +47,7 @@ ln -s ..data/tls.crt "$T/secret/tls.crt"
 ln -s ..data/tls.key "$T/secret/tls.key"
 
 "$WEBHOOK" --listen 127.0.0.1:0 --cert "$T/secret/tls.crt" --key "$T/secret/tls.key" \
-    --default-memory 25% --reload-interval 1 --threads 4 2>"$T/log" &
+    --image gpucap:test --default-memory 25% --reload-interval 1 --threads 4 2>"$T/log" &
 PID=$!
 PORT=
 for _ in $(seq 100); do
@@ -67,7 +67,7 @@ code=$("${C[@]}" -o "$T/resp" -w '%{http_code}' -H 'Content-Type: application/js
 uid=$(sed -n 's/^    "uid": "\([^"]*\)",$/\1/p' "$HERE/fixtures/annotated-bare.json")
 [ -n "$uid" ] && grep -q "\"uid\":\"$uid\"" "$T/resp" || fail "uid $uid not echoed: $(cat "$T/resp")"
 grep -q '"patchType":"JSONPatch"' "$T/resp" || fail "no patch: $(cat "$T/resp")"
-grep -q 'allowed: patched containers=train budget=8GiB' "$T/log" || fail "no decision line in the log"
+grep -q 'allowed: patched containers=train=8GiB max=- preload=file' "$T/log" || fail "no decision line in the log"
 
 expect() { # status, then curl arguments
     local want=$1; shift

@@ -18,6 +18,7 @@ int cmd_run(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+int cmd_inject(int argc, char **argv);
 
 /* main.c: prints the options table (every GPUCAP_* setting) for --help. */
 void cli_print_options(FILE *f);

@@ -7,6 +7,7 @@
  *   gpucap check   validate the environment and an ini file, show the effective budgets
  *   gpucap doctor  check a node or pod before trusting a cap
  *   gpucap status  show the ledger: budgets, usage and processes
+ *   gpucap inject  fill a pod's gpucap volume (the webhook's init container)
  */
 #include "cli.h"
 #include "gpucap_version.h"
@@ -30,6 +31,7 @@ static const char usage[] =
     "  check [FILE]                  validate the environment and an ini file; show the effective budgets\n"
     "  doctor                        check this node or pod before trusting a cap\n"
     "  status [--ledger FILE]        show the ledger: budgets, usage, processes\n"
+    "  inject --to DIR NAME=SIZE...  fill a pod's gpucap volume (the webhook's init container)\n"
     "  help [COMMAND]                this text, or a command's\n"
     "  --version                     gpucap's version\n"
     "\n"
@@ -325,6 +327,8 @@ int main(int argc, char **argv)
         return cmd_doctor(argc, argv);
     if (strcmp(cmd, "status") == 0)
         return cmd_status(argc, argv);
+    if (strcmp(cmd, "inject") == 0)
+        return cmd_inject(argc, argv);
     fprintf(stderr, "gpucap: unknown command '%s'\n\n%s", cmd, usage);
     return CLI_USAGE;
 }

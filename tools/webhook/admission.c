@@ -2,13 +2,17 @@
  * admission.c: the decision and the JSONPatch for one AdmissionReview.
  *
  * Pure: a request body in, an HTTP status and a body out, no I/O and no global state, so the server
- * calls it from many threads and the unit tests and the fuzzer call it directly. A pod is chosen by
- * its `gpucap.io/memory` annotation (validated with the project's one size parser) or, when the
- * webhook has a default budget, by requesting a GPU; `gpucap.io/inject: "false"` opts out. Inside a
- * chosen pod only containers and init containers that request a GPU are changed: LD_PRELOAD gets the
- * library appended, GPUCAP_MEMORY_LIMIT and a GPUCAP_LEDGER private to the container are set, and the
- * library's host directory is mounted read-only from one pod volume. Whatever is already there is
- * kept, which makes a second pass over a mutated pod produce an empty patch (reinvocation).
+ * calls it from many threads and the unit tests and the fuzzer call it directly (the namespace
+ * policy comes through the caller's lookup). `gpucap.io/inject: "false"` opts a pod out.
+ *
+ * GPU containers (an nvidia.com/gpu* resource; a scheduler's share annotation; a DRA claim and
+ * NVIDIA_VISIBLE_DEVICES, as flags choose) get the layout of contract 2 (admission.h): an init
+ * container `gpucap inject` that writes one locked ini per GPU container into an emptyDir, read-only
+ * mounts of the library, /etc/ld.so.preload and the ini, a ledger directory of their own, and the
+ * identity variables. The budget is the platform's: see budget_of() for the order of precedence. A
+ * tenant's GPUCAP_* variables and mounts over gpucap's paths are denied unless the namespace is
+ * trusted. What is already there and ours is kept, so a second pass over a mutated pod produces an
+ * empty patch (reinvocation).
  *
  * Input arrives already decoded by the API server into Go types, so a field of the wrong JSON type
  * means the caller is not the API server: that is a 400, not a denial. A value a user wrote wrongly
@@ -30,23 +34,53 @@
 #define ANN_MEMORY "gpucap.io/memory"
 #define ANN_INJECT "gpucap.io/inject"
 #define ANN_INJECTED "gpucap.io/injected"
-#define LIB_NAME "libgpucap.so"
+#define ANN_PRELOAD "gpucap.io/preload"
 #define USER_PRELOAD "LD_PRELOAD_BEFORE_GPUCAP"
+#define VISIBLE "NVIDIA_VISIBLE_DEVICES"
+#define MAX_CHOSEN 64
 
-/* The device plugin's resource, and the name it uses for shared replicas with renameByDefault. */
-static const char *const gpu_resources[] = {"nvidia.com/gpu", "nvidia.com/gpu.shared"};
+/* The device plugin's resources start so: nvidia.com/gpu, nvidia.com/gpu.shared, HAMi's gpumem. */
+static const char gpu_prefix[] = "nvidia.com/gpu";
+
+/* The paths gpucap owns inside a GPU container; a tenant mount at or under one is an override. */
+static const char *const owned_paths[] = {GPC_MOUNT_INI_DIR, GPC_MOUNT_PRELOAD, GPC_MOUNT_PREFIX, "/run/gpucap"};
+
+/* The identity variables of contract 2; every other GPUCAP_* in a GPU container is the tenant's. */
+static const char *const identity_fields[][2] = {
+    {"GPUCAP_POD_NAMESPACE", "metadata.namespace"},
+    {"GPUCAP_POD_NAME", "metadata.name"},
+    {"GPUCAP_POD_UID", "metadata.uid"},
+};
+#define IDENTITY_NAME "GPUCAP_CONTAINER_NAME"
 
 enum verdict { V_ALLOW, V_DENY, V_BAD };
 
+/* One GPU container chosen for injection, with the budget it gets and where that came from. */
+struct chosen {
+    char name[72];
+    char budget[64];
+    const char *source; /* "scheduler request", "annotation gpucap.io/memory", ... */
+};
+
 struct review {
     const struct gpc_admission_config *cfg;
-    json_t *patch;     /* JSONPatch operations, in order */
+    json_t *pod;
+    json_t *patch;   /* JSONPatch operations, in order */
     bool oom;
-    char lib_path[600];
-    char budget[128];  /* the env value: annotation (or default) text, trimmed */
-    char chosen[400];  /* comma-separated names of the GPU containers, for the log and annotation */
-    bool want_volume;  /* some chosen container mounts the pod volume */
-    char msg[1000];    /* reason for a denial or a 400 */
+    const char *ns;
+    struct gpc_ns_policy policy;
+    bool trusted;    /* tenant overrides allowed in this namespace */
+    enum gpc_preload_mode preload;
+    char max[64];    /* the maximum that applies, "" none */
+    const char *max_source;
+    char fallback[64]; /* budget of containers that ask for none, "" none */
+    const char *fallback_source;
+    char annotation[64]; /* the pod's gpucap.io/memory, trimmed and checked, "" none */
+    bool sched_pod;  /* a scheduler annotation makes every container a GPU container */
+    struct chosen chosen[MAX_CHOSEN];
+    size_t nchosen;
+    char names[400]; /* comma-separated names of the chosen containers, for the log and annotation */
+    char msg[1000];  /* reason for a denial or a 400 */
 };
 
 static void say(struct review *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -80,12 +114,6 @@ static void trim_copy(char *dst, size_t len, const char *src)
     dst[n] = '\0';
 }
 
-static void join(char *dst, size_t len, const char *dir, const char *name)
-{
-    size_t n = strlen(dir);
-    snprintf(dst, len, "%s%s%s", dir, n && dir[n - 1] == '/' ? "" : "/", name);
-}
-
 /* Two paths are the same mount point when they differ only by trailing slashes. */
 static bool same_path(const char *a, const char *b)
 {
@@ -95,6 +123,13 @@ static bool same_path(const char *a, const char *b)
     while (lb > 1 && b[lb - 1] == '/')
         lb--;
     return la == lb && memcmp(a, b, la) == 0;
+}
+
+/* True when `path` is `dir` or lies under it ("/etc/gpucap/x" under "/etc/gpucap", not "/etc/gpucapx"). */
+static bool under(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
 /* RFC 6901: '~' becomes "~0" and '/' becomes "~1" inside one reference token. */
@@ -117,6 +152,18 @@ static void op(struct review *r, const char *kind, const char *path, json_t *val
     json_t *o = json_pack("{s:s, s:s, s:o}", "op", kind, "path", path, "value", value);
     if (!o || json_array_append_new(r->patch, o) != 0)
         r->oom = true;
+}
+
+/* Appends `item` to the array at `at`/`field`, creating the array when it is absent. */
+static void append(struct review *r, const char *at, const char *field, bool exists, json_t *item)
+{
+    char path[160];
+    if (!item) {
+        r->oom = true;
+        return;
+    }
+    snprintf(path, sizeof path, "%s/%s%s", at, field, exists ? "/-" : "");
+    op(r, "add", path, exists ? item : json_pack("[o]", item));
 }
 
 static json_t *env_var(const char *name, const char *value)
@@ -168,12 +215,35 @@ static bool requests_gpu(json_t *container)
     json_t *res = json_object_get(container, "resources");
     static const char *const kinds[] = {"limits", "requests"};
     for (size_t k = 0; k < 2; k++) {
-        json_t *m = json_object_get(res, kinds[k]);
-        for (size_t i = 0; i < sizeof gpu_resources / sizeof gpu_resources[0]; i++)
-            if (nonzero_quantity(json_object_get(m, gpu_resources[i])))
+        const char *key;
+        json_t *q;
+        json_object_foreach(json_object_get(res, kinds[k]), key, q)
+            if (strncmp(key, gpu_prefix, sizeof gpu_prefix - 1) == 0 && nonzero_quantity(q))
                 return true;
     }
     return false;
+}
+
+/*
+ * True when NVIDIA_VISIBLE_DEVICES gives the container devices: "all", UUIDs or indices. "none",
+ * "void" and the empty string give none; a value from a reference cannot be seen and counts.
+ */
+static bool visible_devices(json_t *env)
+{
+    bool visible = false;
+    for (size_t i = 0; i < json_array_size(env); i++) {
+        json_t *e = json_array_get(env, i);
+        const char *n = json_string_value(json_object_get(e, "name"));
+        if (!n || strcmp(n, VISIBLE) != 0)
+            continue;
+        const char *v = json_string_value(json_object_get(e, "value"));
+        char t[32];
+        trim_copy(t, sizeof t, v ? v : "");
+        /* The last entry wins, as in the kubelet. */
+        visible = v ? t[0] && strcmp(t, "none") != 0 && strcmp(t, "void") != 0
+                    : json_object_get(e, "valueFrom") != NULL;
+    }
+    return visible;
 }
 
 /* True when `list` (LD_PRELOAD syntax: colon- or blank-separated) already names `path`. */
@@ -197,147 +267,345 @@ static void append_name(char *list, size_t len, const char *name)
     snprintf(list + used, len - used, "%s%s", used ? "," : "", name);
 }
 
-/* The env patch of one container at JSON Pointer `at`; false (with r->msg) on a malformed list. */
-static bool patch_env(struct review *r, const char *at, const char *where, json_t *env, const char *ledger)
+/* True when the comma-separated `list` holds `name`. */
+static bool list_has(const char *list, const char *name)
 {
-    char path[128];
-    if (!env) {
-        snprintf(path, sizeof path, "%s/env", at);
-        json_t *list = json_pack("[o, o, o]", env_var("LD_PRELOAD", r->lib_path),
-                                 env_var("GPUCAP_MEMORY_LIMIT", r->budget), env_var("GPUCAP_LEDGER", ledger));
-        if (!list)
-            r->oom = true;
-        else
-            op(r, "add", path, list);
-        return true;
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        while (*p == ',' || *p == ' ')
+            p++;
+        size_t tok = strcspn(p, ", ");
+        if (tok == n && n && memcmp(p, name, n) == 0)
+            return true;
+        p += tok;
+    }
+    return false;
+}
+
+/* The identity variable as the webhook writes it (fieldRef, or the container's name literally). */
+static json_t *identity_var(size_t i, const char *container)
+{
+    if (i == sizeof identity_fields / sizeof identity_fields[0])
+        return env_var(IDENTITY_NAME, container);
+    return json_pack("{s:s, s:{s:{s:s, s:s}}}", "name", identity_fields[i][0], "valueFrom", "fieldRef",
+                     "apiVersion", "v1", "fieldPath", identity_fields[i][1]);
+}
+
+/* Index of the identity variable `name`, or -1. */
+static int identity_index(const char *name)
+{
+    for (size_t i = 0; i < sizeof identity_fields / sizeof identity_fields[0]; i++)
+        if (strcmp(name, identity_fields[i][0]) == 0)
+            return (int)i;
+    return strcmp(name, IDENTITY_NAME) == 0 ? (int)(sizeof identity_fields / sizeof identity_fields[0]) : -1;
+}
+
+/*
+ * The env patch of one chosen container at JSON Pointer `at`: the identity variables and, in
+ * LD_PRELOAD mode, the library appended to LD_PRELOAD. A tenant GPUCAP_* variable (or an envFrom
+ * whose prefix makes GPUCAP_* names) is an override: denied unless the namespace is trusted.
+ */
+static enum verdict patch_env(struct review *r, const char *at, const char *where, json_t *c, const char *name)
+{
+    bool bad = false;
+    json_t *env = get_typed(c, "env", JSON_ARRAY, &bad);
+    json_t *from = get_typed(c, "envFrom", JSON_ARRAY, &bad);
+    if (bad) {
+        say(r, "%s: env or envFrom has the wrong type (not an array)", where);
+        return V_BAD;
+    }
+    for (size_t i = 0; i < json_array_size(from) && !r->trusted; i++) {
+        const char *prefix = json_string_value(json_object_get(json_array_get(from, i), "prefix"));
+        size_t n = prefix ? strlen(prefix) : 0;
+        if (n && (strncmp(prefix, "GPUCAP_", n < 7 ? n : 7) == 0)) {
+            char shown[64];
+            clean(shown, sizeof shown, prefix);
+            say(r, "container %s: envFrom[%zu] with prefix \"%s\" would set GPUCAP_* variables; gpucap's "
+                   "settings belong to the platform in this namespace", name, i, shown);
+            return V_DENY;
+        }
     }
 
+    const size_t nid = sizeof identity_fields / sizeof identity_fields[0] + 1;
+    bool have[8] = {false};
     long preload = -1;
-    bool has_limit = false, has_ledger = false;
     for (size_t i = 0; i < json_array_size(env); i++) {
         json_t *e = json_array_get(env, i);
         if (!json_is_object(e)) {
             say(r, "%s.env[%zu] is not an object", where, i);
-            return false;
+            return V_BAD;
         }
-        const char *name = json_string_value(json_object_get(e, "name"));
-        if (!name)
+        const char *n = json_string_value(json_object_get(e, "name"));
+        if (!n)
             continue; /* the API server's validation rejects it after us */
-        if (strcmp(name, "LD_PRELOAD") == 0)
+        if (strcmp(n, "LD_PRELOAD") == 0)
             preload = (long)i; /* with duplicates the last one wins, as in the kubelet */
-        else if (strcmp(name, "GPUCAP_MEMORY_LIMIT") == 0)
-            has_limit = true;
-        else if (strcmp(name, "GPUCAP_LEDGER") == 0)
-            has_ledger = true;
+        if (strncmp(n, "GPUCAP_", 7) != 0)
+            continue;
+        int id = identity_index(n);
+        json_t *want = id >= 0 ? identity_var((size_t)id, name) : NULL;
+        bool ours = want && json_equal(want, e);
+        json_decref(want);
+        if (ours || r->trusted) {
+            if (id >= 0)
+                have[id] = true;
+            continue;
+        }
+        char shown[64], value[64];
+        clean(shown, sizeof shown, n);
+        clean(value, sizeof value, json_string_value(json_object_get(e, "value")));
+        say(r, "container %s sets %s%s%s%s: gpucap's settings belong to the platform in this namespace (its "
+               "budget comes from the " ANN_MEMORY " annotation within the namespace maximum)",
+            name, shown, value[0] ? "=\"" : "", value, value[0] ? "\"" : "");
+        return V_DENY;
     }
 
+    char path[160];
     /* Changes at existing indices come before the appends, so no index moves under a later op. */
-    if (preload >= 0) {
+    if (r->preload == GPC_PRELOAD_ENV && preload >= 0) {
         json_t *e = json_array_get(env, (size_t)preload);
-        bool bad = false;
         const char *value = get_string(e, "value", &bad);
-        json_t *from = json_object_get(e, "valueFrom");
+        json_t *vfrom = json_object_get(e, "valueFrom");
         if (bad) {
             say(r, "%s.env[%ld].value is not a string", where, preload);
-            return false;
+            return V_BAD;
         }
         if (value && *value) {
-            if (!preload_has(value, r->lib_path)) {
+            if (!preload_has(value, GPC_MOUNT_LIB)) {
                 size_t n = strlen(value);
-                char *joined = malloc(n + strlen(r->lib_path) + 2);
+                char *joined = malloc(n + sizeof GPC_MOUNT_LIB + 2);
                 if (!joined) {
                     r->oom = true;
-                    return true;
+                    return V_ALLOW;
                 }
                 bool sep = value[n - 1] == ':' || value[n - 1] == ' ';
-                sprintf(joined, "%s%s%s", value, sep ? "" : ":", r->lib_path);
+                sprintf(joined, "%s%s%s", value, sep ? "" : ":", GPC_MOUNT_LIB);
                 snprintf(path, sizeof path, "%s/env/%ld/value", at, preload);
                 op(r, "add", path, json_string(joined));
                 free(joined);
             }
-        } else if (json_is_object(from)) {
+        } else if (json_is_object(vfrom)) {
             /*
              * The user's list comes from a ConfigMap or Secret that we cannot read: move it to a
              * variable just before LD_PRELOAD and append to it with the kubelet's $(VAR) expansion.
-             * Its name must not start with GPUCAP_: the library takes an unknown GPUCAP_* variable
-             * for a misspelt limit and denies every allocation.
+             * Its name must not start with GPUCAP_: that prefix belongs to the platform.
              */
             snprintf(path, sizeof path, "%s/env/%ld", at, preload);
-            op(r, "add", path, json_pack("{s:s, s:O}", "name", USER_PRELOAD, "valueFrom", from));
-            char value2[700];
-            snprintf(value2, sizeof value2, "$(" USER_PRELOAD "):%s", r->lib_path);
+            op(r, "add", path, json_pack("{s:s, s:O}", "name", USER_PRELOAD, "valueFrom", vfrom));
             snprintf(path, sizeof path, "%s/env/%ld", at, preload + 1);
-            op(r, "replace", path, env_var("LD_PRELOAD", value2));
+            op(r, "replace", path, env_var("LD_PRELOAD", "$(" USER_PRELOAD "):" GPC_MOUNT_LIB));
         } else {
             snprintf(path, sizeof path, "%s/env/%ld/value", at, preload);
-            op(r, "add", path, json_string(r->lib_path));
+            op(r, "add", path, json_string(GPC_MOUNT_LIB));
         }
     }
-    snprintf(path, sizeof path, "%s/env/-", at);
-    if (preload < 0)
-        op(r, "add", path, env_var("LD_PRELOAD", r->lib_path));
-    if (!has_limit)
-        op(r, "add", path, env_var("GPUCAP_MEMORY_LIMIT", r->budget));
-    if (!has_ledger)
-        op(r, "add", path, env_var("GPUCAP_LEDGER", ledger));
+    bool exists = env != NULL;
+    if (r->preload == GPC_PRELOAD_ENV && preload < 0) {
+        append(r, at, "env", exists, env_var("LD_PRELOAD", GPC_MOUNT_LIB));
+        exists = true;
+    }
+    for (size_t i = 0; i < nid; i++) {
+        if (have[i])
+            continue;
+        append(r, at, "env", exists, identity_var(i, name));
+        exists = true;
+    }
+    return V_ALLOW;
+}
+
+/* The mounts a chosen container gets, in order. */
+static size_t wanted_mounts(const struct review *r, const char *name, json_t *out[4])
+{
+    char sub[96];
+    size_t n = 0;
+    out[n++] = json_pack("{s:s, s:s, s:b}", "name", GPC_ADMISSION_VOLUME, "mountPath", GPC_MOUNT_PREFIX, "readOnly", 1);
+    if (r->preload == GPC_PRELOAD_FILE)
+        out[n++] = json_pack("{s:s, s:s, s:s, s:b}", "name", GPC_ADMISSION_VOLUME, "mountPath", GPC_MOUNT_PRELOAD,
+                             "subPath", "ld.so.preload", "readOnly", 1);
+    snprintf(sub, sizeof sub, "%s/gpucap.ini", name);
+    out[n++] = json_pack("{s:s, s:s, s:s, s:b}", "name", GPC_ADMISSION_VOLUME, "mountPath", GPC_MOUNT_INI,
+                         "subPath", sub, "readOnly", 1);
+    out[n++] = json_pack("{s:s, s:s, s:s}", "name", GPC_ADMISSION_LEDGER_VOLUME, "mountPath", GPC_MOUNT_LEDGER,
+                         "subPath", name);
+    return n;
+}
+
+/*
+ * The mounts of one chosen container. A mount of the tenant at or under a path gpucap owns would
+ * replace the library, the preload file, the locked ini or the ledger: denied unless trusted (a
+ * trusted namespace keeps its own mount there and gets none of ours at that path).
+ */
+static enum verdict patch_mounts(struct review *r, const char *at, const char *where, json_t *c, const char *name)
+{
+    bool bad = false;
+    json_t *mounts = get_typed(c, "volumeMounts", JSON_ARRAY, &bad);
+    if (bad) {
+        say(r, "%s.volumeMounts is not an array", where);
+        return V_BAD;
+    }
+    json_t *want[4] = {NULL};
+    size_t nwant = wanted_mounts(r, name, want);
+    bool skip[4] = {false};
+    enum verdict v = V_ALLOW;
+    for (size_t i = 0; i < json_array_size(mounts) && v == V_ALLOW; i++) {
+        json_t *m = json_array_get(mounts, i);
+        if (!json_is_object(m)) {
+            say(r, "%s.volumeMounts[%zu] is not an object", where, i);
+            v = V_BAD;
+            break;
+        }
+        const char *mp = json_string_value(json_object_get(m, "mountPath"));
+        const char *vol = json_string_value(json_object_get(m, "name"));
+        if (!mp)
+            continue;
+        bool ours = false, owned = false, any = false;
+        for (size_t k = 0; k < nwant; k++)
+            any |= json_equal(m, want[k]);
+        if (vol && !any && !r->trusted &&
+            (strcmp(vol, GPC_ADMISSION_VOLUME) == 0 || strcmp(vol, GPC_ADMISSION_LEDGER_VOLUME) == 0)) {
+            say(r, "container %s mounts gpucap's volume %s itself: only gpucap mounts it", name, vol);
+            v = V_DENY;
+            break;
+        }
+        for (size_t k = 0; k < nwant; k++) {
+            if (!same_path(mp, json_string_value(json_object_get(want[k], "mountPath"))))
+                continue;
+            skip[k] = true; /* something is there: ours from an earlier pass, or a trusted tenant's */
+            ours = json_equal(m, want[k]);
+        }
+        for (size_t k = 0; k < sizeof owned_paths / sizeof owned_paths[0]; k++)
+            owned |= under(mp, owned_paths[k]);
+        if (owned && !ours && !r->trusted) {
+            char shown[96];
+            clean(shown, sizeof shown, mp);
+            say(r, "container %s mounts %s over a path gpucap owns (%s, %s, %s, /run/gpucap): the cap "
+                   "would not hold; mount elsewhere", name, shown, GPC_MOUNT_INI_DIR, GPC_MOUNT_PRELOAD,
+                GPC_MOUNT_PREFIX);
+            v = V_DENY;
+        }
+    }
+    bool exists = mounts != NULL;
+    for (size_t k = 0; k < nwant; k++) {
+        if (v == V_ALLOW && !skip[k]) {
+            append(r, at, "volumeMounts", exists, json_incref(want[k]));
+            exists = true;
+        }
+        json_decref(want[k]);
+    }
+    return v;
+}
+
+/* Container names are DNS labels; anything else is kept out of file names and init arguments. */
+static bool dns_label(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > 63 || name[0] == '-' || name[n - 1] == '-')
+        return false;
+    for (const char *p = name; *p; p++)
+        if (!(islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '-'))
+            return false;
     return true;
 }
 
-static bool patch_mounts(struct review *r, const char *at, const char *where, json_t *mounts)
+/* Parses a size as the library will; false when it is not one. */
+static bool size_of(const char *text, struct gpc_size *out)
 {
-    char path[128];
-    const char *dir = r->cfg->lib_dir;
-    if (mounts) {
-        for (size_t i = 0; i < json_array_size(mounts); i++) {
-            json_t *m = json_array_get(mounts, i);
-            if (!json_is_object(m)) {
-                say(r, "%s.volumeMounts[%zu] is not an object", where, i);
-                return false;
-            }
-            const char *mp = json_string_value(json_object_get(m, "mountPath"));
-            if (mp && same_path(mp, dir)) {
-                const char *name = json_string_value(json_object_get(m, "name"));
-                if (name && strcmp(name, GPC_ADMISSION_VOLUME) == 0)
-                    r->want_volume = true;
-                return true; /* something is mounted there already: the user's choice, or ours */
-            }
+    return text && *text && gpc_parse_size(text, out) == 0;
+}
+
+/* True when both sizes are of one kind (bytes or share) and a is above b. */
+static bool above(const char *a, const char *b)
+{
+    struct gpc_size sa, sb;
+    if (!size_of(a, &sa) || !size_of(b, &sb) || sa.is_percent != sb.is_percent)
+        return false;
+    return sa.is_percent ? sa.ppm > sb.ppm : sa.bytes > sb.bytes;
+}
+
+/*
+ * The budget of one GPU container, in the one order of precedence: the platform maximum bounds
+ * everything; then the scheduler's request; then gpucap's own annotation; then the namespace's
+ * default, the cluster's default, and last the maximum itself. Returns V_ALLOW with *skip set when
+ * nothing gives a budget (the pod is left alone: annotated pods only), V_DENY above the maximum.
+ */
+static enum verdict budget_of(struct review *r, json_t *c, const char *name, struct chosen *out, bool *skip)
+{
+    char err[256] = "";
+    int rc = gpc_wh_sched_budget(r->pod, c, out->budget, sizeof out->budget, err, sizeof err);
+    if (rc < 0) {
+        char shown[256];
+        clean(shown, sizeof shown, err);
+        say(r, "container %s: %s", name, shown);
+        return V_DENY;
+    }
+    if (rc > 0) {
+        struct gpc_size s;
+        if (!size_of(out->budget, &s)) {
+            say(r, "container %s: the scheduler's request gives \"%s\", not a size", name, out->budget);
+            return V_DENY;
         }
-    }
-    json_t *mount = json_pack("{s:s, s:s, s:b}", "name", GPC_ADMISSION_VOLUME, "mountPath", dir, "readOnly", 1);
-    if (!mount) {
-        r->oom = true;
-        return true;
-    }
-    if (mounts) {
-        snprintf(path, sizeof path, "%s/volumeMounts/-", at);
-        op(r, "add", path, mount);
+        out->source = "the scheduler's request";
+    } else if (r->annotation[0]) {
+        snprintf(out->budget, sizeof out->budget, "%s", r->annotation);
+        out->source = "annotation " ANN_MEMORY;
+    } else if (r->fallback[0]) {
+        snprintf(out->budget, sizeof out->budget, "%s", r->fallback);
+        out->source = r->fallback_source;
     } else {
-        snprintf(path, sizeof path, "%s/volumeMounts", at);
-        op(r, "add", path, json_pack("[o]", mount));
+        *skip = true;
+        return V_ALLOW;
     }
-    r->want_volume = true;
-    return true;
+    if (r->max[0] && above(out->budget, r->max)) {
+        say(r, "container %s asks for %s (%s), above the maximum %s (%s); ask for %s or less", name, out->budget,
+            out->source, r->max, r->max_source, r->max);
+        return V_DENY;
+    }
+    snprintf(out->name, sizeof out->name, "%s", name);
+    return V_ALLOW;
 }
 
-/* Container and volume names are DNS labels; anything else is kept out of the ledger path. */
-static void file_safe(char *dst, size_t len, const char *name)
+/* A container gpucap leaves alone must not mount gpucap's volumes: it could rewrite the library. */
+static enum verdict other_mounts(struct review *r, json_t *c, const char *name)
 {
-    size_t i = 0;
-    for (; *name && i + 1 < len; name++, i++) {
-        bool ok = isalnum((unsigned char)*name) || *name == '-' || (*name == '.' && i > 0);
-        dst[i] = ok ? *name : '_';
+    json_t *mounts = json_object_get(c, "volumeMounts");
+    for (size_t i = 0; i < json_array_size(mounts) && !r->trusted; i++) {
+        const char *vol = json_string_value(json_object_get(json_array_get(mounts, i), "name"));
+        if (vol && (strcmp(vol, GPC_ADMISSION_VOLUME) == 0 || strcmp(vol, GPC_ADMISSION_LEDGER_VOLUME) == 0)) {
+            say(r, "container %s mounts gpucap's volume %s: only gpucap mounts it", name, vol);
+            return V_DENY;
+        }
     }
-    dst[i] = '\0';
+    return V_ALLOW;
+}
+
+/* Why a container is a GPU container, or NULL. V_DENY (with r->msg) for a refused way of asking. */
+static const char *gpu_reason(struct review *r, json_t *c, const char *field, const char *name, enum verdict *v)
+{
+    if (requests_gpu(c))
+        return "nvidia.com/gpu";
+    if (r->sched_pod && strcmp(field, "containers") == 0)
+        return "scheduler annotation";
+    json_t *claims = json_object_get(json_object_get(c, "resources"), "claims");
+    if (r->cfg->dra_claims && json_array_size(claims) > 0)
+        return "resource claim";
+    if (r->cfg->visible != GPC_VISIBLE_IGNORE && visible_devices(json_object_get(c, "env"))) {
+        if (r->cfg->visible == GPC_VISIBLE_CAP)
+            return VISIBLE;
+        say(r, "container %s sets " VISIBLE " without requesting nvidia.com/gpu: it would see GPUs without "
+               "a cap; request the GPU as a resource", name);
+        *v = V_DENY;
+    }
+    return NULL;
 }
 
 /* Patches every GPU container of spec[field] ("containers" or "initContainers"). */
-static bool patch_list(struct review *r, json_t *spec, const char *field)
+static enum verdict patch_list(struct review *r, json_t *spec, const char *field, long init_at)
 {
     bool bad = false;
     json_t *list = get_typed(spec, field, JSON_ARRAY, &bad);
     if (bad) {
         say(r, "request.object.spec.%s is not an array", field);
-        return false;
+        return V_BAD;
     }
     for (size_t i = 0; i < json_array_size(list); i++) {
         json_t *c = json_array_get(list, i);
@@ -346,36 +614,52 @@ static bool patch_list(struct review *r, json_t *spec, const char *field)
         snprintf(at, sizeof at, "/spec/%s/%zu", field, i);
         if (!json_is_object(c)) {
             say(r, "%s is not an object", where);
-            return false;
+            return V_BAD;
         }
-        if (!requests_gpu(c))
-            continue;
-
+        if ((long)i == init_at)
+            continue; /* our own init container */
         const char *name = get_string(c, "name", &bad);
-        json_t *env = get_typed(c, "env", JSON_ARRAY, &bad);
-        json_t *mounts = get_typed(c, "volumeMounts", JSON_ARRAY, &bad);
         if (bad) {
-            say(r, "%s: name, env or volumeMounts has the wrong type", where);
-            return false;
+            say(r, "%s.name is not a string", where);
+            return V_BAD;
         }
-        char safe[72], ledger[700];
-        if (name && *name)
-            file_safe(safe, sizeof safe, name);
-        else
-            snprintf(safe, sizeof safe, "%s-%zu", field, i);
-        char file[96];
-        snprintf(file, sizeof file, "gpucap-%s.ledger", safe);
-        join(ledger, sizeof ledger, r->cfg->ledger_dir, file);
-
-        if (!patch_env(r, at, where, env, ledger) || !patch_mounts(r, at, where, mounts))
-            return false;
-        append_name(r->chosen, sizeof r->chosen, safe);
+        enum verdict v = V_ALLOW;
+        char shown[72];
+        clean(shown, sizeof shown, name ? name : "");
+        if (!gpu_reason(r, c, field, shown, &v)) {
+            if (v != V_ALLOW || (v = other_mounts(r, c, shown)) != V_ALLOW)
+                return v;
+            continue;
+        }
+        if (!name || !dns_label(name)) {
+            say(r, "%s: name \"%s\" is not a DNS label", where, shown);
+            return V_BAD;
+        }
+        if (init_at >= 0 && (long)i < init_at && strcmp(field, "initContainers") == 0) {
+            say(r, "init container %s uses a GPU but runs before " GPC_ADMISSION_INIT
+                   ", which provides the cap; move it after", name);
+            return V_DENY;
+        }
+        if (r->nchosen == MAX_CHOSEN) {
+            say(r, "more than %d GPU containers in one pod", MAX_CHOSEN);
+            return V_DENY;
+        }
+        bool skip = false;
+        struct chosen *ch = &r->chosen[r->nchosen];
+        if ((v = budget_of(r, c, name, ch, &skip)) != V_ALLOW)
+            return v;
+        if (skip)
+            continue;
+        if ((v = patch_env(r, at, where, c, name)) != V_ALLOW || (v = patch_mounts(r, at, where, c, name)) != V_ALLOW)
+            return v;
+        r->nchosen++;
+        append_name(r->names, sizeof r->names, name);
     }
-    return true;
+    return V_ALLOW;
 }
 
-/* One pod volume for the library's host directory; an existing one of that name must be ours. */
-static bool patch_volume(struct review *r, json_t *spec)
+/* The two pod volumes; an existing one of either name must be exactly ours. */
+static bool patch_volumes(struct review *r, json_t *spec, long init_at)
 {
     bool bad = false;
     json_t *vols = get_typed(spec, "volumes", JSON_ARRAY, &bad);
@@ -383,47 +667,182 @@ static bool patch_volume(struct review *r, json_t *spec)
         say(r, "request.object.spec.volumes is not an array");
         return false;
     }
-    for (size_t i = 0; i < json_array_size(vols); i++) {
-        json_t *v = json_array_get(vols, i);
-        const char *name = json_string_value(json_object_get(v, "name"));
-        if (!name || strcmp(name, GPC_ADMISSION_VOLUME) != 0)
-            continue;
-        const char *host = json_string_value(json_object_get(json_object_get(v, "hostPath"), "path"));
-        if (host && same_path(host, r->cfg->lib_dir))
-            return true;
-        /* Mounting some other volume over the library's path would run the pod uncapped. */
-        say(r, "the pod already has a volume named " GPC_ADMISSION_VOLUME
-               " that is not the hostPath %s; rename it or set " ANN_INJECT ": \"false\"",
-            r->cfg->lib_dir);
-        return false;
+    static const char *const names[] = {GPC_ADMISSION_VOLUME, GPC_ADMISSION_LEDGER_VOLUME};
+    bool exists = vols != NULL;
+    for (size_t k = 0; k < 2; k++) {
+        json_t *want = json_pack("{s:s, s:{}}", "name", names[k], "emptyDir");
+        bool found = false;
+        for (size_t i = 0; i < json_array_size(vols); i++) {
+            json_t *v = json_array_get(vols, i);
+            const char *name = json_string_value(json_object_get(v, "name"));
+            if (!name || strcmp(name, names[k]) != 0)
+                continue;
+            found = true;
+            /* Ours only after our init container was added: a tenant's volume could be written to. */
+            if (!json_equal(v, want) || init_at < 0) {
+                /* Another volume of that name would be mounted over the library's path. */
+                say(r, "the pod already has a volume named %s that gpucap did not add; rename it", names[k]);
+                json_decref(want);
+                return false;
+            }
+        }
+        if (!found) {
+            append(r, "/spec", "volumes", exists, json_incref(want));
+            exists = true;
+        }
+        json_decref(want);
     }
-    json_t *vol = json_pack("{s:s, s:{s:s, s:s}}", "name", GPC_ADMISSION_VOLUME, "hostPath", "path",
-                            r->cfg->lib_dir, "type", "Directory");
-    if (!vol)
-        r->oom = true;
-    else if (vols)
-        op(r, "add", "/spec/volumes/-", vol);
-    else
-        op(r, "add", "/spec/volumes", json_pack("[o]", vol));
     return true;
+}
+
+/* The init container that fills the volumes: `gpucap inject` from the gpucap image, restricted. */
+static json_t *init_container(struct review *r)
+{
+    json_t *cmd = json_pack("[s, s, s, s, s, s]", GPC_MOUNT_CLI, "inject", "--to", GPC_INIT_LIB_DIR, "--ledgers",
+                            GPC_INIT_LEDGER_DIR);
+    if (cmd && r->max[0]) {
+        json_array_append_new(cmd, json_string("--max"));
+        json_array_append_new(cmd, json_string(r->max));
+    }
+    for (size_t i = 0; cmd && i < r->nchosen; i++) {
+        char arg[160];
+        snprintf(arg, sizeof arg, "%s=%s", r->chosen[i].name, r->chosen[i].budget);
+        json_array_append_new(cmd, json_string(arg));
+    }
+    return json_pack("{s:s, s:s, s:s, s:o, s:{s:{s:s, s:s}, s:{s:s, s:s}}, s:{s:b, s:i, s:i, s:b, s:b, s:{s:[s]}, "
+                     "s:{s:s}}, s:[{s:s, s:s}, {s:s, s:s}]}",
+                     "name", GPC_ADMISSION_INIT, "image", r->cfg->image, "imagePullPolicy", "IfNotPresent",
+                     "command", cmd,
+                     "resources", "requests", "cpu", "10m", "memory", "16Mi", "limits", "cpu", "100m", "memory",
+                     "64Mi",
+                     "securityContext", "runAsNonRoot", 1, "runAsUser", 65532, "runAsGroup", 65532,
+                     "allowPrivilegeEscalation", 0, "readOnlyRootFilesystem", 1, "capabilities", "drop", "ALL",
+                     "seccompProfile", "type", "RuntimeDefault",
+                     "volumeMounts", "name", GPC_ADMISSION_VOLUME, "mountPath", GPC_INIT_LIB_DIR, "name",
+                     GPC_ADMISSION_LEDGER_VOLUME, "mountPath", GPC_INIT_LEDGER_DIR);
+}
+
+/* Index of our init container among spec.initContainers, or -1. */
+static long find_init(json_t *spec)
+{
+    json_t *list = json_object_get(spec, "initContainers");
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const char *name = json_string_value(json_object_get(json_array_get(list, i), "name"));
+        if (name && strcmp(name, GPC_ADMISSION_INIT) == 0)
+            return (long)i;
+    }
+    return -1;
+}
+
+/* Adds the init container first (last op: it shifts the indices the ops before it used), or fixes ours. */
+static void patch_init(struct review *r, json_t *spec, long init_at)
+{
+    json_t *want = init_container(r);
+    if (!want) {
+        r->oom = true;
+        return;
+    }
+    if (init_at >= 0) {
+        char path[64];
+        snprintf(path, sizeof path, "/spec/initContainers/%ld", init_at);
+        if (json_equal(want, json_array_get(json_object_get(spec, "initContainers"), (size_t)init_at)))
+            json_decref(want);
+        else
+            op(r, "replace", path, want);
+    } else if (json_is_array(json_object_get(spec, "initContainers"))) {
+        op(r, "add", "/spec/initContainers/0", want);
+    } else {
+        op(r, "add", "/spec/initContainers", json_pack("[o]", want));
+    }
 }
 
 /* Records which containers carry the injection; also shows JSON Pointer escaping of the key. */
 static void patch_annotation(struct review *r, json_t *meta, json_t *annotations)
 {
     const char *now = json_string_value(json_object_get(annotations, ANN_INJECTED));
-    if (now && strcmp(now, r->chosen) == 0)
+    if (now && strcmp(now, r->names) == 0)
         return;
     if (!meta) {
-        op(r, "add", "/metadata", json_pack("{s:{s:s}}", "annotations", ANN_INJECTED, r->chosen));
+        op(r, "add", "/metadata", json_pack("{s:{s:s}}", "annotations", ANN_INJECTED, r->names));
     } else if (!annotations) {
-        op(r, "add", "/metadata/annotations", json_pack("{s:s}", ANN_INJECTED, r->chosen));
+        op(r, "add", "/metadata/annotations", json_pack("{s:s}", ANN_INJECTED, r->names));
     } else {
         char key[64], path[96];
         pointer_escape(key, sizeof key, ANN_INJECTED);
         snprintf(path, sizeof path, "/metadata/annotations/%s", key);
-        op(r, "add", path, json_string(r->chosen));
+        op(r, "add", path, json_string(r->names));
     }
+}
+
+/* A size annotation or setting, trimmed into dst; false (with r->msg) when it is not a size. */
+static bool take_size(struct review *r, char *dst, size_t len, const char *text, const char *what)
+{
+    char t[64];
+    trim_copy(t, sizeof t, text);
+    struct gpc_size size;
+    int rc = strlen(text) >= sizeof t ? -EINVAL : gpc_parse_size(t, &size);
+    if (rc == 0) {
+        snprintf(dst, len, "%s", t);
+        return true;
+    }
+    char shown[64];
+    clean(shown, sizeof shown, text);
+    say(r, "%s: \"%s\" is %s; accepted forms: %s", what, shown,
+        rc == -ERANGE ? "out of range (above 2^64-1 bytes or 100%)" : "not a size", gpc_size_forms);
+    return false;
+}
+
+/* The platform's side: namespace policy, then cluster flags; fills max, fallback, trusted, preload. */
+static enum verdict platform(struct review *r, const char *preload_ann)
+{
+    if (r->cfg->ns_lookup && r->ns) {
+        char err[256] = "";
+        if (r->cfg->ns_lookup(r->cfg->ns_ctx, r->ns, &r->policy, err, sizeof err) != 0) {
+            char shown[256];
+            clean(shown, sizeof shown, err);
+            say(r, "the policy of namespace %s cannot be read (%s); retry later", r->ns, shown);
+            return V_DENY;
+        }
+    }
+    r->trusted = r->policy.trusted || (r->ns && list_has(r->cfg->trusted_namespaces, r->ns));
+    if (r->policy.max_memory[0]) {
+        if (!take_size(r, r->max, sizeof r->max, r->policy.max_memory, "namespace policy max_memory"))
+            return V_DENY;
+        r->max_source = "namespace policy";
+    } else if (r->cfg->max_memory) {
+        trim_copy(r->max, sizeof r->max, r->cfg->max_memory);
+        r->max_source = "cluster --max-memory";
+    }
+    if (r->policy.default_memory[0]) {
+        if (!take_size(r, r->fallback, sizeof r->fallback, r->policy.default_memory, "namespace policy default_memory"))
+            return V_DENY;
+        r->fallback_source = "namespace default";
+    } else if (r->cfg->default_memory) {
+        trim_copy(r->fallback, sizeof r->fallback, r->cfg->default_memory);
+        r->fallback_source = "cluster --default-memory";
+    } else if (r->max[0]) {
+        snprintf(r->fallback, sizeof r->fallback, "%s", r->max);
+        r->fallback_source = r->max_source;
+    }
+
+    r->preload = r->cfg->preload;
+    if (preload_ann) {
+        bool env = strcmp(preload_ann, "env") == 0, file = strcmp(preload_ann, "file") == 0;
+        if (!env && !file) {
+            char shown[64];
+            clean(shown, sizeof shown, preload_ann);
+            say(r, "annotation " ANN_PRELOAD ": \"%s\" is not \"file\" or \"env\"", shown);
+            return V_DENY;
+        }
+        /* LD_PRELOAD is the tenant's to clear: only a trusted namespace may choose it. */
+        if (env && r->preload != GPC_PRELOAD_ENV && !r->trusted) {
+            say(r, "annotation " ANN_PRELOAD ": \"env\" is for trusted namespaces: LD_PRELOAD can be cleared by "
+                   "the container, /etc/ld.so.preload cannot");
+            return V_DENY;
+        }
+        r->preload = env ? GPC_PRELOAD_ENV : GPC_PRELOAD_FILE;
+    }
+    return V_ALLOW;
 }
 
 /* The decision for a request whose envelope is valid; fills r->patch, r->msg and *what for the log. */
@@ -449,13 +868,19 @@ static enum verdict review_pod(struct review *r, json_t *req, const char **what)
         say(r, "request.object is missing or not an object");
         return V_BAD;
     }
+    r->pod = pod;
     json_t *meta = get_typed(pod, "metadata", JSON_OBJECT, &bad);
     json_t *ann = get_typed(meta, "annotations", JSON_OBJECT, &bad);
     json_t *spec = get_typed(pod, "spec", JSON_OBJECT, &bad);
     const char *inject = get_string(ann, ANN_INJECT, &bad);
     const char *memory = get_string(ann, ANN_MEMORY, &bad);
+    const char *preload = get_string(ann, ANN_PRELOAD, &bad);
+    r->ns = get_string(req, "namespace", &bad);
+    if (!r->ns)
+        r->ns = get_string(meta, "namespace", &bad);
     if (bad || !spec) {
-        say(r, "request.object is not a pod: metadata, annotations or spec is missing or has the wrong type");
+        say(r, "request.object is not a pod: metadata, annotations, namespace or spec is missing or has the "
+               "wrong type");
         return V_BAD;
     }
 
@@ -469,35 +894,24 @@ static enum verdict review_pod(struct review *r, json_t *req, const char **what)
         say(r, "annotation " ANN_INJECT ": \"%s\" is not \"true\" or \"false\"", shown);
         return V_DENY;
     }
-
-    if (memory) {
-        char text[sizeof r->budget];
-        trim_copy(text, sizeof text, memory);
-        struct gpc_size size;
-        int rc = strlen(memory) >= sizeof text ? -EINVAL : gpc_parse_size(text, &size);
-        if (rc != 0) {
-            char shown[64];
-            clean(shown, sizeof shown, memory);
-            say(r, "annotation " ANN_MEMORY ": \"%s\" is %s; accepted forms: %s", shown,
-                rc == -ERANGE ? "out of range (above 2^64-1 bytes or 100%)" : "not a size", gpc_size_forms);
-            return V_DENY;
-        }
-        memcpy(r->budget, text, sizeof text);
-    } else if (r->cfg->default_memory) {
-        trim_copy(r->budget, sizeof r->budget, r->cfg->default_memory);
-    } else {
-        *what = "no budget (no " ANN_MEMORY " annotation, no default)";
-        return V_ALLOW;
-    }
-
-    if (!patch_list(r, spec, "initContainers") || !patch_list(r, spec, "containers"))
-        return V_BAD;
-    if (!r->chosen[0]) {
-        *what = "no container requests a GPU";
-        return V_ALLOW;
-    }
-    if (r->want_volume && !patch_volume(r, spec))
+    if (memory && !take_size(r, r->annotation, sizeof r->annotation, memory, "annotation " ANN_MEMORY))
         return V_DENY;
+
+    enum verdict v = platform(r, preload);
+    if (v != V_ALLOW)
+        return v;
+    r->sched_pod = gpc_wh_sched_gpu_pod(pod);
+    long init_at = find_init(spec);
+    if ((v = patch_list(r, spec, "initContainers", init_at)) != V_ALLOW ||
+        (v = patch_list(r, spec, "containers", -1)) != V_ALLOW)
+        return v;
+    if (!r->nchosen) {
+        *what = r->fallback[0] || r->annotation[0] ? "no GPU container" : "no budget (no annotation, no default)";
+        return V_ALLOW;
+    }
+    if (!patch_volumes(r, spec, init_at))
+        return V_DENY;
+    patch_init(r, spec, init_at);
     patch_annotation(r, meta, ann);
     *what = json_array_size(r->patch) ? "patched" : "already injected";
     return V_ALLOW;
@@ -585,7 +999,6 @@ int gpc_admission_handle(const struct gpc_admission_config *cfg, const char *bod
     }
 
     struct review r = {.cfg = cfg};
-    join(r.lib_path, sizeof r.lib_path, cfg->lib_dir, LIB_NAME);
 
     json_error_t jerr;
     json_t *root = json_loadb(body ? body : "", body ? len : 0, JSON_REJECT_DUPLICATES, &jerr);
@@ -633,9 +1046,15 @@ int gpc_admission_handle(const struct gpc_admission_config *cfg, const char *bod
         snprintf(out->log, sizeof out->log, "uid=%s pod=%s/%s rejected: %s", cuid, cns, cname, cwhat);
         rc = set_text(out, 400, r.msg);
     } else {
-        snprintf(out->log, sizeof out->log, "uid=%s pod=%s/%s %s: %s containers=%s budget=%s", cuid, cns, cname,
-                 v == V_DENY ? "denied" : "allowed", cwhat, r.chosen[0] ? r.chosen : "-",
-                 r.budget[0] ? r.budget : "-");
+        char budgets[600] = "";
+        for (size_t i = 0; i < r.nchosen; i++) {
+            char one[160];
+            snprintf(one, sizeof one, "%s=%s", r.chosen[i].name, r.chosen[i].budget);
+            append_name(budgets, sizeof budgets, one);
+        }
+        snprintf(out->log, sizeof out->log, "uid=%s pod=%s/%s %s: %s containers=%s max=%s preload=%s", cuid, cns,
+                 cname, v == V_DENY ? "denied" : "allowed", cwhat, budgets[0] ? budgets : "-", r.max[0] ? r.max : "-",
+                 r.preload == GPC_PRELOAD_ENV ? "env" : "file");
         rc = set_review(out, uid, &r, v);
     }
     json_decref(r.patch);
@@ -659,32 +1078,40 @@ void gpc_admission_result_free(struct gpc_admission_result *res)
     res->body_len = 0;
 }
 
-static bool plain_path(const char *p)
+/* An image reference as the init container takes it: no blanks or control characters. */
+static bool plain_image(const char *p)
 {
-    return p && p[0] == '/' && strlen(p) < 256 && !strpbrk(p, ": \t\n\r$\\\"'");
+    if (!p || !*p || strlen(p) > 255)
+        return false;
+    for (; *p; p++)
+        if (*p <= 0x20 || *p >= 0x7f || *p == '"' || *p == '\\' || *p == '$')
+            return false;
+    return true;
 }
 
 int gpc_admission_check_config(const struct gpc_admission_config *cfg, char *err, size_t errlen)
 {
     struct gpc_size size;
-    if (!plain_path(cfg->lib_dir) || same_path(cfg->lib_dir, "/")) {
-        snprintf(err, errlen, "lib-dir \"%s\": must be an absolute directory other than /, under 256 characters, "
-                              "without blanks, ':', '$', quotes or backslashes", cfg->lib_dir ? cfg->lib_dir : "");
+    if (!plain_image(cfg->image)) {
+        snprintf(err, errlen, "image \"%s\": must be an image reference (registry/name:tag), without blanks, "
+                              "quotes or '$'", cfg->image ? cfg->image : "");
         return -EINVAL;
     }
-    if (!plain_path(cfg->ledger_dir)) {
-        snprintf(err, errlen, "ledger-dir \"%s\": must be an absolute directory under 256 characters, "
-                              "without blanks, ':', '$', quotes or backslashes", cfg->ledger_dir ? cfg->ledger_dir : "");
-        return -EINVAL;
-    }
-    if (cfg->default_memory) {
-        char text[128];
-        trim_copy(text, sizeof text, cfg->default_memory);
-        if (strlen(cfg->default_memory) >= sizeof text || gpc_parse_size(text, &size) != 0) {
-            snprintf(err, errlen, "default-memory \"%s\": not a size; accepted forms: %s", cfg->default_memory,
-                     gpc_size_forms);
+    const char *sizes[2] = {cfg->default_memory, cfg->max_memory};
+    const char *names[2] = {"default-memory", "max-memory"};
+    for (int i = 0; i < 2; i++) {
+        if (!sizes[i])
+            continue;
+        char text[64];
+        trim_copy(text, sizeof text, sizes[i]);
+        if (strlen(sizes[i]) >= sizeof text || gpc_parse_size(text, &size) != 0) {
+            snprintf(err, errlen, "%s \"%s\": not a size; accepted forms: %s", names[i], sizes[i], gpc_size_forms);
             return -EINVAL;
         }
+    }
+    if (cfg->default_memory && cfg->max_memory && above(cfg->default_memory, cfg->max_memory)) {
+        snprintf(err, errlen, "default-memory %s is above max-memory %s", cfg->default_memory, cfg->max_memory);
+        return -EINVAL;
     }
     return 0;
 }

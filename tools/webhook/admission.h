@@ -1,23 +1,77 @@
 /*
  * admission.h: the webhook's request handler (admission.c), shared by the server, the unit tests
- * and the fuzzer. It does no I/O: bytes of a request body in, an HTTP status and a body out.
+ * and the fuzzer. It does no I/O of its own: bytes of a request body in, an HTTP status and a body
+ * out; the namespace policy comes through a lookup the caller supplies (nspolicy.c reads a file).
  */
 #ifndef GPUCAP_WEBHOOK_ADMISSION_H
 #define GPUCAP_WEBHOOK_ADMISSION_H
 
+#include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 /* The largest request body the handler (and the server) accepts; larger ones get 413. */
 #define GPC_ADMISSION_MAX_BODY (3u << 20)
 
-/* Name of the pod volume that carries the library's host directory. */
+/*
+ * The per-pod injection layout (TEAM contract 2). The init container copies the library, the CLI,
+ * ld.so.preload and one locked ini per GPU container into the emptyDir GPC_ADMISSION_VOLUME; each
+ * GPU container mounts it read-only at GPC_MOUNT_PREFIX, its ld.so.preload at /etc/ld.so.preload
+ * and its ini at /etc/gpucap/gpucap.ini, and its own subdirectory of GPC_ADMISSION_LEDGER_VOLUME at
+ * GPC_MOUNT_LEDGER.
+ */
 #define GPC_ADMISSION_VOLUME "gpucap-lib"
+#define GPC_ADMISSION_LEDGER_VOLUME "gpucap-ledger"
+#define GPC_ADMISSION_INIT "gpucap-init"
+#define GPC_MOUNT_PREFIX "/usr/local/gpucap"
+#define GPC_MOUNT_LIB GPC_MOUNT_PREFIX "/lib/libgpucap.so"
+#define GPC_MOUNT_CLI GPC_MOUNT_PREFIX "/bin/gpucap"
+#define GPC_MOUNT_PRELOAD "/etc/ld.so.preload"
+#define GPC_MOUNT_INI_DIR "/etc/gpucap"
+#define GPC_MOUNT_INI GPC_MOUNT_INI_DIR "/gpucap.ini"
+#define GPC_MOUNT_LEDGER "/run/gpucap/ledger"
+#define GPC_MOUNT_LEDGER_FILE GPC_MOUNT_LEDGER "/gpucap.ledger"
+/* Where the init container sees the two volumes (writable there, and only there). */
+#define GPC_INIT_LIB_DIR "/gpucap-out/lib"
+#define GPC_INIT_LEDGER_DIR "/gpucap-out/ledger"
+
+/* How the library reaches the processes of a GPU container. */
+enum gpc_preload_mode {
+    GPC_PRELOAD_FILE, /* /etc/ld.so.preload mounted read-only: survives env -i and re-exec */
+    GPC_PRELOAD_ENV,  /* LD_PRELOAD appended: for images whose /etc/ld.so.preload must stay theirs */
+};
+
+/* A container that sets NVIDIA_VISIBLE_DEVICES (all, UUIDs, indices) without requesting a GPU. */
+enum gpc_visible_mode {
+    GPC_VISIBLE_CAP,    /* treated as a GPU container */
+    GPC_VISIBLE_DENY,   /* the pod is denied */
+    GPC_VISIBLE_IGNORE, /* left alone (the node set-up ignores the variable) */
+};
+
+/* What the platform set for one namespace; empty strings: not set. */
+struct gpc_ns_policy {
+    char max_memory[64];     /* no container of the namespace gets more */
+    char default_memory[64]; /* budget of containers that ask for none */
+    bool trusted;            /* tenant GPUCAP_* variables and mounts over gpucap's paths allowed */
+};
+
+/*
+ * Fills *out for namespace `ns` (all empty when the platform set nothing for it). Returns 0, or a
+ * negative errno with a message in err when the policy cannot be known: the pod is then denied.
+ */
+typedef int (*gpc_ns_lookup_fn)(void *ctx, const char *ns, struct gpc_ns_policy *out, char *err, size_t errlen);
 
 /* What the webhook injects; every string must outlive the calls that use it. */
 struct gpc_admission_config {
-    const char *lib_dir;        /* host directory of libgpucap.so, mounted at the same path */
-    const char *ledger_dir;     /* directory inside each container for its GPUCAP_LEDGER file */
-    const char *default_memory; /* budget for unannotated GPU containers; NULL: annotated pods only */
+    const char *image;              /* gpucap image of the init container */
+    const char *default_memory;     /* cluster default budget; NULL: only pods that ask are capped */
+    const char *max_memory;         /* cluster maximum; NULL: none */
+    enum gpc_preload_mode preload;  /* default delivery; a trusted namespace may ask for the other */
+    bool dra_claims;                /* containers with resources.claims are GPU containers */
+    enum gpc_visible_mode visible;  /* NVIDIA_VISIBLE_DEVICES without a GPU request */
+    const char *trusted_namespaces; /* comma-separated; NULL: none */
+    gpc_ns_lookup_fn ns_lookup;     /* NULL: no per-namespace policy */
+    void *ns_ctx;
 };
 
 /* What to send back. body is NUL-terminated (body_len excludes the NUL) and owned by the result. */
@@ -30,9 +84,9 @@ struct gpc_admission_result {
 };
 
 /*
- * Checks a configuration before it is used: lib_dir and ledger_dir absolute and free of characters
- * that would break LD_PRELOAD or Kubernetes' $(VAR) expansion, default_memory a size. Returns 0, or
- * -EINVAL with a message naming the setting written to err.
+ * Checks a configuration before it is used: image a plain image reference, the sizes sizes, the
+ * maximum not below the default when both are comparable. Returns 0, or -EINVAL with a message
+ * naming the setting written to err.
  */
 int gpc_admission_check_config(const struct gpc_admission_config *cfg, char *err, size_t errlen);
 
@@ -48,5 +102,69 @@ int gpc_admission_handle(const struct gpc_admission_config *cfg, const char *bod
 
 /* Frees what gpc_admission_handle() put in the result; safe on a zeroed or already freed result. */
 void gpc_admission_result_free(struct gpc_admission_result *res);
+
+/* ---- requests.c: the schedulers' GPU-share requests (KAI annotations, HAMi resources) ---- */
+
+/* True when a scheduler's annotation makes `pod` a GPU pod even without an nvidia.com/gpu request. */
+bool gpc_wh_sched_gpu_pod(const json_t *pod);
+/*
+ * The budget a scheduler's request gives `container` of `pod`: returns 1 with a size ("2000MiB",
+ * "50%") in budget, 0 when no request applies, -1 with a message in err when the request is
+ * malformed.
+ */
+int gpc_wh_sched_budget(const json_t *pod, const json_t *container, char *budget, size_t n, char *err,
+                        size_t errn);
+
+/* ---- nspolicy.c: the per-namespace policy from a platform-owned file (a mounted ConfigMap) ---- */
+
+struct gpc_nspolicy;
+/*
+ * Reads the policy file at `path` (ini: one [NAMESPACE] section per namespace with max_memory,
+ * default_memory, trusted). Returns 0 with *out set, or -EINVAL/-errno with a message naming the
+ * file and line in err.
+ */
+int gpc_nspolicy_open(const char *path, struct gpc_nspolicy **out, char *err, size_t errlen);
+/*
+ * A gpc_ns_lookup_fn over an open policy (ctx). The file is read again when it changed (a
+ * ConfigMap update); a file broken by an update keeps the last good table and says so once.
+ */
+int gpc_nspolicy_lookup(void *ctx, const char *ns, struct gpc_ns_policy *out, char *err, size_t errlen);
+void gpc_nspolicy_close(struct gpc_nspolicy *p);
+
+/* ---- nsapi.c: the per-namespace policy from annotations on the Namespace objects (Kubernetes API) ---- */
+
+struct gpc_nsapi;
+struct gpc_nsapi_options {
+    const char *url;        /* API server, "https://HOST:PORT"; NULL: KUBERNETES_SERVICE_HOST/PORT */
+    const char *token_file; /* the service account's bearer token, read again on every fetch */
+    const char *ca_file;    /* the cluster's CA bundle, the only one trusted for the API server */
+    unsigned ttl;           /* seconds a fetched policy is used; 0: fetch on every lookup */
+    unsigned timeout_ms;    /* for one fetch, TLS handshake included; 0: 3000 (the API server gives us 5 s) */
+};
+/*
+ * Prepares lookups of gpucap.io/max-memory, gpucap.io/default-memory and gpucap.io/trusted on the
+ * Namespace objects. Call before any thread starts (libcurl's global init). Returns 0 with *out
+ * set, or a negative errno with a message in err. Nothing is fetched yet.
+ */
+int gpc_nsapi_open(const struct gpc_nsapi_options *o, struct gpc_nsapi **out, char *err, size_t errlen);
+/*
+ * A gpc_ns_lookup_fn over an open gpc_nsapi (ctx): from the cache within the TTL, else fetched;
+ * when a fetch fails, the expired entry if there is one (logged), else a negative errno with the
+ * reason in err (the pod is denied).
+ */
+int gpc_nsapi_lookup(void *ctx, const char *ns, struct gpc_ns_policy *out, char *err, size_t errlen);
+/* How many fetches were tried (for tests). */
+unsigned long gpc_nsapi_fetches(struct gpc_nsapi *p);
+void gpc_nsapi_close(struct gpc_nsapi *p);
+
+/* Both sources: the Namespace's annotations, then the policy file where it sets a field. */
+struct gpc_ns_chain {
+    gpc_ns_lookup_fn annotations;
+    void *annotations_ctx;
+    gpc_ns_lookup_fn file;
+    void *file_ctx;
+};
+/* A gpc_ns_lookup_fn over a struct gpc_ns_chain (ctx); fails when either source fails. */
+int gpc_ns_chain_lookup(void *ctx, const char *ns, struct gpc_ns_policy *out, char *err, size_t errlen);
 
 #endif

@@ -17,10 +17,12 @@
 #include "server.h"
 #include "units.h"
 
-enum opt_id { OPT_LISTEN, OPT_CERT, OPT_KEY, OPT_DEFAULT_MEMORY, OPT_LIB_DIR, OPT_LEDGER_DIR, OPT_THREADS,
+enum opt_id { OPT_LISTEN, OPT_CERT, OPT_KEY, OPT_DEFAULT_MEMORY, OPT_MAX_MEMORY, OPT_NAMESPACE_POLICY,
+              OPT_NAMESPACE_ANNOTATIONS, OPT_KUBE_API, OPT_KUBE_TOKEN, OPT_KUBE_CA, OPT_NAMESPACE_TTL, OPT_IMAGE,
+              OPT_PRELOAD, OPT_DRA_CLAIMS, OPT_VISIBLE_DEVICES, OPT_TRUSTED_NAMESPACES, OPT_THREADS,
               OPT_RELOAD_INTERVAL, OPT_COUNT };
 
-enum opt_type { T_STRING, T_PATH, T_SIZE, T_UINT };
+enum opt_type { T_STRING, T_PATH, T_SIZE, T_UINT, T_CHOICE };
 
 static const struct row {
     const char *flag;
@@ -29,6 +31,7 @@ static const struct row {
     const char *def; /* NULL: no default */
     unsigned min, max; /* for T_UINT */
     const char *doc;
+    const char *choices[4]; /* for T_CHOICE: the value's index becomes the number */
 } rows[OPT_COUNT] = {
     [OPT_LISTEN] = {"listen", "GPUCAP_WEBHOOK_LISTEN", T_STRING, ":8443", 0, 0,
                     "address to serve HTTPS on: HOST:PORT, [IPV6]:PORT or :PORT (port 0: any free port)"},
@@ -38,10 +41,34 @@ static const struct row {
                  "PEM private key file, e.g. tls.key of a mounted Secret; reloaded when it changes"},
     [OPT_DEFAULT_MEMORY] = {"default-memory", "GPUCAP_WEBHOOK_DEFAULT_MEMORY", T_SIZE, NULL, 0, 0,
                             "budget for every GPU container of unannotated pods (unset: annotated pods only)"},
-    [OPT_LIB_DIR] = {"lib-dir", "GPUCAP_WEBHOOK_LIB_DIR", T_PATH, "/var/lib/gpucap", 0, 0,
-                     "host directory holding libgpucap.so, mounted read-only at the same path"},
-    [OPT_LEDGER_DIR] = {"ledger-dir", "GPUCAP_WEBHOOK_LEDGER_DIR", T_PATH, "/tmp", 0, 0,
-                        "directory inside each container for its ledger, gpucap-<container>.ledger"},
+    [OPT_MAX_MEMORY] = {"max-memory", "GPUCAP_WEBHOOK_MAX_MEMORY", T_SIZE, NULL, 0, 0,
+                        "cluster maximum: no container gets more, whatever it asks (unset: none)"},
+    [OPT_NAMESPACE_POLICY] = {"namespace-policy", "GPUCAP_WEBHOOK_NAMESPACE_POLICY", T_PATH, NULL, 0, 0,
+                              "ini file (a ConfigMap): [NAMESPACE] max_memory, default_memory, trusted"},
+    [OPT_NAMESPACE_ANNOTATIONS] = {"namespace-annotations", "GPUCAP_WEBHOOK_NAMESPACE_ANNOTATIONS", T_CHOICE, "false",
+                                   0, 0, "true: read gpucap.io/max-memory, default-memory, trusted on the Namespace "
+                                   "(Kubernetes API; RBAC get namespaces)", {"false", "true"}},
+    [OPT_KUBE_API] = {"kube-api", "GPUCAP_WEBHOOK_KUBE_API", T_STRING, NULL, 0, 0,
+                      "API server URL (unset: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT)"},
+    [OPT_KUBE_TOKEN] = {"kube-token", "GPUCAP_WEBHOOK_KUBE_TOKEN", T_PATH,
+                        "/var/run/secrets/kubernetes.io/serviceaccount/token", 0, 0,
+                        "service account token file, read again on every fetch"},
+    [OPT_KUBE_CA] = {"kube-ca", "GPUCAP_WEBHOOK_KUBE_CA", T_PATH, "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+                     0, 0, "CA bundle of the API server"},
+    [OPT_NAMESPACE_TTL] = {"namespace-ttl", "GPUCAP_WEBHOOK_NAMESPACE_TTL", T_UINT, "30", 0, 3600,
+                           "seconds a Namespace's policy is cached"},
+    [OPT_IMAGE] = {"image", "GPUCAP_WEBHOOK_IMAGE", T_STRING, NULL, 0, 0,
+                   "gpucap image of the injected init container (holds /usr/local/gpucap)"},
+    [OPT_PRELOAD] = {"preload", "GPUCAP_WEBHOOK_PRELOAD", T_CHOICE, "file", 0, 0,
+                     "file: /etc/ld.so.preload, kept by env -i; env: LD_PRELOAD (a trusted namespace may "
+                     "choose with the gpucap.io/preload annotation)", {"file", "env"}},
+    [OPT_DRA_CLAIMS] = {"dra-claims", "GPUCAP_WEBHOOK_DRA_CLAIMS", T_CHOICE, "false", 0, 0,
+                        "true: containers with resources.claims (DRA) are GPU containers", {"false", "true"}},
+    [OPT_VISIBLE_DEVICES] = {"visible-devices", "GPUCAP_WEBHOOK_VISIBLE_DEVICES", T_CHOICE, "cap", 0, 0,
+                             "NVIDIA_VISIBLE_DEVICES without a GPU request: cap (a GPU container), deny, ignore",
+                             {"cap", "deny", "ignore"}},
+    [OPT_TRUSTED_NAMESPACES] = {"trusted-namespaces", "GPUCAP_WEBHOOK_TRUSTED_NAMESPACES", T_STRING, NULL, 0, 0,
+                                "comma-separated namespaces whose GPUCAP_* variables and mounts are allowed"},
     [OPT_THREADS] = {"threads", "GPUCAP_WEBHOOK_THREADS", T_UINT, "4", 1, 256, "worker threads"},
     [OPT_RELOAD_INTERVAL] = {"reload-interval", "GPUCAP_WEBHOOK_RELOAD_INTERVAL", T_UINT, "10", 1, 3600,
                              "seconds between checks of the certificate and key files"},
@@ -108,6 +135,16 @@ static int check(int id, const char *value, const char *from, unsigned *num)
         fprintf(stderr, "gpucap-webhook: %s \"%s\": expected a whole number from %u to %u\n", from, value, r->min,
                 r->max);
         return -EINVAL;
+    case T_CHOICE:
+        for (unsigned i = 0; i < 4 && r->choices[i]; i++)
+            if (strcmp(value, r->choices[i]) == 0) {
+                *num = i;
+                return 0;
+            }
+        fprintf(stderr, "gpucap-webhook: %s \"%s\": expected one of %s%s%s%s%s\n", from, value, r->choices[0],
+                r->choices[1] ? ", " : "", r->choices[1] ? r->choices[1] : "", r->choices[2] ? ", " : "",
+                r->choices[2] ? r->choices[2] : "");
+        return -EINVAL;
     case T_PATH:
     case T_STRING:
         if (*value)
@@ -165,7 +202,7 @@ int main(int argc, char **argv)
     unsigned num[OPT_COUNT] = {0};
     for (int i = 0; i < OPT_COUNT; i++) {
         if (!value[i]) {
-            if (i == OPT_CERT || i == OPT_KEY) {
+            if (i == OPT_CERT || i == OPT_KEY || i == OPT_IMAGE) {
                 fprintf(stderr, "gpucap-webhook: --%s (or %s) is required\n", rows[i].flag, rows[i].env);
                 return 2;
             }
@@ -181,12 +218,44 @@ int main(int argc, char **argv)
         .key = value[OPT_KEY],
         .threads = num[OPT_THREADS],
         .reload_interval = num[OPT_RELOAD_INTERVAL],
-        .admission = {value[OPT_LIB_DIR], value[OPT_LEDGER_DIR], value[OPT_DEFAULT_MEMORY]},
+        .admission = {.image = value[OPT_IMAGE],
+                      .default_memory = value[OPT_DEFAULT_MEMORY],
+                      .max_memory = value[OPT_MAX_MEMORY],
+                      .preload = num[OPT_PRELOAD] ? GPC_PRELOAD_ENV : GPC_PRELOAD_FILE,
+                      .dra_claims = num[OPT_DRA_CLAIMS] == 1,
+                      .visible = (enum gpc_visible_mode)num[OPT_VISIBLE_DEVICES],
+                      .trusted_namespaces = value[OPT_TRUSTED_NAMESPACES]},
     };
     char err[512];
     if (gpc_admission_check_config(&opt.admission, err, sizeof err) != 0) {
         fprintf(stderr, "gpucap-webhook: %s\n", err);
         return 2;
+    }
+    struct gpc_nspolicy *policy = NULL;
+    struct gpc_nsapi *api = NULL;
+    if (value[OPT_NAMESPACE_POLICY]) {
+        if (gpc_nspolicy_open(value[OPT_NAMESPACE_POLICY], &policy, err, sizeof err) != 0) {
+            fprintf(stderr, "gpucap-webhook: %s\n", err);
+            return 2;
+        }
+        opt.admission.ns_lookup = gpc_nspolicy_lookup;
+        opt.admission.ns_ctx = policy;
+    }
+    if (num[OPT_NAMESPACE_ANNOTATIONS]) {
+        struct gpc_nsapi_options o = {value[OPT_KUBE_API], value[OPT_KUBE_TOKEN], value[OPT_KUBE_CA],
+                                      num[OPT_NAMESPACE_TTL], 0};
+        if (gpc_nsapi_open(&o, &api, err, sizeof err) != 0) {
+            fprintf(stderr, "gpucap-webhook: %s\n", err);
+            gpc_nspolicy_close(policy);
+            return 2;
+        }
+        opt.admission.ns_lookup = gpc_nsapi_lookup;
+        opt.admission.ns_ctx = api;
+    }
+    struct gpc_ns_chain chain = {gpc_nsapi_lookup, api, gpc_nspolicy_lookup, policy};
+    if (api && policy) {
+        opt.admission.ns_lookup = gpc_ns_chain_lookup;
+        opt.admission.ns_ctx = &chain;
     }
 
     struct sigaction sa = {.sa_handler = on_signal};
@@ -197,5 +266,8 @@ int main(int argc, char **argv)
     json_object_seed(0); /* before any thread, so the hash seed is chosen once */
     setvbuf(stderr, NULL, _IOLBF, 0);
 
-    return gpc_server_run(&opt, &stop) == 0 ? 0 : 1;
+    int rc = gpc_server_run(&opt, &stop) == 0 ? 0 : 1;
+    gpc_nspolicy_close(policy);
+    gpc_nsapi_close(api);
+    return rc;
 }

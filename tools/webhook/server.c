@@ -400,10 +400,12 @@ int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     char host[64] = "?";
     getnameinfo((struct sockaddr *)&addr, addrlen, host, sizeof host, NULL, 0, NI_NUMERICHOST);
-    gpc_log("listening on https://%s%s%s:%u with %u threads; lib-dir %s, ledger-dir %s, default-memory %s",
-            addr.ss_family == AF_INET6 ? "[" : "", host, addr.ss_family == AF_INET6 ? "]" : "",
-            info ? info->port : 0, opt->threads, opt->admission.lib_dir, opt->admission.ledger_dir,
-            opt->admission.default_memory ? opt->admission.default_memory : "none (annotated pods only)");
+    gpc_log("listening on https://%s%s%s:%u with %u threads; image %s, preload %s, default-memory %s, "
+            "max-memory %s", addr.ss_family == AF_INET6 ? "[" : "", host, addr.ss_family == AF_INET6 ? "]" : "",
+            info ? info->port : 0, opt->threads, opt->admission.image,
+            opt->admission.preload == GPC_PRELOAD_ENV ? "env" : "file",
+            opt->admission.default_memory ? opt->admission.default_memory : "none (annotated pods only)",
+            opt->admission.max_memory ? opt->admission.max_memory : "none");
 
     /* Sleeps are cut short by the stop signal; the interval is checked in steps of 100 ms. */
     unsigned ticks = 0;

@@ -1,0 +1,249 @@
+/*
+ * inject.c: `gpucap inject`: the init container the webhook adds to a GPU pod (TEAM contract 2).
+ * From the gpucap image it copies the library and this CLI into the pod's emptyDir, writes the
+ * ld.so.preload that GPU containers mount at /etc/ld.so.preload, one locked gpucap.ini per GPU
+ * container (mounted at /etc/gpucap/gpucap.ini) and, with --ledgers, one ledger directory per
+ * container. Everything is checked before the first file is written; files appear by rename, so a
+ * container never sees half a library.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Where GPU containers see the emptyDir; the same constants as the webhook's admission.h. */
+#define MOUNT_LIB "/usr/local/gpucap/lib/libgpucap.so"
+#define MOUNT_LEDGER_FILE "/run/gpucap/ledger/gpucap.ledger"
+#define MAX_CONTAINERS 64
+
+static const char inject_usage[] =
+    "usage: gpucap inject --to DIR [--ledgers DIR] [--max SIZE] [--lib FILE] CONTAINER=SIZE...\n"
+    "\n"
+    "Fills a pod's gpucap volume (run by the init container the webhook injects):\n"
+    "  DIR/lib/libgpucap.so, DIR/bin/gpucap   the library and this command\n"
+    "  DIR/ld.so.preload                      " MOUNT_LIB "\n"
+    "  DIR/CONTAINER/gpucap.ini               lock = true, memory_limit = SIZE,\n"
+    "                                         memory_limit_max = --max (when given), ledger\n"
+    "  --ledgers DIR: DIR/CONTAINER, a directory each container's processes may write\n"
+    "CONTAINER is a container name (DNS label); SIZE a size for that container.\n"
+    "Exit 0 when every file is in place, 1 on a failure, 2 on a usage error.\n";
+
+struct target {
+    const char *name;
+    const char *size;
+};
+
+static bool dns_label(const char *s, size_t n)
+{
+    if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+            return false;
+    return true;
+}
+
+/* Writes `len` bytes to path through a temporary file and a rename; 0 or -errno. */
+static int write_file(const char *path, const void *data, size_t len, mode_t mode)
+{
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid()) >= (int)sizeof tmp)
+        return -ENAMETOOLONG;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (fd < 0)
+        return -errno;
+    const char *p = data;
+    int rc = 0;
+    while (len && rc == 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            rc = n < 0 ? -errno : -EIO;
+        else
+            p += n, len -= (size_t)n;
+    }
+    if (rc == 0 && fchmod(fd, mode) != 0)
+        rc = -errno;
+    if (close(fd) != 0 && rc == 0)
+        rc = -errno;
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = -errno;
+    if (rc != 0)
+        unlink(tmp);
+    return rc;
+}
+
+/* Reads a whole file into a fresh buffer; 0 or -errno. */
+static int read_file(const char *path, char **out, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return -EINVAL;
+    }
+    char *buf = malloc((size_t)st.st_size + 1);
+    size_t got = 0;
+    while (buf && got < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    if (!buf || got != (size_t)st.st_size) {
+        free(buf);
+        return buf ? -EIO : -ENOMEM;
+    }
+    *out = buf;
+    *len = got;
+    return 0;
+}
+
+static int copy_file(const char *from, const char *to, mode_t mode)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = read_file(from, &buf, &len);
+    if (rc == 0) {
+        rc = write_file(to, buf, len, mode);
+        free(buf);
+    }
+    return rc;
+}
+
+static int make_dir(const char *path, mode_t mode)
+{
+    if (mkdir(path, mode) != 0 && errno != EEXIST)
+        return -errno;
+    /* chmod: the umask must not narrow a directory that other users' processes write. */
+    return chmod(path, mode) == 0 ? 0 : -errno;
+}
+
+static int fail(const char *what, const char *path, int rc)
+{
+    fprintf(stderr, "gpucap inject: %s %s: %s\n", what, path, strerror(-rc));
+    return 1;
+}
+
+int cmd_inject(int argc, char **argv)
+{
+    const char *to = NULL, *ledgers = NULL, *max = NULL, *lib = NULL;
+    struct target t[MAX_CONTAINERS];
+    size_t nt = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(inject_usage, stdout);
+            return 0;
+        }
+        const char **flag = strcmp(a, "--to") == 0        ? &to
+                            : strcmp(a, "--ledgers") == 0 ? &ledgers
+                            : strcmp(a, "--max") == 0     ? &max
+                            : strcmp(a, "--lib") == 0     ? &lib
+                                                          : NULL;
+        if (flag) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "gpucap inject: %s needs a value\n", a);
+                return CLI_USAGE;
+            }
+            *flag = argv[++i];
+            continue;
+        }
+        const char *eq = strchr(a, '=');
+        if (!eq || !dns_label(a, (size_t)(eq - a)) || nt == MAX_CONTAINERS) {
+            fprintf(stderr, "gpucap inject: \"%s\" is not CONTAINER=SIZE with a container name (DNS label)%s\n%s",
+                    a, nt == MAX_CONTAINERS ? ", or too many containers" : "", inject_usage);
+            return CLI_USAGE;
+        }
+        t[nt++] = (struct target){a, eq + 1};
+    }
+    if (!to || !nt) {
+        fprintf(stderr, "gpucap inject: --to and at least one CONTAINER=SIZE are required\n%s", inject_usage);
+        return CLI_USAGE;
+    }
+
+    /* Every size first: a bad one must not leave a half-filled volume. */
+    struct gpc_size smax, s;
+    if (max && gpc_parse_size(max, &smax) != 0) {
+        fprintf(stderr, "gpucap inject: --max \"%s\" is not a size; accepted forms: %s\n", max, gpc_size_forms);
+        return CLI_USAGE;
+    }
+    for (size_t i = 0; i < nt; i++) {
+        if (gpc_parse_size(t[i].size, &s) != 0) {
+            fprintf(stderr, "gpucap inject: %s: not a size; accepted forms: %s\n", t[i].name, gpc_size_forms);
+            return CLI_USAGE;
+        }
+        bool over = max && s.is_percent == smax.is_percent && (s.is_percent ? s.ppm > smax.ppm : s.bytes > smax.bytes);
+        if (over) {
+            fprintf(stderr, "gpucap inject: %s: above --max %s\n", t[i].name, max);
+            return CLI_USAGE;
+        }
+    }
+    char libpath[PATH_MAX], tried[2048], self[PATH_MAX];
+    if (cli_find_lib(lib, libpath, sizeof libpath, tried, sizeof tried) != 0) {
+        fprintf(stderr, "gpucap inject: libgpucap.so not found (tried %s)\n", tried);
+        return 1;
+    }
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return fail("cannot find", "/proc/self/exe", -errno);
+    self[n] = '\0';
+
+    char path[PATH_MAX];
+    int rc;
+    snprintf(path, sizeof path, "%s/lib", to);
+    if ((rc = make_dir(path, 0755)) != 0)
+        return fail("cannot create", path, rc);
+    snprintf(path, sizeof path, "%s/bin", to);
+    if ((rc = make_dir(path, 0755)) != 0)
+        return fail("cannot create", path, rc);
+    snprintf(path, sizeof path, "%s/lib/libgpucap.so", to);
+    if ((rc = copy_file(libpath, path, 0755)) != 0)
+        return fail("cannot copy the library to", path, rc);
+    snprintf(path, sizeof path, "%s/bin/gpucap", to);
+    if ((rc = copy_file(self, path, 0755)) != 0)
+        return fail("cannot copy the CLI to", path, rc);
+    snprintf(path, sizeof path, "%s/ld.so.preload", to);
+    if ((rc = write_file(path, MOUNT_LIB "\n", sizeof MOUNT_LIB, 0644)) != 0)
+        return fail("cannot write", path, rc);
+
+    for (size_t i = 0; i < nt; i++) {
+        int name_len = (int)(strchr(t[i].name, '=') - t[i].name);
+        char ini[512];
+        int len = snprintf(ini, sizeof ini,
+                           "; written by gpucap inject for container %.*s: the platform's settings, locked\n"
+                           "[gpucap]\n"
+                           "lock = true\n"
+                           "memory_limit = %s\n"
+                           "%s%s%s"
+                           "ledger = " MOUNT_LEDGER_FILE "\n",
+                           name_len, t[i].name, t[i].size, max ? "memory_limit_max = " : "", max ? max : "",
+                           max ? "\n" : "");
+        snprintf(path, sizeof path, "%s/%.*s", to, name_len, t[i].name);
+        if ((rc = make_dir(path, 0755)) != 0)
+            return fail("cannot create", path, rc);
+        snprintf(path, sizeof path, "%s/%.*s/gpucap.ini", to, name_len, t[i].name);
+        if ((rc = write_file(path, ini, (size_t)len, 0644)) != 0)
+            return fail("cannot write", path, rc);
+        if (ledgers) {
+            /* Sticky and world-writable: the container may run as any user. */
+            snprintf(path, sizeof path, "%s/%.*s", ledgers, name_len, t[i].name);
+            if ((rc = make_dir(path, 01777)) != 0)
+                return fail("cannot create", path, rc);
+        }
+        printf("gpucap inject: %.*s: memory_limit %s%s%s, locked\n", name_len, t[i].name, t[i].size,
+               max ? ", at most " : "", max ? max : "");
+    }
+    return 0;
+}
