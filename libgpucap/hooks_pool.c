@@ -281,11 +281,47 @@ static CUresult alloc_async(const char *call, CUdeviceptr *dptr, size_t bytes, C
     p->charged = r;
     p->nallocs++;
     struct gpc_track t = {.bytes = bytes, .device = dev, .refs = 1, .aux = (uint64_t)(p - pools)};
+    CUcontext ctx = NULL;
+    if (gpc_real.cuCtxGetCurrent && gpc_real.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS)
+        t.ctx = (uint64_t)(uintptr_t)ctx;
     if (gpc_track_add(GPC_MAP_POOLPTR, *dptr, &t) != 0)
         p->nallocs--; /* the pool's charge still covers it; only its free goes unnoticed */
     pthread_mutex_unlock(&p->lock);
     return CUDA_SUCCESS;
 #undef CALL_REAL
+}
+
+/* After the driver freed pool allocation `t` (from any free call): settles its pool. */
+static void pool_freed(const struct gpc_track *t)
+{
+    struct pool *p = &pools[t->aux];
+    pthread_mutex_lock(&p->lock);
+    if (p->nallocs)
+        p->nallocs--;
+    if (p->dead) {
+        /* A destroyed pool gives its memory back as its allocations go. */
+        uint64_t back = p->nallocs == 0 ? p->charged : t->bytes < p->charged ? t->bytes : p->charged;
+        gpc_budget_release(gpc_device_budget_if_ready(p->device), back);
+        p->charged -= back;
+        if (p->nallocs == 0)
+            __atomic_store_n(&p->handle, 0, __ATOMIC_RELEASE);
+    } else {
+        reconcile_locked(p);
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+bool gpc_pools_free_begin(CUdeviceptr dptr, struct gpc_track *t)
+{
+    return gpc_track_take(GPC_MAP_POOLPTR, dptr, t);
+}
+
+void gpc_pools_free_end(CUdeviceptr dptr, const struct gpc_track *t, CUresult rc)
+{
+    if (rc != CUDA_SUCCESS)
+        gpc_track_add(GPC_MAP_POOLPTR, dptr, t);
+    else
+        pool_freed(t);
 }
 
 static CUresult free_async(CUdeviceptr dptr, CUstream stream, free_fn real)
@@ -297,35 +333,45 @@ static CUresult free_async(CUdeviceptr dptr, CUstream stream, free_fn real)
         return real(dptr, stream);
     /* The record leaves the map before the driver can hand the address out again. */
     struct gpc_track t;
-    bool pooled = gpc_track_take(GPC_MAP_POOLPTR, dptr, &t);
+    bool pooled = gpc_pools_free_begin(dptr, &t);
     bool counted = !pooled && gpc_free_begin(GPC_MAP_PTR, dptr, &t);
     CUresult rc = real(dptr, stream);
-    if (counted) {
+    if (counted)
         gpc_free_end(true, GPC_MAP_PTR, dptr, &t, rc);
-        return rc;
-    }
-    if (!pooled)
-        return rc;
-    if (rc != CUDA_SUCCESS) {
-        gpc_track_add(GPC_MAP_POOLPTR, dptr, &t);
-        return rc;
-    }
-    struct pool *p = &pools[t.aux];
-    pthread_mutex_lock(&p->lock);
-    if (p->nallocs)
-        p->nallocs--;
-    if (p->dead) {
-        /* A destroyed pool gives its memory back as its allocations go. */
-        uint64_t back = p->nallocs == 0 ? p->charged : t.bytes < p->charged ? t.bytes : p->charged;
-        gpc_budget_release(gpc_device_budget_if_ready(p->device), back);
-        p->charged -= back;
-        if (p->nallocs == 0)
-            __atomic_store_n(&p->handle, 0, __ATOMIC_RELEASE);
-    } else {
-        reconcile_locked(p);
-    }
-    pthread_mutex_unlock(&p->lock);
+    else if (pooled)
+        gpc_pools_free_end(dptr, &t, rc);
     return rc;
+}
+
+/* Counts, per pool slot, the allocations of a torn-down context (under a map lock: arithmetic only). */
+static void count_pool_alloc(const struct gpc_track *t, void *arg)
+{
+    uint32_t *gone = arg;
+    if (t->aux < MAX_POOLS)
+        gone[t->aux]++;
+}
+
+void gpc_pools_forget_ctx(uint64_t ctx)
+{
+    uint32_t gone[MAX_POOLS] = {0};
+    gpc_track_drain_ctx(GPC_MAP_POOLPTR, ctx, count_pool_alloc, gone);
+    int n = atomic_load_explicit(&npools, memory_order_acquire);
+    for (int i = 0; i < n; i++) {
+        struct pool *p = &pools[i];
+        if (!__atomic_load_n(&p->handle, __ATOMIC_ACQUIRE))
+            continue;
+        pthread_mutex_lock(&p->lock);
+        p->nallocs = p->nallocs > gone[i] ? p->nallocs - gone[i] : 0;
+        if (p->dead && p->nallocs == 0) {
+            gpc_budget_release(gpc_device_budget_if_ready(p->device), p->charged);
+            p->charged = 0;
+            __atomic_store_n(&p->handle, 0, __ATOMIC_RELEASE);
+        } else {
+            /* The teardown synchronised and trimmed the pools: charge what they still reserve. */
+            reconcile_locked(p);
+        }
+        pthread_mutex_unlock(&p->lock);
+    }
 }
 
 GPC_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)

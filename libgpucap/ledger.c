@@ -34,11 +34,16 @@
 #include <unistd.h>
 
 #define LOCK_WAIT_MS 200
+/* A process entry without a start time counts as alive this long (a claim in progress). */
+#define CLAIM_GRACE_MS 1000
+/* Figures are reported after dead processes are reaped, at most this often per process. */
+#define REAP_EVERY_MS 100
 
 struct gpc_ledger *gpc_ledger;
 bool gpc_ledger_shared;
 static char ledger_path[512];
 static int my_proc = -1;
+static bool left; /* gpc_ledger_leave ran: this process claims no entry any more */
 static pthread_mutex_t me_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- locking ---- */
@@ -66,7 +71,30 @@ static void recover_device(struct gpc_ledger_dev *d)
             ledger_path, id, (unsigned long long)sum);
 }
 
-static int lock_robust(pthread_mutex_t *m, struct gpc_ledger_dev *d)
+/*
+ * The process holding a lock, from the owner's thread id that glibc keeps in the mutex (a robust
+ * mutex's futex word names its owner), mapped to its process through /proc; 0 if unknown. Only
+ * called after a wait timed out.
+ */
+static int32_t lock_holder(pthread_mutex_t *m, int32_t *tid_out)
+{
+    int32_t tid = __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED) & 0x3fffffff;
+    *tid_out = tid;
+    if (tid <= 0)
+        return 0;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return tid;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    const char *t = strstr(buf, "\nTgid:");
+    return t ? (int32_t)strtol(t + 7, NULL, 10) : tid;
+}
+
+static int lock_robust(pthread_mutex_t *m, struct gpc_ledger_dev *d, const char *consequence)
 {
     int rc = pthread_mutex_trylock(m);
     if (rc == EBUSY) {
@@ -83,15 +111,34 @@ static int lock_robust(pthread_mutex_t *m, struct gpc_ledger_dev *d)
         pthread_mutex_consistent(m);
         rc = 0;
     }
-    if (rc != 0)
-        gpc_log(GPC_LOG_ERROR, "ledger %s: lock not obtained within %d ms (%s); the allocation is denied",
-                ledger_path, LOCK_WAIT_MS, strerror(rc));
+    if (rc == ETIMEDOUT) {
+        int32_t tid, pid = lock_holder(m, &tid);
+        if (pid > 0 && pid != tid)
+            gpc_log(GPC_LOG_ERROR, "ledger %s: process %d (thread %d) has held a lock for more than %d ms; %s",
+                    ledger_path, (int)pid, (int)tid, LOCK_WAIT_MS, consequence);
+        else if (pid > 0)
+            gpc_log(GPC_LOG_ERROR, "ledger %s: process %d has held a lock for more than %d ms; %s", ledger_path,
+                    (int)pid, LOCK_WAIT_MS, consequence);
+        else
+            gpc_log(GPC_LOG_ERROR, "ledger %s: a lock was not obtained within %d ms; %s", ledger_path, LOCK_WAIT_MS,
+                    consequence);
+    } else if (rc == ENOTRECOVERABLE) {
+        gpc_log(GPC_LOG_ERROR, "ledger %s: a lock was left unrecoverable (taken after its owner died and released "
+                "without repair): the ledger is broken; %s", ledger_path, consequence);
+    } else if (rc != 0) {
+        gpc_log(GPC_LOG_ERROR, "ledger %s: lock failed (%s); %s", ledger_path, strerror(rc), consequence);
+    }
     return rc;
 }
 
 int gpc_ledger_lock(struct gpc_ledger_dev *d)
 {
-    return lock_robust(&d->lock, d);
+    return lock_robust(&d->lock, d, "the allocation is denied");
+}
+
+int gpc_ledger_lock_as(struct gpc_ledger_dev *d, const char *consequence)
+{
+    return lock_robust(&d->lock, d, consequence);
 }
 
 void gpc_ledger_unlock(struct gpc_ledger_dev *d)
@@ -234,11 +281,77 @@ void gpc_ledger_attach(void)
 
 /* ---- processes ---- */
 
+_Atomic uint64_t gpc_ledger_pending[GPC_LEDGER_DEVICES];
+
 static void forget_me(void)
 {
-    /* A fork child is another process: it claims its own entry when it first needs one. */
+    /* A fork child is another process: it claims its own entry when it first needs one, and the
+     * parent's pending releases are the parent's. */
     my_proc = -1;
+    left = false;
     pthread_mutex_init(&me_lock, NULL);
+    for (int d = 0; d < GPC_LEDGER_DEVICES; d++)
+        atomic_store_explicit(&gpc_ledger_pending[d], 0, memory_order_relaxed);
+}
+
+/* The device limit becomes the smallest that a process holding an entry asks for; none: unchanged.
+ * Under the device's lock. */
+static void recompute_limit(int d)
+{
+    uint64_t lowest = GPC_UNLIMITED;
+    bool any = false;
+    for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
+        struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
+        uint64_t theirs = atomic_load(&p->limit[d]);
+        if (theirs == 0 || atomic_load(&p->pid) == 0)
+            continue;
+        any = true;
+        if (theirs < lowest)
+            lowest = theirs;
+    }
+    struct gpc_ledger_dev *dev = &gpc_ledger->dev[d];
+    uint64_t cur = atomic_load(&dev->slot.limit);
+    if (any && lowest != cur) {
+        char a[32], b[32];
+        atomic_store(&dev->slot.limit, lowest);
+        gpc_log(GPC_LOG_INFO, "ledger %s: device entry %d: the limit is now %s (was %s), the smallest of the live "
+                "processes", ledger_path, d, gpc_format_size(lowest, a, sizeof a), gpc_format_size(cur, b, sizeof b));
+    }
+}
+
+/*
+ * Takes the whole share of entry `p` back from the totals, device by device under each lock;
+ * `limits`: also forgets its limits and recomputes each device's. True when nothing is left.
+ */
+static bool clear_share(struct gpc_ledger_proc *p, bool limits, const char *consequence)
+{
+    bool left = false;
+    for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
+        if (atomic_load(&p->used[d]) == 0 && (!limits || atomic_load(&p->limit[d]) == 0))
+            continue;
+        struct gpc_ledger_dev *dev = &gpc_ledger->dev[d];
+        if (gpc_ledger_lock_as(dev, consequence) != 0) {
+            left = true;
+            continue;
+        }
+        uint64_t share = atomic_exchange(&p->used[d], 0);
+        uint64_t used = atomic_load(&dev->slot.used);
+        atomic_store(&dev->slot.used, used >= share ? used - share : 0);
+        atomic_store(&p->peak[d], 0);
+        if (limits && atomic_exchange(&p->limit[d], 0) != 0)
+            recompute_limit(d);
+        gpc_ledger_unlock(dev);
+    }
+    return !left;
+}
+
+/* True when some entry has a pid and no start time. */
+static bool unstarted_entries(void)
+{
+    for (int i = 0; i < GPC_LEDGER_PROCS; i++)
+        if (atomic_load(&gpc_ledger->proc[i].pid) != 0 && atomic_load(&gpc_ledger->proc[i].start_time) == 0)
+            return true;
+    return false;
 }
 
 int gpc_ledger_me(void)
@@ -252,7 +365,17 @@ int gpc_ledger_me(void)
         atfork_done = true;
     }
     int32_t pid = getpid();
-    for (int pass = 0; pass < 2 && my_proc < 0; pass++) {
+    uint64_t start = gpc_proc_start_time(pid);
+    /* Our pid and start time already in the ledger: this process before an exec. The new image
+     * cannot reach the old one's memory and the driver freed it: start from zero in that entry. */
+    for (int i = 0; my_proc < 0 && start && i < GPC_LEDGER_PROCS; i++) {
+        struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
+        if (atomic_load(&p->pid) != pid || atomic_load(&p->start_time) != start)
+            continue;
+        clear_share(p, true, "the share of the image before exec stays charged");
+        my_proc = i;
+    }
+    for (int pass = 0; pass < 3 && my_proc < 0 && !left; pass++) {
         for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
             struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
             int32_t zero = 0;
@@ -263,18 +386,58 @@ int gpc_ledger_me(void)
                 atomic_store(&p->peak[d], 0);
                 atomic_store(&p->limit[d], 0);
             }
-            atomic_store(&p->start_time, gpc_proc_start_time(pid));
+            atomic_store(&p->start_time, start);
             my_proc = i;
             break;
         }
-        if (my_proc < 0)
-            gpc_ledger_reap();
+        if (my_proc >= 0)
+            break;
+        if (pass == 1) {
+            /* Entries without a start time are taken back once they stayed so past the grace. */
+            if (!unstarted_entries())
+                break;
+            struct timespec ts = {CLAIM_GRACE_MS / 1000, (CLAIM_GRACE_MS % 1000 + 20) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        gpc_ledger_reap();
     }
-    if (my_proc < 0)
-        gpc_log(GPC_LOG_ERROR, "ledger %s: all %d process entries are taken by live processes; allocations "
-                "are denied", ledger_path, GPC_LEDGER_PROCS);
+    if (my_proc < 0 && !left) {
+        int live = 0;
+        for (int i = 0; i < GPC_LEDGER_PROCS; i++)
+            live += atomic_load(&gpc_ledger->proc[i].pid) != 0;
+        gpc_log(GPC_LOG_ERROR, "ledger %s: the process table is full (%d of %d entries held by live processes); "
+                "allocations of this process are denied until one leaves", ledger_path, live, GPC_LEDGER_PROCS);
+    }
     pthread_mutex_unlock(&me_lock);
     return my_proc;
+}
+
+/*
+ * An entry without a start time is a process between claiming it and writing its start time
+ * (two stores): alive only for CLAIM_GRACE_MS after this process first saw it so. A writer that
+ * leaves pid 1 with start time 0 does not hold an entry for good.
+ */
+static _Atomic int32_t zero_pid[GPC_LEDGER_PROCS];
+static _Atomic uint64_t zero_since_ms[GPC_LEDGER_PROCS];
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static bool entry_alive(int i, int32_t pid, uint64_t start)
+{
+    if (start != 0)
+        return gpc_ledger_proc_alive(pid, start);
+    uint64_t now = now_ms();
+    if (atomic_load(&zero_pid[i]) != pid) {
+        atomic_store(&zero_pid[i], pid);
+        atomic_store(&zero_since_ms[i], now);
+        return true;
+    }
+    return now - atomic_load(&zero_since_ms[i]) < CLAIM_GRACE_MS;
 }
 
 int gpc_ledger_reap(void)
@@ -285,27 +448,15 @@ int gpc_ledger_reap(void)
     for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
         struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
         int32_t pid = atomic_load(&p->pid);
-        if (pid == 0 || i == my_proc || gpc_ledger_proc_alive(pid, atomic_load(&p->start_time)))
+        if (pid == 0 || i == my_proc || entry_alive(i, pid, atomic_load(&p->start_time)))
             continue;
-        /* Share by share under each device's lock: taking one twice takes nothing the second time. */
         uint64_t took = 0;
-        bool left = false;
-        for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
-            if (atomic_load(&p->used[d]) == 0)
-                continue;
-            if (gpc_ledger_lock(&gpc_ledger->dev[d]) != 0) {
-                left = true;
-                continue;
-            }
-            uint64_t share = atomic_exchange(&p->used[d], 0);
-            uint64_t used = atomic_load(&gpc_ledger->dev[d].slot.used);
-            atomic_store(&gpc_ledger->dev[d].slot.used, used >= share ? used - share : 0);
-            gpc_ledger_unlock(&gpc_ledger->dev[d]);
-            took += share;
-        }
-        /* An entry is freed only once it holds nothing. Its start time goes first: a process
-         * claiming the entry next is "alive, still claiming" until it writes its own. */
-        if (!left) {
+        for (int d = 0; d < GPC_LEDGER_DEVICES; d++)
+            took += atomic_load(&p->used[d]);
+        /* Share by share under each device's lock: taking one twice takes nothing the second time.
+         * An entry is freed only once it holds nothing. Its start time goes first: a process
+         * claiming the entry next is "claiming" until it writes its own. */
+        if (clear_share(p, true, "a dead process's share is taken back later")) {
             atomic_store(&p->start_time, 0);
             if (atomic_compare_exchange_strong(&p->pid, &pid, 0))
                 reaped++;
@@ -317,15 +468,43 @@ int gpc_ledger_reap(void)
     return reaped;
 }
 
+void gpc_ledger_reap_lazy(void)
+{
+    static _Atomic uint64_t last_ms;
+    if (!gpc_ledger_shared)
+        return;
+    uint64_t now = now_ms(), last = atomic_load_explicit(&last_ms, memory_order_relaxed);
+    if (now - last < REAP_EVERY_MS || !atomic_compare_exchange_strong(&last_ms, &last, now))
+        return;
+    gpc_ledger_reap();
+}
+
+void gpc_ledger_leave(void)
+{
+    if (!gpc_ledger_shared || my_proc < 0)
+        return;
+    struct gpc_ledger_proc *p = &gpc_ledger->proc[my_proc];
+    if (clear_share(p, true, "this process's share is taken back by the next process that reaps")) {
+        int32_t pid = getpid();
+        atomic_store(&p->start_time, 0);
+        atomic_compare_exchange_strong(&p->pid, &pid, 0);
+    }
+    pthread_mutex_lock(&me_lock);
+    left = true;
+    my_proc = -1;
+    pthread_mutex_unlock(&me_lock);
+}
+
 /* ---- devices ---- */
 
 int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit, int ordinal)
 {
     struct gpc_ledger *l = gpc_ledger;
     if (!l)
-        return -1;
-    if (gpc_ledger_shared && lock_robust(&l->table_lock, NULL) != 0)
-        return -1;
+        return -ENOMEM;
+    /* Only the claim of an entry is under the table lock: it stays short however many processes start. */
+    if (gpc_ledger_shared && lock_robust(&l->table_lock, NULL, "this device is tried again at the next call") != 0)
+        return -EAGAIN;
     int found = -1, free_entry = -1;
     for (int i = 0; i < GPC_LEDGER_DEVICES; i++) {
         if (atomic_load(&l->dev[i].state) == 1 && memcmp(l->dev[i].uuid, uuid, 16) == 0) {
@@ -335,6 +514,7 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
         if (free_entry < 0 && atomic_load(&l->dev[i].state) == 0)
             free_entry = i;
     }
+    bool created = false;
     if (found < 0 && free_entry >= 0) {
         struct gpc_ledger_dev *d = &l->dev[free_entry];
         memcpy(d->uuid, uuid, 16);
@@ -342,38 +522,51 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
         atomic_store(&d->slot.limit, limit);
         atomic_store(&d->state, 1);
         found = free_entry;
-    } else if (found >= 0) {
-        /* Settings disagree between processes: the smallest limit of the live ones wins. */
-        struct gpc_ledger_dev *d = &l->dev[found];
-        uint64_t cur = atomic_load(&d->slot.limit);
-        bool others = false;
-        uint64_t lowest = limit;
-        for (int i = 0; gpc_ledger_shared && i < GPC_LEDGER_PROCS; i++) {
-            struct gpc_ledger_proc *p = &l->proc[i];
-            uint64_t theirs = atomic_load(&p->limit[found]);
-            if (i == my_proc || theirs == 0 || !gpc_ledger_proc_alive(atomic_load(&p->pid), atomic_load(&p->start_time)))
-                continue;
-            others = true;
-            if (theirs < lowest)
-                lowest = theirs;
-        }
-        uint64_t now = others ? lowest : limit;
-        if (now != cur)
-            atomic_store(&d->slot.limit, now);
-        if (others && limit != cur) {
-            char a[32], b[32], c[32];
-            gpc_log(GPC_LOG_WARN, "device %d: settings disagree: this process asks for a limit of %s, the ledger %s "
-                    "held %s for other live processes; the smaller, %s, applies to all", ordinal,
-                    gpc_format_size(limit, a, sizeof a), ledger_path, gpc_format_size(cur, b, sizeof b),
-                    gpc_format_size(now, c, sizeof c));
-        }
+        created = true;
     }
     if (gpc_ledger_shared)
         pthread_mutex_unlock(&l->table_lock);
-    if (found >= 0 && gpc_ledger_shared) {
-        int me = gpc_ledger_me();
-        if (me >= 0)
-            atomic_store(&l->proc[me].limit[found], limit);
+    if (found < 0)
+        return -ENOSPC;
+    if (!gpc_ledger_shared)
+        return found;
+    int me = gpc_ledger_me();
+    if (me < 0)
+        return -EAGAIN;
+    /* Our limit goes into our entry first, then the device's limit is recomputed under its lock:
+     * of two processes registering at once, the second to lock sees both limits. */
+    atomic_store(&l->proc[me].limit[found], limit);
+    if (created)
+        return found;
+    struct gpc_ledger_dev *d = &l->dev[found];
+    if (gpc_ledger_lock_as(d, "this device is tried again at the next call") != 0)
+        return -EAGAIN;
+    /* Settings disagree between processes: the smallest limit of the live ones wins. Only entries
+     * whose limit differs from ours are checked for liveness (a crowd of equal settings costs no
+     * system call). */
+    uint64_t cur = atomic_load(&d->slot.limit);
+    bool others = false;
+    uint64_t lowest = limit;
+    for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
+        struct gpc_ledger_proc *p = &l->proc[i];
+        uint64_t theirs = atomic_load(&p->limit[found]);
+        int32_t pid = atomic_load(&p->pid);
+        if (i == me || theirs == 0 || pid == 0 || theirs == limit ||
+            !entry_alive(i, pid, atomic_load(&p->start_time)))
+            continue;
+        others = true;
+        if (theirs < lowest)
+            lowest = theirs;
+    }
+    if (lowest != cur)
+        atomic_store(&d->slot.limit, lowest);
+    gpc_ledger_unlock(d);
+    if (others && limit != cur) {
+        char a[32], b[32], c[32];
+        gpc_log(GPC_LOG_WARN, "device %d: settings disagree: this process asks for a limit of %s, the ledger %s "
+                "held %s for other live processes; the smaller, %s, applies to all", ordinal,
+                gpc_format_size(limit, a, sizeof a), ledger_path, gpc_format_size(cur, b, sizeof b),
+                gpc_format_size(lowest, c, sizeof c));
     }
     return found;
 }

@@ -68,7 +68,8 @@ const char *gpc_ledger_check(const struct gpc_ledger *l, uint64_t file_size, cha
 /* Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); 0 if unreadable. */
 uint64_t gpc_proc_start_time(int32_t pid);
 
-/* True if the process of a ledger entry is alive (pid and start time both match). */
+/* True if the process of a ledger entry is alive (pid and start time both match; an entry
+ * without a start time is not). */
 int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time);
 
 #endif
