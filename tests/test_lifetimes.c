@@ -1,0 +1,418 @@
+/*
+ * test_lifetimes.c CASE: gpucap's figures against the fake card's record over the lifetimes of
+ * contexts and processes (issue: exact accounting over every lifetime). After each step
+ * cuMemGetInfo's free must be the budget less what the card really holds for the tenant, and
+ * gpucap's `used` must be what the card holds. Run with a 256 MiB budget, with the shared ledger
+ * (ledger.*) and with private budgets (GPUCAP_LEDGER=off, private.*) where the case allows.
+ *   ctxdestroy  two rounds of create / allocate 200 MiB (plain, pitch, pool) / cuCtxDestroy, then
+ *               100 MiB allocations still fit;
+ *   primary     cuDevicePrimaryCtxReset and the last cuDevicePrimaryCtxRelease free the primary
+ *               context's allocations;
+ *   poolfree    cuMemFree on memory from cuMemAllocAsync settles its pool (no slot leaks: 300
+ *               pools one after another stay within the budget, and the card with them);
+ *   exit        a child that allocates 200 MiB and returns from main stops counting at once;
+ *   kill        a child killed holding 200 MiB stops counting at the next figure (cuMemGetInfo,
+ *               NVML, gpucap status);
+ *   exec        200 MiB allocated before exec are not charged to the new image;
+ *   limit       a 64 MiB process that has left no longer caps a 256 MiB one;
+ *   pending     a cuMemFree that cannot take the ledger lock (a holder stopped) is applied later,
+ *               and the log names the holder's pid;
+ *   failafter   GPUCAP_FAIL_AFTER=3 admits three allocations, whatever contexts were made;
+ *   forkctx     fork() while another thread retains and releases primary contexts: the child's
+ *               hooks never hang;
+ *   startzero   a process table filled with pid 1 / start time 0 (a hostile co-tenant) does not
+ *               keep a new process from allocating.
+ */
+#include "common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ledger.h"
+
+#define LIMIT (256 * MiB)
+
+static const char *self;
+
+/* cuMemGetInfo and gpucap's `used` against the card's record (this tenant is alone on the card). */
+static void figures(const char *step)
+{
+    size_t free_b = 0, total = 0;
+    CHECK_RC(cuMemGetInfo_v2(&free_b, &total), CUDA_SUCCESS);
+    uint64_t held = fakecuda_outstanding(0);
+    uint64_t want = held >= LIMIT ? 0 : LIMIT - held;
+    CHECK(total == LIMIT, "%s: total %zu", step, total);
+    CHECK(free_b == want, "%s: cuMemGetInfo free %llu MiB, the card holds %llu MiB of a %llu MiB budget", step,
+          (unsigned long long)(free_b / MiB), (unsigned long long)(held / MiB), LIMIT / MiB);
+    struct gpucap_usage u = usage(0);
+    CHECK(u.used == held, "%s: gpucap counts %llu MiB in use, the card holds %llu MiB", step,
+          (unsigned long long)(u.used / MiB), (unsigned long long)(held / MiB));
+}
+
+static void case_ctxdestroy(void)
+{
+    CUcontext primary = make_context(0);
+    for (int round = 0; round < 2; round++) {
+        CUcontext c;
+        REQUIRE(cuCtxCreate_v2(&c, 0, 0) == CUDA_SUCCESS, "cuCtxCreate");
+        CUdeviceptr a, b, p;
+        size_t pitch;
+        CHECK_RC(cuMemAlloc_v2(&a, 100 * MiB), CUDA_SUCCESS);
+        CHECK_RC(cuMemAllocPitch_v2(&b, &pitch, 1 * MiB, 50, 4), CUDA_SUCCESS);
+        CHECK_RC(cuMemAllocAsync(&p, 40 * MiB, NULL), CUDA_SUCCESS);
+        figures("allocated in a context");
+        CHECK_RC(cuCtxDestroy_v2(c), CUDA_SUCCESS);
+        CHECK_RC(cuCtxSetCurrent(primary), CUDA_SUCCESS);
+        figures("after cuCtxDestroy");
+    }
+    CUdeviceptr x, y;
+    CHECK_RC(cuMemAlloc_v2(&x, 100 * MiB), CUDA_SUCCESS);
+    CHECK_RC(cuMemAlloc_v2(&y, 100 * MiB), CUDA_SUCCESS);
+    figures("after two rounds");
+}
+
+static void case_primary(void)
+{
+    for (int how = 0; how < 2; how++) {
+        make_context(0);
+        CUdeviceptr a, p;
+        CHECK_RC(cuMemAlloc_v2(&a, 150 * MiB), CUDA_SUCCESS);
+        CHECK_RC(cuMemAllocAsync(&p, 50 * MiB, NULL), CUDA_SUCCESS);
+        figures("allocated in the primary context");
+        if (how == 0)
+            CHECK_RC(cuDevicePrimaryCtxReset_v2(0), CUDA_SUCCESS);
+        else
+            CHECK_RC(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+        CHECK(fakecuda_outstanding(0) == 0, "the fake kept %llu bytes", (unsigned long long)fakecuda_outstanding(0));
+        make_context(0);
+        figures(how == 0 ? "after cuDevicePrimaryCtxReset" : "after the last cuDevicePrimaryCtxRelease");
+        CHECK_RC(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    }
+}
+
+static void case_poolfree(void)
+{
+    make_context(0);
+    for (int i = 0; i < 300; i++) {
+        CUmemoryPool pool;
+        CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+        REQUIRE(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS, "cuMemPoolCreate");
+        cuuint64_t keep = UINT64_MAX;
+        CHECK_RC(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep), CUDA_SUCCESS);
+        CUdeviceptr p;
+        CHECK_RC(cuMemAllocFromPoolAsync(&p, 100 * MiB, pool, NULL), CUDA_SUCCESS);
+        /* Legal: cuMemFree on stream-ordered memory. */
+        CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
+        CHECK_RC(cuMemPoolDestroy(pool), CUDA_SUCCESS);
+        if (failures)
+            break;
+    }
+    figures("300 pools freed by cuMemFree");
+    /* A pool that keeps what it reserved after cuMemFreeAsync stays charged for it. */
+    CUmemoryPool pool;
+    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    REQUIRE(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS, "cuMemPoolCreate");
+    cuuint64_t keep = UINT64_MAX;
+    CHECK_RC(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep), CUDA_SUCCESS);
+    CUdeviceptr p, q;
+    CHECK_RC(cuMemAllocFromPoolAsync(&p, 200 * MiB, pool, NULL), CUDA_SUCCESS);
+    CHECK_RC(cuMemFreeAsync(p, NULL), CUDA_SUCCESS);
+    CHECK_RC(cuMemAlloc_v2(&q, 200 * MiB), CUDA_SUCCESS); /* fits only after the pool is trimmed */
+    figures("a kept pool trimmed for an allocation");
+    CHECK(fakecuda_peak(0) <= LIMIT, "the card reached %llu MiB under a %llu MiB budget",
+          (unsigned long long)(fakecuda_peak(0) / MiB), LIMIT / MiB);
+}
+
+/* A child that allocates `mib` and then returns (0), is killed (1) or execs `then` (2). */
+static pid_t holder(uint64_t mib, int how, int ready_fd, const char *then)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    make_context(0);
+    CUdeviceptr p;
+    if (cuMemAlloc_v2(&p, mib * MiB) != CUDA_SUCCESS)
+        _exit(3);
+    if (how == 2)
+        execl(self, self, then, (char *)NULL);
+    if (how == 1) {
+        char c = 1;
+        if (write(ready_fd, &c, 1) != 1)
+            _exit(4);
+        pause();
+    }
+    exit(0); /* a normal exit: destructors run */
+}
+
+static int wait_status(pid_t pid)
+{
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* NVML's used figure for device 0, through the fake NVML; UINT64_MAX when unavailable. */
+static uint64_t nvml_used(void)
+{
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return UINT64_MAX;
+    int (*init)(void) = (int (*)(void))dlsym(h, "nvmlInit_v2");
+    int (*get)(unsigned, void **) = (int (*)(unsigned, void **))dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+    int (*info)(void *, unsigned long long *) = (int (*)(void *, unsigned long long *))dlsym(h, "nvmlDeviceGetMemoryInfo");
+    void *dev;
+    unsigned long long m[3];
+    if (!init || !get || !info || init() != 0 || get(0, &dev) != 0 || info(dev, m) != 0)
+        return UINT64_MAX;
+    return m[2];
+}
+
+/* `gpucap status --json`'s in_use of the first device; UINT64_MAX when it cannot be read. */
+static uint64_t status_used(void)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "env -u LD_PRELOAD %s/tools/gpucap/gpucap status --json", getenv("TEST_BUILD"));
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return UINT64_MAX;
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    pclose(f);
+    buf[n] = 0;
+    const char *u = strstr(buf, "\"in_use\":");
+    return u ? strtoull(u + 9, NULL, 10) : UINT64_MAX;
+}
+
+static void case_exit(void)
+{
+    make_context(0);
+    CHECK(wait_status(holder(200, 0, -1, NULL)) == 0, "the child failed");
+    figures("after a child's normal exit");
+    CUdeviceptr p;
+    CHECK_RC(cuMemAlloc_v2(&p, 200 * MiB), CUDA_SUCCESS);
+}
+
+static void case_kill(void)
+{
+    make_context(0);
+    int fds[2];
+    REQUIRE(pipe(fds) == 0, "pipe");
+    pid_t pid = holder(200, 1, fds[1], NULL);
+    char c;
+    REQUIRE(read(fds[0], &c, 1) == 1, "the child did not allocate");
+    figures("a child holds 200 MiB");
+    kill(pid, SIGKILL);
+    wait_status(pid);
+    /* Figures reap dead processes at most every 100 ms per process: the first one above just did. */
+    usleep(150 * 1000);
+    CHECK(status_used() == 0, "gpucap status: in use %llu after the holder died", (unsigned long long)status_used());
+    figures("after the holder was killed");
+    uint64_t nv = nvml_used();
+    CHECK(nv == 0 || nv == UINT64_MAX, "NVML used %llu after the holder was killed", (unsigned long long)nv);
+}
+
+static void case_exec(void)
+{
+    make_context(0);
+    CHECK(wait_status(holder(200, 2, -1, "exec_child")) == 0, "the exec'd image failed");
+    figures("after the exec'd image left");
+}
+
+/* The image after exec: the old one's 200 MiB are not its own. */
+static void case_exec_child(void)
+{
+    make_context(0);
+    CUdeviceptr p;
+    CHECK_RC(cuMemAlloc_v2(&p, 200 * MiB), CUDA_SUCCESS);
+    figures("in the exec'd image");
+}
+
+static void case_limit(void)
+{
+    /* The small process: another image, with its own setting. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("GPUCAP_MEMORY_LIMIT", "64MiB", 1);
+        execl(self, self, "limit_small", (char *)NULL);
+        _exit(5);
+    }
+    CHECK(wait_status(pid) == 0, "the 64 MiB process failed");
+    make_context(0);
+    CUdeviceptr p;
+    CHECK_RC(cuMemAlloc_v2(&p, 200 * MiB), CUDA_SUCCESS);
+    CHECK(usage(0).limit == LIMIT, "limit %llu MiB", (unsigned long long)(usage(0).limit / MiB));
+}
+
+static void case_limit_small(void)
+{
+    make_context(0);
+    CUdeviceptr p;
+    CHECK_RC(cuMemAlloc_v2(&p, 32 * MiB), CUDA_SUCCESS);
+}
+
+/* Maps the test's ledger file. */
+static struct gpc_ledger *map_ledger(void)
+{
+    int fd = open(getenv("GPUCAP_LEDGER"), O_RDWR);
+    REQUIRE(fd >= 0, "open ledger");
+    void *m = mmap(NULL, sizeof(struct gpc_ledger), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    REQUIRE(m != MAP_FAILED, "mmap ledger");
+    return m;
+}
+
+static void case_pending(void)
+{
+    make_context(0);
+    CUdeviceptr p;
+    CHECK_RC(cuMemAlloc_v2(&p, 100 * MiB), CUDA_SUCCESS);
+    struct gpc_ledger *l = map_ledger();
+    int fds[2], back[2];
+    REQUIRE(pipe(fds) == 0 && pipe(back) == 0, "pipe");
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* A co-tenant that takes the device lock and stops. */
+        pthread_mutex_lock(&l->dev[0].lock);
+        char c = 1;
+        if (write(fds[1], &c, 1) != 1 || read(back[0], &c, 1) != 1)
+            _exit(1);
+        pthread_mutex_unlock(&l->dev[0].lock);
+        _exit(0);
+    }
+    char c;
+    REQUIRE(read(fds[0], &c, 1) == 1, "the lock holder did not start");
+    /* Catch the log line. */
+    char logpath[] = "/tmp/gpucap-test-log-XXXXXX";
+    int logfd = mkstemp(logpath);
+    int saved = dup(2);
+    dup2(logfd, 2);
+    CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
+    dup2(saved, 2);
+    close(saved);
+    char text[4096] = {0};
+    CHECK(pread(logfd, text, sizeof text - 1, 0) > 0, "no log line");
+    close(logfd);
+    unlink(logpath);
+    char want[64];
+    snprintf(want, sizeof want, "process %d", (int)pid);
+    CHECK(strstr(text, want) != NULL, "the log does not name the holder (%s): %s", want, text);
+    CHECK(strstr(text, "allocation is denied") == NULL, "a free reported as a denial: %s", text);
+    c = 1;
+    CHECK(write(back[1], &c, 1) == 1, "release the holder");
+    wait_status(pid);
+    /* The next locked call applies the pending release. */
+    CUdeviceptr q;
+    CHECK_RC(cuMemAlloc_v2(&q, 200 * MiB), CUDA_SUCCESS);
+    figures("after the pending release was applied");
+    munmap(l, sizeof *l);
+}
+
+static void case_failafter(void)
+{
+    /* GPUCAP_FAIL_AFTER=3: a context retain and a context creation are not allocations. */
+    make_context(0);
+    CUcontext c;
+    CHECK_RC(cuCtxCreate_v2(&c, 0, 0), CUDA_SUCCESS);
+    CUdeviceptr p;
+    int admitted = 0;
+    for (int i = 0; i < 5; i++)
+        admitted += cuMemAlloc_v2(&p, 1 * MiB) == CUDA_SUCCESS;
+    CHECK(admitted == 3, "GPUCAP_FAIL_AFTER=3 admitted %d allocations", admitted);
+}
+
+static atomic_bool stop_churn;
+
+static void *retain_churn(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&stop_churn)) {
+        CUcontext c;
+        if (cuDevicePrimaryCtxRetain(&c, 0) == CUDA_SUCCESS)
+            cuDevicePrimaryCtxRelease_v2(0);
+    }
+    return NULL;
+}
+
+static void case_forkctx(void)
+{
+    make_context(0);
+    pthread_t t;
+    pthread_create(&t, NULL, retain_churn, NULL);
+    for (int i = 0; i < 100 && !failures; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm(10); /* a hang is a failure, never a stuck suite */
+            CUcontext c;
+            _exit(cuDevicePrimaryCtxRetain(&c, 0) == CUDA_SUCCESS ? 0 : 2);
+        }
+        int st = wait_status(pid);
+        CHECK(st == 0, "fork child %d ended with %d", i, st);
+    }
+    atomic_store(&stop_churn, true);
+    pthread_join(t, NULL);
+}
+
+static void case_startzero(void)
+{
+    /* The ledger exists and belongs to this user: fill its process table as a hostile writer would. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        make_context(0); /* creates the ledger, then leaves at exit */
+        exit(0);
+    }
+    wait_status(pid);
+    struct gpc_ledger *l = map_ledger();
+    for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
+        atomic_store(&l->proc[i].start_time, 0);
+        atomic_store(&l->proc[i].pid, 1);
+    }
+    make_context(0);
+    CUdeviceptr p;
+    CHECK_RC(cuMemAlloc_v2(&p, 100 * MiB), CUDA_SUCCESS);
+    figures("after a table full of forged entries");
+    munmap(l, sizeof *l);
+}
+
+int main(int argc, char **argv)
+{
+    self = argv[0];
+    const char *c = argc > 1 ? argv[1] : "";
+    if (strcmp(c, "ctxdestroy") == 0)
+        case_ctxdestroy();
+    else if (strcmp(c, "primary") == 0)
+        case_primary();
+    else if (strcmp(c, "poolfree") == 0)
+        case_poolfree();
+    else if (strcmp(c, "exit") == 0)
+        case_exit();
+    else if (strcmp(c, "kill") == 0)
+        case_kill();
+    else if (strcmp(c, "exec") == 0)
+        case_exec();
+    else if (strcmp(c, "exec_child") == 0)
+        case_exec_child();
+    else if (strcmp(c, "limit") == 0)
+        case_limit();
+    else if (strcmp(c, "limit_small") == 0)
+        case_limit_small();
+    else if (strcmp(c, "pending") == 0)
+        case_pending();
+    else if (strcmp(c, "failafter") == 0)
+        case_failafter();
+    else if (strcmp(c, "forkctx") == 0)
+        case_forkctx();
+    else if (strcmp(c, "startzero") == 0)
+        case_startzero();
+    else
+        REQUIRE(0, "unknown case '%s'", c);
+    return test_result();
+}
