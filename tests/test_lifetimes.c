@@ -238,7 +238,10 @@ static void case_exec_child(void)
 
 static void case_limit(void)
 {
-    /* The small process: another image, with its own setting. */
+    make_context(0);
+    CUdeviceptr p;
+    CHECK_RC(cuMemAlloc_v2(&p, 1 * MiB), CUDA_SUCCESS);
+    /* The small process, while this one is registered: another image, with its own setting. */
     pid_t pid = fork();
     if (pid == 0) {
         setenv("GPUCAP_MEMORY_LIMIT", "64MiB", 1);
@@ -246,8 +249,6 @@ static void case_limit(void)
         _exit(5);
     }
     CHECK(wait_status(pid) == 0, "the 64 MiB process failed");
-    make_context(0);
-    CUdeviceptr p;
     CHECK_RC(cuMemAlloc_v2(&p, 200 * MiB), CUDA_SUCCESS);
     CHECK(usage(0).limit == LIMIT, "limit %llu MiB", (unsigned long long)(usage(0).limit / MiB));
 }
@@ -257,6 +258,8 @@ static void case_limit_small(void)
     make_context(0);
     CUdeviceptr p;
     CHECK_RC(cuMemAlloc_v2(&p, 32 * MiB), CUDA_SUCCESS);
+    CHECK(usage(0).limit == 64 * MiB, "the smaller limit does not apply: %llu MiB",
+          (unsigned long long)(usage(0).limit / MiB));
 }
 
 /* Maps the test's ledger file. */
