@@ -17,6 +17,8 @@
  *   limit       a 64 MiB process that has left no longer caps a 256 MiB one;
  *   pending     a cuMemFree that cannot take the ledger lock (a holder stopped) is applied later,
  *               and the log names the holder's pid;
+ *   sparse      sparse and deferred-mapping arrays are not charged (their memory is mapped in later);
+ *               an ordinary array is charged what the card holds for it;
  *   failafter   GPUCAP_FAIL_AFTER=3 admits three allocations, whatever contexts were made;
  *   forkctx     fork() while another thread retains and releases primary contexts: the child's
  *               hooks never hang;
@@ -319,6 +321,27 @@ static void case_pending(void)
     munmap(l, sizeof *l);
 }
 
+static void case_sparse(void)
+{
+    make_context(0);
+    unsigned flags[] = {CUDA_ARRAY3D_SPARSE, CUDA_ARRAY3D_DEFERRED_MAPPING, 0};
+    for (int i = 0; i < 3; i++) {
+        /* 4096 x 4096 x 4 floats: 256 MiB, the whole budget. */
+        CUDA_ARRAY3D_DESCRIPTOR d = {.Width = 4096, .Height = 4096, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4,
+                                     .Flags = flags[i]};
+        CUarray a;
+        CHECK_RC(cuArray3DCreate_v2(&a, &d), CUDA_SUCCESS);
+        figures(i == 2 ? "an ordinary array" : "a sparse or deferred-mapping array");
+        if (i < 2) {
+            CUdeviceptr p;
+            CHECK_RC(cuMemAlloc_v2(&p, 200 * MiB), CUDA_SUCCESS);
+            CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
+        }
+        CHECK_RC(cuArrayDestroy(a), CUDA_SUCCESS);
+    }
+    figures("arrays destroyed");
+}
+
 static void case_failafter(void)
 {
     /* GPUCAP_FAIL_AFTER=3: a context retain and a context creation are not allocations. */
@@ -409,6 +432,8 @@ int main(int argc, char **argv)
         case_limit_small();
     else if (strcmp(c, "pending") == 0)
         case_pending();
+    else if (strcmp(c, "sparse") == 0)
+        case_sparse();
     else if (strcmp(c, "failafter") == 0)
         case_failafter();
     else if (strcmp(c, "forkctx") == 0)
