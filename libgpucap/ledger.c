@@ -320,29 +320,36 @@ static void recompute_limit(int d)
 }
 
 /*
- * Takes the whole share of entry `p` back from the totals, device by device under each lock;
- * `limits`: also forgets its limits and recomputes each device's. True when nothing is left.
+ * Takes the whole share of entry `p` (process `pid` started at `start`) back from the totals,
+ * device by device under each lock; `limits`: also forgets its limits and recomputes each
+ * device's. 0 when nothing is left, 1 when a lock was not obtained (something is left), -1 when
+ * the entry changed hands meanwhile (another reaper freed it and a new process claimed it: its
+ * share is not ours to take).
  */
-static bool clear_share(struct gpc_ledger_proc *p, bool limits, const char *consequence)
+static int clear_share(struct gpc_ledger_proc *p, int32_t pid, uint64_t start, bool limits, const char *consequence)
 {
-    bool left = false;
-    for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
+    int rc = 0;
+    for (int d = 0; d < GPC_LEDGER_DEVICES && rc >= 0; d++) {
         if (atomic_load(&p->used[d]) == 0 && (!limits || atomic_load(&p->limit[d]) == 0))
             continue;
         struct gpc_ledger_dev *dev = &gpc_ledger->dev[d];
         if (gpc_ledger_lock_as(dev, consequence) != 0) {
-            left = true;
+            rc = 1;
             continue;
         }
-        uint64_t share = atomic_exchange(&p->used[d], 0);
-        uint64_t used = atomic_load(&dev->slot.used);
-        atomic_store(&dev->slot.used, used >= share ? used - share : 0);
-        atomic_store(&p->peak[d], 0);
-        if (limits && atomic_exchange(&p->limit[d], 0) != 0)
-            recompute_limit(d);
+        if (atomic_load(&p->pid) != pid || atomic_load(&p->start_time) != start) {
+            rc = -1;
+        } else {
+            uint64_t share = atomic_exchange(&p->used[d], 0);
+            uint64_t used = atomic_load(&dev->slot.used);
+            atomic_store(&dev->slot.used, used >= share ? used - share : 0);
+            atomic_store(&p->peak[d], 0);
+            if (limits && atomic_exchange(&p->limit[d], 0) != 0)
+                recompute_limit(d);
+        }
         gpc_ledger_unlock(dev);
     }
-    return !left;
+    return rc;
 }
 
 /* True when some entry has a pid and no start time. */
@@ -372,7 +379,7 @@ int gpc_ledger_me(void)
         struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
         if (atomic_load(&p->pid) != pid || atomic_load(&p->start_time) != start)
             continue;
-        clear_share(p, true, "the share of the image before exec stays charged");
+        clear_share(p, pid, start, true, "the share of the image before exec stays charged");
         my_proc = i;
     }
     for (int pass = 0; pass < 3 && my_proc < 0 && !left; pass++) {
@@ -448,7 +455,8 @@ int gpc_ledger_reap(void)
     for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
         struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
         int32_t pid = atomic_load(&p->pid);
-        if (pid == 0 || i == my_proc || entry_alive(i, pid, atomic_load(&p->start_time)))
+        uint64_t start = atomic_load(&p->start_time);
+        if (pid == 0 || i == my_proc || entry_alive(i, pid, start))
             continue;
         uint64_t took = 0;
         for (int d = 0; d < GPC_LEDGER_DEVICES; d++)
@@ -456,12 +464,22 @@ int gpc_ledger_reap(void)
         /* Share by share under each device's lock: taking one twice takes nothing the second time.
          * An entry is freed only once it holds nothing. Its start time goes first: a process
          * claiming the entry next is "claiming" until it writes its own. */
-        if (clear_share(p, true, "a dead process's share is taken back later")) {
-            atomic_store(&p->start_time, 0);
-            if (atomic_compare_exchange_strong(&p->pid, &pid, 0))
-                reaped++;
+        int rc = clear_share(p, pid, start, true, "a dead process's share is taken back later");
+        if (rc == 0) {
+            /* Both by compare-and-swap: another reaper may have freed the entry already and a new
+             * process claimed it; its start time must not be cleared (it would look dead). */
+            uint64_t seen = start;
+            int32_t want = pid;
+            if (atomic_compare_exchange_strong(&p->start_time, &seen, 0)) {
+                if (atomic_compare_exchange_strong(&p->pid, &want, 0)) {
+                    reaped++;
+                } else {
+                    seen = 0;
+                    atomic_compare_exchange_strong(&p->start_time, &seen, start);
+                }
+            }
         }
-        if (took)
+        if (took && rc == 0)
             gpc_log(GPC_LOG_INFO, "ledger %s: took back %llu bytes of dead process %d", ledger_path,
                     (unsigned long long)took, (int)pid);
     }
@@ -484,8 +502,9 @@ void gpc_ledger_leave(void)
     if (!gpc_ledger_shared || my_proc < 0)
         return;
     struct gpc_ledger_proc *p = &gpc_ledger->proc[my_proc];
-    if (clear_share(p, true, "this process's share is taken back by the next process that reaps")) {
-        int32_t pid = getpid();
+    int32_t pid = getpid();
+    if (clear_share(p, pid, atomic_load(&p->start_time), true,
+                    "this process's share is taken back by the next process that reaps") == 0) {
         atomic_store(&p->start_time, 0);
         atomic_compare_exchange_strong(&p->pid, &pid, 0);
     }
