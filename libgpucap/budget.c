@@ -77,14 +77,14 @@ static inline void apply_pending(int id, struct gpc_ledger_proc *p, struct gpc_l
 
 static int reserve_shared(int id, uint64_t bytes)
 {
-    struct gpc_ledger_dev *d = &gpc_ledger->dev[id];
     int me = gpc_ledger_me();
     if (me < 0)
         return -ENOMEM;
-    struct gpc_ledger_proc *p = &gpc_ledger->proc[me];
     for (int attempt = 0; attempt < 2; attempt++) {
-        if (gpc_ledger_lock(d) != 0)
+        struct gpc_ledger_dev *d = gpc_ledger_lock_dev(id, "the allocation is denied");
+        if (!d)
             return -ENOMEM;
+        struct gpc_ledger_proc *p = &gpc_ledger->proc[me];
         apply_pending(id, p, d);
         uint64_t used = atomic_load_explicit(&d->slot.used, memory_order_relaxed);
         bool ok = fits(used, bytes, atomic_load_explicit(&d->slot.limit, memory_order_relaxed));
@@ -143,7 +143,8 @@ void gpc_budget_release(int id, uint64_t bytes)
     int me = gpc_ledger_me();
     if (me < 0)
         return; /* logged; this process holds no share */
-    if (gpc_ledger_lock_as(d, "the release is kept and applied at the next lock") != 0) {
+    d = gpc_ledger_lock_dev(id, "the release is kept and applied at the next lock");
+    if (!d) {
         /* Never lost: the driver call does not wait longer, the ledger learns it later. */
         atomic_fetch_add_explicit(&gpc_ledger_pending[id], bytes, memory_order_relaxed);
         return;
@@ -171,7 +172,7 @@ int gpc_budget_reserve_unchecked(int id, uint64_t bytes)
         return 0;
     }
     int me = gpc_ledger_me();
-    if (me < 0 || gpc_ledger_lock(d) != 0)
+    if (me < 0 || !(d = gpc_ledger_lock_dev(id, "the allocation is denied")))
         return -ENOMEM;
     struct gpc_ledger_proc *p = &gpc_ledger->proc[me];
     apply_pending(id, p, d);

@@ -193,11 +193,13 @@ void gpc_ledger_leave(void);
 /* Releases this process could not apply (lock not obtained in time), applied under the next lock
  * of that device (budget.c); per device entry, reset in a fork child. */
 extern _Atomic uint64_t gpc_ledger_pending[GPC_LEDGER_DEVICES];
-/* Locks a device entry (robust, bounded wait): 0, or an errno after logging (with the holder's pid
- * when the wait timed out) "...; the allocation is denied". */
-int gpc_ledger_lock(struct gpc_ledger_dev *d);
-/* The same, logging `consequence` as what follows from a failure. */
-int gpc_ledger_lock_as(struct gpc_ledger_dev *d, const char *consequence);
+/*
+ * Locks device entry `id` of the ledger (robust, bounded wait) and returns it, or NULL after
+ * logging "...; <consequence>" (with the holder's pid when the wait timed out). A ledger whose lock
+ * was left not recoverable is rebuilt under a fresh file first: use the entry returned (and
+ * gpc_ledger after the call), never one taken before.
+ */
+struct gpc_ledger_dev *gpc_ledger_lock_dev(int id, const char *consequence);
 void gpc_ledger_unlock(struct gpc_ledger_dev *d);
 
 /* ---- budget.c: reservation arithmetic ---- */

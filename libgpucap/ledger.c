@@ -94,9 +94,22 @@ static int32_t lock_holder(pthread_mutex_t *m, int32_t *tid_out)
     return t ? (int32_t)strtol(t + 7, NULL, 10) : tid;
 }
 
+/*
+ * glibc marks a robust mutex released without pthread_mutex_consistent by this owner value; after
+ * one locker has been told ENOTRECOVERABLE, later ones may only see it busy (and time out).
+ */
+#define GLIBC_MUTEX_NOTRECOVERABLE 0x7ffffffe
+
+static bool left_unrecoverable(pthread_mutex_t *m)
+{
+    return __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED) == GLIBC_MUTEX_NOTRECOVERABLE;
+}
+
 static int lock_robust(pthread_mutex_t *m, struct gpc_ledger_dev *d, const char *consequence)
 {
     int rc = pthread_mutex_trylock(m);
+    if (rc == EBUSY && left_unrecoverable(m))
+        rc = ENOTRECOVERABLE;
     if (rc == EBUSY) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -104,6 +117,8 @@ static int lock_robust(pthread_mutex_t *m, struct gpc_ledger_dev *d, const char 
         ts.tv_sec += ts.tv_nsec / 1000000000L;
         ts.tv_nsec %= 1000000000L;
         rc = pthread_mutex_timedlock(m, &ts);
+        if (rc == ETIMEDOUT && left_unrecoverable(m))
+            rc = ENOTRECOVERABLE;
     }
     if (rc == EOWNERDEAD) {
         if (d)
@@ -111,7 +126,9 @@ static int lock_robust(pthread_mutex_t *m, struct gpc_ledger_dev *d, const char 
         pthread_mutex_consistent(m);
         rc = 0;
     }
-    if (rc == ETIMEDOUT) {
+    if (rc == 0 || !consequence) {
+        /* quiet: the caller says what follows */
+    } else if (rc == ETIMEDOUT) {
         int32_t tid, pid = lock_holder(m, &tid);
         if (pid > 0 && pid != tid)
             gpc_log(GPC_LOG_ERROR, "ledger %s: process %d (thread %d) has held a lock for more than %d ms; %s",
@@ -123,22 +140,32 @@ static int lock_robust(pthread_mutex_t *m, struct gpc_ledger_dev *d, const char 
             gpc_log(GPC_LOG_ERROR, "ledger %s: a lock was not obtained within %d ms; %s", ledger_path, LOCK_WAIT_MS,
                     consequence);
     } else if (rc == ENOTRECOVERABLE) {
-        gpc_log(GPC_LOG_ERROR, "ledger %s: a lock was left unrecoverable (taken after its owner died and released "
-                "without repair): the ledger is broken; %s", ledger_path, consequence);
+        /* A broken ledger: the caller rebuilds it and says so (repair()). */
     } else if (rc != 0) {
         gpc_log(GPC_LOG_ERROR, "ledger %s: lock failed (%s); %s", ledger_path, strerror(rc), consequence);
     }
     return rc;
 }
 
-int gpc_ledger_lock(struct gpc_ledger_dev *d)
-{
-    return lock_robust(&d->lock, d, "the allocation is denied");
-}
+static int repair(struct gpc_ledger *old);
 
-int gpc_ledger_lock_as(struct gpc_ledger_dev *d, const char *consequence)
+struct gpc_ledger_dev *gpc_ledger_lock_dev(int id, const char *consequence)
 {
-    return lock_robust(&d->lock, d, consequence);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        struct gpc_ledger *l = gpc_ledger;
+        struct gpc_ledger_dev *d = &l->dev[id];
+        int rc = lock_robust(&d->lock, d, consequence);
+        if (rc == 0 && gpc_likely(!atomic_load_explicit(&l->broken, memory_order_relaxed)))
+            return d;
+        if (rc == 0)
+            pthread_mutex_unlock(&d->lock);
+        else if (rc != ENOTRECOVERABLE)
+            return NULL;
+        /* This file was rebuilt elsewhere, or its lock is beyond repair: move to the fresh one. */
+        if (repair(l) != 0)
+            return NULL;
+    }
+    return NULL;
 }
 
 void gpc_ledger_unlock(struct gpc_ledger_dev *d)
@@ -279,6 +306,165 @@ void gpc_ledger_attach(void)
     gpc_ledger_shared = true;
 }
 
+/* ---- a broken ledger: rebuilt under a fresh file ---- */
+
+/*
+ * A lock left not recoverable (taken after its owner died and released without
+ * pthread_mutex_consistent) can never be taken again: the file is broken for good. The first
+ * process to meet it marks it broken, writes a fresh ledger holding the same figures under a
+ * temporary name and renames it into place; every process then moves to the file at the path at
+ * its next lock, carrying its own share over exactly. Entries keep their indices, so budget ids
+ * and this process's entry stay valid. The old mapping is never unmapped (a thread may still be
+ * reading it).
+ */
+static pthread_mutex_t repair_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void copy_figures(struct gpc_ledger *l, const struct gpc_ledger *old)
+{
+    for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
+        const struct gpc_ledger_dev *o = &old->dev[d];
+        struct gpc_ledger_dev *n = &l->dev[d];
+        if (atomic_load(&o->state) != 1)
+            continue;
+        memcpy(n->uuid, o->uuid, sizeof n->uuid);
+        n->physical = o->physical;
+        atomic_store(&n->slot.limit, atomic_load(&o->slot.limit));
+        atomic_store(&n->slot.used, atomic_load(&o->slot.used));
+        atomic_store(&n->slot.peak, atomic_load(&o->slot.peak));
+        atomic_store(&n->slot.allocs, atomic_load(&o->slot.allocs));
+        atomic_store(&n->slot.frees, atomic_load(&o->slot.frees));
+        atomic_store(&n->slot.denials, atomic_load(&o->slot.denials));
+        atomic_store(&n->slot.largest, atomic_load(&o->slot.largest));
+        atomic_store(&n->slot.first_denial_ns, atomic_load(&o->slot.first_denial_ns));
+        atomic_store(&n->slot.contexts, atomic_load(&o->slot.contexts));
+        atomic_store(&n->state, 1);
+    }
+    for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
+        const struct gpc_ledger_proc *o = &old->proc[i];
+        struct gpc_ledger_proc *n = &l->proc[i];
+        atomic_store(&n->start_time, atomic_load(&o->start_time));
+        for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
+            atomic_store(&n->used[d], atomic_load(&o->used[d]));
+            atomic_store(&n->peak[d], atomic_load(&o->peak[d]));
+            atomic_store(&n->limit[d], atomic_load(&o->limit[d]));
+        }
+        atomic_store(&n->pid, atomic_load(&o->pid));
+    }
+}
+
+/* Writes a fresh ledger with the figures of `old` and renames it over the path: 0 or -errno. */
+static int rebuild_file(const struct gpc_ledger *old)
+{
+    bool group = gpc_settings.opt[GPC_OPT_LEDGER_GROUP].set && gpc_settings.opt[GPC_OPT_LEDGER_GROUP].u.b;
+    mode_t mode = group ? 0660 : 0600;
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.%d.rebuild", ledger_path, (int)getpid());
+    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (fd < 0)
+        return -errno;
+    fchmod(fd, mode);
+    int rc = 0;
+    void *m = MAP_FAILED;
+    if (ftruncate(fd, sizeof(struct gpc_ledger)) != 0 ||
+        (m = mmap(NULL, sizeof(struct gpc_ledger), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+        rc = -errno;
+    } else {
+        init_ledger(m);
+        copy_figures(m, old);
+        munmap(m, sizeof(struct gpc_ledger));
+        if (rename(tmp, ledger_path) != 0)
+            rc = -errno;
+    }
+    close(fd);
+    if (rc != 0)
+        unlink(tmp);
+    return rc;
+}
+
+/* The ledger now at the path if it is a fresh one (not `old`, not broken), else NULL. */
+static struct gpc_ledger *map_fresh(const struct gpc_ledger *old)
+{
+    int fd = open(ledger_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    struct gpc_ledger *l = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= (off_t)sizeof *l)
+        l = mmap(NULL, sizeof *l, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (l == MAP_FAILED)
+        return NULL;
+    char buf[128];
+    if (gpc_ledger_check(l, (uint64_t)st.st_size, buf, sizeof buf) || atomic_load(&l->broken) ||
+        l->created_ns == old->created_ns) {
+        munmap(l, sizeof *l);
+        return NULL;
+    }
+    return l;
+}
+
+/* Writes this process's share, as the old file holds it, into its entry of `l`. */
+static void carry_my_share(struct gpc_ledger *l, struct gpc_ledger *old)
+{
+    if (my_proc < 0)
+        return;
+    struct gpc_ledger_proc *o = &old->proc[my_proc], *n = &l->proc[my_proc];
+    atomic_store(&n->start_time, atomic_load(&o->start_time));
+    atomic_store(&n->pid, atomic_load(&o->pid));
+    for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
+        /* The old lock, where it still works, so that no admission on the old file is missed. */
+        int orc = lock_robust(&old->dev[d].lock, NULL, NULL);
+        uint64_t mine = atomic_load(&o->used[d]);
+        if (lock_robust(&l->dev[d].lock, NULL, "this process's share is carried over unlocked") == 0) {
+            uint64_t had = atomic_load(&n->used[d]), used = atomic_load(&l->dev[d].slot.used);
+            used = used >= had ? used - had : 0;
+            atomic_store(&l->dev[d].slot.used, used + mine);
+            atomic_store(&n->used[d], mine);
+            atomic_store(&n->limit[d], atomic_load(&o->limit[d]));
+            pthread_mutex_unlock(&l->dev[d].lock);
+        }
+        if (orc == 0)
+            pthread_mutex_unlock(&old->dev[d].lock);
+    }
+}
+
+/* Moves this process off `old` (broken): rebuilds the file if no other process did. 0 or -errno. */
+static int repair(struct gpc_ledger *old)
+{
+    int rc = 0;
+    pthread_mutex_lock(&repair_lock);
+    if (gpc_ledger != old)
+        goto out; /* another thread of this process moved already */
+    uint32_t zero = 0;
+    struct gpc_ledger *l = NULL;
+    if (atomic_compare_exchange_strong(&old->broken, &zero, 1)) {
+        rc = rebuild_file(old);
+        if (rc == 0)
+            l = map_fresh(old);
+        if (l)
+            gpc_log(GPC_LOG_ERROR, "ledger %s: a lock was left unrecoverable (taken after its owner died, released "
+                    "without repair); the ledger was rebuilt under a fresh file with the same figures", ledger_path);
+    } else {
+        /* Another process is rebuilding: its file appears at the path within a moment. */
+        for (int i = 0; i < LOCK_WAIT_MS / 10 && !(l = map_fresh(old)); i++) {
+            struct timespec ts = {0, 10 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (!l) {
+        if (rc == 0)
+            rc = -ENOENT;
+        gpc_log(GPC_LOG_ERROR, "ledger %s: broken and not rebuilt (%s); allocations on it are denied", ledger_path,
+                strerror(-rc));
+        goto out;
+    }
+    carry_my_share(l, old);
+    __atomic_store_n(&gpc_ledger, l, __ATOMIC_RELEASE);
+out:
+    pthread_mutex_unlock(&repair_lock);
+    return rc;
+}
+
 /* ---- processes ---- */
 
 _Atomic uint64_t gpc_ledger_pending[GPC_LEDGER_DEVICES];
@@ -326,17 +512,19 @@ static void recompute_limit(int d)
  * the entry changed hands meanwhile (another reaper freed it and a new process claimed it: its
  * share is not ours to take).
  */
-static int clear_share(struct gpc_ledger_proc *p, int32_t pid, uint64_t start, bool limits, const char *consequence)
+static int clear_share(int i, int32_t pid, uint64_t start, bool limits, const char *consequence)
 {
     int rc = 0;
     for (int d = 0; d < GPC_LEDGER_DEVICES && rc >= 0; d++) {
+        struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
         if (atomic_load(&p->used[d]) == 0 && (!limits || atomic_load(&p->limit[d]) == 0))
             continue;
-        struct gpc_ledger_dev *dev = &gpc_ledger->dev[d];
-        if (gpc_ledger_lock_as(dev, consequence) != 0) {
+        struct gpc_ledger_dev *dev = gpc_ledger_lock_dev(d, consequence);
+        if (!dev) {
             rc = 1;
             continue;
         }
+        p = &gpc_ledger->proc[i]; /* the ledger may have moved to a rebuilt file */
         if (atomic_load(&p->pid) != pid || atomic_load(&p->start_time) != start) {
             rc = -1;
         } else {
@@ -379,7 +567,7 @@ int gpc_ledger_me(void)
         struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
         if (atomic_load(&p->pid) != pid || atomic_load(&p->start_time) != start)
             continue;
-        clear_share(p, pid, start, true, "the share of the image before exec stays charged");
+        clear_share(i, pid, start, true, "the share of the image before exec stays charged");
         my_proc = i;
     }
     for (int pass = 0; pass < 3 && my_proc < 0 && !left; pass++) {
@@ -464,7 +652,8 @@ int gpc_ledger_reap(void)
         /* Share by share under each device's lock: taking one twice takes nothing the second time.
          * An entry is freed only once it holds nothing. Its start time goes first: a process
          * claiming the entry next is "claiming" until it writes its own. */
-        int rc = clear_share(p, pid, start, true, "a dead process's share is taken back later");
+        int rc = clear_share(i, pid, start, true, "a dead process's share is taken back later");
+        p = &gpc_ledger->proc[i];
         if (rc == 0) {
             /* Both by compare-and-swap: another reaper may have freed the entry already and a new
              * process claimed it; its start time must not be cleared (it would look dead). */
@@ -501,10 +690,10 @@ void gpc_ledger_leave(void)
 {
     if (!gpc_ledger_shared || my_proc < 0)
         return;
-    struct gpc_ledger_proc *p = &gpc_ledger->proc[my_proc];
     int32_t pid = getpid();
-    if (clear_share(p, pid, atomic_load(&p->start_time), true,
+    if (clear_share(my_proc, pid, atomic_load(&gpc_ledger->proc[my_proc].start_time), true,
                     "this process's share is taken back by the next process that reaps") == 0) {
+        struct gpc_ledger_proc *p = &gpc_ledger->proc[my_proc];
         atomic_store(&p->start_time, 0);
         atomic_compare_exchange_strong(&p->pid, &pid, 0);
     }
@@ -522,7 +711,16 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
     if (!l)
         return -ENOMEM;
     /* Only the claim of an entry is under the table lock: it stays short however many processes start. */
-    if (gpc_ledger_shared && lock_robust(&l->table_lock, NULL, "this device is tried again at the next call") != 0)
+    int lrc = gpc_ledger_shared ? lock_robust(&l->table_lock, NULL, "this device is tried again at the next call") : 0;
+    if (lrc == 0 && gpc_ledger_shared && atomic_load(&l->broken)) {
+        pthread_mutex_unlock(&l->table_lock);
+        lrc = ENOTRECOVERABLE;
+    }
+    if (lrc == ENOTRECOVERABLE && repair(l) == 0) {
+        l = gpc_ledger;
+        lrc = lock_robust(&l->table_lock, NULL, "this device is tried again at the next call");
+    }
+    if (lrc != 0)
         return -EAGAIN;
     int found = -1, free_entry = -1;
     for (int i = 0; i < GPC_LEDGER_DEVICES; i++) {
@@ -557,9 +755,10 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
     atomic_store(&l->proc[me].limit[found], limit);
     if (created)
         return found;
-    struct gpc_ledger_dev *d = &l->dev[found];
-    if (gpc_ledger_lock_as(d, "this device is tried again at the next call") != 0)
+    struct gpc_ledger_dev *d = gpc_ledger_lock_dev(found, "this device is tried again at the next call");
+    if (!d)
         return -EAGAIN;
+    l = gpc_ledger;
     /* Settings disagree between processes: the smallest limit of the live ones wins. Only entries
      * whose limit differs from ours are checked for liveness (a crowd of equal settings costs no
      * system call). */

@@ -54,7 +54,9 @@ struct gpc_ledger {
     uint32_t ndevices, nprocs;
     uint64_t created_ns;
     pthread_mutex_t table_lock; /* robust, process-shared: claiming device entries */
-    char reserved[128];
+    _Atomic uint32_t broken;    /* 1: a lock of this file was left unrecoverable and the ledger was
+                                 * rebuilt under a fresh file at the same path: move there */
+    char reserved[124];
     struct gpc_ledger_dev dev[GPC_LEDGER_DEVICES];
     struct gpc_ledger_proc proc[GPC_LEDGER_PROCS];
 };

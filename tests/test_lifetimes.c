@@ -22,6 +22,9 @@
  *   failafter   GPUCAP_FAIL_AFTER=3 admits three allocations, whatever contexts were made;
  *   forkctx     fork() while another thread retains and releases primary contexts: the child's
  *               hooks never hang;
+ *   unrecoverable  a device lock left not recoverable (taken after its owner died, released without
+ *               repair) by a co-tenant: the ledger is rebuilt under a fresh file with the same
+ *               figures, said in one line, and this process and a new one keep allocating;
  *   startzero   a process table filled with pid 1 / start time 0 (a hostile co-tenant) does not
  *               keep a new process from allocating.
  */
@@ -387,6 +390,74 @@ static void case_forkctx(void)
     pthread_join(t, NULL);
 }
 
+/* Runs `fn` in a child process and waits for it. */
+static void in_child(void (*fn)(struct gpc_ledger *), struct gpc_ledger *l)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        fn(l);
+        _exit(0);
+    }
+    wait_status(pid);
+}
+
+static void die_holding(struct gpc_ledger *l)
+{
+    pthread_mutex_lock(&l->dev[0].lock);
+}
+
+static void unlock_unrepaired(struct gpc_ledger *l)
+{
+    if (pthread_mutex_lock(&l->dev[0].lock) == EOWNERDEAD)
+        pthread_mutex_unlock(&l->dev[0].lock); /* no pthread_mutex_consistent: not recoverable */
+}
+
+static void case_unrecoverable(void)
+{
+    make_context(0);
+    CUdeviceptr p, q;
+    CHECK_RC(cuMemAlloc_v2(&p, 50 * MiB), CUDA_SUCCESS);
+    struct gpc_ledger *l = map_ledger();
+    in_child(die_holding, l);
+    in_child(unlock_unrepaired, l);
+    CHECK(pthread_mutex_trylock(&l->dev[0].lock) == ENOTRECOVERABLE, "the lock is not left unrecoverable");
+    char logpath[] = "/tmp/gpucap-test-log-XXXXXX";
+    int logfd = mkstemp(logpath);
+    int saved = dup(2);
+    dup2(logfd, 2);
+    CHECK_RC(cuMemAlloc_v2(&q, 100 * MiB), CUDA_SUCCESS);
+    /* A process started after the rebuild shares the rebuilt ledger. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(self, self, "unrecoverable_child", (char *)NULL);
+        _exit(5);
+    }
+    CHECK(wait_status(pid) == 0, "a new process could not use the rebuilt ledger");
+    dup2(saved, 2);
+    close(saved);
+    char text[8192] = {0};
+    CHECK(pread(logfd, text, sizeof text - 1, 0) > 0, "no log line");
+    close(logfd);
+    unlink(logpath);
+    CHECK(strstr(text, "rebuilt") != NULL, "the rebuild is not said: %s", text);
+    CHECK(strstr(text, "timed out") == NULL, "a broken lock reported as a timeout: %s", text);
+    CHECK(usage(0).used == 150 * MiB, "the figures were not carried over: %llu MiB in use",
+          (unsigned long long)(usage(0).used / MiB));
+    CHECK_RC(cuMemFree_v2(q), CUDA_SUCCESS);
+    CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
+    CHECK(usage(0).used == 0, "%llu bytes left in use", (unsigned long long)usage(0).used);
+    munmap(l, sizeof *l);
+}
+
+static void case_unrecoverable_child(void)
+{
+    make_context(0);
+    CUdeviceptr p;
+    CHECK_RC(cuMemAlloc_v2(&p, 50 * MiB), CUDA_SUCCESS);
+    CHECK(usage(0).used == 200 * MiB, "the new process sees %llu MiB in use, not 200",
+          (unsigned long long)(usage(0).used / MiB));
+}
+
 static void case_startzero(void)
 {
     /* The ledger exists and belongs to this user: fill its process table as a hostile writer would. */
@@ -432,6 +503,10 @@ int main(int argc, char **argv)
         case_limit_small();
     else if (strcmp(c, "pending") == 0)
         case_pending();
+    else if (strcmp(c, "unrecoverable") == 0)
+        case_unrecoverable();
+    else if (strcmp(c, "unrecoverable_child") == 0)
+        case_unrecoverable_child();
     else if (strcmp(c, "sparse") == 0)
         case_sparse();
     else if (strcmp(c, "failafter") == 0)
