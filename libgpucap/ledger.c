@@ -9,10 +9,14 @@
  *
  * Crash safety: admission and release happen under the device entry's robust mutex, and a process
  * records its own share with the total. If a process dies holding the lock, the next locker gets
- * EOWNERDEAD and recomputes the total from the shares. A dead process's share is taken back (it was
- * freed on the card when it died) by gpc_ledger_reap(), which budget.c calls before any denial; a
- * process is dead when its pid is gone or now belongs to a process with another start time. No
- * wait is longer than LOCK_WAIT_MS; there is never an exit().
+ * EOWNERDEAD and recomputes the total from the shares. A process takes its own share out at normal
+ * exit (gpc_ledger_leave); a dead process's share is taken back (it was freed on the card when it
+ * died) by gpc_ledger_reap(), which budget.c calls before any denial and the figure queries call
+ * rate-limited; a process is dead when its pid is gone or now belongs to a process with another
+ * start time. An exec'd image takes over its pid's entry from zero. Whenever a process leaves,
+ * the device limits are recomputed from those still there. No wait is longer than LOCK_WAIT_MS
+ * (a release that times out stays pending in the process); there is never an exit(). A lock left
+ * not recoverable makes the ledger broken: it is rebuilt under a fresh file (repair()).
  *
  * The file is created whole under a temporary name and linked into place, so no process ever maps
  * a half-initialised ledger. Owner-only by default; GPUCAP_LEDGER_GROUP=1 makes it group-shared. A
@@ -705,20 +709,35 @@ void gpc_ledger_leave(void)
 
 /* ---- devices ---- */
 
+/*
+ * Setting a device up happens once per process: a crowd starting at once on two cores can keep a
+ * holder of the table lock off the CPU past one bound, so the wait is repeated a few times (quietly
+ * but for the last) before this call gives up.
+ */
+#define SETUP_TRIES 5
+
+static int lock_setup(pthread_mutex_t *m)
+{
+    int rc = ETIMEDOUT;
+    for (int attempt = 0; attempt < SETUP_TRIES && rc == ETIMEDOUT; attempt++)
+        rc = lock_robust(m, NULL, attempt < SETUP_TRIES - 1 ? NULL : "this device is tried again at the next call");
+    return rc;
+}
+
 int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit, int ordinal)
 {
     struct gpc_ledger *l = gpc_ledger;
     if (!l)
         return -ENOMEM;
     /* Only the claim of an entry is under the table lock: it stays short however many processes start. */
-    int lrc = gpc_ledger_shared ? lock_robust(&l->table_lock, NULL, "this device is tried again at the next call") : 0;
+    int lrc = gpc_ledger_shared ? lock_setup(&l->table_lock) : 0;
     if (lrc == 0 && gpc_ledger_shared && atomic_load(&l->broken)) {
         pthread_mutex_unlock(&l->table_lock);
         lrc = ENOTRECOVERABLE;
     }
     if (lrc == ENOTRECOVERABLE && repair(l) == 0) {
         l = gpc_ledger;
-        lrc = lock_robust(&l->table_lock, NULL, "this device is tried again at the next call");
+        lrc = lock_setup(&l->table_lock);
     }
     if (lrc != 0)
         return -EAGAIN;
@@ -755,7 +774,9 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
     atomic_store(&l->proc[me].limit[found], limit);
     if (created)
         return found;
-    struct gpc_ledger_dev *d = gpc_ledger_lock_dev(found, "this device is tried again at the next call");
+    struct gpc_ledger_dev *d = NULL;
+    for (int attempt = 0; attempt < SETUP_TRIES && !d; attempt++)
+        d = gpc_ledger_lock_dev(found, attempt < SETUP_TRIES - 1 ? NULL : "this device is tried again at the next call");
     if (!d)
         return -EAGAIN;
     l = gpc_ledger;
