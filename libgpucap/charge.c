@@ -151,6 +151,10 @@ void gpc_free_end(bool known, enum gpc_map_kind kind, uint64_t key, const struct
         gpc_track_add(kind, key, t);
         return;
     }
+    if (kind == GPC_MAP_PTR && t->aux) {
+        gpc_pools_keep(t);
+        return;
+    }
     int budget = gpc_device_budget_if_ready(t->device);
     if (kind == GPC_MAP_CTX)
         gpc_budget_note_contexts(budget, -(int64_t)t->bytes);

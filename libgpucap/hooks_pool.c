@@ -25,7 +25,8 @@
  * call: the growth we observe must be this call's). Pool allocations are recorded by address
  * (GPC_MAP_POOLPTR, size only) to find their pool at free time. Limits: a pool shared with another
  * process by IPC is counted in the exporting process only; more than MAX_POOLS live pools fall
- * back to per-pointer counting.
+ * back to per-pointer counting that keeps freed memory charged until its pool is trimmed or
+ * destroyed.
  */
 #include "internal.h"
 
@@ -185,17 +186,110 @@ static uint64_t need_of(struct pool *p, uint64_t bytes)
 typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 typedef CUresult (*free_fn)(CUdeviceptr, CUstream);
 
+/* ---- pools without a slot (more than MAX_POOLS live at once) ---- */
+
+/*
+ * Their allocations are counted per pointer, rounded up to the granule; a freed one stays charged
+ * as memory its pool keeps (GPC_MAP_POOLKEPT, by pool handle), which the pool's next allocations
+ * use first, and which goes back when the pool is trimmed (down to what it still reserves) or
+ * destroyed. Always on the side of over-charging. Rare: one lock for all of them.
+ */
+static pthread_mutex_t overflow_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct gpc_track overflow_take(uint64_t pool)
+{
+    struct gpc_track k;
+    if (!gpc_track_take(GPC_MAP_POOLKEPT, pool, &k))
+        k = (struct gpc_track){.device = -1};
+    return k;
+}
+
+static void overflow_put(uint64_t pool, const struct gpc_track *k)
+{
+    if (k->bytes || k->aux)
+        gpc_track_add(GPC_MAP_POOLKEPT, pool, k);
+}
+
+void gpc_pools_keep(const struct gpc_track *t)
+{
+    pthread_mutex_lock(&overflow_lock);
+    struct gpc_track k = overflow_take(t->aux);
+    k.device = t->device;
+    k.aux = k.aux > t->bytes ? k.aux - t->bytes : 0;
+    if (k.refs < 0)
+        gpc_budget_release(gpc_device_budget_if_ready(t->device), t->bytes); /* its pool is gone */
+    else
+        k.bytes += t->bytes;
+    overflow_put(t->aux, &k);
+    pthread_mutex_unlock(&overflow_lock);
+}
+
+/* After cuMemPoolTrimTo (destroyed false) or cuMemPoolDestroy of a pool without a slot. */
+static void overflow_settle(CUmemoryPool pool, bool destroyed)
+{
+    pthread_mutex_lock(&overflow_lock);
+    struct gpc_track k = overflow_take((uint64_t)(uintptr_t)pool);
+    cuuint64_t reserved = 0;
+    uint64_t target = k.bytes;
+    if (destroyed)
+        target = 0;
+    else if (gpc_real.cuMemPoolGetAttribute &&
+             gpc_real.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) == CUDA_SUCCESS)
+        target = reserved > k.aux ? reserved - k.aux : 0;
+    if (k.bytes > target) {
+        gpc_budget_release(gpc_device_budget_if_ready(k.device), k.bytes - target);
+        k.bytes = target;
+    }
+    if (destroyed)
+        k.refs = -1;
+    overflow_put((uint64_t)(uintptr_t)pool, &k);
+    pthread_mutex_unlock(&overflow_lock);
+}
+
 /* Per-pointer counting, for a pool we cannot keep a slot for. */
 static CUresult alloc_per_pointer(const char *call, CUdeviceptr *dptr, size_t bytes, CUstream s, CUmemoryPool pool,
                                   bool from_pool, void *real)
 {
+    uint64_t charge = round_granule(bytes), kept = 0;
+    if (pool) {
+        pthread_mutex_lock(&overflow_lock);
+        struct gpc_track k = overflow_take((uint64_t)(uintptr_t)pool);
+        kept = k.bytes < charge ? k.bytes : charge;
+        k.bytes -= kept;
+        overflow_put((uint64_t)(uintptr_t)pool, &k);
+        pthread_mutex_unlock(&overflow_lock);
+    }
     struct gpc_charge c;
-    CUresult rc = gpc_charge_begin(&c, -1, bytes, call);
-    if (rc != CUDA_SUCCESS)
+    CUresult rc = gpc_charge_begin(&c, -1, charge - kept, call);
+    if (rc == CUDA_SUCCESS)
+        rc = from_pool ? ((alloc_fn)real)(dptr, bytes, pool, s)
+                       : ((CUresult(*)(CUdeviceptr *, size_t, CUstream))real)(dptr, bytes, s);
+    if (pool && (kept || rc == CUDA_SUCCESS)) {
+        pthread_mutex_lock(&overflow_lock);
+        struct gpc_track k = overflow_take((uint64_t)(uintptr_t)pool);
+        k.device = c.device;
+        if (rc != CUDA_SUCCESS)
+            k.bytes += kept; /* still kept by the pool */
+        else if (c.budget != GPC_BUDGET_NONE)
+            k.aux += charge;
+        overflow_put((uint64_t)(uintptr_t)pool, &k);
+        pthread_mutex_unlock(&overflow_lock);
+    }
+    if (rc != CUDA_SUCCESS) {
+        if (c.budget != GPC_BUDGET_NONE)
+            gpc_budget_release(c.budget, c.bytes);
         return rc;
-    rc = from_pool ? ((alloc_fn)real)(dptr, bytes, pool, s)
-                   : ((CUresult(*)(CUdeviceptr *, size_t, CUstream))real)(dptr, bytes, s);
-    gpc_charge_end(&c, rc, GPC_MAP_PTR, rc == CUDA_SUCCESS ? *dptr : 0);
+    }
+    if (c.budget == GPC_BUDGET_NONE)
+        return rc;
+    CUcontext ctx = NULL;
+    if (gpc_real.cuCtxGetCurrent)
+        gpc_real.cuCtxGetCurrent(&ctx);
+    struct gpc_track t = {.bytes = charge, .device = c.device, .refs = 1, .aux = (uint64_t)(uintptr_t)pool,
+                          .ctx = (uint64_t)(uintptr_t)ctx};
+    if (gpc_track_add(GPC_MAP_PTR, *dptr, &t) != 0)
+        gpc_log(GPC_LOG_ERROR, "out of memory for bookkeeping: %llu bytes on device %d stay charged for good",
+                (unsigned long long)charge, c.device);
     return rc;
 }
 
@@ -417,8 +511,17 @@ GPC_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 
 static void learn(CUresult rc, CUmemoryPool *pool, int device, bool counted)
 {
-    if (rc == CUDA_SUCCESS && pool && *pool && !atomic_load_explicit(&gpc_passthrough, memory_order_relaxed))
-        pool_slot(*pool, device, counted);
+    if (rc != CUDA_SUCCESS || !pool || !*pool || atomic_load_explicit(&gpc_passthrough, memory_order_relaxed))
+        return;
+    if (pool_slot(*pool, device, counted))
+        return;
+    /* No slot: a destroyed pool's record under this handle now stands for a live pool again. */
+    pthread_mutex_lock(&overflow_lock);
+    struct gpc_track k = overflow_take((uint64_t)(uintptr_t)*pool);
+    if (k.refs < 0)
+        k.refs = 0;
+    overflow_put((uint64_t)(uintptr_t)*pool, &k);
+    pthread_mutex_unlock(&overflow_lock);
 }
 
 GPC_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
@@ -465,8 +568,12 @@ GPC_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
             if (__atomic_load_n(&pools[i].handle, __ATOMIC_ACQUIRE) == (uintptr_t)pool && !pools[i].dead)
                 p = &pools[i];
     }
-    if (!p)
-        return GPC_CALL_REAL(cuMemPoolDestroy, (pool));
+    if (!p) {
+        CUresult rc = GPC_CALL_REAL(cuMemPoolDestroy, (pool));
+        if (rc == CUDA_SUCCESS && pool && !atomic_load_explicit(&gpc_passthrough, memory_order_relaxed))
+            overflow_settle(pool, true);
+        return rc;
+    }
     pthread_mutex_lock(&p->lock);
     cuuint64_t used = 0;
     bool have_used = gpc_real.cuMemPoolGetAttribute &&
@@ -489,8 +596,10 @@ GPC_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
     gpc_init();
     CUresult rc = GPC_CALL_REAL(cuMemPoolTrimTo, (pool, minBytesToKeep));
-    if (rc == CUDA_SUCCESS && pool && !atomic_load_explicit(&gpc_passthrough, memory_order_relaxed))
+    if (rc == CUDA_SUCCESS && pool && !atomic_load_explicit(&gpc_passthrough, memory_order_relaxed)) {
         gpc_pools_reconcile();
+        overflow_settle(pool, false);
+    }
     return rc;
 }
 

@@ -243,6 +243,7 @@ enum gpc_map_kind {
     GPC_MAP_ARRAY,   /* hooks_array.c: CUarray / CUmipmappedArray handle -> bytes charged */
     GPC_MAP_CTX,     /* hooks_ctx.c: CUcontext / CUgreenCtx handle -> context reserve charged */
     GPC_MAP_POOLPTR, /* hooks_pool.c: pool allocation -> size (not charged itself), aux = pool slot */
+    GPC_MAP_POOLKEPT, /* hooks_pool.c: pool without a slot -> bytes it keeps (charged), aux = live bytes */
     GPC_MAP__COUNT
 };
 struct gpc_track {
@@ -342,6 +343,12 @@ void gpc_pools_forget_ctx(uint64_t ctx);
  * when it was one of ours), gpc_pools_free_end settles its pool after the driver call.
  */
 bool gpc_pools_free_begin(CUdeviceptr dptr, struct gpc_track *t);
+/*
+ * A pointer counted per pointer because its pool has no slot (GPC_MAP_PTR with aux = the pool) was
+ * freed: its bytes stay charged as memory the pool keeps, until the pool is trimmed or destroyed
+ * (never under-charged).
+ */
+void gpc_pools_keep(const struct gpc_track *t);
 void gpc_pools_free_end(CUdeviceptr dptr, const struct gpc_track *t, CUresult rc);
 
 /* ---- hooks_graph.c: graph memory, counted by what the device reserves for graphs ---- */

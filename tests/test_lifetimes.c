@@ -10,6 +10,8 @@
  *               context's allocations;
  *   poolfree    cuMemFree on memory from cuMemAllocAsync settles its pool (no slot leaks: 300
  *               pools one after another stay within the budget, and the card with them);
+ *   poolmany    with more pools than gpucap keeps slots for, a pool that keeps 200 MiB after
+ *               cuMemFreeAsync stays charged for them until it is trimmed (never under-charged);
  *   exit        a child that allocates 200 MiB and returns from main stops counting at once;
  *   kill        a child killed holding 200 MiB stops counting at the next figure (cuMemGetInfo,
  *               NVML, gpucap status);
@@ -135,6 +137,48 @@ static void case_poolfree(void)
     figures("a kept pool trimmed for an allocation");
     CHECK(fakecuda_peak(0) <= LIMIT, "the card reached %llu MiB under a %llu MiB budget",
           (unsigned long long)(fakecuda_peak(0) / MiB), LIMIT / MiB);
+}
+
+static CUmemoryPool new_pool(void)
+{
+    CUmemoryPool pool;
+    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    REQUIRE(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS, "cuMemPoolCreate");
+    cuuint64_t keep = UINT64_MAX;
+    CHECK_RC(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep), CUDA_SUCCESS);
+    return pool;
+}
+
+static void case_poolmany(void)
+{
+    make_context(0);
+    CUmemoryPool pools[300];
+    for (int i = 0; i < 300; i++)
+        pools[i] = new_pool();
+    CUmemoryPool pool = pools[299];
+    CUdeviceptr p, q;
+    CHECK_RC(cuMemAllocFromPoolAsync(&p, 200 * MiB, pool, NULL), CUDA_SUCCESS);
+    figures("an allocation from a pool without a slot");
+    CHECK_RC(cuMemFreeAsync(p, NULL), CUDA_SUCCESS);
+    CHECK_RC(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    figures("the pool keeps what it reserved");
+    CHECK_RC(cuMemAlloc_v2(&q, 100 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(fakecuda_peak(0) <= LIMIT, "the card reached %llu MiB under a %llu MiB budget",
+          (unsigned long long)(fakecuda_peak(0) / MiB), LIMIT / MiB);
+    /* The pool serves its next allocation from what it keeps: no second charge. */
+    CHECK_RC(cuMemAllocFromPoolAsync(&p, 200 * MiB, pool, NULL), CUDA_SUCCESS);
+    figures("reused from the pool");
+    CHECK_RC(cuMemFreeAsync(p, NULL), CUDA_SUCCESS);
+    CHECK_RC(cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
+    figures("the pool trimmed");
+    CHECK_RC(cuMemAlloc_v2(&q, 100 * MiB), CUDA_SUCCESS);
+    CHECK_RC(cuMemFree_v2(q), CUDA_SUCCESS);
+    CHECK_RC(cuMemAllocFromPoolAsync(&p, 100 * MiB, pool, NULL), CUDA_SUCCESS);
+    CHECK_RC(cuMemFreeAsync(p, NULL), CUDA_SUCCESS);
+    for (int i = 0; i < 300; i++)
+        CHECK_RC(cuMemPoolDestroy(pools[i]), CUDA_SUCCESS);
+    figures("the pools destroyed");
 }
 
 /* A child that allocates `mib` and then returns (0), is killed (1) or execs `then` (2). */
@@ -489,6 +533,8 @@ int main(int argc, char **argv)
         case_primary();
     else if (strcmp(c, "poolfree") == 0)
         case_poolfree();
+    else if (strcmp(c, "poolmany") == 0)
+        case_poolmany();
     else if (strcmp(c, "exit") == 0)
         case_exit();
     else if (strcmp(c, "kill") == 0)
