@@ -63,13 +63,13 @@ static void init_robust(pthread_mutex_t *m)
 }
 
 /* The owner died inside the critical section: the total is rebuilt from the shares. */
-static void recover_device(struct gpc_ledger_dev *d)
+static void recover_device(struct gpc_ledger *l, struct gpc_ledger_dev *d)
 {
-    int id = (int)(d - gpc_ledger->dev);
+    int id = (int)(d - l->dev);
     uint64_t sum = 0;
     for (int i = 0; i < GPC_LEDGER_PROCS; i++)
-        if (atomic_load(&gpc_ledger->proc[i].pid) != 0)
-            sum += atomic_load(&gpc_ledger->proc[i].used[id]);
+        if (atomic_load(&l->proc[i].pid) != 0)
+            sum += atomic_load(&l->proc[i].used[id]);
     atomic_store(&d->slot.used, sum);
     gpc_log(GPC_LOG_WARN, "ledger %s: a process died holding device entry %d; its total was rebuilt (%llu bytes)",
             ledger_path, id, (unsigned long long)sum);
@@ -109,7 +109,7 @@ static bool left_unrecoverable(pthread_mutex_t *m)
     return __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED) == GLIBC_MUTEX_NOTRECOVERABLE;
 }
 
-static int lock_robust(pthread_mutex_t *m, struct gpc_ledger_dev *d, const char *consequence)
+static int lock_robust(pthread_mutex_t *m, struct gpc_ledger *l, struct gpc_ledger_dev *d, const char *consequence)
 {
     int rc = pthread_mutex_trylock(m);
     if (rc == EBUSY && left_unrecoverable(m))
@@ -126,7 +126,7 @@ static int lock_robust(pthread_mutex_t *m, struct gpc_ledger_dev *d, const char 
     }
     if (rc == EOWNERDEAD) {
         if (d)
-            recover_device(d);
+            recover_device(l, d);
         pthread_mutex_consistent(m);
         rc = 0;
     }
@@ -158,7 +158,7 @@ struct gpc_ledger_dev *gpc_ledger_lock_dev(int id, const char *consequence)
     for (int attempt = 0; attempt < 2; attempt++) {
         struct gpc_ledger *l = gpc_ledger;
         struct gpc_ledger_dev *d = &l->dev[id];
-        int rc = lock_robust(&d->lock, d, consequence);
+        int rc = lock_robust(&d->lock, l, d, consequence);
         if (rc == 0 && gpc_likely(!atomic_load_explicit(&l->broken, memory_order_relaxed)))
             return d;
         if (rc == 0)
@@ -417,9 +417,9 @@ static void carry_my_share(struct gpc_ledger *l, struct gpc_ledger *old)
     atomic_store(&n->pid, atomic_load(&o->pid));
     for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
         /* The old lock, where it still works, so that no admission on the old file is missed. */
-        int orc = lock_robust(&old->dev[d].lock, NULL, NULL);
+        int orc = lock_robust(&old->dev[d].lock, NULL, NULL, NULL);
         uint64_t mine = atomic_load(&o->used[d]);
-        if (lock_robust(&l->dev[d].lock, NULL, "this process's share is carried over unlocked") == 0) {
+        if (lock_robust(&l->dev[d].lock, l, &l->dev[d], "this process's share on this device is not carried over") == 0) {
             uint64_t had = atomic_load(&n->used[d]), used = atomic_load(&l->dev[d].slot.used);
             used = used >= had ? used - had : 0;
             atomic_store(&l->dev[d].slot.used, used + mine);
@@ -720,7 +720,7 @@ static int lock_setup(pthread_mutex_t *m)
 {
     int rc = ETIMEDOUT;
     for (int attempt = 0; attempt < SETUP_TRIES && rc == ETIMEDOUT; attempt++)
-        rc = lock_robust(m, NULL, attempt < SETUP_TRIES - 1 ? NULL : "this device is tried again at the next call");
+        rc = lock_robust(m, NULL, NULL, attempt < SETUP_TRIES - 1 ? NULL : "this device is tried again at the next call");
     return rc;
 }
 
