@@ -419,7 +419,8 @@ static void carry_my_share(struct gpc_ledger *l, struct gpc_ledger *old)
         /* The old lock, where it still works, so that no admission on the old file is missed. */
         int orc = lock_robust(&old->dev[d].lock, NULL, NULL, NULL);
         uint64_t mine = atomic_load(&o->used[d]);
-        if (lock_robust(&l->dev[d].lock, l, &l->dev[d], "this process's share on this device is not carried over") == 0) {
+        const char *why = "this process's share on this device is not carried over";
+        if (lock_robust(&l->dev[d].lock, l, &l->dev[d], why) == 0) {
             uint64_t had = atomic_load(&n->used[d]), used = atomic_load(&l->dev[d].slot.used);
             used = used >= had ? used - had : 0;
             atomic_store(&l->dev[d].slot.used, used + mine);
@@ -715,12 +716,13 @@ void gpc_ledger_leave(void)
  * but for the last) before this call gives up.
  */
 #define SETUP_TRIES 5
+#define SETUP_RETRY "this device is tried again at the next call"
 
 static int lock_setup(pthread_mutex_t *m)
 {
     int rc = ETIMEDOUT;
     for (int attempt = 0; attempt < SETUP_TRIES && rc == ETIMEDOUT; attempt++)
-        rc = lock_robust(m, NULL, NULL, attempt < SETUP_TRIES - 1 ? NULL : "this device is tried again at the next call");
+        rc = lock_robust(m, NULL, NULL, attempt < SETUP_TRIES - 1 ? NULL : SETUP_RETRY);
     return rc;
 }
 
@@ -776,7 +778,7 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
         return found;
     struct gpc_ledger_dev *d = NULL;
     for (int attempt = 0; attempt < SETUP_TRIES && !d; attempt++)
-        d = gpc_ledger_lock_dev(found, attempt < SETUP_TRIES - 1 ? NULL : "this device is tried again at the next call");
+        d = gpc_ledger_lock_dev(found, attempt < SETUP_TRIES - 1 ? NULL : SETUP_RETRY);
     if (!d)
         return -EAGAIN;
     l = gpc_ledger;

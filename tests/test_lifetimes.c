@@ -236,7 +236,8 @@ static uint64_t nvml_used(void)
             return UINT64_MAX;
         int (*init)(void) = (int (*)(void))dlsym(h, "nvmlInit_v2");
         int (*get)(unsigned, void **) = (int (*)(unsigned, void **))dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
-        int (*f)(void *, unsigned long long *) = (int (*)(void *, unsigned long long *))dlsym(h, "nvmlDeviceGetMemoryInfo");
+        typedef int (*info_fn)(void *, unsigned long long *);
+        info_fn f = (info_fn)dlsym(h, "nvmlDeviceGetMemoryInfo");
         if (!init || !get || !f || init() != 0 || get(0, &dev) != 0)
             return UINT64_MAX;
         info = f;

@@ -6,8 +6,8 @@
  * names it) or in a shared anonymous map (still shared with fork() children).
  *
  * A process that execs starts from zero: the new image takes over its slot and the old image's
- * memory goes back to the card. A process that dies, even by SIGKILL, gets its memory back as on a real card: its slot is
- * reaped lazily, when an allocation would not fit and on every inspection; with
+ * memory goes back to the card. A process that dies, even by SIGKILL, gets its memory back as on a
+ * real card: its slot is reaped lazily, when an allocation would not fit and on every inspection; with
  * FAKECUDA_EAGER_REAP=1 also before every allocation, so that the peak never counts the memory
  * of a process that already died (crash tests compare that peak with a budget). The record's lock is
  * a process-shared robust mutex; a holder that died mid-update is repaired by recomputing the
