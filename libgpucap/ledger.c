@@ -688,6 +688,18 @@ void gpc_ledger_reap_lazy(void)
     uint64_t now = now_ms(), last = atomic_load_explicit(&last_ms, memory_order_relaxed);
     if (now - last < REAP_EVERY_MS || !atomic_compare_exchange_strong(&last_ms, &last, now))
         return;
+    /* Releases this process could not apply earlier (a lock timed out) go in before the figure. */
+    for (int id = 0; my_proc >= 0 && id < GPC_LEDGER_DEVICES; id++) {
+        struct gpc_ledger_dev *d;
+        if (atomic_load(&gpc_ledger_pending[id]) == 0 || !(d = gpc_ledger_lock_dev(id, NULL)))
+            continue;
+        uint64_t bytes = atomic_exchange(&gpc_ledger_pending[id], 0);
+        struct gpc_ledger_proc *p = &gpc_ledger->proc[my_proc];
+        uint64_t mine = atomic_load(&p->used[id]), used = atomic_load(&d->slot.used);
+        atomic_store(&p->used[id], mine >= bytes ? mine - bytes : 0);
+        atomic_store(&d->slot.used, used >= bytes ? used - bytes : 0);
+        gpc_ledger_unlock(d);
+    }
     gpc_ledger_reap();
 }
 

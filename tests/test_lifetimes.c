@@ -379,7 +379,10 @@ static void case_pending(void)
     c = 1;
     CHECK(write(back[1], &c, 1) == 1, "release the holder");
     wait_status(pid);
-    /* The next locked call applies the pending release. */
+    /* The next figure applies the pending release (reaps are at most every 100 ms). */
+    usleep(150 * 1000);
+    figures("after the holder let go");
+    /* And so would the next locked call. */
     CUdeviceptr q;
     CHECK_RC(cuMemAlloc_v2(&q, 200 * MiB), CUDA_SUCCESS);
     figures("after the pending release was applied");
