@@ -61,16 +61,31 @@ static int reserve_private(struct gpc_slot *s, uint64_t bytes)
     return 0;
 }
 
+static uint64_t minus(uint64_t a, uint64_t b);
+
+/* Under device id's lock: applies the releases that earlier calls could not (lock timed out). */
+static inline void apply_pending(int id, struct gpc_ledger_proc *p, struct gpc_ledger_dev *d)
+{
+    if (gpc_likely(atomic_load_explicit(&gpc_ledger_pending[id], memory_order_relaxed) == 0))
+        return;
+    uint64_t bytes = atomic_exchange_explicit(&gpc_ledger_pending[id], 0, memory_order_relaxed);
+    atomic_store_explicit(&p->used[id], minus(atomic_load_explicit(&p->used[id], memory_order_relaxed), bytes),
+                          memory_order_relaxed);
+    atomic_store_explicit(&d->slot.used, minus(atomic_load_explicit(&d->slot.used, memory_order_relaxed), bytes),
+                          memory_order_relaxed);
+}
+
 static int reserve_shared(int id, uint64_t bytes)
 {
-    struct gpc_ledger_dev *d = &gpc_ledger->dev[id];
     int me = gpc_ledger_me();
     if (me < 0)
         return -ENOMEM;
-    struct gpc_ledger_proc *p = &gpc_ledger->proc[me];
     for (int attempt = 0; attempt < 2; attempt++) {
-        if (gpc_ledger_lock(d) != 0)
+        struct gpc_ledger_dev *d = gpc_ledger_lock_dev(id, "the allocation is denied");
+        if (!d)
             return -ENOMEM;
+        struct gpc_ledger_proc *p = &gpc_ledger->proc[me];
+        apply_pending(id, p, d);
         uint64_t used = atomic_load_explicit(&d->slot.used, memory_order_relaxed);
         bool ok = fits(used, bytes, atomic_load_explicit(&d->slot.limit, memory_order_relaxed));
         if (ok) {
@@ -136,9 +151,16 @@ void gpc_budget_release(int id, uint64_t bytes)
         return;
     }
     int me = gpc_ledger_me();
-    if (me < 0 || gpc_ledger_lock(d) != 0)
-        return; /* logged; the share is reclaimed when this process is gone */
+    if (me < 0)
+        return; /* logged; this process holds no share */
+    d = gpc_ledger_lock_dev(id, "the release is kept and applied at the next lock");
+    if (!d) {
+        /* Never lost: the driver call does not wait longer, the ledger learns it later. */
+        atomic_fetch_add_explicit(&gpc_ledger_pending[id], bytes, memory_order_relaxed);
+        return;
+    }
     struct gpc_ledger_proc *p = &gpc_ledger->proc[me];
+    apply_pending(id, p, d);
     atomic_store_explicit(&p->used[id], minus(atomic_load_explicit(&p->used[id], memory_order_relaxed), bytes),
                           memory_order_relaxed);
     uint64_t mine = atomic_load_explicit(&gpc_ledger_mine[id], memory_order_relaxed);
@@ -165,9 +187,10 @@ int gpc_budget_reserve_unchecked(int id, uint64_t bytes)
         return 0;
     }
     int me = gpc_ledger_me();
-    if (me < 0 || gpc_ledger_lock(d) != 0)
+    if (me < 0 || !(d = gpc_ledger_lock_dev(id, "the allocation is denied")))
         return -ENOMEM;
     struct gpc_ledger_proc *p = &gpc_ledger->proc[me];
+    apply_pending(id, p, d);
     uint64_t mine = atomic_load_explicit(&p->used[id], memory_order_relaxed) + bytes;
     uint64_t used = atomic_load_explicit(&d->slot.used, memory_order_relaxed) + bytes;
     atomic_store_explicit(&p->used[id], mine, memory_order_relaxed);

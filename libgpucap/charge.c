@@ -68,14 +68,15 @@ static bool retry_after_trim(int budget, int device, uint64_t bytes)
     return freed && gpc_budget_reserve(budget, bytes) == 0;
 }
 
-CUresult gpc_charge_begin(struct gpc_charge *c, int device, uint64_t bytes, const char *call)
+static CUresult charge_begin(struct gpc_charge *c, int device, uint64_t bytes, const char *call, bool no_fault)
 {
     c->budget = GPC_BUDGET_NONE;
     c->bytes = bytes;
     c->device = device;
+    c->no_fault = no_fault;
     if (!gpc_enforcing()) {
         /* Fault injection works without a budget too (after gpc_init: the settings are loaded). */
-        if (gpc_unlikely(gpc_fault_armed(&gpc_settings)) && atomic_load(&gpc_initialized) &&
+        if (gpc_unlikely(gpc_fault_armed(&gpc_settings)) && !no_fault && atomic_load(&gpc_initialized) &&
             gpc_fault_inject(&gpc_settings, call, device, bytes)) {
             gpc_backtrace_log();
             return CUDA_ERROR_OUT_OF_MEMORY;
@@ -91,7 +92,8 @@ CUresult gpc_charge_begin(struct gpc_charge *c, int device, uint64_t bytes, cons
     }
     int budget = gpc_device_budget(device);
     /* An injected failure is a denial in the figures, and never reaches the budget or the driver. */
-    if (gpc_unlikely(gpc_fault_armed(&gpc_settings)) && gpc_fault_inject(&gpc_settings, call, device, bytes)) {
+    if (gpc_unlikely(gpc_fault_armed(&gpc_settings)) && !no_fault &&
+        gpc_fault_inject(&gpc_settings, call, device, bytes)) {
         gpc_budget_note_denial(budget, bytes);
         gpc_backtrace_log();
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -115,6 +117,25 @@ CUresult gpc_charge_begin(struct gpc_charge *c, int device, uint64_t bytes, cons
     return CUDA_SUCCESS;
 }
 
+CUresult gpc_charge_begin(struct gpc_charge *c, int device, uint64_t bytes, const char *call)
+{
+    return charge_begin(c, device, bytes, call, false);
+}
+
+CUresult gpc_charge_begin_context(struct gpc_charge *c, int device, uint64_t bytes, const char *call)
+{
+    return charge_begin(c, device, bytes, call, true);
+}
+
+/* The context an allocation belongs to (the calling thread's current one): its teardown frees it. */
+static uint64_t current_ctx(void)
+{
+    CUcontext ctx = NULL;
+    if (!gpc_real.cuCtxGetCurrent || gpc_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS)
+        return 0;
+    return (uint64_t)(uintptr_t)ctx;
+}
+
 void gpc_charge_end(struct gpc_charge *c, CUresult rc, enum gpc_map_kind kind, uint64_t key)
 {
     if (c->budget == GPC_BUDGET_NONE)
@@ -126,6 +147,8 @@ void gpc_charge_end(struct gpc_charge *c, CUresult rc, enum gpc_map_kind kind, u
     if (kind == GPC_MAP_CTX)
         gpc_budget_note_contexts(c->budget, (int64_t)c->bytes);
     struct gpc_track t = {.bytes = c->bytes, .device = c->device, .refs = 1};
+    if (kind == GPC_MAP_PTR || kind == GPC_MAP_ARRAY)
+        t.ctx = current_ctx();
     if (gpc_track_add(kind, key, &t) != 0)
         gpc_log(GPC_LOG_ERROR, "out of memory for bookkeeping: %llu bytes on device %d stay charged for good",
                 (unsigned long long)c->bytes, c->device);
@@ -138,7 +161,7 @@ CUresult gpc_charge_settle(struct gpc_charge *c, uint64_t actual, enum gpc_map_k
         gpc_budget_release(c->budget, c->bytes - actual);
     } else if (c->budget != GPC_BUDGET_NONE && actual > c->bytes) {
         struct gpc_charge extra;
-        if (gpc_charge_begin(&extra, c->device, actual - c->bytes, call) != CUDA_SUCCESS) {
+        if (charge_begin(&extra, c->device, actual - c->bytes, call, c->no_fault) != CUDA_SUCCESS) {
             gpc_budget_release(c->budget, c->bytes);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
@@ -162,6 +185,10 @@ void gpc_free_end(bool known, enum gpc_map_kind kind, uint64_t key, const struct
         return;
     if (rc != CUDA_SUCCESS) {
         gpc_track_add(kind, key, t);
+        return;
+    }
+    if (kind == GPC_MAP_PTR && t->aux) {
+        gpc_pools_keep(t);
         return;
     }
     int budget = gpc_device_budget_if_ready(t->device);

@@ -10,6 +10,7 @@
  */
 #include "internal.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -21,6 +22,16 @@ struct device {
 static struct device devices[GPC_MAX_DEVICES];
 static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int single_device = -1; /* -1 unknown, 0 several, 1 exactly one */
+
+static void setup_prepare(void) { pthread_mutex_lock(&setup_lock); }
+static void setup_parent(void) { pthread_mutex_unlock(&setup_lock); }
+/* Another thread may have held the lock at fork(): the child starts with it free. */
+static void setup_child(void) { pthread_mutex_init(&setup_lock, NULL); }
+
+void gpc_device_atfork(void)
+{
+    pthread_atfork(setup_prepare, setup_parent, setup_child);
+}
 
 static int setup(int ordinal)
 {
@@ -59,8 +70,15 @@ static int setup(int ordinal)
             uuid.bytes[15] = (char)ordinal;
         }
         budget = gpc_ledger_device((const uint8_t *)uuid.bytes, physical, limit, ordinal);
+        if (budget == -EAGAIN) {
+            /* Contended (a crowd starting) or the process table full: logged; this call is
+             * denied and the next one tries again. Never cached as a denial for life. */
+            pthread_mutex_unlock(&setup_lock);
+            return GPC_BUDGET_DENY;
+        }
         if (budget < 0) {
-            gpc_log(GPC_LOG_ERROR, "device %d: no room for it in the ledger; allocations are denied", ordinal);
+            gpc_log(GPC_LOG_ERROR, "device %d: the ledger's device table is full (%d cards); allocations on it are "
+                    "denied", ordinal, GPC_LEDGER_DEVICES);
             budget = GPC_BUDGET_DENY;
         }
         char a[32], b[32], where[600];

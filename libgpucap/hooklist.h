@@ -88,6 +88,7 @@
 /* Entry points gpucap calls itself but does not interpose: X(export, pfn_type). */
 #define GPC_REAL_ONLY(X)                                  \
     X(cuCtxGetDevice, PFN_cuCtxGetDevice_v2000)           \
+    X(cuCtxGetCurrent, PFN_cuCtxGetCurrent_v4000)         \
     X(cuDeviceGetCount, PFN_cuDeviceGetCount_v2000)       \
     X(cuDeviceGetUuid_v2, PFN_cuDeviceGetUuid_v11040)     \
     X(cuInit, PFN_cuInit_v2000)                           \

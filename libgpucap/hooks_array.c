@@ -12,6 +12,10 @@
  * the budget. Arrays are recorded by handle (GPC_MAP_ARRAY); handles we did not charge (created
  * before a budget applied) pass through on destroy. The legacy 32-bit cuArrayCreate/cuArray3DCreate
  * exports are not hooked.
+ * The requirement calls are documented for CUDA_ARRAY3D_DEFERRED_MAPPING arrays only (any other
+ * array gets CUDA_ERROR_INVALID_VALUE): an ordinary array stays charged its estimate. Sparse and
+ * deferred-mapping arrays own no memory (it comes from cuMemCreate allocations mapped into them,
+ * charged there) and are not charged.
  */
 #include "internal.h"
 
@@ -81,9 +85,19 @@ static uint64_t array_size(CUarray a, int device, uint64_t fallback)
     return fallback;
 }
 
+/* Arrays whose memory is mapped into them later (charged where it is created). */
+static bool owns_no_memory(const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+    return d && (d->Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING));
+}
+
 static CUresult array_create(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d3, const void *desc, bool is3d,
                              const char *call)
 {
+    if (owns_no_memory(d3)) {
+        gpc_init();
+        return GPC_CALL_REAL(cuArray3DCreate_v2, (pHandle, desc));
+    }
     struct gpc_charge c;
     CUresult rc = gpc_charge_begin(&c, -1, d3 ? estimate(d3, 1) : 0, call);
     if (rc != CUDA_SUCCESS)
@@ -135,6 +149,10 @@ GPC_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA
                                            unsigned int numMipmapLevels)
 {
     if (!pHandle || !pMipmappedArrayDesc) {
+        gpc_init();
+        return GPC_CALL_REAL(cuMipmappedArrayCreate, (pHandle, pMipmappedArrayDesc, numMipmapLevels));
+    }
+    if (owns_no_memory(pMipmappedArrayDesc)) {
         gpc_init();
         return GPC_CALL_REAL(cuMipmappedArrayCreate, (pHandle, pMipmappedArrayDesc, numMipmapLevels));
     }

@@ -11,6 +11,10 @@
  *    release that drops our count to 0 or by cuDevicePrimaryCtxReset.
  * The reserve is charged before the driver call: a context that does not fit is denied with
  * CUDA_ERROR_OUT_OF_MEMORY, as the driver answers when the card is full.
+ * Teardown frees what lived in the context: cuCtxDestroy "destroys and cleans up all resources
+ * associated with the context", cuDevicePrimaryCtxReset destroys all allocations of the primary
+ * context, and the last cuDevicePrimaryCtxRelease resets it. So every charge recorded with that
+ * context (pointers, arrays, pool allocations, graph memory) is released with it, on every path.
  * Default by device class, when the setting is unset: what a CUDA 12/13 context with lazy module
  * loading takes on such cards, rounded up: 512 MiB on cards of 64 GiB or more (H100/H200/B200
  * class), 384 MiB from 24 GiB (A100-40GB, L40, RTX 4090/5090), 256 MiB below. Only an estimate:
@@ -36,6 +40,28 @@ uint64_t gpc_context_reserve(int ordinal, uint64_t physical)
     return 256 * MiB;
 }
 
+static void add_freed(const struct gpc_track *t, void *arg)
+{
+    uint64_t *freed = arg;
+    if (t->device >= 0 && t->device < GPC_MAX_DEVICES)
+        freed[t->device] += t->bytes;
+}
+
+/* The driver tore `ctx` down: release every charge that lived in it. */
+static void forget_ctx(CUcontext ctx)
+{
+    if (!ctx || atomic_load_explicit(&gpc_passthrough, memory_order_relaxed))
+        return;
+    uint64_t freed[GPC_MAX_DEVICES] = {0};
+    gpc_track_drain_ctx(GPC_MAP_PTR, (uint64_t)(uintptr_t)ctx, add_freed, freed);
+    gpc_track_drain_ctx(GPC_MAP_ARRAY, (uint64_t)(uintptr_t)ctx, add_freed, freed);
+    for (int d = 0; d < GPC_MAX_DEVICES; d++)
+        if (freed[d])
+            gpc_budget_release(gpc_device_budget_if_ready(d), freed[d]);
+    gpc_pools_forget_ctx((uint64_t)(uintptr_t)ctx);
+    gpc_graphs_forget_ctx(ctx);
+}
+
 static uint64_t reserve_for(CUdevice dev)
 {
     size_t physical = 0;
@@ -48,6 +74,17 @@ static uint64_t reserve_for(CUdevice dev)
 static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
 static int primary_refs[GPC_MAX_DEVICES];
 static uint64_t primary_charged[GPC_MAX_DEVICES];
+static CUcontext primary_handle[GPC_MAX_DEVICES]; /* the same handle across retain/release cycles */
+
+static void primary_prepare(void) { pthread_mutex_lock(&primary_lock); }
+static void primary_parent(void) { pthread_mutex_unlock(&primary_lock); }
+/* Another thread may have held the lock at fork(): the child starts with it free. */
+static void primary_child(void) { pthread_mutex_init(&primary_lock, NULL); }
+
+void gpc_ctx_atfork(void)
+{
+    pthread_atfork(primary_prepare, primary_parent, primary_child);
+}
 
 /* Begins charging a context on `dev`: CUDA_SUCCESS (c->budget NONE when nothing is counted) or OOM. */
 static CUresult ctx_begin(struct gpc_charge *c, CUdevice dev, const char *call)
@@ -55,10 +92,14 @@ static CUresult ctx_begin(struct gpc_charge *c, CUdevice dev, const char *call)
     c->budget = GPC_BUDGET_NONE;
     if (!gpc_enforcing())
         return CUDA_SUCCESS;
+    /* Not a device (a caller's uninitialised ordinal): the driver gives its own error. */
+    int n = 0;
+    if (dev < 0 || (GPC_CALL_REAL(cuDeviceGetCount, (&n)) == CUDA_SUCCESS && dev >= n))
+        return CUDA_SUCCESS;
     uint64_t bytes = reserve_for(dev);
     if (bytes == 0)
         return CUDA_SUCCESS;
-    return gpc_charge_begin(c, dev, bytes, call);
+    return gpc_charge_begin_context(c, dev, bytes, call);
 }
 
 #define CTX_CREATE(name, params, args, dev)                                       \
@@ -87,6 +128,8 @@ CTX_CREATE(cuCtxCreate_v4, (CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
         bool known = gpc_free_begin(GPC_MAP_CTX, (uint64_t)(uintptr_t)ctx, &t);   \
         CUresult rc = GPC_CALL_REAL(name, (ctx));                                 \
         gpc_free_end(known, GPC_MAP_CTX, (uint64_t)(uintptr_t)ctx, &t, rc);       \
+        if (rc == CUDA_SUCCESS)                                                   \
+            forget_ctx((CUcontext)ctx);                                           \
         return rc;                                                                \
     }
 
@@ -119,6 +162,7 @@ GPC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     if (rc == CUDA_SUCCESS) {
         rc = GPC_CALL_REAL(cuDevicePrimaryCtxRetain, (pctx, dev));
         if (rc == CUDA_SUCCESS) {
+            primary_handle[dev] = *pctx;
             if (primary_refs[dev]++ == 0) {
                 primary_charged[dev] = c.budget == GPC_BUDGET_NONE ? 0 : c.bytes;
                 gpc_budget_note_contexts(c.budget, (int64_t)primary_charged[dev]);
@@ -131,12 +175,17 @@ GPC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     return rc;
 }
 
-/* After a successful release (drop = 1) or reset (drop = all): gives the reserve back at 0. */
+/*
+ * After a successful release (drop = 1) or reset (drop = all): at 0 the driver reset the primary
+ * context, freeing everything in it, and its reserve goes back. A reset frees the allocations even
+ * when we count no retain (it was retained before the library started counting).
+ */
 static void primary_drop(CUdevice dev, bool all)
 {
     if (dev < 0 || dev >= GPC_MAX_DEVICES || atomic_load(&gpc_passthrough))
         return;
     pthread_mutex_lock(&primary_lock);
+    bool reset = all;
     if (primary_refs[dev] > 0) {
         primary_refs[dev] = all ? 0 : primary_refs[dev] - 1;
         if (primary_refs[dev] == 0) {
@@ -144,8 +193,11 @@ static void primary_drop(CUdevice dev, bool all)
             gpc_budget_note_contexts(budget, -(int64_t)primary_charged[dev]);
             gpc_budget_release(budget, primary_charged[dev]);
             primary_charged[dev] = 0;
+            reset = true;
         }
     }
+    if (reset)
+        forget_ctx(primary_handle[dev]);
     pthread_mutex_unlock(&primary_lock);
 }
 
@@ -163,3 +215,9 @@ PRIMARY_DROP(cuDevicePrimaryCtxRelease, false)
 PRIMARY_DROP(cuDevicePrimaryCtxRelease_v2, false)
 PRIMARY_DROP(cuDevicePrimaryCtxReset, true)
 PRIMARY_DROP(cuDevicePrimaryCtxReset_v2, true)
+
+/* TEMP stub: the real one is in hooks_graph.c */
+void gpc_graphs_forget_ctx(CUcontext ctx)
+{
+    (void)ctx;
+}

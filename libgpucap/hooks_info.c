@@ -37,8 +37,10 @@ static struct gpc_slot *device_slot(CUdevice dev)
 GPC_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 {
     gpc_init();
-    /* Pools may have given memory back at a synchronisation: count that before answering. */
+    /* Pools may have given memory back at a synchronisation, and processes sharing the ledger may
+     * have died: count both before answering (the reap is rate-limited). */
     gpc_pools_reconcile();
+    gpc_ledger_reap_lazy();
     CUresult rc = GPC_CALL_REAL(cuMemGetInfo_v2, (free, total));
     struct gpc_slot *s;
     if (rc != CUDA_SUCCESS || !free || !total || !(s = current_slot()))
@@ -54,6 +56,7 @@ GPC_EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
 {
     gpc_init();
     gpc_pools_reconcile();
+    gpc_ledger_reap_lazy();
     CUresult rc = GPC_CALL_REAL(cuMemGetInfo, (free, total));
     struct gpc_slot *s;
     if (rc != CUDA_SUCCESS || !free || !total || !(s = current_slot()))

@@ -33,8 +33,13 @@ GPC_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     struct gpc_track t;
     bool known = gpc_free_begin(GPC_MAP_PTR, dptr, &t);
+    /* cuMemFree of a stream-ordered allocation is legal: its pool settles as after cuMemFreeAsync. */
+    bool pooled = !known && !atomic_load_explicit(&gpc_passthrough, memory_order_relaxed) &&
+                  gpc_pools_free_begin(dptr, &t);
     CUresult rc = GPC_CALL_REAL(cuMemFree_v2, (dptr));
     gpc_free_end(known, GPC_MAP_PTR, dptr, &t, rc);
+    if (pooled)
+        gpc_pools_free_end(dptr, &t, rc);
     return rc;
 }
 
@@ -42,8 +47,13 @@ GPC_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
 {
     struct gpc_track t;
     bool known = gpc_free_begin(GPC_MAP_PTR, dptr, &t);
+    /* cuMemFree of a stream-ordered allocation is legal: its pool settles as after cuMemFreeAsync. */
+    bool pooled = !known && !atomic_load_explicit(&gpc_passthrough, memory_order_relaxed) &&
+                  gpc_pools_free_begin(dptr, &t);
     CUresult rc = GPC_CALL_REAL(cuMemFree, (dptr));
     gpc_free_end(known, GPC_MAP_PTR, dptr, &t, rc);
+    if (pooled)
+        gpc_pools_free_end(dptr, &t, rc);
     return rc;
 }
 

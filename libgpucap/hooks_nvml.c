@@ -123,8 +123,11 @@ static struct gpc_slot *nvml_slot(nvmlDevice_t device)
         return NULL;
     pthread_once(&uuid_once, read_cuda_uuids);
     for (int i = 0; i < n_cuda; i++)
-        if (cuda_uuid[i][0] && strcasecmp(cuda_uuid[i], uuid) == 0)
+        if (cuda_uuid[i][0] && strcasecmp(cuda_uuid[i], uuid) == 0) {
+            /* The tenant's use without processes that died since the last look (rate-limited). */
+            gpc_ledger_reap_lazy();
             return gpc_budget_slot(gpc_device_budget(i));
+        }
     return NULL;
 }
 

@@ -25,7 +25,8 @@
  * call: the growth we observe must be this call's). Pool allocations are recorded by address
  * (GPC_MAP_POOLPTR, size only) to find their pool at free time. Limits: a pool shared with another
  * process by IPC is counted in the exporting process only; more than MAX_POOLS live pools fall
- * back to per-pointer counting.
+ * back to per-pointer counting that keeps freed memory charged until its pool is trimmed or
+ * destroyed.
  */
 #include "internal.h"
 
@@ -185,17 +186,110 @@ static uint64_t need_of(struct pool *p, uint64_t bytes)
 typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 typedef CUresult (*free_fn)(CUdeviceptr, CUstream);
 
+/* ---- pools without a slot (more than MAX_POOLS live at once) ---- */
+
+/*
+ * Their allocations are counted per pointer, rounded up to the granule; a freed one stays charged
+ * as memory its pool keeps (GPC_MAP_POOLKEPT, by pool handle), which the pool's next allocations
+ * use first, and which goes back when the pool is trimmed (down to what it still reserves) or
+ * destroyed. Always on the side of over-charging. Rare: one lock for all of them.
+ */
+static pthread_mutex_t overflow_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct gpc_track overflow_take(uint64_t pool)
+{
+    struct gpc_track k;
+    if (!gpc_track_take(GPC_MAP_POOLKEPT, pool, &k))
+        k = (struct gpc_track){.device = -1};
+    return k;
+}
+
+static void overflow_put(uint64_t pool, const struct gpc_track *k)
+{
+    if (k->bytes || k->aux)
+        gpc_track_add(GPC_MAP_POOLKEPT, pool, k);
+}
+
+void gpc_pools_keep(const struct gpc_track *t)
+{
+    pthread_mutex_lock(&overflow_lock);
+    struct gpc_track k = overflow_take(t->aux);
+    k.device = t->device;
+    k.aux = k.aux > t->bytes ? k.aux - t->bytes : 0;
+    if (k.refs < 0)
+        gpc_budget_release(gpc_device_budget_if_ready(t->device), t->bytes); /* its pool is gone */
+    else
+        k.bytes += t->bytes;
+    overflow_put(t->aux, &k);
+    pthread_mutex_unlock(&overflow_lock);
+}
+
+/* After cuMemPoolTrimTo (destroyed false) or cuMemPoolDestroy of a pool without a slot. */
+static void overflow_settle(CUmemoryPool pool, bool destroyed)
+{
+    pthread_mutex_lock(&overflow_lock);
+    struct gpc_track k = overflow_take((uint64_t)(uintptr_t)pool);
+    cuuint64_t reserved = 0;
+    uint64_t target = k.bytes;
+    if (destroyed)
+        target = 0;
+    else if (gpc_real.cuMemPoolGetAttribute &&
+             gpc_real.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) == CUDA_SUCCESS)
+        target = reserved > k.aux ? reserved - k.aux : 0;
+    if (k.bytes > target) {
+        gpc_budget_release(gpc_device_budget_if_ready(k.device), k.bytes - target);
+        k.bytes = target;
+    }
+    if (destroyed)
+        k.refs = -1;
+    overflow_put((uint64_t)(uintptr_t)pool, &k);
+    pthread_mutex_unlock(&overflow_lock);
+}
+
 /* Per-pointer counting, for a pool we cannot keep a slot for. */
 static CUresult alloc_per_pointer(const char *call, CUdeviceptr *dptr, size_t bytes, CUstream s, CUmemoryPool pool,
                                   bool from_pool, void *real)
 {
+    uint64_t charge = round_granule(bytes), kept = 0;
+    if (pool) {
+        pthread_mutex_lock(&overflow_lock);
+        struct gpc_track k = overflow_take((uint64_t)(uintptr_t)pool);
+        kept = k.bytes < charge ? k.bytes : charge;
+        k.bytes -= kept;
+        overflow_put((uint64_t)(uintptr_t)pool, &k);
+        pthread_mutex_unlock(&overflow_lock);
+    }
     struct gpc_charge c;
-    CUresult rc = gpc_charge_begin(&c, -1, bytes, call);
-    if (rc != CUDA_SUCCESS)
+    CUresult rc = gpc_charge_begin(&c, -1, charge - kept, call);
+    if (rc == CUDA_SUCCESS)
+        rc = from_pool ? ((alloc_fn)real)(dptr, bytes, pool, s)
+                       : ((CUresult(*)(CUdeviceptr *, size_t, CUstream))real)(dptr, bytes, s);
+    if (pool && (kept || rc == CUDA_SUCCESS)) {
+        pthread_mutex_lock(&overflow_lock);
+        struct gpc_track k = overflow_take((uint64_t)(uintptr_t)pool);
+        k.device = c.device;
+        if (rc != CUDA_SUCCESS)
+            k.bytes += kept; /* still kept by the pool */
+        else if (c.budget != GPC_BUDGET_NONE)
+            k.aux += charge;
+        overflow_put((uint64_t)(uintptr_t)pool, &k);
+        pthread_mutex_unlock(&overflow_lock);
+    }
+    if (rc != CUDA_SUCCESS) {
+        if (c.budget != GPC_BUDGET_NONE)
+            gpc_budget_release(c.budget, c.bytes);
         return rc;
-    rc = from_pool ? ((alloc_fn)real)(dptr, bytes, pool, s)
-                   : ((CUresult(*)(CUdeviceptr *, size_t, CUstream))real)(dptr, bytes, s);
-    gpc_charge_end(&c, rc, GPC_MAP_PTR, rc == CUDA_SUCCESS ? *dptr : 0);
+    }
+    if (c.budget == GPC_BUDGET_NONE)
+        return rc;
+    CUcontext ctx = NULL;
+    if (gpc_real.cuCtxGetCurrent)
+        gpc_real.cuCtxGetCurrent(&ctx);
+    struct gpc_track t = {.bytes = charge, .device = c.device, .refs = 1, .aux = (uint64_t)(uintptr_t)pool,
+                          .ctx = (uint64_t)(uintptr_t)ctx};
+    if (gpc_track_add(GPC_MAP_PTR, *dptr, &t) != 0)
+        gpc_log(GPC_LOG_ERROR, "out of memory for bookkeeping: %llu bytes on device %d stay charged for good",
+                (unsigned long long)charge, c.device);
     return rc;
 }
 
@@ -281,11 +375,47 @@ static CUresult alloc_async(const char *call, CUdeviceptr *dptr, size_t bytes, C
     p->charged = r;
     p->nallocs++;
     struct gpc_track t = {.bytes = bytes, .device = dev, .refs = 1, .aux = (uint64_t)(p - pools)};
+    CUcontext ctx = NULL;
+    if (gpc_real.cuCtxGetCurrent && gpc_real.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS)
+        t.ctx = (uint64_t)(uintptr_t)ctx;
     if (gpc_track_add(GPC_MAP_POOLPTR, *dptr, &t) != 0)
         p->nallocs--; /* the pool's charge still covers it; only its free goes unnoticed */
     pthread_mutex_unlock(&p->lock);
     return CUDA_SUCCESS;
 #undef CALL_REAL
+}
+
+/* After the driver freed pool allocation `t` (from any free call): settles its pool. */
+static void pool_freed(const struct gpc_track *t)
+{
+    struct pool *p = &pools[t->aux];
+    pthread_mutex_lock(&p->lock);
+    if (p->nallocs)
+        p->nallocs--;
+    if (p->dead) {
+        /* A destroyed pool gives its memory back as its allocations go. */
+        uint64_t back = p->nallocs == 0 ? p->charged : t->bytes < p->charged ? t->bytes : p->charged;
+        gpc_budget_release(gpc_device_budget_if_ready(p->device), back);
+        p->charged -= back;
+        if (p->nallocs == 0)
+            __atomic_store_n(&p->handle, 0, __ATOMIC_RELEASE);
+    } else {
+        reconcile_locked(p);
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+bool gpc_pools_free_begin(CUdeviceptr dptr, struct gpc_track *t)
+{
+    return gpc_track_take(GPC_MAP_POOLPTR, dptr, t);
+}
+
+void gpc_pools_free_end(CUdeviceptr dptr, const struct gpc_track *t, CUresult rc)
+{
+    if (rc != CUDA_SUCCESS)
+        gpc_track_add(GPC_MAP_POOLPTR, dptr, t);
+    else
+        pool_freed(t);
 }
 
 static CUresult free_async(CUdeviceptr dptr, CUstream stream, free_fn real)
@@ -297,35 +427,45 @@ static CUresult free_async(CUdeviceptr dptr, CUstream stream, free_fn real)
         return real(dptr, stream);
     /* The record leaves the map before the driver can hand the address out again. */
     struct gpc_track t;
-    bool pooled = gpc_track_take(GPC_MAP_POOLPTR, dptr, &t);
+    bool pooled = gpc_pools_free_begin(dptr, &t);
     bool counted = !pooled && gpc_free_begin(GPC_MAP_PTR, dptr, &t);
     CUresult rc = real(dptr, stream);
-    if (counted) {
+    if (counted)
         gpc_free_end(true, GPC_MAP_PTR, dptr, &t, rc);
-        return rc;
-    }
-    if (!pooled)
-        return rc;
-    if (rc != CUDA_SUCCESS) {
-        gpc_track_add(GPC_MAP_POOLPTR, dptr, &t);
-        return rc;
-    }
-    struct pool *p = &pools[t.aux];
-    pthread_mutex_lock(&p->lock);
-    if (p->nallocs)
-        p->nallocs--;
-    if (p->dead) {
-        /* A destroyed pool gives its memory back as its allocations go. */
-        uint64_t back = p->nallocs == 0 ? p->charged : t.bytes < p->charged ? t.bytes : p->charged;
-        gpc_budget_release(gpc_device_budget_if_ready(p->device), back);
-        p->charged -= back;
-        if (p->nallocs == 0)
-            __atomic_store_n(&p->handle, 0, __ATOMIC_RELEASE);
-    } else {
-        reconcile_locked(p);
-    }
-    pthread_mutex_unlock(&p->lock);
+    else if (pooled)
+        gpc_pools_free_end(dptr, &t, rc);
     return rc;
+}
+
+/* Counts, per pool slot, the allocations of a torn-down context (under a map lock: arithmetic only). */
+static void count_pool_alloc(const struct gpc_track *t, void *arg)
+{
+    uint32_t *gone = arg;
+    if (t->aux < MAX_POOLS)
+        gone[t->aux]++;
+}
+
+void gpc_pools_forget_ctx(uint64_t ctx)
+{
+    uint32_t gone[MAX_POOLS] = {0};
+    gpc_track_drain_ctx(GPC_MAP_POOLPTR, ctx, count_pool_alloc, gone);
+    int n = atomic_load_explicit(&npools, memory_order_acquire);
+    for (int i = 0; i < n; i++) {
+        struct pool *p = &pools[i];
+        if (!__atomic_load_n(&p->handle, __ATOMIC_ACQUIRE))
+            continue;
+        pthread_mutex_lock(&p->lock);
+        p->nallocs = p->nallocs > gone[i] ? p->nallocs - gone[i] : 0;
+        if (p->dead && p->nallocs == 0) {
+            gpc_budget_release(gpc_device_budget_if_ready(p->device), p->charged);
+            p->charged = 0;
+            __atomic_store_n(&p->handle, 0, __ATOMIC_RELEASE);
+        } else {
+            /* The teardown synchronised and trimmed the pools: charge what they still reserve. */
+            reconcile_locked(p);
+        }
+        pthread_mutex_unlock(&p->lock);
+    }
 }
 
 GPC_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
@@ -371,8 +511,17 @@ GPC_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 
 static void learn(CUresult rc, CUmemoryPool *pool, int device, bool counted)
 {
-    if (rc == CUDA_SUCCESS && pool && *pool && !atomic_load_explicit(&gpc_passthrough, memory_order_relaxed))
-        pool_slot(*pool, device, counted);
+    if (rc != CUDA_SUCCESS || !pool || !*pool || atomic_load_explicit(&gpc_passthrough, memory_order_relaxed))
+        return;
+    if (pool_slot(*pool, device, counted))
+        return;
+    /* No slot: a destroyed pool's record under this handle now stands for a live pool again. */
+    pthread_mutex_lock(&overflow_lock);
+    struct gpc_track k = overflow_take((uint64_t)(uintptr_t)*pool);
+    if (k.refs < 0)
+        k.refs = 0;
+    overflow_put((uint64_t)(uintptr_t)*pool, &k);
+    pthread_mutex_unlock(&overflow_lock);
 }
 
 GPC_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
@@ -419,8 +568,12 @@ GPC_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
             if (__atomic_load_n(&pools[i].handle, __ATOMIC_ACQUIRE) == (uintptr_t)pool && !pools[i].dead)
                 p = &pools[i];
     }
-    if (!p)
-        return GPC_CALL_REAL(cuMemPoolDestroy, (pool));
+    if (!p) {
+        CUresult rc = GPC_CALL_REAL(cuMemPoolDestroy, (pool));
+        if (rc == CUDA_SUCCESS && pool && !atomic_load_explicit(&gpc_passthrough, memory_order_relaxed))
+            overflow_settle(pool, true);
+        return rc;
+    }
     pthread_mutex_lock(&p->lock);
     cuuint64_t used = 0;
     bool have_used = gpc_real.cuMemPoolGetAttribute &&
@@ -443,8 +596,10 @@ GPC_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
     gpc_init();
     CUresult rc = GPC_CALL_REAL(cuMemPoolTrimTo, (pool, minBytesToKeep));
-    if (rc == CUDA_SUCCESS && pool && !atomic_load_explicit(&gpc_passthrough, memory_order_relaxed))
+    if (rc == CUDA_SUCCESS && pool && !atomic_load_explicit(&gpc_passthrough, memory_order_relaxed)) {
         gpc_pools_reconcile();
+        overflow_settle(pool, false);
+    }
     return rc;
 }
 

@@ -47,7 +47,7 @@ GPC_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
         return rc;
     if (rc != CUDA_SUCCESS) {
         if (refs == 0)
-            gpc_track_add(GPC_MAP_HANDLE, handle, &(struct gpc_track){t.bytes, t.device, 1, 0});
+            gpc_track_add(GPC_MAP_HANDLE, handle, &(struct gpc_track){.bytes = t.bytes, .device = t.device, .refs = 1});
         else
             gpc_track_ref(GPC_MAP_HANDLE, handle, +1, &t);
         return rc;

@@ -25,7 +25,11 @@ static void start(void)
     starting = true;
     gpc_settings_load(&gpc_settings, environ);
     gpc_resolve_cuda(NULL);
+    /* Fork handlers run their prepare steps in reverse order of registration: the primary-context
+     * lock is taken before the set-up lock, in the order the hooks take them. */
     gpc_track_atfork();
+    gpc_device_atfork();
+    gpc_ctx_atfork();
     bool any = gpc_settings_any_limit(&gpc_settings);
     if (!any)
         gpc_log(GPC_LOG_WARN, "loaded with no memory limit: CUDA allocations pass through uncapped (set "
@@ -46,7 +50,11 @@ void gpc_init_slow(void)
     pthread_once(&once, start);
 }
 
+/* At normal exit the driver frees everything this process holds: so does the ledger, at once,
+ * for every reader (a process that dies without exiting is reaped by the others instead). */
 __attribute__((destructor)) static void stop(void)
 {
     atomic_store(&gpc_passthrough, true);
+    if (atomic_load(&gpc_initialized))
+        gpc_ledger_leave();
 }

@@ -193,12 +193,15 @@ void gpc_ledger_identify(void);
 /*
  * The ledger entry of the device with this UUID, registering it with `limit` if new (under the
  * rule "the smallest limit among live processes wins", with a warning on disagreement). Returns
- * the entry index, or -1 if the table is full.
+ * the entry index; -ENOSPC when the device table is really full; -EAGAIN when a lock was not
+ * obtained in time or the process table is full (logged): the caller tries again at its next call.
  */
 int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit, int ordinal);
-/* This process's entry (claimed on first use, again after fork), or -1 when the table is full. */
+/* This process's entry (claimed on first use, again after fork; an exec'd image takes over the
+ * entry of its pid and start time from zero), or -1 when the table is full (logged). */
 int gpc_ledger_me(void);
-/* Gives back the budget of dead processes; returns how many were reclaimed. */
+/* Gives back the budget of dead processes and recomputes the limits they set; returns how many
+ * were reclaimed. */
 int gpc_ledger_reap(void);
 /*
  * Set by the SIGBUS guard when the ledger file was shrunk under this process (the mapping now holds
@@ -214,8 +217,20 @@ static inline void gpc_ledger_check_broken(void)
     if (gpc_unlikely(gpc_ledger_shared && atomic_load_explicit(&gpc_ledger_broken, memory_order_relaxed)))
         gpc_ledger_recover();
 }
-/* Locks a device entry (robust, bounded wait): 0, or an errno after logging. */
-int gpc_ledger_lock(struct gpc_ledger_dev *d);
+/* gpc_ledger_reap at most every 100 ms per process: for callers about to report a figure. */
+void gpc_ledger_reap_lazy(void);
+/* At normal exit: takes this process's share and limits out of the ledger and frees its entry. */
+void gpc_ledger_leave(void);
+/* Releases this process could not apply (lock not obtained in time), applied under the next lock
+ * of that device (budget.c); per device entry, reset in a fork child. */
+extern _Atomic uint64_t gpc_ledger_pending[GPC_LEDGER_DEVICES];
+/*
+ * Locks device entry `id` of the ledger (robust, bounded wait) and returns it, or NULL after
+ * logging "...; <consequence>" (with the holder's pid when the wait timed out). A ledger whose lock
+ * was left not recoverable is rebuilt under a fresh file first: use the entry returned (and
+ * gpc_ledger after the call), never one taken before.
+ */
+struct gpc_ledger_dev *gpc_ledger_lock_dev(int id, const char *consequence);
 void gpc_ledger_unlock(struct gpc_ledger_dev *d);
 
 /* ---- budget.c: reservation arithmetic ---- */
@@ -250,6 +265,8 @@ int gpc_device_budget(int ordinal);
 int gpc_device_budget_if_ready(int ordinal);
 /* The device of the calling thread's current context: 0, or the driver's error. */
 CUresult gpc_current_device(CUdevice *dev);
+/* Registers the fork handler of the set-up lock (at start-up). */
+void gpc_device_atfork(void);
 
 /* ---- track.c: what each pointer and handle was charged ---- */
 enum gpc_map_kind {
@@ -257,6 +274,7 @@ enum gpc_map_kind {
     GPC_MAP_ARRAY,   /* hooks_array.c: CUarray / CUmipmappedArray handle -> bytes charged */
     GPC_MAP_CTX,     /* hooks_ctx.c: CUcontext / CUgreenCtx handle -> context reserve charged */
     GPC_MAP_POOLPTR, /* hooks_pool.c: pool allocation -> size (not charged itself), aux = pool slot */
+    GPC_MAP_POOLKEPT, /* hooks_pool.c: pool without a slot -> bytes it keeps (charged), aux = live bytes */
     GPC_MAP__COUNT
 };
 struct gpc_track {
@@ -264,6 +282,7 @@ struct gpc_track {
     int32_t device;   /* ordinal whose budget was charged */
     int32_t refs;     /* GPC_MAP_HANDLE: references (creation, retains, mappings) */
     uint64_t aux;     /* GPC_MAP_MAPPING: the handle mapped there */
+    uint64_t ctx;     /* the context current at allocation (0: none known): its teardown frees it */
 };
 /* Records key -> *t. 0, or -ENOMEM when no memory could be mapped for the record. */
 int gpc_track_add(enum gpc_map_kind kind, uint64_t key, const struct gpc_track *t);
@@ -274,6 +293,12 @@ bool gpc_track_take(enum gpc_map_kind kind, uint64_t key, struct gpc_track *t);
 int gpc_track_ref(enum gpc_map_kind kind, uint64_t key, int delta, struct gpc_track *t);
 /* Registers the fork handlers for the map locks. */
 void gpc_track_atfork(void);
+/*
+ * Removes every record of `kind` whose ctx is `ctx` (a context the driver tore down, which freed
+ * them) and calls fn(t, arg) for each, under a map lock: fn must only do arithmetic.
+ */
+void gpc_track_drain_ctx(enum gpc_map_kind kind, uint64_t ctx, void (*fn)(const struct gpc_track *t, void *arg),
+                         void *arg);
 
 /* ---- faults.c: fault injection (in gpucap_core; the counter lives in the process that calls it) ---- */
 /* Parses a share "0.05" (0 to 1) into parts per 2^32: 0, or -EINVAL. */
@@ -310,6 +335,7 @@ struct gpc_charge {
     int budget;            /* GPC_BUDGET_NONE: not counted (no budget, pass-through) */
     int device;
     uint64_t bytes;
+    bool no_fault;         /* not an allocation call (a context): fault injection skips it */
 };
 /*
  * Reserves `bytes` on device `device` (or the current context's device when device < 0).
@@ -317,6 +343,8 @@ struct gpc_charge {
  * the denial; the caller must then not call the driver.
  */
 CUresult gpc_charge_begin(struct gpc_charge *c, int device, uint64_t bytes, const char *call);
+/* gpc_charge_begin for what is not an allocation call (a context reserve): no fault is injected. */
+CUresult gpc_charge_begin_context(struct gpc_charge *c, int device, uint64_t bytes, const char *call);
 /* After the driver call: on failure gives the reservation back; on success records `key`. */
 void gpc_charge_end(struct gpc_charge *c, CUresult rc, enum gpc_map_kind kind, uint64_t key);
 /*
@@ -344,14 +372,33 @@ void gpc_free_end(bool known, enum gpc_map_kind kind, uint64_t key, const struct
 bool gpc_pools_trim(int device);
 /* Releases what pools gave back on their own (at synchronisations); cheap when no pool is known. */
 void gpc_pools_reconcile(void);
+/* Context `ctx` was torn down: its pool allocations went back to their pools, which the driver
+ * trimmed; drops their records and brings each pool's charge to what it still reserves. */
+void gpc_pools_forget_ctx(uint64_t ctx);
+/*
+ * cuMemFree on a stream-ordered allocation (legal): gpc_pools_free_begin takes its record (true
+ * when it was one of ours), gpc_pools_free_end settles its pool after the driver call.
+ */
+bool gpc_pools_free_begin(CUdeviceptr dptr, struct gpc_track *t);
+/*
+ * A pointer counted per pointer because its pool has no slot (GPC_MAP_PTR with aux = the pool) was
+ * freed: its bytes stay charged as memory the pool keeps, until the pool is trimmed or destroyed
+ * (never under-charged).
+ */
+void gpc_pools_keep(const struct gpc_track *t);
+void gpc_pools_free_end(CUdeviceptr dptr, const struct gpc_track *t, CUresult rc);
 
 /* ---- hooks_graph.c: graph memory, counted by what the device reserves for graphs ---- */
 /* cuDeviceGraphMemTrim on `device`, then releases what it gave back: true when anything was. */
 bool gpc_graphs_trim(int device);
+/* Releases every charge of graph memory and executable graphs that lived in context `ctx`. */
+void gpc_graphs_forget_ctx(CUcontext ctx);
 
 /* ---- hooks_ctx.c: the memory of contexts, which no allocation call reports ---- */
 /* The reserve charged per context on device `ordinal` with `physical` bytes (settings or default). */
 uint64_t gpc_context_reserve(int ordinal, uint64_t physical);
+/* Registers the fork handler of the primary-context lock (at start-up). */
+void gpc_ctx_atfork(void);
 
 /* ---- hooks_nvml.c ---- */
 /* Our hook for NVML export `name` (GPC_NVML_HOOKS), or NULL. */

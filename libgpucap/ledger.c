@@ -9,10 +9,14 @@
  *
  * Crash safety: admission and release happen under the device entry's robust mutex, and a process
  * records its own share with the total. If a process dies holding the lock, the next locker gets
- * EOWNERDEAD and recomputes the total from the shares. A dead process's share is taken back (it was
- * freed on the card when it died) by gpc_ledger_reap(), which budget.c calls before any denial; a
- * process is dead when its pid is gone or now belongs to a process with another start time. No
- * wait is longer than LOCK_WAIT_MS; there is never an exit().
+ * EOWNERDEAD and recomputes the total from the shares. A process takes its own share out at normal
+ * exit (gpc_ledger_leave); a dead process's share is taken back (it was freed on the card when it
+ * died) by gpc_ledger_reap(), which budget.c calls before any denial and the figure queries call
+ * rate-limited; a process is dead when its pid is gone or now belongs to a process with another
+ * start time. An exec'd image takes over its pid's entry from zero. Whenever a process leaves,
+ * the device limits are recomputed from those still there. No wait is longer than LOCK_WAIT_MS
+ * (a release that times out stays pending in the process); there is never an exit(). A lock left
+ * not recoverable makes the ledger broken: it is rebuilt under a fresh file (repair()).
  *
  * The file is created whole under a temporary name and moved into place, so no process ever maps
  * a half-initialised ledger. Owner-only by default; GPUCAP_LEDGER_GROUP=1 makes it group-shared. A
@@ -43,11 +47,16 @@
 #include <unistd.h>
 
 #define LOCK_WAIT_MS 200
+/* A process entry without a start time counts as alive this long (a claim in progress). */
+#define CLAIM_GRACE_MS 1000
+/* Figures are reported after dead processes are reaped, at most this often per process. */
+#define REAP_EVERY_MS 100
 
 struct gpc_ledger *gpc_ledger;
 bool gpc_ledger_shared;
 static char ledger_path[512];
 static int my_proc = -1;
+static bool left; /* gpc_ledger_leave ran: this process claims no entry any more */
 static pthread_mutex_t me_lock = PTHREAD_MUTEX_INITIALIZER;
 
 atomic_bool gpc_ledger_broken;
@@ -75,21 +84,57 @@ static void init_robust(pthread_mutex_t *m)
 }
 
 /* The owner died inside the critical section: the total is rebuilt from the shares. */
-static void recover_device(struct gpc_ledger_dev *d)
+static void recover_device(struct gpc_ledger *l, struct gpc_ledger_dev *d)
 {
-    int id = (int)(d - gpc_ledger->dev);
+    int id = (int)(d - l->dev);
     uint64_t sum = 0;
     for (int i = 0; i < GPC_LEDGER_PROCS; i++)
-        if (atomic_load(&gpc_ledger->proc[i].pid) != 0)
-            sum += atomic_load(&gpc_ledger->proc[i].used[id]);
+        if (atomic_load(&l->proc[i].pid) != 0)
+            sum += atomic_load(&l->proc[i].used[id]);
     atomic_store(&d->slot.used, sum);
     gpc_log(GPC_LOG_WARN, "ledger %s: a process died holding device entry %d; its total was rebuilt (%llu bytes)",
             ledger_path, id, (unsigned long long)sum);
 }
 
-static int lock_robust(pthread_mutex_t *m, struct gpc_ledger_dev *d)
+/*
+ * The process holding a lock, from the owner's thread id that glibc keeps in the mutex (a robust
+ * mutex's futex word names its owner), mapped to its process through /proc; 0 if unknown. Only
+ * called after a wait timed out.
+ */
+static int32_t lock_holder(pthread_mutex_t *m, int32_t *tid_out)
+{
+    int32_t tid = __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED) & 0x3fffffff;
+    *tid_out = tid;
+    if (tid <= 0)
+        return 0;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return tid;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    const char *t = strstr(buf, "\nTgid:");
+    return t ? (int32_t)strtol(t + 7, NULL, 10) : tid;
+}
+
+/*
+ * glibc marks a robust mutex released without pthread_mutex_consistent by this owner value; after
+ * one locker has been told ENOTRECOVERABLE, later ones may only see it busy (and time out).
+ */
+#define GLIBC_MUTEX_NOTRECOVERABLE 0x7ffffffe
+
+static bool left_unrecoverable(pthread_mutex_t *m)
+{
+    return __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED) == GLIBC_MUTEX_NOTRECOVERABLE;
+}
+
+static int lock_robust(pthread_mutex_t *m, struct gpc_ledger *l, struct gpc_ledger_dev *d, const char *consequence)
 {
     int rc = pthread_mutex_trylock(m);
+    if (rc == EBUSY && left_unrecoverable(m))
+        rc = ENOTRECOVERABLE;
     if (rc == EBUSY) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -97,22 +142,55 @@ static int lock_robust(pthread_mutex_t *m, struct gpc_ledger_dev *d)
         ts.tv_sec += ts.tv_nsec / 1000000000L;
         ts.tv_nsec %= 1000000000L;
         rc = pthread_mutex_timedlock(m, &ts);
+        if (rc == ETIMEDOUT && left_unrecoverable(m))
+            rc = ENOTRECOVERABLE;
     }
     if (rc == EOWNERDEAD) {
         if (d)
-            recover_device(d);
+            recover_device(l, d);
         pthread_mutex_consistent(m);
         rc = 0;
     }
-    if (rc != 0)
-        gpc_log(GPC_LOG_ERROR, "ledger %s: lock not obtained within %d ms (%s); the allocation is denied",
-                ledger_path, LOCK_WAIT_MS, strerror(rc));
+    if (rc == 0 || !consequence) {
+        /* quiet: the caller says what follows */
+    } else if (rc == ETIMEDOUT) {
+        int32_t tid, pid = lock_holder(m, &tid);
+        if (pid > 0 && pid != tid)
+            gpc_log(GPC_LOG_ERROR, "ledger %s: process %d (thread %d) has held a lock for more than %d ms; %s",
+                    ledger_path, (int)pid, (int)tid, LOCK_WAIT_MS, consequence);
+        else if (pid > 0)
+            gpc_log(GPC_LOG_ERROR, "ledger %s: process %d has held a lock for more than %d ms; %s", ledger_path,
+                    (int)pid, LOCK_WAIT_MS, consequence);
+        else
+            gpc_log(GPC_LOG_ERROR, "ledger %s: a lock was not obtained within %d ms; %s", ledger_path, LOCK_WAIT_MS,
+                    consequence);
+    } else if (rc == ENOTRECOVERABLE) {
+        /* A broken ledger: the caller rebuilds it and says so (repair()). */
+    } else if (rc != 0) {
+        gpc_log(GPC_LOG_ERROR, "ledger %s: lock failed (%s); %s", ledger_path, strerror(rc), consequence);
+    }
     return rc;
 }
 
-int gpc_ledger_lock(struct gpc_ledger_dev *d)
+static int repair(struct gpc_ledger *old);
+
+struct gpc_ledger_dev *gpc_ledger_lock_dev(int id, const char *consequence)
 {
-    return lock_robust(&d->lock, d);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        struct gpc_ledger *l = gpc_ledger;
+        struct gpc_ledger_dev *d = &l->dev[id];
+        int rc = lock_robust(&d->lock, l, d, consequence);
+        if (rc == 0 && gpc_likely(!atomic_load_explicit(&l->broken, memory_order_relaxed)))
+            return d;
+        if (rc == 0)
+            pthread_mutex_unlock(&d->lock);
+        else if (rc != ENOTRECOVERABLE)
+            return NULL;
+        /* This file was rebuilt elsewhere, or its lock is beyond repair: move to the fresh one. */
+        if (repair(l) != 0)
+            return NULL;
+    }
+    return NULL;
 }
 
 void gpc_ledger_unlock(struct gpc_ledger_dev *d)
@@ -401,15 +479,253 @@ void gpc_ledger_attach(void)
     gpc_ledger_shared = true;
 }
 
+/* ---- a broken ledger: rebuilt under a fresh file ---- */
+
+/*
+ * A lock left not recoverable (taken after its owner died and released without
+ * pthread_mutex_consistent) can never be taken again: the file is broken for good. The first
+ * process to meet it marks it broken, writes a fresh ledger holding the same figures under a
+ * temporary name and renames it into place; every process then moves to the file at the path at
+ * its next lock, carrying its own share over exactly. Entries keep their indices, so budget ids
+ * and this process's entry stay valid. The old mapping is never unmapped (a thread may still be
+ * reading it).
+ */
+static pthread_mutex_t repair_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void copy_figures(struct gpc_ledger *l, const struct gpc_ledger *old)
+{
+    /* Whose ledger it is goes along (the fresh file is not yet visible: no seqlock needed). */
+    memcpy(&l->identity, &old->identity, sizeof l->identity);
+    atomic_store(&l->identity.seq, atomic_load(&old->identity.seq) & ~1u);
+    for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
+        const struct gpc_ledger_dev *o = &old->dev[d];
+        struct gpc_ledger_dev *n = &l->dev[d];
+        if (atomic_load(&o->state) != 1)
+            continue;
+        memcpy(n->uuid, o->uuid, sizeof n->uuid);
+        n->physical = o->physical;
+        atomic_store(&n->slot.limit, atomic_load(&o->slot.limit));
+        atomic_store(&n->slot.used, atomic_load(&o->slot.used));
+        atomic_store(&n->slot.peak, atomic_load(&o->slot.peak));
+        atomic_store(&n->slot.allocs, atomic_load(&o->slot.allocs));
+        atomic_store(&n->slot.frees, atomic_load(&o->slot.frees));
+        atomic_store(&n->slot.denials, atomic_load(&o->slot.denials));
+        atomic_store(&n->slot.largest, atomic_load(&o->slot.largest));
+        atomic_store(&n->slot.first_denial_ns, atomic_load(&o->slot.first_denial_ns));
+        atomic_store(&n->slot.contexts, atomic_load(&o->slot.contexts));
+        atomic_store(&n->state, 1);
+    }
+    for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
+        const struct gpc_ledger_proc *o = &old->proc[i];
+        struct gpc_ledger_proc *n = &l->proc[i];
+        atomic_store(&n->start_time, atomic_load(&o->start_time));
+        for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
+            atomic_store(&n->used[d], atomic_load(&o->used[d]));
+            atomic_store(&n->peak[d], atomic_load(&o->peak[d]));
+            atomic_store(&n->limit[d], atomic_load(&o->limit[d]));
+        }
+        atomic_store(&n->pid, atomic_load(&o->pid));
+    }
+}
+
+/* Writes a fresh ledger with the figures of `old` and renames it over the path: 0 or -errno. */
+static int rebuild_file(const struct gpc_ledger *old)
+{
+    bool group = gpc_settings.opt[GPC_OPT_LEDGER_GROUP].set && gpc_settings.opt[GPC_OPT_LEDGER_GROUP].u.b;
+    mode_t mode = group ? 0660 : 0600;
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.%d.rebuild", ledger_path, (int)getpid());
+    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (fd < 0)
+        return -errno;
+    fchmod(fd, mode);
+    int rc = 0;
+    void *m = MAP_FAILED;
+    if (ftruncate(fd, sizeof(struct gpc_ledger)) != 0 ||
+        (m = mmap(NULL, sizeof(struct gpc_ledger), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+        rc = -errno;
+    } else {
+        init_ledger(m);
+        copy_figures(m, old);
+        munmap(m, sizeof(struct gpc_ledger));
+        if (rename(tmp, ledger_path) != 0)
+            rc = -errno;
+    }
+    close(fd);
+    if (rc != 0)
+        unlink(tmp);
+    return rc;
+}
+
+/* The ledger now at the path if it is a fresh one (not `old`, not broken), else NULL. */
+static struct gpc_ledger *map_fresh(const struct gpc_ledger *old)
+{
+    int fd = open(ledger_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    struct gpc_ledger *l = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= (off_t)sizeof *l)
+        l = mmap(NULL, sizeof *l, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (l == MAP_FAILED)
+        return NULL;
+    char buf[128];
+    if (gpc_ledger_check(l, (uint64_t)st.st_size, buf, sizeof buf) || atomic_load(&l->broken) ||
+        l->created_ns == old->created_ns) {
+        munmap(l, sizeof *l);
+        return NULL;
+    }
+    return l;
+}
+
+/* Writes this process's share, as the old file holds it, into its entry of `l`. */
+static void carry_my_share(struct gpc_ledger *l, struct gpc_ledger *old)
+{
+    if (my_proc < 0)
+        return;
+    struct gpc_ledger_proc *o = &old->proc[my_proc], *n = &l->proc[my_proc];
+    atomic_store(&n->start_time, atomic_load(&o->start_time));
+    atomic_store(&n->pid, atomic_load(&o->pid));
+    for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
+        /* The old lock, where it still works, so that no admission on the old file is missed. */
+        int orc = lock_robust(&old->dev[d].lock, NULL, NULL, NULL);
+        uint64_t mine = atomic_load(&o->used[d]);
+        const char *why = "this process's share on this device is not carried over";
+        if (lock_robust(&l->dev[d].lock, l, &l->dev[d], why) == 0) {
+            uint64_t had = atomic_load(&n->used[d]), used = atomic_load(&l->dev[d].slot.used);
+            used = used >= had ? used - had : 0;
+            atomic_store(&l->dev[d].slot.used, used + mine);
+            atomic_store(&n->used[d], mine);
+            atomic_store(&n->limit[d], atomic_load(&o->limit[d]));
+            pthread_mutex_unlock(&l->dev[d].lock);
+        }
+        if (orc == 0)
+            pthread_mutex_unlock(&old->dev[d].lock);
+    }
+}
+
+/* Moves this process off `old` (broken): rebuilds the file if no other process did. 0 or -errno. */
+static int repair(struct gpc_ledger *old)
+{
+    int rc = 0;
+    pthread_mutex_lock(&repair_lock);
+    if (gpc_ledger != old)
+        goto out; /* another thread of this process moved already */
+    uint32_t zero = 0;
+    struct gpc_ledger *l = NULL;
+    if (atomic_compare_exchange_strong(&old->broken, &zero, 1)) {
+        rc = rebuild_file(old);
+        if (rc == 0)
+            l = map_fresh(old);
+        if (l)
+            gpc_log(GPC_LOG_ERROR, "ledger %s: a lock was left unrecoverable (taken after its owner died, released "
+                    "without repair); the ledger was rebuilt under a fresh file with the same figures", ledger_path);
+    } else {
+        /* Another process is rebuilding: its file appears at the path within a moment. */
+        for (int i = 0; i < LOCK_WAIT_MS / 10 && !(l = map_fresh(old)); i++) {
+            struct timespec ts = {0, 10 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (!l) {
+        if (rc == 0)
+            rc = -ENOENT;
+        gpc_log(GPC_LOG_ERROR, "ledger %s: broken and not rebuilt (%s); allocations on it are denied", ledger_path,
+                strerror(-rc));
+        goto out;
+    }
+    carry_my_share(l, old);
+    __atomic_store_n(&gpc_ledger, l, __ATOMIC_RELEASE);
+out:
+    pthread_mutex_unlock(&repair_lock);
+    return rc;
+}
+
 /* ---- processes ---- */
+
+_Atomic uint64_t gpc_ledger_pending[GPC_LEDGER_DEVICES];
 
 static void forget_me(void)
 {
-    /* A fork child is another process: it claims its own entry when it first needs one. */
+    /* A fork child is another process: it claims its own entry when it first needs one, and the
+     * parent's pending releases are the parent's. */
     my_proc = -1;
+    left = false;
     pthread_mutex_init(&me_lock, NULL);
-    for (int d = 0; d < GPC_LEDGER_DEVICES; d++)
+    for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
         atomic_store(&gpc_ledger_mine[d], 0);
+        atomic_store_explicit(&gpc_ledger_pending[d], 0, memory_order_relaxed);
+    }
+}
+
+/* The device limit becomes the smallest that a process holding an entry asks for; none: unchanged.
+ * Under the device's lock. */
+static void recompute_limit(int d)
+{
+    uint64_t lowest = GPC_UNLIMITED;
+    bool any = false;
+    for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
+        struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
+        uint64_t theirs = atomic_load(&p->limit[d]);
+        if (theirs == 0 || atomic_load(&p->pid) == 0)
+            continue;
+        any = true;
+        if (theirs < lowest)
+            lowest = theirs;
+    }
+    struct gpc_ledger_dev *dev = &gpc_ledger->dev[d];
+    uint64_t cur = atomic_load(&dev->slot.limit);
+    if (any && lowest != cur) {
+        char a[32], b[32];
+        atomic_store(&dev->slot.limit, lowest);
+        gpc_log(GPC_LOG_INFO, "ledger %s: device entry %d: the limit is now %s (was %s), the smallest of the live "
+                "processes", ledger_path, d, gpc_format_size(lowest, a, sizeof a), gpc_format_size(cur, b, sizeof b));
+    }
+}
+
+/*
+ * Takes the whole share of entry `p` (process `pid` started at `start`) back from the totals,
+ * device by device under each lock; `limits`: also forgets its limits and recomputes each
+ * device's. 0 when nothing is left, 1 when a lock was not obtained (something is left), -1 when
+ * the entry changed hands meanwhile (another reaper freed it and a new process claimed it: its
+ * share is not ours to take).
+ */
+static int clear_share(int i, int32_t pid, uint64_t start, bool limits, const char *consequence)
+{
+    int rc = 0;
+    for (int d = 0; d < GPC_LEDGER_DEVICES && rc >= 0; d++) {
+        struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
+        if (atomic_load(&p->used[d]) == 0 && (!limits || atomic_load(&p->limit[d]) == 0))
+            continue;
+        struct gpc_ledger_dev *dev = gpc_ledger_lock_dev(d, consequence);
+        if (!dev) {
+            rc = 1;
+            continue;
+        }
+        p = &gpc_ledger->proc[i]; /* the ledger may have moved to a rebuilt file */
+        if (atomic_load(&p->pid) != pid || atomic_load(&p->start_time) != start) {
+            rc = -1;
+        } else {
+            uint64_t share = atomic_exchange(&p->used[d], 0);
+            uint64_t used = atomic_load(&dev->slot.used);
+            atomic_store(&dev->slot.used, used >= share ? used - share : 0);
+            atomic_store(&p->peak[d], 0);
+            if (limits && atomic_exchange(&p->limit[d], 0) != 0)
+                recompute_limit(d);
+        }
+        gpc_ledger_unlock(dev);
+    }
+    return rc;
+}
+
+/* True when some entry has a pid and no start time. */
+static bool unstarted_entries(void)
+{
+    for (int i = 0; i < GPC_LEDGER_PROCS; i++)
+        if (atomic_load(&gpc_ledger->proc[i].pid) != 0 && atomic_load(&gpc_ledger->proc[i].start_time) == 0)
+            return true;
+    return false;
 }
 
 int gpc_ledger_me(void)
@@ -423,7 +739,17 @@ int gpc_ledger_me(void)
         atfork_done = true;
     }
     int32_t pid = getpid();
-    for (int pass = 0; pass < 2 && my_proc < 0; pass++) {
+    uint64_t start = gpc_proc_start_time(pid);
+    /* Our pid and start time already in the ledger: this process before an exec. The new image
+     * cannot reach the old one's memory and the driver freed it: start from zero in that entry. */
+    for (int i = 0; my_proc < 0 && start && i < GPC_LEDGER_PROCS; i++) {
+        struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
+        if (atomic_load(&p->pid) != pid || atomic_load(&p->start_time) != start)
+            continue;
+        clear_share(i, pid, start, true, "the share of the image before exec stays charged");
+        my_proc = i;
+    }
+    for (int pass = 0; pass < 3 && my_proc < 0 && !left; pass++) {
         for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
             struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
             int32_t zero = 0;
@@ -434,18 +760,58 @@ int gpc_ledger_me(void)
                 atomic_store(&p->peak[d], 0);
                 atomic_store(&p->limit[d], 0);
             }
-            atomic_store(&p->start_time, gpc_proc_start_time(pid));
+            atomic_store(&p->start_time, start);
             my_proc = i;
             break;
         }
-        if (my_proc < 0)
-            gpc_ledger_reap();
+        if (my_proc >= 0)
+            break;
+        if (pass == 1) {
+            /* Entries without a start time are taken back once they stayed so past the grace. */
+            if (!unstarted_entries())
+                break;
+            struct timespec ts = {CLAIM_GRACE_MS / 1000, (CLAIM_GRACE_MS % 1000 + 20) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        gpc_ledger_reap();
     }
-    if (my_proc < 0)
-        gpc_log(GPC_LOG_ERROR, "ledger %s: all %d process entries are taken by live processes; allocations "
-                "are denied", ledger_path, GPC_LEDGER_PROCS);
+    if (my_proc < 0 && !left) {
+        int live = 0;
+        for (int i = 0; i < GPC_LEDGER_PROCS; i++)
+            live += atomic_load(&gpc_ledger->proc[i].pid) != 0;
+        gpc_log(GPC_LOG_ERROR, "ledger %s: the process table is full (%d of %d entries held by live processes); "
+                "allocations of this process are denied until one leaves", ledger_path, live, GPC_LEDGER_PROCS);
+    }
     pthread_mutex_unlock(&me_lock);
     return my_proc;
+}
+
+/*
+ * An entry without a start time is a process between claiming it and writing its start time
+ * (two stores): alive only for CLAIM_GRACE_MS after this process first saw it so. A writer that
+ * leaves pid 1 with start time 0 does not hold an entry for good.
+ */
+static _Atomic int32_t zero_pid[GPC_LEDGER_PROCS];
+static _Atomic uint64_t zero_since_ms[GPC_LEDGER_PROCS];
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static bool entry_alive(int i, int32_t pid, uint64_t start)
+{
+    if (start != 0)
+        return gpc_ledger_proc_alive(pid, start);
+    uint64_t now = now_ms();
+    if (atomic_load(&zero_pid[i]) != pid) {
+        atomic_store(&zero_pid[i], pid);
+        atomic_store(&zero_since_ms[i], now);
+        return true;
+    }
+    return now - atomic_load(&zero_since_ms[i]) < CLAIM_GRACE_MS;
 }
 
 int gpc_ledger_reap(void)
@@ -456,47 +822,113 @@ int gpc_ledger_reap(void)
     for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
         struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
         int32_t pid = atomic_load(&p->pid);
-        if (pid == 0 || i == my_proc || gpc_ledger_proc_alive(pid, atomic_load(&p->start_time)))
+        uint64_t start = atomic_load(&p->start_time);
+        if (pid == 0 || i == my_proc || entry_alive(i, pid, start))
             continue;
-        /* Share by share under each device's lock: taking one twice takes nothing the second time. */
         uint64_t took = 0;
-        bool left = false;
-        for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
-            if (atomic_load(&p->used[d]) == 0)
-                continue;
-            if (gpc_ledger_lock(&gpc_ledger->dev[d]) != 0) {
-                left = true;
-                continue;
+        for (int d = 0; d < GPC_LEDGER_DEVICES; d++)
+            took += atomic_load(&p->used[d]);
+        /* Share by share under each device's lock: taking one twice takes nothing the second time.
+         * An entry is freed only once it holds nothing. Its start time goes first: a process
+         * claiming the entry next is "claiming" until it writes its own. */
+        int rc = clear_share(i, pid, start, true, "a dead process's share is taken back later");
+        p = &gpc_ledger->proc[i];
+        if (rc == 0) {
+            /* Both by compare-and-swap: another reaper may have freed the entry already and a new
+             * process claimed it; its start time must not be cleared (it would look dead). */
+            uint64_t seen = start;
+            int32_t want = pid;
+            if (atomic_compare_exchange_strong(&p->start_time, &seen, 0)) {
+                if (atomic_compare_exchange_strong(&p->pid, &want, 0)) {
+                    reaped++;
+                } else {
+                    seen = 0;
+                    atomic_compare_exchange_strong(&p->start_time, &seen, start);
+                }
             }
-            uint64_t share = atomic_exchange(&p->used[d], 0);
-            uint64_t used = atomic_load(&gpc_ledger->dev[d].slot.used);
-            atomic_store(&gpc_ledger->dev[d].slot.used, used >= share ? used - share : 0);
-            gpc_ledger_unlock(&gpc_ledger->dev[d]);
-            took += share;
         }
-        /* An entry is freed only once it holds nothing. Its start time goes first: a process
-         * claiming the entry next is "alive, still claiming" until it writes its own. */
-        if (!left) {
-            atomic_store(&p->start_time, 0);
-            if (atomic_compare_exchange_strong(&p->pid, &pid, 0))
-                reaped++;
-        }
-        if (took)
+        if (took && rc == 0)
             gpc_log(GPC_LOG_INFO, "ledger %s: took back %llu bytes of dead process %d", ledger_path,
                     (unsigned long long)took, (int)pid);
     }
     return reaped;
 }
 
+void gpc_ledger_reap_lazy(void)
+{
+    static _Atomic uint64_t last_ms;
+    if (!gpc_ledger_shared)
+        return;
+    uint64_t now = now_ms(), last = atomic_load_explicit(&last_ms, memory_order_relaxed);
+    if (now - last < REAP_EVERY_MS || !atomic_compare_exchange_strong(&last_ms, &last, now))
+        return;
+    /* Releases this process could not apply earlier (a lock timed out) go in before the figure. */
+    for (int id = 0; my_proc >= 0 && id < GPC_LEDGER_DEVICES; id++) {
+        struct gpc_ledger_dev *d;
+        if (atomic_load(&gpc_ledger_pending[id]) == 0 || !(d = gpc_ledger_lock_dev(id, NULL)))
+            continue;
+        uint64_t bytes = atomic_exchange(&gpc_ledger_pending[id], 0);
+        struct gpc_ledger_proc *p = &gpc_ledger->proc[my_proc];
+        uint64_t mine = atomic_load(&p->used[id]), used = atomic_load(&d->slot.used);
+        atomic_store(&p->used[id], mine >= bytes ? mine - bytes : 0);
+        atomic_store(&d->slot.used, used >= bytes ? used - bytes : 0);
+        gpc_ledger_unlock(d);
+    }
+    gpc_ledger_reap();
+}
+
+void gpc_ledger_leave(void)
+{
+    if (!gpc_ledger_shared || my_proc < 0)
+        return;
+    int32_t pid = getpid();
+    if (clear_share(my_proc, pid, atomic_load(&gpc_ledger->proc[my_proc].start_time), true,
+                    "this process's share is taken back by the next process that reaps") == 0) {
+        struct gpc_ledger_proc *p = &gpc_ledger->proc[my_proc];
+        atomic_store(&p->start_time, 0);
+        atomic_compare_exchange_strong(&p->pid, &pid, 0);
+    }
+    pthread_mutex_lock(&me_lock);
+    left = true;
+    my_proc = -1;
+    pthread_mutex_unlock(&me_lock);
+}
+
 /* ---- devices ---- */
+
+/*
+ * Setting a device up happens once per process: a crowd starting at once on two cores can keep a
+ * holder of the table lock off the CPU past one bound, so the wait is repeated a few times (quietly
+ * but for the last) before this call gives up.
+ */
+#define SETUP_TRIES 5
+#define SETUP_RETRY "this device is tried again at the next call"
+
+static int lock_setup(pthread_mutex_t *m)
+{
+    int rc = ETIMEDOUT;
+    for (int attempt = 0; attempt < SETUP_TRIES && rc == ETIMEDOUT; attempt++)
+        rc = lock_robust(m, NULL, NULL, attempt < SETUP_TRIES - 1 ? NULL : SETUP_RETRY);
+    return rc;
+}
 
 int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit, int ordinal)
 {
     struct gpc_ledger *l = gpc_ledger;
     if (!l)
-        return -1;
-    if (gpc_ledger_shared && lock_robust(&l->table_lock, NULL) != 0)
-        return -1;
+        return -ENOMEM;
+    /* Only the claim of an entry is under the table lock: it stays short however many processes start. */
+    int lrc = gpc_ledger_shared ? lock_setup(&l->table_lock) : 0;
+    if (lrc == 0 && gpc_ledger_shared && atomic_load(&l->broken)) {
+        pthread_mutex_unlock(&l->table_lock);
+        lrc = ENOTRECOVERABLE;
+    }
+    if (lrc == ENOTRECOVERABLE && repair(l) == 0) {
+        l = gpc_ledger;
+        lrc = lock_setup(&l->table_lock);
+    }
+    if (lrc != 0)
+        return -EAGAIN;
     int found = -1, free_entry = -1;
     for (int i = 0; i < GPC_LEDGER_DEVICES; i++) {
         if (atomic_load(&l->dev[i].state) == 1 && memcmp(l->dev[i].uuid, uuid, 16) == 0) {
@@ -506,6 +938,7 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
         if (free_entry < 0 && atomic_load(&l->dev[i].state) == 0)
             free_entry = i;
     }
+    bool created = false;
     if (found < 0 && free_entry >= 0) {
         struct gpc_ledger_dev *d = &l->dev[free_entry];
         memcpy(d->uuid, uuid, 16);
@@ -513,44 +946,60 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
         atomic_store(&d->slot.limit, limit);
         atomic_store(&d->state, 1);
         found = free_entry;
-    } else if (found >= 0) {
-        /* Settings disagree between processes: the smallest limit of the live ones wins. */
-        struct gpc_ledger_dev *d = &l->dev[found];
-        uint64_t cur = atomic_load(&d->slot.limit);
-        bool others = false;
-        uint64_t lowest = limit;
-        for (int i = 0; gpc_ledger_shared && i < GPC_LEDGER_PROCS; i++) {
-            struct gpc_ledger_proc *p = &l->proc[i];
-            uint64_t theirs = atomic_load(&p->limit[found]);
-            if (i == my_proc || theirs == 0 || !gpc_ledger_proc_alive(atomic_load(&p->pid), atomic_load(&p->start_time)))
-                continue;
-            others = true;
-            if (theirs < lowest)
-                lowest = theirs;
-        }
-        uint64_t now = others ? lowest : limit;
-        if (now != cur)
-            atomic_store(&d->slot.limit, now);
-        if (others && limit != cur) {
-            char a[32], b[32], c[32];
-            gpc_log(GPC_LOG_WARN, "device %d: settings disagree: this process asks for a limit of %s, the ledger %s "
-                    "held %s for other live processes; the smaller, %s, applies to all", ordinal,
-                    gpc_format_size(limit, a, sizeof a), ledger_path, gpc_format_size(cur, b, sizeof b),
-                    gpc_format_size(now, c, sizeof c));
-        }
+        created = true;
     }
     if (gpc_ledger_shared)
         pthread_mutex_unlock(&l->table_lock);
-    if (found >= 0 && gpc_ledger_shared) {
-        int me = gpc_ledger_me();
-        if (me >= 0)
-            atomic_store(&l->proc[me].limit[found], limit);
-        /* Kept here too, for a private budget if the file is broken later (the smaller limit). */
-        uint64_t now = atomic_load(&l->dev[found].slot.limit);
-        memcpy(my_devs[found].uuid, uuid, 16);
-        my_devs[found].physical = physical;
-        my_devs[found].limit = now < limit ? now : limit;
-        my_devs[found].known = true;
+    if (found < 0)
+        return -ENOSPC;
+    if (!gpc_ledger_shared)
+        return found;
+    int me = gpc_ledger_me();
+    if (me < 0)
+        return -EAGAIN;
+    /* Our limit goes into our entry first, then the device's limit is recomputed under its lock:
+     * of two processes registering at once, the second to lock sees both limits. */
+    atomic_store(&l->proc[me].limit[found], limit);
+    /* Kept here too, for a private budget if the file is broken later (the smaller limit). */
+    uint64_t now = atomic_load(&l->dev[found].slot.limit);
+    memcpy(my_devs[found].uuid, uuid, 16);
+    my_devs[found].physical = physical;
+    my_devs[found].limit = now < limit ? now : limit;
+    my_devs[found].known = true;
+    if (created)
+        return found;
+    struct gpc_ledger_dev *d = NULL;
+    for (int attempt = 0; attempt < SETUP_TRIES && !d; attempt++)
+        d = gpc_ledger_lock_dev(found, attempt < SETUP_TRIES - 1 ? NULL : SETUP_RETRY);
+    if (!d)
+        return -EAGAIN;
+    l = gpc_ledger;
+    /* Settings disagree between processes: the smallest limit of the live ones wins. Only entries
+     * whose limit differs from ours are checked for liveness (a crowd of equal settings costs no
+     * system call). */
+    uint64_t cur = atomic_load(&d->slot.limit);
+    bool others = false;
+    uint64_t lowest = limit;
+    for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
+        struct gpc_ledger_proc *p = &l->proc[i];
+        uint64_t theirs = atomic_load(&p->limit[found]);
+        int32_t pid = atomic_load(&p->pid);
+        if (i == me || theirs == 0 || pid == 0 || theirs == limit ||
+            !entry_alive(i, pid, atomic_load(&p->start_time)))
+            continue;
+        others = true;
+        if (theirs < lowest)
+            lowest = theirs;
+    }
+    if (lowest != cur)
+        atomic_store(&d->slot.limit, lowest);
+    gpc_ledger_unlock(d);
+    if (others && limit != cur) {
+        char a[32], b[32], c[32];
+        gpc_log(GPC_LOG_WARN, "device %d: settings disagree: this process asks for a limit of %s, the ledger %s "
+                "held %s for other live processes; the smaller, %s, applies to all", ordinal,
+                gpc_format_size(limit, a, sizeof a), ledger_path, gpc_format_size(cur, b, sizeof b),
+                gpc_format_size(lowest, c, sizeof c));
     }
     return found;
 }
@@ -571,7 +1020,7 @@ static void put_identity(char *field, size_t size, enum gpc_opt opt)
 void gpc_ledger_identify(void)
 {
     struct gpc_ledger *l = gpc_ledger;
-    if (!l || !gpc_ledger_shared || lock_robust(&l->table_lock, NULL) != 0)
+    if (!l || !gpc_ledger_shared || lock_setup(&l->table_lock) != 0)
         return;
     struct gpc_ledger_identity *id = &l->identity;
     /* A seqlock for readers without the lock: odd while the fields change. */

@@ -74,7 +74,9 @@ struct gpc_ledger {
     uint32_t ndevices, nprocs;
     uint64_t created_ns;
     pthread_mutex_t table_lock; /* robust, process-shared: claiming device entries */
-    char reserved[128];
+    _Atomic uint32_t broken;    /* 1: a lock of this file was left unrecoverable and the ledger was
+                                 * rebuilt under a fresh file at the same path: move there */
+    char reserved[124];
     struct gpc_ledger_identity identity;
     struct gpc_ledger_dev dev[GPC_LEDGER_DEVICES];
     struct gpc_ledger_proc proc[GPC_LEDGER_PROCS];
@@ -89,7 +91,8 @@ const char *gpc_ledger_check(const struct gpc_ledger *l, uint64_t file_size, cha
 /* Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); 0 if unreadable. */
 uint64_t gpc_proc_start_time(int32_t pid);
 
-/* True if the process of a ledger entry is alive (pid and start time both match). */
+/* True if the process of a ledger entry is alive (pid and start time both match; an entry
+ * without a start time is not). */
 int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time);
 
 #endif

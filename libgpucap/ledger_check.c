@@ -65,11 +65,12 @@ int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time)
 {
     if (pid <= 0)
         return 0;
+    /* No start time: a claim in progress, or an entry forged to look alive forever (pid 1). The
+     * library gives claims a grace period of its own (ledger.c); nothing else counts it alive. */
+    if (start_time == 0)
+        return 0;
     if (kill(pid, 0) != 0 && errno == ESRCH)
         return 0;
-    /* A process still claiming its entry has no start time yet: alive. */
-    if (start_time == 0)
-        return 1;
     uint64_t now = gpc_proc_start_time(pid);
     return now == 0 || now == start_time;
 }

@@ -208,3 +208,22 @@ void gpc_track_atfork(void)
     /* A child must not inherit a shard lock that another thread of the parent held at fork(). */
     pthread_atfork(lock_all, unlock_all, unlock_all);
 }
+
+void gpc_track_drain_ctx(enum gpc_map_kind kind, uint64_t ctx, void (*fn)(const struct gpc_track *t, void *arg),
+                         void *arg)
+{
+    for (unsigned i = 0; i < NSHARDS; i++) {
+        struct shard *s = &shards[kind][i];
+        lock(s);
+        struct record *r, *tmp;
+        HASH_ITER(hh, s->table, r, tmp) {
+            if (r->key == UINT64_MAX || r->t.ctx != ctx)
+                continue;
+            fn(&r->t, arg);
+            HASH_DEL(s->table, r);
+            r->next_free = s->free_list;
+            s->free_list = r;
+        }
+        unlock(s);
+    }
+}

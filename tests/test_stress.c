@@ -15,11 +15,15 @@
 static int iterations = 20000;
 static CUcontext ctx;
 static _Atomic unsigned long long denied, admitted;
+/* All workers start together: on a loaded machine threads created one by one can otherwise run
+ * one after another and never meet the budget. */
+static pthread_barrier_t start;
 
 static void *worker(void *arg)
 {
     unsigned seed = (unsigned)(uintptr_t)arg * 2654435761u + 1;
     CHECK_RC(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    pthread_barrier_wait(&start);
     CUdeviceptr held[HELD] = {0};
     for (int i = 0; i < iterations; i++) {
         int slot = rand_r(&seed) % HELD;
@@ -55,6 +59,7 @@ int main(int argc, char **argv)
     pthread_t t[64];
     if (threads > 64)
         threads = 64;
+    pthread_barrier_init(&start, NULL, (unsigned)threads);
     for (int i = 0; i < threads; i++)
         pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1));
     for (int i = 0; i < threads; i++)

@@ -15,7 +15,8 @@
 struct fk_array {
     void *key; /* own address: the CUarray / CUmipmappedArray handle */
     CUDA_ARRAY3D_DESCRIPTOR desc;
-    uint64_t bytes;              /* charged (whole pyramid for a mipmapped array) */
+    uint64_t bytes;              /* layout size (whole pyramid for a mipmapped array) */
+    uint64_t charged;            /* held on the record: 0 for sparse and deferred-mapping arrays */
     int ordinal, phys;
     struct fk_ctx *ctx;
     bool mipmapped;
@@ -97,12 +98,16 @@ static CUresult array_new(void **out, const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned
     fk_lock();
     struct fk_ctx *c;
     CUresult rc = fk_require_ctx(&c);
+    /* Sparse and deferred-mapping arrays own no memory: it comes from cuMemCreate allocations
+     * mapped into them with cuMemMapArrayAsync. */
+    uint64_t charge = d->Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING) ? 0 : bytes;
     if (rc == CUDA_SUCCESS)
-        rc = fk_charge(c->phys, bytes);
+        rc = fk_charge(c->phys, charge);
     if (rc == CUDA_SUCCESS) {
         a->key = a;
         a->desc = *d;
         a->bytes = bytes;
+        a->charged = charge;
         a->ordinal = c->ordinal;
         a->phys = c->phys;
         a->ctx = c;
@@ -133,7 +138,7 @@ static void array_free(struct fk_array *a)
             free(a->level[l]);
         }
     }
-    fk_uncharge(a->phys, a->bytes);
+    fk_uncharge(a->phys, a->charged);
     HASH_DEL(arrays, a);
     free(a);
 }
@@ -255,6 +260,12 @@ static CUresult requirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *req, const void *h,
     fk_lock();
     struct fk_array *a = array_find(h);
     bool ok = a && a->mipmapped == mip;
+    /* The documentation: "If the CUDA array is not allocated with flag
+     * CUDA_ARRAY3D_DEFERRED_MAPPING, CUDA_ERROR_INVALID_VALUE will be returned." */
+    if (ok && !((a->parent ? a->parent : a)->desc.Flags & CUDA_ARRAY3D_DEFERRED_MAPPING)) {
+        fk_unlock();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     if (ok)
         *req = (CUDA_ARRAY_MEMORY_REQUIREMENTS){ .size = a->parent ? level_bytes(&a->desc, 0) : a->bytes,
                                                  .alignment = 512 };

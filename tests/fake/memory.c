@@ -547,7 +547,7 @@ void fk_pool_free(struct fk_alloc *a)
     }
 }
 
-static CUresult pool_alloc(CUdeviceptr *dptr, uint64_t bytes, struct fk_pool *p)
+static CUresult pool_alloc(CUdeviceptr *dptr, uint64_t bytes, struct fk_pool *p, struct fk_ctx *c)
 {
     uint64_t need = p->used + bytes;
     if (need < bytes || (p->max_size && need > p->max_size))
@@ -578,6 +578,7 @@ static CUresult pool_alloc(CUdeviceptr *dptr, uint64_t bytes, struct fk_pool *p)
     a->phys = p->phys;
     a->kind = FK_POOL;
     a->pool = p;
+    a->ctx = c; /* freed with it: see fk_free_ctx_allocs */
     fk_alloc_insert(a);
     p->used = need;
     p->nallocs++;
@@ -601,7 +602,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, CUmemoryPool hpool,
         rc = CUDA_ERROR_INVALID_HANDLE;
     if (rc == CUDA_SUCCESS) {
         p = from_pool ? pool_find(hpool) : (pool_default(c->ordinal), current_pool[c->ordinal]);
-        rc = p ? pool_alloc(dptr, bytes, p) : CUDA_ERROR_INVALID_VALUE;
+        rc = p ? pool_alloc(dptr, bytes, p, c) : CUDA_ERROR_INVALID_VALUE;
     }
     fk_unlock();
     return rc;
@@ -828,14 +829,30 @@ FK_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute 
 
 /* ---- contexts going away, fork() ---- */
 
+/*
+ * cuCtxDestroy "destroys and cleans up all resources associated with the context", and
+ * cuDevicePrimaryCtxReset "destroys all allocations" of the primary context: every allocation
+ * made in it goes, stream-ordered ones back to their pools. Destroying a context synchronises the
+ * device, and its pools then give the card everything above what remains in use (as
+ * cudaDeviceReset leaves nothing behind), whatever their release threshold.
+ */
 void fk_free_ctx_allocs(struct fk_ctx *c)
 {
     struct fk_alloc *a, *tmp;
     HASH_ITER(hh, allocs, a, tmp) {
-        if (a->ctx == c) {
+        if (a->ctx != c)
+            continue;
+        if (a->kind == FK_POOL) {
+            fk_pool_free(a);
+        } else {
             fk_uncharge(a->phys, a->charged);
             fk_alloc_remove(a);
         }
+    }
+    struct fk_pool *p, *ptmp;
+    HASH_ITER(hh, pools, p, ptmp) {
+        if (p->phys == c->phys)
+            pool_release_to(p, FK_ROUND_UP(p->used, FK_GRAN));
     }
 }
 

@@ -5,8 +5,9 @@
  * record lives in the FAKECUDA_RECORD file (mmap MAP_SHARED, one card for every process that
  * names it) or in a shared anonymous map (still shared with fork() children).
  *
- * A process that dies, even by SIGKILL, gets its memory back as on a real card: its slot is
- * reaped lazily, when an allocation would not fit and on every inspection; with
+ * A process that execs starts from zero: the new image takes over its slot and the old image's
+ * memory goes back to the card. A process that dies, even by SIGKILL, gets its memory back as on a
+ * real card: its slot is reaped lazily, when an allocation would not fit and on every inspection; with
  * FAKECUDA_EAGER_REAP=1 also before every allocation, so that the peak never counts the memory
  * of a process that already died (crash tests compare that peak with a budget). The record's lock is
  * a process-shared robust mutex; a holder that died mid-update is repaired by recomputing the
@@ -144,6 +145,20 @@ static struct fk_slot *mine(void)
     char state;
     uint64_t start = 0;
     proc_stat(getpid(), &state, &start);
+    /* A slot with our pid and start time is this process before an exec: the new image cannot
+     * reach the old one's memory, and the driver frees it (the address space it lived in is gone).
+     * The new image starts from zero in that slot. */
+    for (int i = 0; i < FK_SLOTS; i++) {
+        struct fk_slot *s = &R->slot[i];
+        if (s->pid != getpid() || s->start != start)
+            continue;
+        for (uint32_t d = 0; d < R->ndev; d++)
+            R->dev[d].outstanding -= s->bytes[d] < R->dev[d].outstanding ? s->bytes[d] : R->dev[d].outstanding;
+        memset(s->bytes, 0, sizeof s->bytes);
+        memset(s->ctxs, 0, sizeof s->ctxs);
+        my_slot = i;
+        return s;
+    }
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < FK_SLOTS; i++) {
             struct fk_slot *s = &R->slot[i];

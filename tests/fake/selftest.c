@@ -404,13 +404,21 @@ static void t_arrays(void)
     OK(cuArrayCreate_v2(&a, &d));
     EQ(fakecuda_outstanding(0), 16384);
     CUDA_ARRAY_MEMORY_REQUIREMENTS req;
-    OK(cuArrayGetMemoryRequirements(&req, a, 0));
-    EQ(req.size, 16384);
+    /* Documented for CUDA_ARRAY3D_DEFERRED_MAPPING arrays only. */
+    IS(cuArrayGetMemoryRequirements(&req, a, 0), CUDA_ERROR_INVALID_VALUE);
     CUDA_ARRAY_DESCRIPTOR back;
     OK(cuArrayGetDescriptor_v2(&back, a));
     CHECK(back.Width == 100 && back.Height == 10 && back.NumChannels == 4);
     OK(cuArrayDestroy(a));
     EQ(fakecuda_outstanding(0), 0);
+    /* A deferred-mapping array owns no memory and reports what it needs. */
+    CUDA_ARRAY3D_DESCRIPTOR dd = {.Width = 100, .Height = 10, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4,
+                                  .Flags = CUDA_ARRAY3D_DEFERRED_MAPPING};
+    OK(cuArray3DCreate_v2(&a, &dd));
+    EQ(fakecuda_outstanding(0), 0);
+    OK(cuArrayGetMemoryRequirements(&req, a, 0));
+    EQ(req.size, 16384);
+    OK(cuArrayDestroy(a));
     IS(cuArrayDestroy(a), CUDA_ERROR_INVALID_HANDLE);
     d.NumChannels = 3;
     IS(cuArrayCreate_v2(&a, &d), CUDA_ERROR_INVALID_VALUE);
@@ -430,8 +438,7 @@ static void t_arrays(void)
     IS(cuMipmappedArrayCreate(&m, &md, 8), CUDA_ERROR_INVALID_VALUE);
     OK(cuMipmappedArrayCreate(&m, &md, 7));
     EQ(fakecuda_outstanding(0), 16384 + 4096 + 1024 + 4 * 512);
-    OK(cuMipmappedArrayGetMemoryRequirements(&req, m, 0));
-    EQ(req.size, 23552);
+    IS(cuMipmappedArrayGetMemoryRequirements(&req, m, 0), CUDA_ERROR_INVALID_VALUE);
     CUarray lvl;
     OK(cuMipmappedArrayGetLevel(&lvl, m, 2));
     CUDA_ARRAY3D_DESCRIPTOR ld;
