@@ -44,10 +44,10 @@
 #define JSON_MAX_DEPTH 64         /* a pod with managedFields nests about 15 deep */
 #define JSON_MAX_CONTAINERS 16384 /* objects and arrays in one body (about 200 bytes each parsed) */
 #define JSON_MAX_VALUES 65536     /* values of any kind in one body */
-#define MAX_CONNECTIONS 512
+#define MAX_CONNECTIONS 256
 #define MAX_CONNECTIONS_PER_IP 64
 #define HEADER_DEADLINE 5 /* seconds from accept to complete request headers */
-#define IDLE_TIMEOUT 15   /* seconds without traffic before a connection is closed */
+#define IDLE_TIMEOUT 30   /* seconds without traffic before a connection is closed */
 #define LOG_BURST 10      /* microhttpd error lines per LOG_WINDOW seconds; the rest are counted */
 #define LOG_WINDOW 10
 #define STR_(x) #x
@@ -73,7 +73,10 @@ void gpc_log(const char *fmt, ...)
     fprintf(stderr, "gpucap-webhook: %s\n", line);
 }
 
-/* Lines a client can cause at will go through here: LOG_BURST per window, then a count. */
+/*
+ * Lines a client can cause at will go through here: LOG_BURST per window, then a count of the rest
+ * when the window ends (NULL: only that check, from the main thread).
+ */
 static pthread_mutex_t limited_lock = PTHREAD_MUTEX_INITIALIZER;
 static time_t limited_since;
 static unsigned limited_said, limited_dropped;
@@ -82,15 +85,12 @@ static void log_limited(const char *line)
 {
     time_t now = time(NULL);
     pthread_mutex_lock(&limited_lock);
-    if (!line || now - limited_since >= LOG_WINDOW) {
+    if (now - limited_since >= LOG_WINDOW) {
         if (limited_dropped)
-            gpc_log("%u more lines like the above in %d s not shown", limited_dropped, LOG_WINDOW);
-        if (now - limited_since >= LOG_WINDOW) {
-            limited_since = now;
-            limited_said = limited_dropped = 0;
-        } else {
-            limited_dropped = 0;
-        }
+            gpc_log("%u more lines of client errors in the last %d s not shown (rate limit)", limited_dropped,
+                    LOG_WINDOW);
+        limited_since = now;
+        limited_said = limited_dropped = 0;
     }
     if (line && limited_said < LOG_BURST) {
         limited_said++;
