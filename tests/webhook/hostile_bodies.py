@@ -18,6 +18,7 @@ Exit 0 pass, 1 fail, 77 without openssl or python3-yaml.
 import os
 import shutil
 import sys
+import ssl
 import threading
 import time
 
@@ -29,6 +30,7 @@ except ImportError as e:  # python3-yaml missing
 
 MIB = 1 << 20
 LIMIT_BODY = 512 << 10
+BUFFERED_MAX = 8 << 20  # bytes of requests held across all connections (server.c)
 
 
 def review_of_empties(size):
@@ -89,25 +91,29 @@ def in_parallel(hook, body, n, chunked=False):
 
 
 def hold(hook, size, n):
-    """n connections announcing size bytes and sending all but the last; returns them open."""
-    held = []
+    """n connections announcing size bytes and sending all but the last; returns them open, and how
+    many of them the server turned away (an answer before the body was complete, or a hang-up)."""
+    held, refused = [], 0
+    body = review_of_empties(size)[:-1]
     for _ in range(n):
         try:
             s = hook.tls_socket(timeout=10)
             s.sendall(f"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: {size}\r\n\r\n".encode())
-            body = review_of_empties(size)[:-1]
             s.settimeout(0.5)
             try:
                 for i in range(0, len(body), 65536):
                     s.sendall(body[i:i + 65536])
+                s.settimeout(0.05)
+                answer = s.recv(100)
+                refused += 1  # an answer, or the end of the stream, before the last byte
+            except (TimeoutError, ssl.SSLWantReadError):
+                pass  # still waiting for the last byte: held
             except OSError:
-                pass  # refused early (413, 503): the server closed its side
+                refused += 1
             held.append(s)
         except OSError:
-            pass
-    return held
-
-
+            refused += 1
+    return held, refused
 def main():
     if not shutil.which("openssl"):
         print("openssl missing; skipping")
@@ -149,7 +155,16 @@ def main():
             print(f"{len(body)} bytes of {name} x4:", in_parallel(hook, body, 4))
         print(f"after the bodies under the limit: VmHWM {hook.status('VmHWM') / MIB:.1f} MiB")
 
-        held = hold(hook, 3 * MIB, 40) + hold(hook, LIMIT_BODY - 64, 40)
+        held_big, refused_big = hold(hook, 3 * MIB, 40)
+        near = LIMIT_BODY - 64
+        held, refused = hold(hook, near, 40)
+        held += held_big
+        print(f"40 uploads of 3 MiB: {refused_big} refused; 40 of {near} bytes: {refused} refused")
+        if refused_big != 40:
+            failures.append(f"{40 - refused_big} uploads announcing 3 MiB were read")
+        if 40 - refused > BUFFERED_MAX // near:
+            failures.append(f"{40 - refused} uploads of {near} bytes held at once, more than "
+                            f"{BUFFERED_MAX // near} fit in {BUFFERED_MAX >> 20} MiB")
         time.sleep(1)
         print(f"holding {len(held)} connections with nearly complete uploads: VmRSS "
               f"{hook.status('VmRSS') / MIB:.1f} MiB, {hook.open_fds()} descriptors")
