@@ -3,7 +3,7 @@
 # The CUDA toolkit (cuda.h) is expected under /usr/local/cuda (or found by CMake's FindCUDAToolkit).
 set -euo pipefail
 pkgs=(cmake make gcc clang pkg-config uthash-dev libinih-dev libunwind-dev libmicrohttpd-dev libjansson-dev
-      libgnutls28-dev python3 python3-jsonpatch python3-yaml curl openssl strace wrk)
+      libgnutls28-dev python3 python3-jsonpatch python3-yaml python3-pip curl openssl strace wrk)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -15,6 +15,13 @@ if [ ${#missing[@]} -gt 0 ]; then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# From PyPI, for the system python3 the tests run: the Kubernetes schemas and a CEL evaluator
+# (tests/webhook/check_manifests.py).
+for p in kubernetes-validate cel-python; do
+    /usr/bin/python3 -m pip show "$p" >/dev/null 2>&1 ||
+        $([ "$(id -u)" = 0 ] || echo sudo) /usr/bin/python3 -m pip install -q --break-system-packages \
+            --root-user-action=ignore "$p" >/dev/null
+done
 if [ ! -f /usr/local/cuda/include/cuda.h ] && ! command -v nvcc >/dev/null; then
     echo "setup: the CUDA toolkit (cuda.h) is missing: install it under /usr/local/cuda" >&2
     exit 1
