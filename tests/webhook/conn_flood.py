@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """conn_flood.py: 1100 idle connections from one address; /healthz from another still answers.
 
-usage: conn_flood.py PATH/TO/gpucap-webhook EXAMPLES_DIR
+usage: conn_flood.py PATH/TO/gpucap-webhook EXAMPLES_DIR [--sanitized]
 
 From the security review (issue 16): one client opens 1100 TCP connections to the webhook and sends
 one byte on each (the start of a TLS record that never completes), from 127.0.0.2. While they are
@@ -9,8 +9,8 @@ open, /healthz over TLS from 127.0.0.1 must answer within 5 s (the API server's 
 tens of milliseconds), the server must hold a bounded number of descriptors (its per-address limit
 refuses the rest), its peak memory must stay below the Deployment's limit, and the error lines the
 flood causes must be rate-limited. Then the server must drop the stalled connections on its own
-(the deadline for request headers) and exit cleanly. Loopback only; exit 0 pass, 1 fail, 77 without
-openssl or python3-yaml.
+(the deadline for request headers) and exit cleanly. Loopback only. With --sanitized (a sanitizer
+build) the memory is printed, not checked. Exit 0 pass, 1 fail, 77 without openssl or python3-yaml.
 """
 import os
 import resource
@@ -39,6 +39,7 @@ def main():
         return 77
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 65536, hard))
     binary, examples = sys.argv[1], sys.argv[2]
+    sanitized = sys.argv[3:] == ["--sanitized"]
     limit = harness.manifest_memory_limit(examples)
     hook = harness.Webhook(binary)
     failures = []
@@ -72,7 +73,7 @@ def main():
             failures.append(f"/healthz during the flood: {e}")
         rss = hook.status("VmHWM")
         print(f"peak memory during the flood: VmHWM {rss / MIB:.1f} MiB of a {limit / MIB:.0f} MiB limit")
-        if rss >= limit:
+        if rss >= limit and not sanitized:
             failures.append(f"peak memory {rss / MIB:.1f} MiB is not below the manifest's {limit / MIB:.0f} MiB")
 
         # The stalled connections are dropped by the header deadline, without the client closing them.

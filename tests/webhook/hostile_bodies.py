@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """hostile_bodies.py: request bodies built to exhaust the webhook's memory; its peak stays under the manifest.
 
-usage: hostile_bodies.py PATH/TO/gpucap-webhook EXAMPLES_DIR
+usage: hostile_bodies.py PATH/TO/gpucap-webhook EXAMPLES_DIR [--sanitized]
 
 From the security review (issue 16), over real TLS on loopback, against one server with the
 Deployment's 4 threads:
@@ -13,7 +13,8 @@ Deployment's 4 threads:
 The webhook's peak resident memory (VmHWM in /proc) must stay below the memory limit of the
 Deployment in webhook.yaml, /healthz must still answer, and the server must exit cleanly. The figures
 are printed (README.md of examples/kubernetes, "Limits", records them).
-Exit 0 pass, 1 fail, 77 without openssl or python3-yaml.
+With --sanitized (a sanitizer build, whose memory use says nothing) the memory is printed, not
+checked. Exit 0 pass, 1 fail, 77 without openssl or python3-yaml.
 """
 import os
 import shutil
@@ -119,6 +120,7 @@ def main():
         print("openssl missing; skipping")
         return 77
     binary, examples = sys.argv[1], sys.argv[2]
+    sanitized = sys.argv[3:] == ["--sanitized"]
     limit = harness.manifest_memory_limit(examples)
     hook = harness.Webhook(binary)
     failures = []
@@ -177,7 +179,7 @@ def main():
 
         peak = max(hook.status("VmHWM"), hook.status("VmRSS"))
         print(f"peak: VmHWM {peak / MIB:.1f} MiB of a {limit / MIB:.0f} MiB limit")
-        if peak >= limit:
+        if peak >= limit and not sanitized:
             failures.append(f"peak resident memory {peak / MIB:.1f} MiB is not below the manifest's "
                             f"limit of {limit / MIB:.0f} MiB")
         try:
