@@ -44,8 +44,6 @@
 #define JSON_MAX_DEPTH 64         /* a pod with managedFields nests about 15 deep */
 #define JSON_MAX_CONTAINERS 16384 /* objects and arrays in one body (about 200 bytes each parsed) */
 #define JSON_MAX_VALUES 65536     /* values of any kind in one body */
-#define MAX_CONNECTIONS 256
-#define MAX_CONNECTIONS_PER_IP 64
 #define HEADER_DEADLINE 5 /* seconds from accept to complete request headers */
 #define IDLE_TIMEOUT 30   /* seconds without traffic before a connection is closed */
 #define LOG_BURST 10      /* microhttpd error lines per LOG_WINDOW seconds; the rest are counted */
@@ -300,7 +298,8 @@ struct conn_slot {
 };
 
 static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct conn_slot slots[MAX_CONNECTIONS];
+static struct conn_slot *slots; /* one per allowed connection */
+static unsigned nslots;
 
 static time_t now_s(void)
 {
@@ -314,7 +313,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **ctx, en
     pthread_mutex_lock(&slots_lock);
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        for (unsigned i = 0; fd && i < MAX_CONNECTIONS; i++) {
+        for (unsigned i = 0; fd && i < nslots; i++) {
             if (!slots[i].conn) {
                 slots[i] = (struct conn_slot){conn, fd->connect_fd, now_s() + HEADER_DEADLINE};
                 *ctx = &slots[i];
@@ -344,7 +343,7 @@ static void sweep_slow(void)
     time_t now = now_s();
     unsigned n = 0;
     pthread_mutex_lock(&slots_lock);
-    for (unsigned i = 0; i < MAX_CONNECTIONS; i++) {
+    for (unsigned i = 0; i < nslots; i++) {
         if (slots[i].conn && slots[i].deadline && now > slots[i].deadline) {
             shutdown(slots[i].fd, SHUT_RDWR);
             slots[i].deadline = 0;
@@ -610,6 +609,12 @@ int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *
     struct watch w = {.cert = opt->cert, .key = opt->key};
     if (reload(&w, true) != 0)
         return -1;
+    slots = calloc(opt->max_connections, sizeof *slots);
+    if (!slots) {
+        gpc_log("out of memory");
+        return -1;
+    }
+    nslots = opt->max_connections;
 
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_TLS | MHD_USE_ERROR_LOG;
     if (addr.ss_family == AF_INET6)
@@ -619,13 +624,14 @@ int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_HTTPS_CERT_CALLBACK, pick_cert, MHD_OPTION_HTTPS_PRIORITIES, TLS_PRIORITIES,
         MHD_OPTION_THREAD_POOL_SIZE, opt->threads, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        (unsigned)MAX_CONNECTIONS_PER_IP, MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+        MHD_OPTION_CONNECTION_LIMIT, opt->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        opt->max_connections_per_ip, MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
         MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_END);
     if (!d) {
         gpc_log("cannot listen on %s: %s", opt->listen, strerror(errno));
         creds_free(atomic_load(&current));
         atomic_store(&current, NULL);
+        free(slots);
         return -1;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
@@ -651,6 +657,9 @@ int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *
     }
     gpc_log("stopping");
     MHD_stop_daemon(d);
+    free(slots);
+    slots = NULL;
+    nslots = 0;
     creds_free(atomic_load(&current));
     atomic_store(&current, NULL);
     return 0;
