@@ -13,8 +13,9 @@
  * bounded here (README.md of examples/kubernetes, "Limits", has the measured worst case): a body
  * limit, a cap on request bytes buffered across all connections, a cheap scan that refuses JSON whose
  * nesting or number of values would cost far more to parse than its size, total and per-address
- * connection limits, a deadline from accept to complete request headers (TLS handshake included)
- * enforced by the main thread, an idle timeout, and error lines rate-limited. TLS is 1.3, or 1.2 with
+ * connection limits, deadlines from accept to complete request headers (TLS handshake included) and
+ * from there to a complete body, enforced by the main thread, an idle timeout, and error lines
+ * rate-limited. TLS is 1.3, or 1.2 with
  * ECDHE and an AEAD cipher only.
  */
 #include "server.h"
@@ -34,7 +35,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #define MAX_CHAIN 8
 #define MAX_PEM (1u << 20)
@@ -45,6 +45,7 @@
 #define JSON_MAX_CONTAINERS 16384 /* objects and arrays in one body (about 200 bytes each parsed) */
 #define JSON_MAX_VALUES 65536     /* values of any kind in one body */
 #define HEADER_DEADLINE 5 /* seconds from accept to complete request headers */
+#define BODY_DEADLINE 10  /* seconds from the headers to the end of the body */
 #define IDLE_TIMEOUT 30   /* seconds without traffic before a connection is closed */
 #define LOG_BURST 10      /* microhttpd error lines per LOG_WINDOW seconds; the rest are counted */
 #define LOG_WINDOW 10
@@ -285,16 +286,18 @@ static int reload(struct watch *w, bool first)
 /* ---- connections ---- */
 
 /*
- * Connections that have not yet sent complete request headers, with their deadline. Filled by
- * microhttpd's connection notices (worker threads), cleared when the headers are in, swept by the
+ * Every connection with its deadline: for the TLS handshake and request headers from accept, then
+ * for the body from the headers, none between requests (the idle timeout applies there). Filled by
+ * microhttpd's connection notices (worker threads), moved on by the request callbacks, swept by the
  * main thread, which shuts down the socket of a connection past its deadline; microhttpd then sees
- * the end of the stream and closes it. A slot is freed in the "closed" notice, before microhttpd
- * closes the descriptor, so the sweep never touches a descriptor that was reused.
+ * the end of the stream and closes it. So a client cannot hold a connection, or the bytes reserved
+ * for its body, by trickling. A slot is freed in the "closed" notice, before microhttpd closes the
+ * descriptor, so the sweep never touches a descriptor that was reused.
  */
 struct conn_slot {
     struct MHD_Connection *conn; /* NULL: free */
     int fd;
-    time_t deadline; /* 0: headers received */
+    time_t deadline; /* 0: none */
 };
 
 static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -327,13 +330,14 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **ctx, en
     pthread_mutex_unlock(&slots_lock);
 }
 
-static void headers_received(struct MHD_Connection *conn)
+/* From a request callback: the connection's next deadline is `seconds` from now (0: none). */
+static void set_deadline(struct MHD_Connection *conn, unsigned seconds)
 {
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     if (!info || !info->socket_context)
         return;
     pthread_mutex_lock(&slots_lock);
-    ((struct conn_slot *)info->socket_context)->deadline = 0;
+    ((struct conn_slot *)info->socket_context)->deadline = seconds ? now_s() + seconds : 0;
     pthread_mutex_unlock(&slots_lock);
 }
 
@@ -353,8 +357,9 @@ static void sweep_slow(void)
     pthread_mutex_unlock(&slots_lock);
     if (n) {
         char line[160];
-        snprintf(line, sizeof line, "closed %u connection%s without request headers after %d s", n, n == 1 ? "" : "s",
-                 HEADER_DEADLINE);
+        snprintf(line, sizeof line,
+                 "closed %u connection%s that did not finish a request in time (headers %d s, body %d s)", n,
+                 n == 1 ? "" : "s", HEADER_DEADLINE, BODY_DEADLINE);
         log_limited(line);
     }
 }
@@ -457,7 +462,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 {
     const struct gpc_admission_config *cfg = cls;
     if (!*state)
-        headers_received(conn);
+        set_deadline(conn, BODY_DEADLINE);
     if (strcmp(url, "/healthz") == 0) {
         if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
             return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "use GET\n", 8, "GET, HEAD");
@@ -547,6 +552,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 static void on_done(void *cls, struct MHD_Connection *conn, void **state, enum MHD_RequestTerminationCode why)
 {
+    set_deadline(conn, 0);
     struct upload *up = *state;
     if (up) {
         atomic_fetch_sub(&buffered, up->reserved);
@@ -612,6 +618,8 @@ int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *
     slots = calloc(opt->max_connections, sizeof *slots);
     if (!slots) {
         gpc_log("out of memory");
+        creds_free(atomic_load(&current));
+        atomic_store(&current, NULL);
         return -1;
     }
     nslots = opt->max_connections;
