@@ -35,10 +35,15 @@ def main():
         print("openssl missing; skipping")
         return 77
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and hard < FLOOD + 100:
-        print(f"descriptor limit {hard} is below {FLOOD + 100}; skipping")
+    want = FLOOD + 100
+    try:
+        if hard != resource.RLIM_INFINITY and hard < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, want))  # root may raise it
+        else:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, want), hard))
+    except (ValueError, OSError):
+        print(f"descriptor limit {hard} is below {want} and cannot be raised; skipping")
         return 77
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 65536, hard))
     binary, examples = sys.argv[1], sys.argv[2]
     sanitized = sys.argv[3:] == ["--sanitized"]
     limit = harness.manifest_memory_limit(examples)
