@@ -5,8 +5,9 @@ usage: check_manifests.py EXAMPLES_DIR [ADMISSION_CLI [FIXTURES_DIR]]
 
 Each document must be a Kubernetes object (apiVersion, kind, metadata.name). Built-in kinds must
 validate (strict: no unknown fields) against the schemas of the last three Kubernetes minor versions
-that kubernetes-validate ships; cert-manager Certificates against the published CRD schema vendored
-in schemas/ (Issuers and Kyverno's ClusterPolicy by the checks below only). The webhook
+that kubernetes-validate ships; cert-manager Certificates and Issuers against the published CRD
+schemas vendored in schemas/ (Issuers: the ca and selfSigned types only); Kyverno's ClusterPolicy
+by the checks below only (its CRD is 1.4 MB). The webhook
 registration must carry the settings the issues ask for (v1 reviews, no side effects, a timeout,
 reinvocation, a namespace opt-out and the default exclusions, a failurePolicy, cert-manager's CA
 injection from a CA that signs the serving certificate, matchConditions); gpucap-system must enforce
@@ -67,8 +68,10 @@ def builtin(doc):
 def check_schemas(named_docs):
     versions = sorted({kubernetes_validate.utils.major_minor(v) for v in kubernetes_validate.utils.all_versions()},
                       key=lambda v: tuple(int(x) for x in v.split(".")))[-3:]
-    with open(os.path.join(HERE, "schemas", "cert-manager-certificate-v1.yaml")) as f:
-        certificate = yaml.safe_load(f)
+    crds = {}
+    for kind in ("Certificate", "Issuer"):
+        with open(os.path.join(HERE, "schemas", f"cert-manager-{kind.lower()}-v1.yaml")) as f:
+            crds[kind] = yaml.safe_load(f)
     for name, d in named_docs:
         what = f"{name}: {d['kind']} {d['metadata']['name']}"
         if builtin(d):
@@ -77,8 +80,8 @@ def check_schemas(named_docs):
                     kubernetes_validate.validate(d, v, strict=True)
                 except Exception as e:
                     check(False, f"{what} against Kubernetes {v}: {str(e).splitlines()[0]}")
-        elif d["apiVersion"] == "cert-manager.io/v1" and d["kind"] == "Certificate":
-            for e in jsonschema.Draft7Validator(certificate).iter_errors(d.get("spec")):
+        elif d["apiVersion"] == "cert-manager.io/v1" and d["kind"] in crds:
+            for e in jsonschema.Draft7Validator(crds[d["kind"]]).iter_errors(d.get("spec")):
                 check(False, f"{what}: spec.{'.'.join(map(str, e.absolute_path))}: {e.message}")
     return versions
 
@@ -87,13 +90,6 @@ def check_certificates(docs, cfg):
     """self-signed Issuer -> CA Certificate -> CA Issuer -> serving Certificate, and the CA injected."""
     issuers = {i["metadata"]["name"]: i for i in docs.get("Issuer", [])}
     certs = {c["metadata"]["name"]: c for c in docs.get("Certificate", [])}
-    for i in issuers.values():
-        spec = i.get("spec", {})
-        check(len(spec) == 1 and ("selfSigned" in spec or "ca" in spec), f"Issuer {i['metadata']['name']}: "
-              "selfSigned or ca")
-        if "ca" in spec:
-            check(isinstance(spec["ca"].get("secretName"), str) and set(spec["ca"]) <= {"secretName"},
-                  f"Issuer {i['metadata']['name']}: ca.secretName only")
 
     def issuer_of(cert):
         return issuers.get(cert["spec"]["issuerRef"]["name"], {}).get("spec", {})
@@ -104,7 +100,7 @@ def check_certificates(docs, cfg):
         return
     ca_issuer = issuer_of(serving).get("ca")
     check(ca_issuer is not None, "the serving certificate is signed by a CA Issuer")
-    ca_certs = [c for c in certs.values() if ca_issuer and c["spec"]["secretName"] == ca_issuer["secretName"]]
+    ca_certs = [c for c in certs.values() if ca_issuer and c["spec"].get("secretName") == ca_issuer.get("secretName")]
     check(len(ca_certs) == 1 and ca_certs[0]["spec"].get("isCA") is True, "the CA Issuer's secret comes from a "
           "CA Certificate (isCA: true)")
     if ca_certs:
