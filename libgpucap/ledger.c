@@ -709,7 +709,12 @@ static int clear_share(int i, int32_t pid, uint64_t start, bool limits, const ch
         } else {
             uint64_t share = atomic_exchange(&p->used[d], 0);
             uint64_t used = atomic_load(&dev->slot.used);
-            atomic_store(&dev->slot.used, used >= share ? used - share : 0);
+            used = used >= share ? used - share : 0;
+            atomic_store(&dev->slot.used, used);
+            /* Context reserves are counted per device, not per process: the part of them that left
+             * with this share is not known, but they can never be more than what is in use. */
+            if (atomic_load(&dev->slot.contexts) > used)
+                atomic_store(&dev->slot.contexts, used);
             atomic_store(&p->peak[d], 0);
             if (limits && atomic_exchange(&p->limit[d], 0) != 0)
                 recompute_limit(d);

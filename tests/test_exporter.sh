@@ -71,7 +71,7 @@ promtool check metrics < "$t/m1" > "$t/lint" 2>&1 || bad "promtool: $(cat "$t/li
 [ -s "$t/lint" ] && bad "promtool lint: $(cat "$t/lint")"
 
 # Each container against its processes' own figures: the fake driver's record and the denials seen.
-check_ctr() { # check_ctr UID CONTAINER NS POD BUDGET RESERVE
+check_ctr() { # check_ctr UID CONTAINER NS POD BUDGET RESERVE: a container whose one process ran and exited
     local out=$t/$1.$2.out sel="pod_uid=\"$1\",container=\"$2\""
     local fake denials
     fake=$(sed -n 's/^fake peak=\([0-9]*\) .*/\1/p' "$out")
@@ -79,10 +79,12 @@ check_ctr() { # check_ctr UID CONTAINER NS POD BUDGET RESERVE
     [ -n "$fake" ] || { bad "$2: no fake record in $(cat "$out")"; return; }
     grep -qE "^gpucap_container_used_bytes\{namespace=\"$3\",pod=\"$4\",$sel,gpu_uuid=\"GPU-[0-9a-f-]{36}\"\} " "$t/m1" ||
         bad "$2: labels: $(grep "$sel" "$t/m1" | head -1)"
-    [ "$(value m1 gpucap_container_used_bytes "$sel")" = $((fake + $6)) ] ||
-        bad "$2: used $(value m1 gpucap_container_used_bytes "$sel"), the fake holds $fake (+ reserve $6)"
+    # The process has exited: it took its share out of the ledger at exit, so nothing is in use and
+    # no context is reserved; the peak keeps what it held.
+    [ "$(value m1 gpucap_container_used_bytes "$sel")" = 0 ] ||
+        bad "$2: used $(value m1 gpucap_container_used_bytes "$sel") after its process exited"
     [ "$(value m1 gpucap_container_peak_bytes "$sel")" = $((fake + $6)) ] || bad "$2: peak"
-    [ "$(value m1 gpucap_container_context_reserve_bytes "$sel")" = "$6" ] || bad "$2: context reserve"
+    [ "$(value m1 gpucap_container_context_reserve_bytes "$sel")" = 0 ] || bad "$2: context reserve after exit"
     [ "$(value m1 gpucap_container_budget_bytes "$sel")" = "$5" ] || bad "$2: budget"
     [ "$(value m1 gpucap_container_denials_total "$sel")" = "$denials" ] ||
         bad "$2: denials $(value m1 gpucap_container_denials_total "$sel"), the process saw $denials"
@@ -91,6 +93,8 @@ check_ctr $uid_a main team-a train-0 $((64 * MiB)) 0
 check_ctr $uid_b srv team-b infer-0 $((960 * MiB)) $((8 * MiB))
 grep -q '^fake peak=41943040 ' "$t/$uid_a.main.out" || bad "main: unexpected fake record $(cat "$t/$uid_a.main.out")"
 [ "$(value m1 gpucap_container_processes 'container="side"')" = 1 ] || bad "side: live process count"
+[ "$(value m1 gpucap_container_used_bytes 'container="side"')" = $((8 * MiB)) ] || bad "side: used"
+[ "$(value m1 gpucap_container_processes 'container="main"')" = 0 ] || bad "main: an exited process still counts"
 [ "$(value m1 gpucap_container_budget_bytes 'container="side"')" = $((32 * MiB)) ] || bad "side: budget"
 [ "$(value m1 gpucap_gpu_budgets_bytes '')" = $((1056 * MiB)) ] || bad "card budgets: $(value m1 gpucap_gpu_budgets_bytes '')"
 [ "$(value m1 gpucap_gpu_memory_bytes '')" = $((1024 * MiB)) ] || bad "card size"

@@ -3,8 +3,8 @@
 # The CUDA toolkit (cuda.h) is expected under /usr/local/cuda (or found by CMake's FindCUDAToolkit).
 set -euo pipefail
 pkgs=(cmake make gcc clang pkg-config uthash-dev libinih-dev libunwind-dev libmicrohttpd-dev libjansson-dev
-      libgnutls28-dev libcurl4-gnutls-dev python3 python3-jsonpatch python3-yaml curl openssl strace wrk prometheus
-      dpkg-dev file rpm buildah)
+      libgnutls28-dev libcurl4-gnutls-dev python3 python3-jsonpatch python3-yaml python3-pip curl openssl strace wrk
+      prometheus dpkg-dev file rpm buildah)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -16,18 +16,14 @@ if [ ${#missing[@]} -gt 0 ]; then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# From PyPI, for the system python3 the tests run: the Kubernetes schemas and a CEL evaluator
+# (tests/webhook/check_manifests.py).
+for p in kubernetes-validate cel-python; do
+    /usr/bin/python3 -m pip show "$p" >/dev/null 2>&1 ||
+        $([ "$(id -u)" = 0 ] || echo sudo) /usr/bin/python3 -m pip install -q --break-system-packages \
+            --root-user-action=ignore "$p" >/dev/null
+done
 if [ ! -f /usr/local/cuda/include/cuda.h ] && ! command -v nvcc >/dev/null; then
     echo "setup: the CUDA toolkit (cuda.h) is missing: install it under /usr/local/cuda" >&2
     exit 1
 fi
-# From PyPI, for the webhook tests: kubernetes-validate (mutated pods and manifests against
-# Kubernetes' schemas) and cel-python (the webhook configuration's matchConditions).
-pip_install() { # MODULE PACKAGE
-    python3 -c "import $1" 2>/dev/null && return
-    echo "setup: installing $2 (pip)"
-    python3 -m pip install -q "$2" >/dev/null 2>&1 ||
-        python3 -m pip install -q --break-system-packages "$2" >/dev/null 2>&1 ||
-        echo "setup: $2 could not be installed; the checks that need it will be skipped" >&2
-}
-pip_install kubernetes_validate kubernetes-validate
-pip_install celpy cel-python

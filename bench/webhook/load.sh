@@ -24,7 +24,7 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -su
     -addext subjectAltName=IP:127.0.0.1 -keyout "$T/tls.key" -out "$T/tls.crt" 2>/dev/null
 THREADS=${GPUCAP_BENCH_THREADS:-$(nproc)}
 "$WEBHOOK" --listen 127.0.0.1:0 --cert "$T/tls.crt" --key "$T/tls.key" --threads "$THREADS" \
-    --default-memory 25% 2>"$T/log" &
+    --image gpucap:bench --default-memory 25% 2>"$T/log" &
 PID=$!
 PORT=
 for _ in $(seq 100); do

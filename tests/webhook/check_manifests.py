@@ -1,14 +1,23 @@
 #!/usr/bin/python3
 """check_manifests.py: every YAML file of examples/kubernetes parses, and says what the README says.
 
-usage: check_manifests.py EXAMPLES_DIR [ADMISSION_CLI]
+usage: check_manifests.py EXAMPLES_DIR [ADMISSION_CLI [FIXTURES_DIR]]
 
-Each document must be a Kubernetes object (apiVersion, kind, metadata.name). The webhook
-registration must carry the settings the issue asks for (v1 reviews, no side effects, a timeout,
-reinvocation, a namespace opt-out, a failurePolicy, cert-manager's CA injection); the device
-plugin's embedded config must give 4 replicas. With ADMISSION_CLI, the example pods go through the
-webhook's handler: the hand-made pod (opt-out annotation removed) gets no patch, the time-sliced
-one gets 25%. Exit 0 pass, 1 fail, 77 without python3-yaml.
+Each document must be a Kubernetes object (apiVersion, kind, metadata.name). Built-in kinds must
+validate (strict: no unknown fields) against the schemas of the last three Kubernetes minor versions
+that kubernetes-validate ships; cert-manager Certificates and Issuers against the published CRD
+schemas vendored in schemas/ (Issuers: the ca and selfSigned types only); Kyverno's ClusterPolicy
+by the checks below only (its CRD is 1.4 MB). The webhook
+registration must carry the settings the issues ask for (v1 reviews, no side effects, a timeout,
+reinvocation, a namespace opt-out and the default exclusions, a failurePolicy, cert-manager's CA
+injection from a CA that signs the serving certificate, matchConditions); gpucap-system must enforce
+the restricted Pod Security profile and its pods meet it; a default-deny NetworkPolicy must cover
+gpucap-system; the Kyverno policy must use failureAction per rule and decide on auto-generation; the
+device plugin's embedded config must give 4 replicas. With ADMISSION_CLI, the example pods go through
+the webhook's handler: the hand-made pod (opt-out annotation removed) gets no patch, the time-sliced
+one gets 25%; and every pod the matchConditions would not send (fixtures from FIXTURES_DIR and pods
+made here; evaluated with a CEL implementation) must be one the handler admits unchanged.
+Exit 0 pass, 1 fail, 77 without python3-yaml, kubernetes-validate or cel-python.
 """
 import base64
 import glob
@@ -20,10 +29,16 @@ import sys
 import tempfile
 
 try:
+    import celpy
+    import jsonschema
+    import kubernetes_validate
+    import kubernetes_validate.utils
     import yaml
-except ImportError:
-    print("python3-yaml is not installed; skipping")
+except ImportError as e:
+    print(f"{e} (tools/setup.sh installs it); skipping")
     sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 failures = []
 
@@ -66,12 +81,248 @@ def validate_schemas(docs):
                 paths.append(path)
         out = subprocess.run([tool, "--strict", "--quiet", *paths], capture_output=True, text=True)
         check(out.returncode == 0, f"kubernetes-validate: {out.stdout} {out.stderr}")
+def builtin(doc):
+    """A kind of Kubernetes itself (core group, or a *.k8s.io group), not a custom resource."""
+    group = doc["apiVersion"].rpartition("/")[0]
+    return group == "" or group.endswith(".k8s.io") or "." not in group
+
+
+def check_schemas(named_docs):
+    versions = sorted({kubernetes_validate.utils.major_minor(v) for v in kubernetes_validate.utils.all_versions()},
+                      key=lambda v: tuple(int(x) for x in v.split(".")))[-3:]
+    crds = {}
+    for kind in ("Certificate", "Issuer"):
+        with open(os.path.join(HERE, "schemas", f"cert-manager-{kind.lower()}-v1.yaml")) as f:
+            crds[kind] = yaml.safe_load(f)
+    for name, d in named_docs:
+        what = f"{name}: {d['kind']} {d['metadata']['name']}"
+        if builtin(d):
+            for v in versions:
+                try:
+                    kubernetes_validate.validate(d, v, strict=True)
+                except Exception as e:
+                    check(False, f"{what} against Kubernetes {v}: {str(e).splitlines()[0]}")
+        elif d["apiVersion"] == "cert-manager.io/v1" and d["kind"] in crds:
+            for e in jsonschema.Draft7Validator(crds[d["kind"]]).iter_errors(d.get("spec")):
+                check(False, f"{what}: spec.{'.'.join(map(str, e.absolute_path))}: {e.message}")
+    return versions
+
+
+def check_certificates(docs, cfg):
+    """self-signed Issuer -> CA Certificate -> CA Issuer -> serving Certificate, and the CA injected."""
+    issuers = {i["metadata"]["name"]: i for i in docs.get("Issuer", [])}
+    certs = {c["metadata"]["name"]: c for c in docs.get("Certificate", [])}
+
+    def issuer_of(cert):
+        return issuers.get(cert["spec"]["issuerRef"]["name"], {}).get("spec", {})
+
+    serving = certs.get("gpucap-webhook")
+    check(serving is not None, "a Certificate gpucap-webhook")
+    if not serving:
+        return
+    ca_issuer = issuer_of(serving).get("ca")
+    check(ca_issuer is not None, "the serving certificate is signed by a CA Issuer")
+    ca_certs = [c for c in certs.values() if ca_issuer and c["spec"].get("secretName") == ca_issuer.get("secretName")]
+    check(len(ca_certs) == 1 and ca_certs[0]["spec"].get("isCA") is True, "the CA Issuer's secret comes from a "
+          "CA Certificate (isCA: true)")
+    if ca_certs:
+        ca = ca_certs[0]
+        check("selfSigned" in issuer_of(ca), "the CA Certificate is signed by a self-signed Issuer")
+        check(ca["spec"].get("privateKey", {}).get("rotationPolicy") == "Never", "the CA keeps its key on renewal")
+        injected = cfg["metadata"].get("annotations", {}).get("cert-manager.io/inject-ca-from", "")
+        check(injected == f"{ca['metadata']['namespace']}/{ca['metadata']['name']}",
+              f"caBundle injected from the CA Certificate, not {injected!r}")
+    check("server auth" in serving["spec"].get("usages", []), "serving certificate: usage server auth")
+
+
+# Pod Security Standards, restricted profile: the rules gpucap's own pods must meet (the published
+# list, minus the volume types and fields none of them use).
+RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+                      "projected", "secret", "image"}
+
+
+def restricted_violations(spec):
+    out = []
+    psc = spec.get("securityContext", {})
+    for flag in ("hostNetwork", "hostPID", "hostIPC"):
+        if spec.get(flag):
+            out.append(flag)
+    for v in spec.get("volumes", []):
+        kinds = set(v) - {"name"}
+        if not kinds <= RESTRICTED_VOLUMES:
+            out.append(f"volume {v['name']}: {sorted(kinds)}")
+    for c in spec.get("initContainers", []) + spec.get("containers", []):
+        sc = c.get("securityContext", {})
+        name = c["name"]
+        if sc.get("privileged"):
+            out.append(f"{name}: privileged")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            out.append(f"{name}: allowPrivilegeEscalation not false")
+        if not sc.get("runAsNonRoot", psc.get("runAsNonRoot")):
+            out.append(f"{name}: runAsNonRoot not true")
+        if sc.get("runAsUser", psc.get("runAsUser")) == 0:
+            out.append(f"{name}: runAsUser 0")
+        seccomp = sc.get("seccompProfile", psc.get("seccompProfile", {})).get("type")
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            out.append(f"{name}: seccompProfile {seccomp}")
+        caps = sc.get("capabilities", {})
+        if "ALL" not in caps.get("drop", []) or set(caps.get("add", [])) - {"NET_BIND_SERVICE"}:
+            out.append(f"{name}: capabilities")
+        if any(p.get("hostPort") for p in c.get("ports", [])):
+            out.append(f"{name}: hostPort")
+    return out
+
+
+def pod_specs(named_docs, namespace):
+    for name, d in named_docs:
+        if d["metadata"].get("namespace") != namespace:
+            continue
+        if d["kind"] == "Pod":
+            yield d["metadata"]["name"], d["spec"]
+        elif d["kind"] in ("Deployment", "DaemonSet", "StatefulSet", "ReplicaSet", "Job"):
+            yield d["metadata"]["name"], d["spec"]["template"]["spec"]
+        elif d["kind"] == "CronJob":
+            yield d["metadata"]["name"], d["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+
+
+def check_pod_security(docs, named_docs):
+    levels = {}
+    for ns in docs.get("Namespace", []):
+        labels = ns["metadata"].get("labels", {})
+        levels[ns["metadata"]["name"]] = labels.get("pod-security.kubernetes.io/enforce")
+        for mode in ("enforce", "audit", "warn"):
+            check(f"pod-security.kubernetes.io/{mode}" in labels, f"namespace {ns['metadata']['name']}: "
+                  f"pod-security {mode} label")
+    check(levels.get("gpucap-system") == "restricted", "gpucap-system enforces the restricted profile")
+    for ns, level in levels.items():
+        if level != "restricted":
+            continue
+        for name, spec in pod_specs(named_docs, ns):
+            bad = restricted_violations(spec)
+            check(not bad, f"{ns}/{name} breaks the restricted profile its namespace enforces: {bad}")
+
+
+def check_network_policy(docs):
+    pols = [p for p in docs.get("NetworkPolicy", []) if p["metadata"].get("namespace") == "gpucap-system"]
+    deny = [p for p in pols if p["spec"].get("podSelector") == {} and not p["spec"].get("ingress")
+            and not p["spec"].get("egress") and set(p["spec"].get("policyTypes", [])) == {"Ingress", "Egress"}]
+    check(len(deny) == 1, "gpucap-system: a default-deny NetworkPolicy for ingress and egress")
+    ports = set()
+    for dep in docs.get("Deployment", []):
+        if dep["metadata"].get("namespace") == "gpucap-system":
+            for c in dep["spec"]["template"]["spec"]["containers"]:
+                ports |= {p["containerPort"] for p in c.get("ports", [])}
+    for p in pols:
+        for rule in p["spec"].get("ingress", []):
+            allowed = {q.get("port") for q in rule.get("ports", [])}
+            check(allowed and allowed <= ports, f"NetworkPolicy {p['metadata']['name']}: ingress only to the "
+                  f"webhook's port {sorted(ports)}, not {sorted(map(str, allowed))}")
+            check(rule.get("from"), f"NetworkPolicy {p['metadata']['name']}: ingress from named sources only")
+        check(not p["spec"].get("egress"), f"NetworkPolicy {p['metadata']['name']}: no egress allowed")
+
+
+def check_kyverno(docs):
+    for pol in docs.get("ClusterPolicy", []):
+        spec = pol["spec"]
+        name = pol["metadata"]["name"]
+        check("validationFailureAction" not in spec and "validationFailureActionOverrides" not in spec,
+              f"ClusterPolicy {name}: no deprecated spec-level validationFailureAction")
+        for rule in spec["rules"]:
+            if "validate" in rule:
+                check(rule["validate"].get("failureAction") in ("Enforce", "Audit"),
+                      f"ClusterPolicy {name}, rule {rule['name']}: validate.failureAction Enforce or Audit")
+        autogen = pol["metadata"].get("annotations", {}).get("pod-policies.kyverno.io/autogen-controllers")
+        check(autogen is not None, f"ClusterPolicy {name}: auto-generation for controllers decided "
+              "(annotation pod-policies.kyverno.io/autogen-controllers)")
+
+
+EXCLUDED_BY_DEFAULT = {"kube-system", "kube-node-lease", "kube-public", "cert-manager", "gpucap-system",
+                       "gpu-operator", "nvidia-gpu-operator", "monitoring"}
+
+
+def gpu_pods():
+    """Pods made here: (name, pod, whether matchConditions must send it)."""
+    def pod(containers, annotations=None, **spec):
+        meta = {"name": "p", "namespace": "ml"}
+        if annotations:
+            meta["annotations"] = annotations
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": containers, **spec}}
+    plain = {"name": "c", "image": "x"}
+    gpu = lambda kind, res: {"name": "g", "image": "x", "resources": {kind: {res: "1"}}}
+    return [
+        ("plain", pod([plain]), False),
+        ("cpu and memory only", pod([{"name": "c", "image": "x", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]),
+         False),
+        ("unrelated annotation", pod([plain], {"example.com/team": "a"}), False),
+        ("env without NVIDIA_VISIBLE_DEVICES", pod([{"name": "c", "image": "x", "env": [{"name": "A", "value": "1"}]}]),
+         False),
+        ("gpu limit", pod([gpu("limits", "nvidia.com/gpu")]), True),
+        ("gpu request", pod([gpu("requests", "nvidia.com/gpu")]), True),
+        ("shared gpu", pod([gpu("limits", "nvidia.com/gpu.shared")]), True),
+        ("HAMi gpumem", pod([gpu("limits", "nvidia.com/gpumem")]), True),
+        ("gpu init container", pod([plain], initContainers=[gpu("limits", "nvidia.com/gpu")]), True),
+        ("DRA claim", pod([{"name": "g", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}],
+                          resourceClaims=[{"name": "gpu", "resourceClaimName": "gpu"}]), True),
+        ("NVIDIA_VISIBLE_DEVICES", pod([{"name": "c", "image": "x", "env": [{"name": "NVIDIA_VISIBLE_DEVICES",
+                                                                              "value": "all"}]}]), True),
+        ("gpucap annotation", pod([plain], {"gpucap.io/memory": "4GiB"}), True),
+        ("KAI gpu-fraction", pod([plain], {"gpu-fraction": "0.5"}), True),
+        ("KAI gpu-memory", pod([plain], {"gpu-memory": "2000"}), True),
+    ]
+
+
+def check_webhook_filter(cfg, cli, fixtures):
+    for w in cfg["webhooks"]:
+        exprs = w.get("namespaceSelector", {}).get("matchExpressions", [])
+        names = set()
+        for e in exprs:
+            if e["key"] == "kubernetes.io/metadata.name" and e["operator"] == "NotIn":
+                names |= set(e["values"])
+        check(EXCLUDED_BY_DEFAULT <= names, f"namespaces excluded by default: missing "
+              f"{sorted(EXCLUDED_BY_DEFAULT - names)}")
+        conds = w.get("matchConditions", [])
+        check(len(conds) >= 1, "matchConditions: only pods asking for a GPU are sent")
+        env = celpy.Environment()
+        programs = []
+        for c in conds:
+            try:
+                programs.append((c["name"], env.program(env.compile(c["expression"]))))
+            except Exception as e:
+                check(False, f"matchCondition {c.get('name')}: does not compile: {e}")
+
+        def sent(pod):
+            act = {"object": celpy.json_to_cel(pod), "oldObject": None}
+            return all(bool(p.evaluate(act)) for _, p in programs)
+
+        for name, pod, want in gpu_pods():
+            check(sent(pod) == want, f"matchConditions: pod '{name}' {'not ' if want else ''}sent to the webhook")
+        if not cli:
+            continue
+        # The filter may send more than the webhook changes, never less.
+        pods = [(n, p) for n, p, _ in gpu_pods()]
+        for path in sorted(glob.glob(os.path.join(fixtures or "", "*.json"))):
+            with open(path) as f:
+                review = json.load(f)
+            pod = (review.get("request") or {}).get("object")
+            if isinstance(pod, dict) and isinstance(pod.get("spec"), dict):
+                pods.append((os.path.basename(path), pod))
+        for name, pod in pods:
+            try:
+                if sent(pod):
+                    continue
+            except Exception:
+                continue  # fields of the wrong type: the API server would not have decoded it
+            status, resp = handle(cli, pod, ["--default-memory", "25%"])
+            check(status != 200 or (resp.get("allowed") and "patch" not in resp),
+                  f"{name}: not sent by matchConditions, but the webhook would change or deny it")
 
 
 def main():
     root = sys.argv[1]
     cli = sys.argv[2] if len(sys.argv) > 2 else None
+    fixtures = sys.argv[3] if len(sys.argv) > 3 else None
     docs = {}
+    named = []
     files = sorted(glob.glob(os.path.join(root, "*.yaml")))
     check(len(files) >= 7, f"YAML files in {root}: {files}")
     for path in files:
@@ -87,10 +338,15 @@ def main():
             check(ok, f"{name}: a document is not a Kubernetes object")
             if ok:
                 docs.setdefault(d["kind"], []).append(d)
+                named.append((name, d))
 
     for kind in ("Namespace", "DaemonSet", "Deployment", "Service", "MutatingWebhookConfiguration",
-                 "Certificate", "Issuer", "ClusterPolicy", "ConfigMap", "Pod"):
+                 "Certificate", "Issuer", "ClusterPolicy", "ConfigMap", "Pod", "NetworkPolicy"):
         check(kind in docs, f"a {kind} is among the manifests")
+    versions = check_schemas(named)
+    check_pod_security(docs, named)
+    check_network_policy(docs)
+    check_kyverno(docs)
 
     for cfg in docs.get("MutatingWebhookConfiguration", []):
         check("cert-manager.io/inject-ca-from" in cfg["metadata"].get("annotations", {}), "CA injection annotation")
@@ -104,6 +360,8 @@ def main():
             check(any(e["key"] == "gpucap.io/inject" and e["operator"] == "NotIn" for e in exprs), "namespace opt-out")
             check(w["clientConfig"]["service"]["path"] == "/mutate", "webhook path /mutate")
             check(w["rules"][0]["resources"] == ["pods"] and w["rules"][0]["operations"] == ["CREATE"], "pod CREATE")
+        check_certificates(docs, cfg)
+        check_webhook_filter(cfg, cli, fixtures)
 
     certs = {c["metadata"]["name"]: c for c in docs.get("Certificate", [])}
     issuers = {i["metadata"]["name"]: i for i in docs.get("Issuer", [])}
@@ -185,7 +443,7 @@ def main():
     if failures:
         print(f"{len(failures)} failures")
         return 1
-    print(f"ok: {len(files)} files, kinds {sorted(docs)}")
+    print(f"ok: {len(files)} files, kinds {sorted(docs)}; Kubernetes schemas {', '.join(versions)}")
     return 0
 
 

@@ -995,7 +995,7 @@ int gpc_admission_handle(const struct gpc_admission_config *cfg, const char *bod
     out->status = 500;
     if (len > GPC_ADMISSION_MAX_BODY) {
         snprintf(out->log, sizeof out->log, "rejected: body of %zu bytes", len);
-        return set_text(out, 413, "request body larger than 3 MiB");
+        return set_text(out, 413, "request body larger than " GPC_ADMISSION_MAX_BODY_TEXT);
     }
 
     struct review r = {.cfg = cfg};

@@ -10,8 +10,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* The largest request body the handler (and the server) accepts; larger ones get 413. */
-#define GPC_ADMISSION_MAX_BODY (3u << 20)
+/*
+ * The largest request body the handler (and the server) accepts; larger ones get 413. A pod as the
+ * API server sends it, managedFields included, is tens of KiB; 512 KiB leaves room for large ones.
+ */
+#define GPC_ADMISSION_MAX_BODY (512u << 10)
+#define GPC_ADMISSION_MAX_BODY_TEXT "512 KiB"
 
 /*
  * The per-pod injection layout (TEAM contract 2). The init container copies the library, the CLI,

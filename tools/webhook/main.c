@@ -20,7 +20,7 @@
 enum opt_id { OPT_LISTEN, OPT_CERT, OPT_KEY, OPT_DEFAULT_MEMORY, OPT_MAX_MEMORY, OPT_NAMESPACE_POLICY,
               OPT_NAMESPACE_ANNOTATIONS, OPT_KUBE_API, OPT_KUBE_TOKEN, OPT_KUBE_CA, OPT_NAMESPACE_TTL, OPT_IMAGE,
               OPT_PRELOAD, OPT_DRA_CLAIMS, OPT_VISIBLE_DEVICES, OPT_TRUSTED_NAMESPACES, OPT_THREADS,
-              OPT_RELOAD_INTERVAL, OPT_COUNT };
+              OPT_RELOAD_INTERVAL, OPT_MAX_CONNECTIONS, OPT_MAX_CONNECTIONS_PER_IP, OPT_COUNT };
 
 enum opt_type { T_STRING, T_PATH, T_SIZE, T_UINT, T_CHOICE };
 
@@ -72,6 +72,10 @@ static const struct row {
     [OPT_THREADS] = {"threads", "GPUCAP_WEBHOOK_THREADS", T_UINT, "4", 1, 256, "worker threads"},
     [OPT_RELOAD_INTERVAL] = {"reload-interval", "GPUCAP_WEBHOOK_RELOAD_INTERVAL", T_UINT, "10", 1, 3600,
                              "seconds between checks of the certificate and key files"},
+    [OPT_MAX_CONNECTIONS] = {"max-connections", "GPUCAP_WEBHOOK_MAX_CONNECTIONS", T_UINT, "256", 1, 4096,
+                             "open connections in all; about 100 KiB of memory each at most"},
+    [OPT_MAX_CONNECTIONS_PER_IP] = {"max-connections-per-ip", "GPUCAP_WEBHOOK_MAX_CONNECTIONS_PER_IP", T_UINT, "64",
+                                    1, 4096, "open connections from one address (an API server counts as one)"},
 };
 
 static volatile sig_atomic_t stop;
@@ -87,7 +91,7 @@ static void usage(FILE *f)
                "Mutating admission webhook: POST /mutate, GET /healthz. Each option may also be given\n"
                "in the environment variable shown; a flag overrides the variable. --version prints the version.\n\n");
     for (int i = 0; i < OPT_COUNT; i++) {
-        fprintf(f, "  --%-16s %s\n  %-18s %s", rows[i].flag, rows[i].doc, "", rows[i].env);
+        fprintf(f, "  --%-22s %s\n  %-24s %s", rows[i].flag, rows[i].doc, "", rows[i].env);
         if (rows[i].def)
             fprintf(f, ", default %s", rows[i].def);
         fputc('\n', f);
@@ -218,6 +222,8 @@ int main(int argc, char **argv)
         .key = value[OPT_KEY],
         .threads = num[OPT_THREADS],
         .reload_interval = num[OPT_RELOAD_INTERVAL],
+        .max_connections = num[OPT_MAX_CONNECTIONS],
+        .max_connections_per_ip = num[OPT_MAX_CONNECTIONS_PER_IP],
         .admission = {.image = value[OPT_IMAGE],
                       .default_memory = value[OPT_DEFAULT_MEMORY],
                       .max_memory = value[OPT_MAX_MEMORY],

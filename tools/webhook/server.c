@@ -8,6 +8,15 @@
  * files every reload interval and swaps in a new set only when the pair loads and matches; a
  * half-written or mismatched pair keeps the previous one serving. Superseded sets stay allocated
  * until exit because a handshake in flight may still hold them; a Secret rotates every few weeks.
+ *
+ * Any pod can reach the webhook and a failed answer denies pod creation, so hostile clients are
+ * bounded here (README.md of examples/kubernetes, "Limits", has the measured worst case): a body
+ * limit, a cap on request bytes buffered across all connections, a cheap scan that refuses JSON whose
+ * nesting or number of values would cost far more to parse than its size, total and per-address
+ * connection limits, deadlines from accept to complete request headers (TLS handshake included) and
+ * from there to a complete body, enforced by the main thread, an idle timeout, and error lines
+ * rate-limited. TLS is 1.3, or 1.2 with
+ * ECDHE and an AEAD cipher only.
  */
 #include "server.h"
 
@@ -16,6 +25,7 @@
 #include <gnutls/gnutls.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -29,6 +39,28 @@
 #define MAX_CHAIN 8
 #define MAX_PEM (1u << 20)
 
+/* Limits against hostile clients: README.md of examples/kubernetes, "Limits". */
+#define BUFFERED_MAX (8u << 20)   /* request bytes held across all connections */
+#define JSON_MAX_DEPTH 64         /* a pod with managedFields nests about 15 deep */
+#define JSON_MAX_CONTAINERS 16384 /* objects and arrays in one body (about 200 bytes each parsed) */
+#define JSON_MAX_VALUES 65536     /* values of any kind in one body */
+#define HEADER_DEADLINE 5 /* seconds from accept to complete request headers */
+#define BODY_DEADLINE 10  /* seconds from the headers to the end of the body */
+#define IDLE_TIMEOUT 30   /* seconds without traffic before a connection is closed */
+#define LOG_BURST 10      /* microhttpd error lines per LOG_WINDOW seconds; the rest are counted */
+#define LOG_WINDOW 10
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/*
+ * TLS 1.3, and TLS 1.2 only with an ECDHE key exchange (forward secrecy) and an AEAD cipher: no
+ * static RSA, no finite-field DHE, no CBC with SHA-1 MACs. Key exchange settings do not apply to
+ * TLS 1.3, whose groups stay GnuTLS's defaults.
+ */
+#define TLS_PRIORITIES                                                                                          \
+    "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-KX-ALL:+ECDHE-ECDSA:+ECDHE-RSA:-CIPHER-ALL:+AES-128-GCM:"     \
+    "+AES-256-GCM:+CHACHA20-POLY1305:-MAC-ALL:+AEAD"
+
 void gpc_log(const char *fmt, ...)
 {
     char line[2200];
@@ -38,6 +70,34 @@ void gpc_log(const char *fmt, ...)
     va_end(ap);
     /* One fprintf per line: stdio's stream lock keeps lines from different threads whole. */
     fprintf(stderr, "gpucap-webhook: %s\n", line);
+}
+
+/*
+ * Lines a client can cause at will go through here: LOG_BURST per window, then a count of the rest
+ * when the window ends (NULL: only that check, from the main thread).
+ */
+static pthread_mutex_t limited_lock = PTHREAD_MUTEX_INITIALIZER;
+static time_t limited_since;
+static unsigned limited_said, limited_dropped;
+
+static void log_limited(const char *line)
+{
+    time_t now = time(NULL);
+    pthread_mutex_lock(&limited_lock);
+    if (now - limited_since >= LOG_WINDOW) {
+        if (limited_dropped)
+            gpc_log("%u more lines of client errors in the last %d s not shown (rate limit)", limited_dropped,
+                    LOG_WINDOW);
+        limited_since = now;
+        limited_said = limited_dropped = 0;
+    }
+    if (line && limited_said < LOG_BURST) {
+        limited_said++;
+        gpc_log("%s", line);
+    } else if (line) {
+        limited_dropped++;
+    }
+    pthread_mutex_unlock(&limited_lock);
 }
 
 /* ---- credentials ---- */
@@ -223,11 +283,105 @@ static int reload(struct watch *w, bool first)
     return 0;
 }
 
+/* ---- connections ---- */
+
+/*
+ * Every connection with its deadline: for the TLS handshake and request headers from accept, then
+ * for the body from the headers, none between requests (the idle timeout applies there). Filled by
+ * microhttpd's connection notices (worker threads), moved on by the request callbacks, swept by the
+ * main thread, which shuts down the socket of a connection past its deadline; microhttpd then sees
+ * the end of the stream and closes it. So a client cannot hold a connection, or the bytes reserved
+ * for its body, by trickling. A slot is freed in the "closed" notice, before microhttpd closes the
+ * descriptor, so the sweep never touches a descriptor that was reused.
+ */
+struct conn_slot {
+    struct MHD_Connection *conn; /* NULL: free */
+    int fd;
+    time_t deadline; /* 0: none */
+};
+
+static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct conn_slot *slots; /* one per allowed connection */
+static unsigned nslots;
+
+static time_t now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **ctx, enum MHD_ConnectionNotificationCode code)
+{
+    pthread_mutex_lock(&slots_lock);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        for (unsigned i = 0; fd && i < nslots; i++) {
+            if (!slots[i].conn) {
+                slots[i] = (struct conn_slot){conn, fd->connect_fd, now_s() + HEADER_DEADLINE};
+                *ctx = &slots[i];
+                break;
+            }
+        }
+    } else if (*ctx) {
+        ((struct conn_slot *)*ctx)->conn = NULL;
+        *ctx = NULL;
+    }
+    pthread_mutex_unlock(&slots_lock);
+}
+
+/* From a request callback: the connection's next deadline is `seconds` from now (0: none). */
+static void set_deadline(struct MHD_Connection *conn, unsigned seconds)
+{
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (!info || !info->socket_context)
+        return;
+    pthread_mutex_lock(&slots_lock);
+    ((struct conn_slot *)info->socket_context)->deadline = seconds ? now_s() + seconds : 0;
+    pthread_mutex_unlock(&slots_lock);
+}
+
+/* Main thread: ends the connections past their header deadline. */
+static void sweep_slow(void)
+{
+    time_t now = now_s();
+    unsigned n = 0;
+    pthread_mutex_lock(&slots_lock);
+    for (unsigned i = 0; i < nslots; i++) {
+        if (slots[i].conn && slots[i].deadline && now > slots[i].deadline) {
+            shutdown(slots[i].fd, SHUT_RDWR);
+            slots[i].deadline = 0;
+            n++;
+        }
+    }
+    pthread_mutex_unlock(&slots_lock);
+    if (n) {
+        char line[160];
+        snprintf(line, sizeof line,
+                 "closed %u connection%s that did not finish a request in time (headers %d s, body %d s)", n,
+                 n == 1 ? "" : "s", HEADER_DEADLINE, BODY_DEADLINE);
+        log_limited(line);
+    }
+}
+
 /* ---- requests ---- */
+
+/* Request bytes held by all connections together, against BUFFERED_MAX. */
+static atomic_size_t buffered;
+
+static bool reserve(size_t n)
+{
+    size_t was = atomic_fetch_add(&buffered, n);
+    if (was + n <= BUFFERED_MAX)
+        return true;
+    atomic_fetch_sub(&buffered, n);
+    return false;
+}
 
 struct upload {
     char *buf;
     size_t len, cap;
+    size_t reserved; /* counted in buffered */
     size_t dropped; /* bytes past the limit, read and thrown away */
 };
 
@@ -253,14 +407,62 @@ static enum MHD_Result text(struct MHD_Connection *conn, unsigned status, const 
 
 static enum MHD_Result too_big(struct MHD_Connection *conn)
 {
-    gpc_log("rejected: request body larger than %u bytes", GPC_ADMISSION_MAX_BODY);
-    return text(conn, MHD_HTTP_CONTENT_TOO_LARGE, "request body larger than 3 MiB\n");
+    char line[120];
+    snprintf(line, sizeof line, "rejected: request body larger than %u bytes", GPC_ADMISSION_MAX_BODY);
+    log_limited(line);
+    return text(conn, MHD_HTTP_CONTENT_TOO_LARGE, "request body larger than " GPC_ADMISSION_MAX_BODY_TEXT "\n");
+}
+
+static enum MHD_Result busy(struct MHD_Connection *conn)
+{
+    log_limited("rejected: too many request bytes in flight");
+    return text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "too many requests in flight; retry\n");
+}
+
+/*
+ * A scan over the body before jansson parses it: NULL when its shape is within the limits, else why
+ * not. Parsing `{}` costs about 200 bytes of memory for 2 bytes of input; the limits keep one parse
+ * to a few MiB whatever the body holds. Malformed JSON is left to the parser.
+ */
+static const char *json_shape(const char *p, size_t len)
+{
+    unsigned depth = 0;
+    size_t containers = 0, values = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = p[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = false;
+            continue;
+        }
+        if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            if (++depth > JSON_MAX_DEPTH)
+                return "JSON nested deeper than " STR(JSON_MAX_DEPTH) " levels";
+            if (++containers > JSON_MAX_CONTAINERS)
+                return "JSON with more than " STR(JSON_MAX_CONTAINERS) " objects and arrays";
+            values++;
+        } else if (c == '}' || c == ']') {
+            depth -= depth > 0;
+        } else if (c == ',') {
+            values++;
+        }
+        if (values > JSON_MAX_VALUES)
+            return "JSON with more than " STR(JSON_MAX_VALUES) " values";
+    }
+    return NULL;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *data, size_t *data_size, void **state)
 {
     const struct gpc_admission_config *cfg = cls;
+    if (!*state)
+        set_deadline(conn, BODY_DEADLINE);
     if (strcmp(url, "/healthz") == 0) {
         if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
             return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "use GET\n", 8, "GET, HEAD");
@@ -273,13 +475,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
     struct upload *up = *state;
     if (!up) {
-        /* First call, headers only: refuse an announced oversize body before reading it. */
+        /*
+         * First call, headers only: refuse an announced oversize body before reading it, and hold
+         * the announced size against the shared cap now, so that the body fits when it comes.
+         */
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > GPC_ADMISSION_MAX_BODY)
+        unsigned long long announced = cl ? strtoull(cl, NULL, 10) : 0;
+        if (announced > GPC_ADMISSION_MAX_BODY)
             return too_big(conn);
+        if (announced && !reserve(announced))
+            return busy(conn);
         up = calloc(1, sizeof *up);
-        if (!up)
+        if (!up) {
+            atomic_fetch_sub(&buffered, announced);
             return MHD_NO;
+        }
+        up->reserved = announced;
         *state = up;
         return MHD_YES;
     }
@@ -294,9 +505,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return up->dropped > 4 * GPC_ADMISSION_MAX_BODY ? MHD_NO : MHD_YES;
         }
         if (up->len + *data_size > up->cap) {
-            size_t cap = up->cap ? up->cap : 16384;
+            size_t cap = up->cap ? up->cap : up->reserved ? up->reserved : 16384;
             while (cap < up->len + *data_size)
                 cap *= 2;
+            if (cap > GPC_ADMISSION_MAX_BODY)
+                cap = GPC_ADMISSION_MAX_BODY;
+            /* A chunked body reserves as it grows; past the shared cap the connection is dropped. */
+            if (cap > up->reserved) {
+                if (!reserve(cap - up->reserved)) {
+                    log_limited("dropped a chunked upload: too many request bytes in flight");
+                    return MHD_NO;
+                }
+                up->reserved = cap;
+            }
             char *buf = realloc(up->buf, cap);
             if (!buf)
                 return MHD_NO;
@@ -311,6 +532,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
     if (up->dropped)
         return too_big(conn);
+    const char *shape = json_shape(up->buf, up->len);
+    if (shape) {
+        char line[160];
+        snprintf(line, sizeof line, "rejected: %s", shape);
+        log_limited(line);
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s\n", shape);
+        return text(conn, MHD_HTTP_BAD_REQUEST, msg);
+    }
     struct gpc_admission_result res;
     gpc_admission_handle(cfg, up->buf, up->len, &res);
     gpc_log("%s", res.log);
@@ -322,8 +552,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 static void on_done(void *cls, struct MHD_Connection *conn, void **state, enum MHD_RequestTerminationCode why)
 {
+    set_deadline(conn, 0);
     struct upload *up = *state;
     if (up) {
+        atomic_fetch_sub(&buffered, up->reserved);
         free(up->buf);
         free(up);
         *state = NULL;
@@ -335,7 +567,9 @@ static void on_mhd_error(void *cls, const char *fmt, va_list ap)
     char line[512];
     vsnprintf(line, sizeof line, fmt, ap);
     line[strcspn(line, "\n")] = '\0';
-    gpc_log("microhttpd: %s", line);
+    char full[540];
+    snprintf(full, sizeof full, "microhttpd: %s", line);
+    log_limited(full);
 }
 
 /* ---- the daemon ---- */
@@ -381,6 +615,14 @@ int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *
     struct watch w = {.cert = opt->cert, .key = opt->key};
     if (reload(&w, true) != 0)
         return -1;
+    slots = calloc(opt->max_connections, sizeof *slots);
+    if (!slots) {
+        gpc_log("out of memory");
+        creds_free(atomic_load(&current));
+        atomic_store(&current, NULL);
+        return -1;
+    }
+    nslots = opt->max_connections;
 
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_TLS | MHD_USE_ERROR_LOG;
     if (addr.ss_family == AF_INET6)
@@ -388,13 +630,16 @@ int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, (void *)&opt->admission, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_error, NULL,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-        MHD_OPTION_HTTPS_CERT_CALLBACK, pick_cert, MHD_OPTION_HTTPS_PRIORITIES,
-        "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2", MHD_OPTION_THREAD_POOL_SIZE, opt->threads,
-        MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_END);
+        MHD_OPTION_HTTPS_CERT_CALLBACK, pick_cert, MHD_OPTION_HTTPS_PRIORITIES, TLS_PRIORITIES,
+        MHD_OPTION_THREAD_POOL_SIZE, opt->threads, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT,
+        MHD_OPTION_CONNECTION_LIMIT, opt->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        opt->max_connections_per_ip, MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_END);
     if (!d) {
         gpc_log("cannot listen on %s: %s", opt->listen, strerror(errno));
         creds_free(atomic_load(&current));
         atomic_store(&current, NULL);
+        free(slots);
         return -1;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
@@ -412,6 +657,9 @@ int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *
     while (!*stop) {
         struct timespec tick = {0, 100 * 1000 * 1000};
         nanosleep(&tick, NULL);
+        sweep_slow();
+        if (ticks % 10 == 0)
+            log_limited(NULL);
         if (++ticks >= opt->reload_interval * 10) {
             ticks = 0;
             reload(&w, false);
@@ -419,6 +667,9 @@ int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *
     }
     gpc_log("stopping");
     MHD_stop_daemon(d);
+    free(slots);
+    slots = NULL;
+    nslots = 0;
     creds_free(atomic_load(&current));
     atomic_store(&current, NULL);
     return 0;

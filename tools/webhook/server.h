@@ -14,6 +14,8 @@ struct gpc_server_options {
     const char *key;          /* PEM private key file */
     unsigned threads;         /* worker threads */
     unsigned reload_interval; /* seconds between checks of the certificate files */
+    unsigned max_connections; /* open connections in all */
+    unsigned max_connections_per_ip;
     struct gpc_admission_config admission;
 };
 
