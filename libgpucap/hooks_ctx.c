@@ -87,6 +87,8 @@ CTX_CREATE(cuCtxCreate_v4, (CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
         bool known = gpc_free_begin(GPC_MAP_CTX, (uint64_t)(uintptr_t)ctx, &t);   \
         CUresult rc = GPC_CALL_REAL(name, (ctx));                                 \
         gpc_free_end(known, GPC_MAP_CTX, (uint64_t)(uintptr_t)ctx, &t, rc);       \
+        if (rc == CUDA_SUCCESS) /* TEMP caller (graph branch): the accounting branch's replaces it */ \
+            gpc_graphs_forget_ctx((CUcontext)ctx);                                \
         return rc;                                                                \
     }
 

@@ -311,6 +311,12 @@ void gpc_pools_reconcile(void);
 /* ---- hooks_graph.c: graph memory, counted by what the device reserves for graphs ---- */
 /* cuDeviceGraphMemTrim on `device`, then releases what it gave back: true when anything was. */
 bool gpc_graphs_trim(int device);
+/*
+ * After the driver tore down context `ctx` (it frees the graph memory and executable graphs that
+ * lived there): forgets the executable graphs instantiated in it and settles each device's graph
+ * memory charge to the driver's figure. Call it after the real teardown succeeded.
+ */
+void gpc_graphs_forget_ctx(CUcontext ctx);
 
 /* ---- hooks_ctx.c: the memory of contexts, which no allocation call reports ---- */
 /* The reserve charged per context on device `ordinal` with `physical` bytes (settings or default). */

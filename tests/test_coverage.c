@@ -34,8 +34,6 @@ struct capi {
     PFN_cuMemGetDefaultMemPool_v13000 cuMemGetDefaultMemPool;
     PFN_cuDeviceGetDefaultMemPool_v11020 cuDeviceGetDefaultMemPool;
     PFN_cuStreamSynchronize_v2000 cuStreamSynchronize;
-    PFN_cuGraphAddMemAllocNode_v11040 cuGraphAddMemAllocNode;
-    PFN_cuGraphAddNode_v12030 cuGraphAddNode_v2;
     PFN_cuGraphInstantiateWithFlags_v11040 cuGraphInstantiateWithFlags;
     PFN_cuGraphLaunch_v10000 cuGraphLaunch;
     PFN_cuDeviceGraphMemTrim_v11040 cuDeviceGraphMemTrim;
@@ -67,8 +65,6 @@ static int route;
     X(cuMemGetDefaultMemPool, cuMemGetDefaultMemPool, 13000)                        \
     X(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 13000)                  \
     X(cuStreamSynchronize, cuStreamSynchronize, 13000)                              \
-    X(cuGraphAddMemAllocNode, cuGraphAddMemAllocNode, 13000)                        \
-    X(cuGraphAddNode_v2, cuGraphAddNode, 13000)                                     \
     X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 13000)              \
     X(cuGraphLaunch, cuGraphLaunch, 13000)                                          \
     X(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 13000)                            \
@@ -284,11 +280,11 @@ static CUgraphExec graph_with_alloc(size_t bytes, bool generic, CUdeviceptr *out
         CUgraphNodeParams np = {.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC};
         np.alloc.poolProps = props;
         np.alloc.bytesize = bytes;
-        CHECK_RC(api.cuGraphAddNode_v2(&n, g, NULL, NULL, 0, &np), CUDA_SUCCESS);
+        CHECK_RC(cuGraphAddNode_v2(&n, g, NULL, NULL, 0, &np), CUDA_SUCCESS);
         *out = np.alloc.dptr;
     } else {
         CUDA_MEM_ALLOC_NODE_PARAMS ap = {.poolProps = props, .bytesize = bytes};
-        CHECK_RC(api.cuGraphAddMemAllocNode(&n, g, NULL, 0, &ap), CUDA_SUCCESS);
+        CHECK_RC(cuGraphAddMemAllocNode(&n, g, NULL, 0, &ap), CUDA_SUCCESS);
         *out = ap.dptr;
     }
     CUgraphExec e;
