@@ -63,6 +63,7 @@ struct fk_graphmem {
 
 struct fk_addr {
     CUdeviceptr p;
+    struct fk_ctx *ctx; /* the context of the executable graph that last made it live */
     UT_hash_handle hh;
 };
 
@@ -379,15 +380,13 @@ FK_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 void fk_graph_free_ctx(struct fk_ctx *c)
 {
     struct fk_gexec *e, *tmp;
-    HASH_ITER(hh, execs, e, tmp) {
-        if (e->ctx != c)
-            continue;
-        for (size_t i = 0; i < e->nalloc; i++) {
-            struct fk_alloc *a = fk_alloc_find(e->allocs[i].ptr, false);
-            if (a && a->kind == FK_GRAPH)
-                fk_graph_alloc_freed(a);
-        }
-        exec_destroy(e);
+    HASH_ITER(hh, execs, e, tmp)
+        if (e->ctx == c)
+            exec_destroy(e);
+    for (struct fk_addr *addr = graph_addrs; addr; addr = addr->hh.next) {
+        struct fk_alloc *a = addr->ctx == c ? fk_alloc_find(addr->p, false) : NULL;
+        if (a && a->kind == FK_GRAPH)
+            fk_graph_alloc_freed(a);
     }
     trim(c->ordinal);
 }
@@ -474,6 +473,10 @@ static CUresult launch(CUgraphExec h, CUstream s)
             a->phys = fk_phys_of(a->ordinal);
             a->kind = FK_GRAPH;
             fk_alloc_insert(a);
+            struct fk_addr *addr;
+            HASH_FIND(hh, graph_addrs, &a->ptr, sizeof a->ptr, addr);
+            if (addr)
+                addr->ctx = e->ctx;
             struct fk_graphmem *m = &gmem[a->ordinal];
             m->used += a->size;
             if (m->used > m->used_high)
