@@ -13,11 +13,11 @@
  *    no lock, no driver query;
  *  - a launch or upload of a graph with allocation nodes reserves those bytes (rounded up to 2 MiB)
  *    before the driver call, less what the device reserves unused when no other such launch on the
- *    device is under way, and afterwards settles the charge to the device's reserved graph memory.
- *    The reservations of the launches under way on a device are pooled: growth is paid from the
- *    pool, and what is left goes back when the last of them ends (any of them may have taken the
- *    unused memory another counted on). No lock is held across the driver call but a read lock
- *    that such launches share; trims take it exclusively, so that no trim takes away reserved
+ *    device is under way, and afterwards settles the charge to the device's reserved graph memory
+ *    and gives back what its reservation did not pay for. While a launch that counted on the
+ *    unused memory is under way, the others may take that memory: what they leave unspent pays for
+ *    its growth and goes back when it ends. No lock is held across the driver call but a read
+ *    lock that such launches share; trims take it exclusively, so that no trim takes away reserved
  *    memory that a launch under way counted on;
  *  - the charge is also settled at cuDeviceGraphMemTrim, before any denial (gpc_graphs_trim) and at
  *    context teardown (gpc_graphs_forget_ctx);
@@ -62,9 +62,12 @@ static bool need_used[MAX_NEEDS];     /* under table_lock */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER; /* inserts and removals */
 static pthread_rwlock_t trim_lock = PTHREAD_RWLOCK_INITIALIZER; /* launches with nodes (read), trims */
 static _Atomic uint64_t charged[GPC_MAX_DEVICES]; /* budget held for each device's graph memory */
-static _Atomic uint64_t pooled[GPC_MAX_DEVICES];  /* reserved by the launches under way, unspent */
+static _Atomic uint64_t pooled[GPC_MAX_DEVICES];  /* unspent reservations kept for a counting launch */
 static pthread_mutex_t dev_lock[GPC_MAX_DEVICES] = {[0 ... GPC_MAX_DEVICES - 1] = PTHREAD_MUTEX_INITIALIZER};
 static int inflight[GPC_MAX_DEVICES];             /* launches with allocation nodes under way (dev_lock) */
+static bool counting[GPC_MAX_DEVICES];            /* one of them counted on the unused reserve (dev_lock) */
+static uint64_t promised[GPC_MAX_DEVICES];        /* how much it counted on (dev_lock) */
+static uint64_t kept[GPC_MAX_DEVICES];            /* put in the pool meanwhile (dev_lock) */
 static atomic_bool any_graph_memory; /* an executable graph with (or maybe with) allocation nodes */
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 static __thread unsigned unsure_launches;
@@ -182,23 +185,24 @@ static bool reserved_of(int device, uint64_t *reserved, uint64_t *used)
     return true;
 }
 
-/* Takes up to `want` bytes from the pool of reservations of `device`: what it took. */
-static uint64_t pool_take(int device, uint64_t want)
+/* Takes up to `want` bytes from *from: what it took. */
+static uint64_t take_from(_Atomic uint64_t *from, uint64_t want)
 {
-    uint64_t p = atomic_load(&pooled[device]), take;
+    uint64_t p = atomic_load(from), take;
     do
         take = p < want ? p : want;
-    while (take && !atomic_compare_exchange_weak(&pooled[device], &p, p - take));
+    while (take && !atomic_compare_exchange_weak(from, &p, p - take));
     return take;
 }
 
 /*
- * Brings the charge of `device` to its reserved graph memory; growth is paid from the pool of
- * reservations of the launches under way first. Lock-free: whoever changes `charged` does so from
- * a figure read after the value it replaces, so the last change is never older than the last
- * growth. True when anything was released.
+ * Brings the charge of `device` to its reserved graph memory. Growth is paid from *own (what the
+ * caller reserved for its launch; NULL: nothing), then from the pool of the device, and what is
+ * still missing is charged past the budget if need be (a graph we could not inspect). Lock-free:
+ * whoever changes `charged` does so from a figure read after the value it replaces, so the last
+ * change is never older than the last growth. True when anything was released.
  */
-static bool settle(int device)
+static bool settle(int device, _Atomic uint64_t *own)
 {
     if (!dev_ok(device))
         return false;
@@ -215,8 +219,8 @@ static bool settle(int device)
             break;
     }
     if (r > c) {
-        uint64_t grown = r - c, paid = pool_take(device, grown);
-        /* Taken already (a graph we could not inspect): count it, even past the budget. */
+        uint64_t grown = r - c, paid = own ? take_from(own, grown) : 0;
+        paid += take_from(&pooled[device], grown - paid);
         if (grown > paid)
             gpc_budget_reserve_unchecked(budget, grown - paid);
     } else if (r < c) {
@@ -235,7 +239,7 @@ bool gpc_graphs_trim(int device)
         return false;
     bool released = false;
     if (gpc_real.cuDeviceGraphMemTrim && gpc_real.cuDeviceGraphMemTrim(device) == CUDA_SUCCESS)
-        released = settle(device);
+        released = settle(device, NULL);
     pthread_rwlock_unlock(&trim_lock);
     return released;
 }
@@ -255,7 +259,7 @@ void gpc_graphs_forget_ctx(CUcontext ctx)
     pthread_rwlock_wrlock(&trim_lock);
     for (int d = 0; d < GPC_MAX_DEVICES; d++)
         if (atomic_load(&charged[d]))
-            settle(d);
+            settle(d, NULL);
     pthread_rwlock_unlock(&trim_lock);
 }
 
@@ -263,6 +267,8 @@ void gpc_graphs_forget_ctx(CUcontext ctx)
 
 struct hold {
     struct gpc_charge c[MAX_GDEVS];
+    _Atomic uint64_t own[MAX_GDEVS]; /* what is left of c[i].bytes */
+    bool counted[MAX_GDEVS];         /* alone on the device: counted on its unused reserve */
     int n;
 };
 
@@ -273,22 +279,46 @@ static bool dev_enter(int device)
         return false;
     pthread_mutex_lock(&dev_lock[device]);
     bool alone = inflight[device]++ == 0;
+    if (alone) {
+        counting[device] = true;
+        promised[device] = kept[device] = 0;
+    }
     pthread_mutex_unlock(&dev_lock[device]);
     return alone;
 }
 
-/* A launch on `device` ended: the last one gives back what the pool has left. */
-static void dev_leave(int device)
+/* The launch alone on `device` counted on `bytes` of its unused reserve. */
+static void dev_promise(int device, uint64_t bytes)
 {
-    if (!dev_ok(device))
-        return;
-    uint64_t rest = 0;
     pthread_mutex_lock(&dev_lock[device]);
-    if (--inflight[device] == 0)
-        rest = atomic_exchange(&pooled[device], 0);
+    promised[device] = bytes;
     pthread_mutex_unlock(&dev_lock[device]);
+}
+
+/*
+ * A launch on `device` ended with `left` of its reservation unspent. While a launch that counted
+ * on the unused reserve is under way, others may have taken that memory: what they leave, up to
+ * what it counted on, stays in the pool, which pays for its growth, until it ends.
+ */
+static void dev_leave(int device, int budget, uint64_t left, bool counted)
+{
+    uint64_t rest = left;
+    if (dev_ok(device)) {
+        pthread_mutex_lock(&dev_lock[device]);
+        inflight[device]--;
+        if (counted) {
+            counting[device] = false;
+            rest += atomic_exchange(&pooled[device], 0);
+        } else if (counting[device]) {
+            uint64_t keep = promised[device] - kept[device] < left ? promised[device] - kept[device] : left;
+            kept[device] += keep;
+            atomic_fetch_add(&pooled[device], keep);
+            rest -= keep;
+        }
+        pthread_mutex_unlock(&dev_lock[device]);
+    }
     if (rest)
-        gpc_budget_release(gpc_device_budget_if_ready(device), rest);
+        gpc_budget_release(budget, rest);
 }
 
 static void hold_end(struct hold *h)
@@ -296,8 +326,8 @@ static void hold_end(struct hold *h)
     for (int i = 0; i < h->n; i++) {
         /* Launched: settled to the device's figure; not launched: nothing grew. */
         if (h->c[i].budget != GPC_BUDGET_NONE)
-            settle(h->c[i].device);
-        dev_leave(h->c[i].device);
+            settle(h->c[i].device, &h->own[i]);
+        dev_leave(h->c[i].device, h->c[i].budget, atomic_load(&h->own[i]), h->counted[i]);
     }
     pthread_rwlock_unlock(&trim_lock);
 }
@@ -311,18 +341,20 @@ static CUresult hold_begin(const struct need *need, struct hold *h, const char *
     CUresult rc = CUDA_SUCCESS;
     pthread_rwlock_rdlock(&trim_lock);
     for (h->n = 0; h->n < need->n; h->n++) {
-        int dev = need->device[h->n];
-        uint64_t ask = round_granule(need->bytes[h->n]), r, u;
+        int i = h->n, dev = need->device[i];
+        uint64_t ask = round_granule(need->bytes[i]), r, u;
         /* Alone on the device, the launch may count on what the device reserves unused. */
-        if (dev_enter(dev) && reserved_of(dev, &r, &u) && r > u)
-            ask = need->bytes[h->n] <= r - u ? 0 : round_granule(need->bytes[h->n] - (r - u));
-        rc = gpc_charge_begin(&h->c[h->n], dev, ask, call);
+        h->counted[i] = dev_enter(dev);
+        if (h->counted[i] && reserved_of(dev, &r, &u) && r > u) {
+            ask = need->bytes[i] <= r - u ? 0 : round_granule(need->bytes[i] - (r - u));
+            dev_promise(dev, round_granule(need->bytes[i]) - ask);
+        }
+        rc = gpc_charge_begin(&h->c[i], dev, ask, call);
         if (rc != CUDA_SUCCESS) {
-            dev_leave(dev);
+            dev_leave(dev, GPC_BUDGET_NONE, 0, h->counted[i]);
             break;
         }
-        if (h->c[h->n].budget != GPC_BUDGET_NONE && dev_ok(dev))
-            atomic_fetch_add(&pooled[dev], ask);
+        atomic_init(&h->own[i], h->c[i].budget != GPC_BUDGET_NONE ? ask : 0);
     }
     if (rc != CUDA_SUCCESS)
         hold_end(h);
@@ -501,15 +533,12 @@ GPC_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 
 typedef CUresult (*launch_fn)(CUgraphExec, CUstream);
 
-static CUresult launch(const char *call, launch_fn *real, CUgraphExec exec, CUstream s)
+/* Launches of graphs that may take memory, and every launch before the library is set up. */
+static __attribute__((noinline)) CUresult launch_slow(const char *call, launch_fn *real, CUgraphExec exec,
+                                                      CUstream s, uint32_t info)
 {
-    /* The common case: a graph without allocation nodes (its instantiation initialised us). */
-    uint32_t info = exec_info((uintptr_t)exec);
-    launch_fn fn = *real;
-    if (gpc_likely(info == INFO_NONE && fn))
-        return fn(exec, s);
     bool counted = gpc_enforcing();
-    fn = *real; /* read again: gpc_init may just have resolved it */
+    launch_fn fn = *real; /* read after gpc_init, which may just have resolved it */
     if (!fn)
         return CUDA_ERROR_NOT_FOUND;
     if (!counted || info == INFO_NONE)
@@ -518,7 +547,7 @@ static CUresult launch(const char *call, launch_fn *real, CUgraphExec exec, CUst
         CUresult rc = fn(exec, s);
         CUdevice dev;
         if (rc == CUDA_SUCCESS && unsure_launches++ % UNSURE_EVERY == 0 && gpc_current_device(&dev) == CUDA_SUCCESS)
-            settle(dev);
+            settle(dev, NULL);
         return rc;
     }
     struct need need = needs[info - 1];
@@ -529,6 +558,17 @@ static CUresult launch(const char *call, launch_fn *real, CUgraphExec exec, CUst
     rc = fn(exec, s);
     hold_end(&h);
     return rc;
+}
+
+static inline CUresult launch(const char *call, launch_fn *real, CUgraphExec exec, CUstream s)
+{
+    /* The common case, a graph without allocation nodes (its instantiation set the library up):
+     * one lookup, then the driver. Kept apart from launch_slow so that it saves no registers. */
+    uint32_t info = exec_info((uintptr_t)exec);
+    launch_fn fn = *real;
+    if (gpc_likely(info == INFO_NONE && fn))
+        return fn(exec, s);
+    return launch_slow(call, real, exec, s, info);
 }
 
 GPC_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
@@ -559,7 +599,7 @@ GPC_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device)
     pthread_rwlock_wrlock(&trim_lock);
     CUresult rc = GPC_CALL_REAL(cuDeviceGraphMemTrim, (device));
     if (rc == CUDA_SUCCESS)
-        settle(device);
+        settle(device, NULL);
     pthread_rwlock_unlock(&trim_lock);
     return rc;
 }

@@ -437,6 +437,10 @@ static CUresult launch(CUgraphExec h, CUstream s)
     struct fk_gexec *e;
     FIND(execs, h, e);
     CUresult rc = !e ? CUDA_ERROR_INVALID_VALUE : fk_stream_ok(s) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    if (rc == CUDA_SUCCESS && e->nalloc == 0 && e->nfree == 0) {
+        fk_unlock(); /* no memory node: nothing to do (and cheap, for bench/bench_graph) */
+        return rc;
+    }
     /* An allocation of this graph still live from the last launch: freed first with
      * AUTO_FREE_ON_LAUNCH, an error without. */
     for (size_t i = 0; rc == CUDA_SUCCESS && i < e->nalloc; i++) {
