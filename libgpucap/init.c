@@ -32,6 +32,8 @@ static void start(void)
                 "GPUCAP_MEMORY_LIMIT, or memory_limit in %s)", gpc_settings.config_path);
     if (any)
         gpc_ledger_attach();
+    if (any)
+        gpc_timeline_start();
     atomic_store(&gpc_passthrough, !any);
     atomic_store_explicit(&gpc_initialized, 1, memory_order_release);
     starting = false;

@@ -68,6 +68,9 @@ const struct gpc_option_def gpc_option_defs[GPC_OPT__COUNT] = {
                                  "device memory charged per CUDA context (primary, created, green), which no "
                                  "allocation call reports; unset: 512MiB on cards of 64GiB or more, 384MiB from "
                                  "24GiB, 256MiB below 24GiB; 0: contexts are not charged"},
+    [GPC_OPT_TIMELINE] = {"timeline", "GPUCAP_TIMELINE", GPC_T_STRING, NULL, NULL, GPC_OPTF_ENV_ONLY,
+                          "set by `gpucap run --report` for its command: a directory where each process "
+                          "writes how its devices' usage moved over time (timeline.<pid>) at exit"},
 };
 
 static const char *source_name(enum gpc_source src)

@@ -15,6 +15,8 @@
 __attribute__((destructor)) static void report_at_exit(void)
 {
     const struct gpc_value *v = &gpc_settings.opt[GPC_OPT_REPORT];
+    if (atomic_load(&gpc_initialized))
+        gpc_timeline_write_file();
     if (!atomic_load(&gpc_initialized) || !v->set || v->bad || !v->text[0])
         return;
     bool to_stderr = strcmp(v->text, "-") == 0;
@@ -25,7 +27,10 @@ __attribute__((destructor)) static void report_at_exit(void)
     }
     const struct gpc_value *fmt = &gpc_settings.opt[GPC_OPT_REPORT_FORMAT];
     const struct gpc_value *mode = &gpc_settings.opt[GPC_OPT_MODE];
-    gpc_report_write(fd, gpc_ledger, fmt->set && !fmt->bad && fmt->u.e == 1, mode->set && !mode->bad && mode->u.e == 1);
+    const struct gpc_timeline *tl;
+    int ntl = gpc_timeline_collect(&tl);
+    gpc_report_write_timeline(fd, gpc_ledger, fmt->set && !fmt->bad && fmt->u.e == 1,
+                              mode->set && !mode->bad && mode->u.e == 1, tl, ntl);
     if (!to_stderr)
         close(fd);
 }

@@ -7,6 +7,7 @@
  *   gpucap check   validate the environment and an ini file, show the effective budgets
  *   gpucap doctor  check a node or pod before trusting a cap
  *   gpucap status  show the ledger: budgets, usage and processes
+ *   gpucap plot    draw a JSON report's usage timeline as an SVG picture
  */
 #include "cli.h"
 
@@ -29,6 +30,7 @@ static const char usage[] =
     "  check [FILE]                  validate the environment and an ini file; show the effective budgets\n"
     "  doctor                        check this node or pod before trusting a cap\n"
     "  status [--ledger FILE]        show the ledger: budgets, usage, processes\n"
+    "  plot REPORT.json [-o OUT.svg] draw a JSON report's usage over time as an SVG picture\n"
     "  help [COMMAND]                this text, or a command's\n"
     "\n"
     "`gpucap COMMAND --help` describes a command.\n";
@@ -238,6 +240,8 @@ int main(int argc, char **argv)
         return cmd_doctor(argc, argv);
     if (strcmp(cmd, "status") == 0)
         return cmd_status(argc, argv);
+    if (strcmp(cmd, "plot") == 0)
+        return cmd_plot(argc, argv);
     fprintf(stderr, "gpucap: unknown command '%s'\n\n%s", cmd, usage);
     return CLI_USAGE;
 }
