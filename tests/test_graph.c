@@ -5,8 +5,9 @@
  *   nodriver  launches of graphs without allocation nodes (built by hand, by stream capture, and
  *             instantiated before any graph with such nodes exists or after) make no driver call
  *             but the launch itself
- *   teardown  graph memory of explicit and captured allocation nodes in a created context: the
- *             figures follow the card through launches, trims and cuCtxDestroy, back to zero
+ *   teardown  graph memory of explicit and captured allocation nodes in a created context (also
+ *             through cuGraphInstantiate and _v2): the figures follow the card through launches,
+ *             trims, denials and cuCtxDestroy, back to zero
  *   threads   8 threads launch their own graphs (4 without allocation nodes, 4 with, some keeping
  *             their memory live) while another allocates and frees: the card never holds more
  *             than the budget, and every byte is settled after the trims and the teardown
@@ -127,8 +128,10 @@ static void case_teardown(void)
     REQUIRE(cuCtxCreate_v2(&c, 0, 0) == CUDA_SUCCESS, "cuCtxCreate_v2");
     CUstream s = stream();
     CUgraphExec keep = instantiate(alloc_graph(24 * MiB, false), CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH);
-    CUgraphExec cap = instantiate(captured(s, 30 * MiB, true), 0);
-    CUgraphExec plain = instantiate(plain_graph(), 0);
+    /* Through the CUDA 10 and 11 entry points: they count allocation nodes too. */
+    CUgraphExec cap, plain;
+    CHECK_RC(cuGraphInstantiate(&cap, captured(s, 30 * MiB, true), NULL, NULL, 0), CUDA_SUCCESS);
+    CHECK_RC(cuGraphInstantiate_v2(&plain, plain_graph(), NULL, NULL, 0), CUDA_SUCCESS);
     CHECK_RC(cuGraphLaunch(keep, s), CUDA_SUCCESS);
     expect(24 * MiB, "an allocation node's memory, live");
     CHECK_RC(cuGraphLaunch(keep, s), CUDA_SUCCESS);
