@@ -77,8 +77,13 @@ static void after_fork_child(void)
     /* A lock another thread held at fork() stays held forever in the child: start clean. */
     pthread_mutex_init(&table_lock, NULL);
     pthread_rwlock_init(&trim_lock, NULL);
-    for (int i = 0; i < GPC_MAX_DEVICES; i++)
+    for (int i = 0; i < GPC_MAX_DEVICES; i++) {
         pthread_mutex_init(&dev_lock[i], NULL);
+        /* The parent's launches under way are not the child's: nothing is under way here. */
+        inflight[i] = 0;
+        counting[i] = false;
+        atomic_store(&pooled[i], 0);
+    }
 }
 static void register_fork(void) { pthread_atfork(NULL, NULL, after_fork_child); }
 
