@@ -227,6 +227,16 @@ static void panel(FILE *f, const struct series *s, double y0, bool audit)
             s->denials, s->denials == 1 ? "denial" : "denials",
             audit ? " (audit mode: counted, then admitted)" : "", short_size(s->physical, c, sizeof c));
 
+    /* Legend, top right. */
+    double lx = x1 - 300, ly = y0 + 44;
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"16\" height=\"10\" class=\"usagekey\"/>"
+               "<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">in use</text>\n", lx, ly - 9, lx + 22, ly);
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"budgetkey\"/>"
+               "<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">budget</text>\n", lx + 90, ly - 4, lx + 120, ly - 4,
+            lx + 126, ly);
+    fprintf(f, "<path class=\"denialkey\" d=\"M%.1f %.1f l-6 -11 h12 Z\"/>"
+               "<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">denial</text>\n", lx + 200, ly + 1, lx + 210, ly);
+
     /* Grid and axes. */
     uint64_t step = byte_step(top);
     for (uint64_t v = 0; v <= top; v += step) {
@@ -307,10 +317,11 @@ static void svg_write(FILE *f, const struct plot *pl)
                ".ytick{font-size:12px;fill:#444;text-anchor:end}\n"
                ".xtick{font-size:12px;fill:#444;text-anchor:middle}\n"
                ".xlabel{font-size:12px;fill:#666;text-anchor:middle}\n"
-               ".usage{fill:#4c78a8;fill-opacity:0.28;stroke:#1f4e79;stroke-width:2;stroke-linejoin:round}\n"
-               ".budget{stroke:#d62728;stroke-width:2.5;stroke-dasharray:9 6}\n"
+               ".usage,.usagekey{fill:#4c78a8;fill-opacity:0.28;stroke:#1f4e79;stroke-width:2;stroke-linejoin:round}\n"
+               ".budget,.budgetkey{stroke:#d62728;stroke-width:2.5;stroke-dasharray:9 6}\n"
                ".budgetlabel{font-size:13px;font-weight:bold;fill:#d62728;text-anchor:end}\n"
-               ".denial{fill:#d62728;stroke:#7f0000;stroke-width:1}\n"
+               ".denial,.denialkey{fill:#d62728;stroke:#7f0000;stroke-width:1}\n"
+               ".legend{font-size:12px;fill:#444}\n"
                ".peak{fill:#1f4e79;stroke:#fff;stroke-width:1.5}\n"
                ".peaklabel{font-size:13px;font-weight:bold;fill:#1f4e79}\n"
                "</style>\n<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n");
