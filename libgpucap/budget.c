@@ -124,9 +124,11 @@ int gpc_budget_reserve(int id, uint64_t bytes)
     max_into(&s->largest, bytes);
     if (rc != 0) {
         count_denial(s);
+        gpc_timeline_note(id, true);
         return rc;
     }
     atomic_fetch_add_explicit(&s->allocs, 1, memory_order_relaxed);
+    gpc_timeline_note(id, false);
     return 0;
 }
 
@@ -148,6 +150,7 @@ void gpc_budget_release(int id, uint64_t bytes)
         while (!atomic_compare_exchange_weak_explicit(&d->slot.used, &used, minus(used, bytes), memory_order_acq_rel,
                                                       memory_order_relaxed))
             ;
+        gpc_timeline_note(id, false);
         return;
     }
     int me = gpc_ledger_me();
@@ -170,6 +173,7 @@ void gpc_budget_release(int id, uint64_t bytes)
     atomic_store_explicit(&d->slot.used, minus(atomic_load_explicit(&d->slot.used, memory_order_relaxed), bytes),
                           memory_order_relaxed);
     gpc_ledger_unlock(d);
+    gpc_timeline_note(id, false);
 }
 
 /* ---- audit mode and fault injection (asked for by `gpucap`; see charge.c) ---- */
@@ -184,6 +188,7 @@ int gpc_budget_reserve_unchecked(int id, uint64_t bytes)
     if (!gpc_ledger_shared) {
         uint64_t used = atomic_fetch_add_explicit(&d->slot.used, bytes, memory_order_acq_rel) + bytes;
         max_into(&d->slot.peak, used);
+        gpc_timeline_note(id, false);
         return 0;
     }
     int me = gpc_ledger_me();
@@ -199,6 +204,7 @@ int gpc_budget_reserve_unchecked(int id, uint64_t bytes)
     max_into(&d->slot.peak, used);
     max_into(&p->peak[id], mine);
     gpc_ledger_unlock(d);
+    gpc_timeline_note(id, false);
     return 0;
 }
 
@@ -209,6 +215,7 @@ void gpc_budget_note_denial(int id, uint64_t bytes)
         return;
     max_into(&s->largest, bytes);
     count_denial(s);
+    gpc_timeline_note(id, true);
 }
 
 void gpc_budget_note_contexts(int id, int64_t delta)

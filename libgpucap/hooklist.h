@@ -59,16 +59,19 @@
     X(cuCtxSynchronize, cuCtxSynchronize, 2000, 0, PFN_cuCtxSynchronize_v2000)                        \
     X(cuCtxSynchronize_v2, cuCtxSynchronize, 13000, 0, PFN_cuCtxSynchronize_v13000)                   \
     X(cuEventSynchronize, cuEventSynchronize, 2000, 0, PFN_cuEventSynchronize_v2000)                  \
-    X(cuGraphAddMemAllocNode, cuGraphAddMemAllocNode, 11040, 0, PFN_cuGraphAddMemAllocNode_v11040)    \
-    X(cuGraphAddNode, cuGraphAddNode, 12020, 0, PFN_cuGraphAddNode_v12020)                            \
-    X(cuGraphAddNode_v2, cuGraphAddNode, 12030, 0, PFN_cuGraphAddNode_v12030)                         \
-    X(cuGraphDestroy, cuGraphDestroy, 10000, 0, PFN_cuGraphDestroy_v10000)                            \
+    X(cuGraphInstantiate, cuGraphInstantiate, 10000, 0, PFN_cuGraphInstantiate_v10000)                \
     X(cuGraphInstantiate_v2, cuGraphInstantiate, 11000, 0, PFN_cuGraphInstantiate_v11000)             \
     X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, 0,                             \
       PFN_cuGraphInstantiateWithFlags_v11040)                                                         \
+    X(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 12000, 0,                           \
+      PFN_cuGraphInstantiateWithParams_v12000)                                                        \
+    X(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams, 12000, 1,                      \
+      PFN_cuGraphInstantiateWithParams_v12000_ptsz)                                                   \
     X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, 0, PFN_cuGraphExecDestroy_v10000)                \
     X(cuGraphLaunch, cuGraphLaunch, 10000, 0, PFN_cuGraphLaunch_v10000)                               \
     X(cuGraphLaunch_ptsz, cuGraphLaunch, 10000, 1, PFN_cuGraphLaunch_v10000_ptsz)                     \
+    X(cuGraphUpload, cuGraphUpload, 11010, 0, PFN_cuGraphUpload_v11010)                               \
+    X(cuGraphUpload_ptsz, cuGraphUpload, 11010, 1, PFN_cuGraphUpload_v11010_ptsz)                     \
     X(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 11040, 0, PFN_cuDeviceGraphMemTrim_v11040)          \
     X(cuCtxCreate, cuCtxCreate, 2000, 0, PFN_cuCtxCreate_v2000)                                       \
     X(cuCtxCreate_v2, cuCtxCreate, 3020, 0, PFN_cuCtxCreate_v3020)                                    \
@@ -95,7 +98,10 @@
     X(cuArrayGetMemoryRequirements, PFN_cuArrayGetMemoryRequirements_v11060) \
     X(cuMipmappedArrayGetMemoryRequirements, PFN_cuMipmappedArrayGetMemoryRequirements_v11060) \
     X(cuMemPoolGetAttribute, PFN_cuMemPoolGetAttribute_v11020) \
-    X(cuDeviceGetGraphMemAttribute, PFN_cuDeviceGetGraphMemAttribute_v11040)
+    X(cuDeviceGetGraphMemAttribute, PFN_cuDeviceGetGraphMemAttribute_v11040) \
+    X(cuGraphGetNodes, PFN_cuGraphGetNodes_v10000)         \
+    X(cuGraphNodeGetType, PFN_cuGraphNodeGetType_v10000)   \
+    X(cuGraphMemAllocNodeGetParams, PFN_cuGraphMemAllocNodeGetParams_v11040)
 
 /*
  * NVML entry points gpucap interposes, X(export, pfn_type). Exported and reached by the dlsym

@@ -215,9 +215,3 @@ PRIMARY_DROP(cuDevicePrimaryCtxRelease, false)
 PRIMARY_DROP(cuDevicePrimaryCtxRelease_v2, false)
 PRIMARY_DROP(cuDevicePrimaryCtxReset, true)
 PRIMARY_DROP(cuDevicePrimaryCtxReset_v2, true)
-
-/* TEMP stub: the real one is in hooks_graph.c */
-void gpc_graphs_forget_ctx(CUcontext ctx)
-{
-    (void)ctx;
-}

@@ -37,6 +37,7 @@ static void start(void)
     if (any) {
         gpc_ledger_attach();
         gpc_ledger_identify();
+        gpc_timeline_start();
     }
     atomic_store(&gpc_passthrough, !any);
     atomic_store_explicit(&gpc_initialized, 1, memory_order_release);

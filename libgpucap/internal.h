@@ -62,6 +62,7 @@ enum gpc_opt {
     GPC_OPT_POD_NAME,
     GPC_OPT_POD_UID,
     GPC_OPT_CONTAINER_NAME,
+    GPC_OPT_TIMELINE,
     GPC_OPT__COUNT
 };
 enum gpc_opt_type { GPC_T_SIZE, GPC_T_BOOL, GPC_T_INT, GPC_T_STRING, GPC_T_ENUM };
@@ -319,12 +320,27 @@ bool gpc_fault_inject(const struct gpc_settings *s, const char *call, int device
  * stdio), as text or one JSON object. `audit` says the run was in audit mode. 0, or -errno.
  */
 int gpc_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit);
+/* One bucket of a device's usage timeline: from t_ns (UTC, ns), the highest and the last figure. */
+struct gpc_tl_point {
+    uint64_t t_ns, max, last;
+    uint32_t denials;
+};
+/* The timeline of the device whose UUID is `uuid` (points in time order), for a JSON report. */
+struct gpc_timeline {
+    uint8_t uuid[16];
+    int n;
+    const struct gpc_tl_point *p;
+};
+/* gpc_report_write, with a "timeline" in each JSON device that one of `tl[0..ntl)` matches. */
+int gpc_report_write_timeline(int fd, const struct gpc_ledger *l, bool json, bool audit,
+                              const struct gpc_timeline *tl, int ntl);
 /*
- * Writes that report to the file `path` as a new file renamed into place (never through a symbolic
- * link or an existing inode); refuses a directory writable by every user that is not sticky. 0, or
- * -errno with the reason in why ("is a symbolic link: refused", ...). No malloc, no stdio stream.
+ * Writes a report to the file `path` as a new file renamed into place (never through a symbolic
+ * link or an existing inode); refuses a directory writable by every user that is not sticky. The
+ * content is what `write(fd, arg)` puts there (0 or -errno). 0, or -errno with the reason in why
+ * ("is a symbolic link: refused", ...). No malloc, no stdio stream.
  */
-int gpc_report_file(const char *path, const struct gpc_ledger *l, bool json, bool audit, char *why, size_t len);
+int gpc_report_file(const char *path, int (*write)(int fd, void *arg), void *arg, char *why, size_t len);
 
 /* ---- backtrace.c: the call stack of a denied allocation ---- */
 /* Logs the caller's stack, one "gpucap:   #N function+0xoff" line per frame, if backtraces are on. */
@@ -391,8 +407,31 @@ void gpc_pools_free_end(CUdeviceptr dptr, const struct gpc_track *t, CUresult rc
 /* ---- hooks_graph.c: graph memory, counted by what the device reserves for graphs ---- */
 /* cuDeviceGraphMemTrim on `device`, then releases what it gave back: true when anything was. */
 bool gpc_graphs_trim(int device);
-/* Releases every charge of graph memory and executable graphs that lived in context `ctx`. */
+/*
+ * After the driver tore down context `ctx` (it frees the graph memory and executable graphs that
+ * lived there): forgets the executable graphs instantiated in it and settles each device's graph
+ * memory charge to the driver's figure. Call it after the real teardown succeeded.
+ */
 void gpc_graphs_forget_ctx(CUcontext ctx);
+
+/* ---- timeline.c: usage over time, recorded only when a report is asked for ---- */
+extern bool gpc_timeline_on;
+/* At start-up: records from now on if GPUCAP_REPORT or GPUCAP_TIMELINE is set. */
+void gpc_timeline_start(void);
+/* Records the figure of budget `id` now (and a denial). Use gpc_timeline_note. */
+void gpc_timeline_record(int id, bool denied);
+/* For the budget: one predictable branch when no report is asked for. */
+static inline void gpc_timeline_note(int id, bool denied)
+{
+    if (gpc_unlikely(gpc_timeline_on))
+        gpc_timeline_record(id, denied);
+}
+/* Copies up to `max` buckets of budget `id`, in time order: how many. */
+int gpc_timeline_points(int id, struct gpc_tl_point *out, int max);
+/* This process's timeline of each device, for its report at exit: how many (*out set). */
+int gpc_timeline_collect(const struct gpc_timeline **out);
+/* At exit, with GPUCAP_TIMELINE=DIR: writes DIR/timeline.<pid>. */
+void gpc_timeline_write_file(void);
 
 /* ---- hooks_ctx.c: the memory of contexts, which no allocation call reports ---- */
 /* The reserve charged per context on device `ordinal` with `physical` bytes (settings or default). */

@@ -81,6 +81,9 @@ const struct gpc_option_def gpc_option_defs[GPC_OPT__COUNT] = {
     [GPC_OPT_CONTAINER_NAME] = {"container_name", "GPUCAP_CONTAINER_NAME", GPC_T_STRING, NULL, NULL,
                                 GPC_OPTF_IDENTITY,
                                 "identity recorded in the ledger: the container's name; never changes a limit"},
+    [GPC_OPT_TIMELINE] = {"timeline", "GPUCAP_TIMELINE", GPC_T_STRING, NULL, NULL, GPC_OPTF_ENV_ONLY,
+                          "set by `gpucap run --report` for its command: a directory where each process "
+                          "writes how its devices' usage moved over time (timeline.<pid>) at exit"},
 };
 
 /* Kubernetes names as the ledger can hold them: lowercase letters, digits, '-' and '.' (the

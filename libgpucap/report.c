@@ -119,7 +119,23 @@ static void text_device(struct out *o, const struct gpc_ledger_dev *d, const str
     }
 }
 
-static void json_device(struct out *o, const struct gpc_ledger_dev *d, const struct figures *f, bool first)
+/* "timeline":{"start":ISO,"points":[[seconds from start, highest, last, denials],...]} */
+static void json_timeline(struct out *o, const struct gpc_timeline *tl)
+{
+    char when[40];
+    format_time(tl->p[0].t_ns, when);
+    put(o, ",\"timeline\":{\"start\":\"%s\",\"points\":[", when);
+    for (int i = 0; i < tl->n; i++) {
+        uint64_t dt = tl->p[i].t_ns - tl->p[0].t_ns;
+        put(o, "%s[%llu.%06llu,%llu,%llu,%u]", i ? "," : "", (unsigned long long)(dt / 1000000000u),
+            (unsigned long long)(dt / 1000u % 1000000u), (unsigned long long)tl->p[i].max,
+            (unsigned long long)tl->p[i].last, tl->p[i].denials);
+    }
+    put(o, "]}");
+}
+
+static void json_device(struct out *o, const struct gpc_ledger_dev *d, const struct figures *f, bool first,
+                        const struct gpc_timeline *tl)
 {
     char uuid[48], when[40];
     gpc_uuid_format(d->uuid, uuid);
@@ -133,13 +149,22 @@ static void json_device(struct out *o, const struct gpc_ledger_dev *d, const str
         (unsigned long long)f->frees, (unsigned long long)f->denials, (unsigned long long)f->largest);
     if (f->first_denial_ns) {
         format_time(f->first_denial_ns, when);
-        put(o, "\"first_denial\":\"%s\"}", when);
+        put(o, "\"first_denial\":\"%s\"", when);
     } else {
-        put(o, "\"first_denial\":null}");
+        put(o, "\"first_denial\":null");
     }
+    if (tl && tl->n > 0)
+        json_timeline(o, tl);
+    put(o, "}");
 }
 
 int gpc_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit)
+{
+    return gpc_report_write_timeline(fd, l, json, audit, NULL, 0);
+}
+
+int gpc_report_write_timeline(int fd, const struct gpc_ledger *l, bool json, bool audit,
+                              const struct gpc_timeline *tl, int ntl)
 {
     struct out o = {.fd = fd};
     int shown = 0;
@@ -154,8 +179,12 @@ int gpc_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit)
             continue;
         struct figures f;
         read_slot(&d->slot, &f);
+        const struct gpc_timeline *mine = NULL;
+        for (int t = 0; t < ntl && !mine; t++)
+            if (memcmp(tl[t].uuid, d->uuid, sizeof tl[t].uuid) == 0)
+                mine = &tl[t];
         if (json)
-            json_device(&o, d, &f, shown == 0);
+            json_device(&o, d, &f, shown == 0, mine);
         else
             text_device(&o, d, &f, audit);
         shown++;
@@ -168,7 +197,7 @@ int gpc_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit)
     return -o.err;
 }
 
-int gpc_report_file(const char *path, const struct gpc_ledger *l, bool json, bool audit, char *why, size_t len)
+int gpc_report_file(const char *path, int (*write)(int fd, void *arg), void *arg, char *why, size_t len)
 {
     char dir[512], tmp[600];
     const char *slash = strrchr(path, '/');
@@ -214,7 +243,7 @@ int gpc_report_file(const char *path, const struct gpc_ledger *l, bool json, boo
         /* A report that replaces one of ours keeps its permissions. */
         if (exists && st.st_uid == geteuid())
             fchmod(fd, st.st_mode & 0777);
-        rc = gpc_report_write(fd, l, json, audit);
+        rc = write(fd, arg);
         if (rc != 0)
             snprintf(why, len, "cannot be written (%s)", strerror(-rc));
         else if (renameat(dfd, tmp, dfd, base) != 0) {

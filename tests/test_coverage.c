@@ -9,6 +9,8 @@
  *   poolnew   cuMemPoolCreate pools, destroyed with live allocations
  *   pool13    cuMemGetDefaultMemPool (CUDA 13)
  *   graph     allocation nodes, launches, cuDeviceGraphMemTrim
+ *   graphcapture  allocation nodes made by stream capture, cuGraphInstantiateWithParams (with
+ *             an upload) and cuGraphUpload
  *   context   created, primary and green contexts charged GPUCAP_CONTEXT_RESERVE (ctest: 8 MiB)
  *   ctxdefault  the default reserve by device class (256 MiB for a 1 GiB card)
  *   twodev    one process on two cards (FAKECUDA_DEVICES=2): charged on each card
@@ -34,10 +36,10 @@ struct capi {
     PFN_cuMemGetDefaultMemPool_v13000 cuMemGetDefaultMemPool;
     PFN_cuDeviceGetDefaultMemPool_v11020 cuDeviceGetDefaultMemPool;
     PFN_cuStreamSynchronize_v2000 cuStreamSynchronize;
-    PFN_cuGraphAddMemAllocNode_v11040 cuGraphAddMemAllocNode;
-    PFN_cuGraphAddNode_v12030 cuGraphAddNode_v2;
     PFN_cuGraphInstantiateWithFlags_v11040 cuGraphInstantiateWithFlags;
     PFN_cuGraphLaunch_v10000 cuGraphLaunch;
+    PFN_cuGraphInstantiateWithParams_v12000 cuGraphInstantiateWithParams;
+    PFN_cuGraphUpload_v11010 cuGraphUpload;
     PFN_cuDeviceGraphMemTrim_v11040 cuDeviceGraphMemTrim;
     PFN_cuCtxCreate_v3020 cuCtxCreate_v2;
     PFN_cuCtxCreate_v12050 cuCtxCreate_v4;
@@ -67,10 +69,10 @@ static int route;
     X(cuMemGetDefaultMemPool, cuMemGetDefaultMemPool, 13000)                        \
     X(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 13000)                  \
     X(cuStreamSynchronize, cuStreamSynchronize, 13000)                              \
-    X(cuGraphAddMemAllocNode, cuGraphAddMemAllocNode, 13000)                        \
-    X(cuGraphAddNode_v2, cuGraphAddNode, 13000)                                     \
     X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 13000)              \
     X(cuGraphLaunch, cuGraphLaunch, 13000)                                          \
+    X(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 13000)            \
+    X(cuGraphUpload, cuGraphUpload, 13000)                                          \
     X(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 13000)                            \
     X(cuCtxCreate_v2, cuCtxCreate, 3020)                                            \
     X(cuCtxCreate_v4, cuCtxCreate, 13000)                                           \
@@ -284,11 +286,11 @@ static CUgraphExec graph_with_alloc(size_t bytes, bool generic, CUdeviceptr *out
         CUgraphNodeParams np = {.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC};
         np.alloc.poolProps = props;
         np.alloc.bytesize = bytes;
-        CHECK_RC(api.cuGraphAddNode_v2(&n, g, NULL, NULL, 0, &np), CUDA_SUCCESS);
+        CHECK_RC(cuGraphAddNode_v2(&n, g, NULL, NULL, 0, &np), CUDA_SUCCESS);
         *out = np.alloc.dptr;
     } else {
         CUDA_MEM_ALLOC_NODE_PARAMS ap = {.poolProps = props, .bytesize = bytes};
-        CHECK_RC(api.cuGraphAddMemAllocNode(&n, g, NULL, 0, &ap), CUDA_SUCCESS);
+        CHECK_RC(cuGraphAddMemAllocNode(&n, g, NULL, 0, &ap), CUDA_SUCCESS);
         *out = ap.dptr;
     }
     CUgraphExec e;
@@ -320,6 +322,56 @@ static void case_graph(void)
     expect(0, "all trimmed");
     cuGraphExecDestroy(e1);
     cuGraphExecDestroy(e2);
+    card_within_budget();
+    cuStreamDestroy_v2(s);
+}
+
+/* A graph captured on `s`: cuMemAllocAsync of `bytes` (freed again inside when `inner_free`). */
+static CUgraph captured(CUstream s, size_t bytes, bool inner_free, CUdeviceptr *out)
+{
+    CUgraph g;
+    REQUIRE(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS, "cuStreamBeginCapture_v2");
+    CHECK_RC(api.cuMemAllocAsync(out, bytes, s), CUDA_SUCCESS);
+    if (inner_free)
+        CHECK_RC(api.cuMemFreeAsync(*out, s), CUDA_SUCCESS);
+    REQUIRE(cuStreamEndCapture(s, &g) == CUDA_SUCCESS, "cuStreamEndCapture");
+    return g;
+}
+
+static void case_graphcapture(void)
+{
+    CUstream s = stream();
+    CUdeviceptr p1, p2, p;
+    CUgraph g1 = captured(s, 40 * MiB, true, &p1), g2 = captured(s, 48 * MiB, true, &p2);
+    expect(0, "capturing takes nothing");
+    /* Instantiated with an upload: the upload reserves the graph's memory at once. */
+    CUDA_GRAPH_INSTANTIATE_PARAMS ip = {.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, .hUploadStream = s};
+    CUgraphExec e1, e2;
+    CHECK_RC(api.cuGraphInstantiateWithParams(&e1, g1, &ip), CUDA_SUCCESS);
+    expect(40 * MiB, "instantiated with an upload");
+    CHECK_RC(api.cuGraphLaunch(e1, s), CUDA_SUCCESS);
+    expect(40 * MiB, "launched in what the upload reserved");
+    CHECK_RC(api.cuMemAlloc_v2(&p, 20 * MiB), CUDA_SUCCESS);
+    ip.flags = 0;
+    CHECK_RC(api.cuGraphInstantiateWithParams(&e2, g2, &ip), CUDA_SUCCESS);
+    /* 48 MiB in 40 reserved: 8 more would make 68 MiB on the card. */
+    uint64_t before = calls("cuGraphUpload", "cuGraphUpload_ptsz") + calls("cuGraphLaunch", "cuGraphLaunch_ptsz");
+    CHECK_RC(api.cuGraphUpload(e2, s), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_RC(api.cuGraphLaunch(e2, s), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(calls("cuGraphUpload", "cuGraphUpload_ptsz") + calls("cuGraphLaunch", "cuGraphLaunch_ptsz") == before,
+          "a denied upload or launch of a captured graph reached the driver");
+    expect(60 * MiB, "denied");
+    CHECK_RC(api.cuMemFree_v2(p), CUDA_SUCCESS);
+    CHECK_RC(api.cuGraphUpload(e2, s), CUDA_SUCCESS);
+    expect(48 * MiB, "uploaded: the reserve grew");
+    CHECK_RC(api.cuGraphLaunch(e2, s), CUDA_SUCCESS);
+    expect(48 * MiB, "launched in it");
+    CHECK_RC(api.cuDeviceGraphMemTrim(0), CUDA_SUCCESS);
+    expect(0, "trimmed: nothing live");
+    CHECK_RC(cuGraphExecDestroy(e1), CUDA_SUCCESS);
+    CHECK_RC(cuGraphExecDestroy(e2), CUDA_SUCCESS);
+    cuGraphDestroy(g1);
+    cuGraphDestroy(g2);
     card_within_budget();
     cuStreamDestroy_v2(s);
 }
@@ -393,6 +445,8 @@ int main(int argc, char **argv)
         case_pool13();
     else if (strcmp(c, "graph") == 0)
         case_graph();
+    else if (strcmp(c, "graphcapture") == 0)
+        case_graphcapture();
     else if (strcmp(c, "context") == 0)
         case_context();
     else if (strcmp(c, "twodev") == 0) {

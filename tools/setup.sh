@@ -2,7 +2,7 @@
 # tools/setup.sh: installs what gpucap needs to build and test, from Debian packages, when missing.
 # The CUDA toolkit (cuda.h) is expected under /usr/local/cuda (or found by CMake's FindCUDAToolkit).
 set -euo pipefail
-pkgs=(cmake make gcc clang pkg-config uthash-dev libinih-dev libunwind-dev libmicrohttpd-dev libjansson-dev
+pkgs=(cmake make gcc clang pkg-config uthash-dev libinih-dev libunwind-dev libmicrohttpd-dev libjansson-dev librsvg2-bin
       libgnutls28-dev libcurl4-gnutls-dev python3 python3-jsonpatch python3-yaml python3-pip curl openssl strace wrk
       prometheus dpkg-dev file rpm buildah)
 missing=()

@@ -448,6 +448,7 @@ static CUresult ctx_activate(struct fk_ctx *c)
 /* Destroys what lives in a context, as the driver does when the context goes away. */
 static void ctx_deactivate(struct fk_ctx *c)
 {
+    fk_graph_free_ctx(c);
     fk_free_ctx_allocs(c);
     fk_array_free_ctx(c);
     fk_uncharge(c->phys, c->charged);

@@ -124,5 +124,14 @@
     X(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 11040, 0) \
     X(cuDeviceGetGraphMemAttribute, cuDeviceGetGraphMemAttribute, 11040, 0) \
     X(cuDeviceSetGraphMemAttribute, cuDeviceSetGraphMemAttribute, 11040, 0) \
+    X(cuGraphGetNodes, cuGraphGetNodes, 10000, 0) \
+    X(cuGraphNodeGetType, cuGraphNodeGetType, 10000, 0) \
+    X(cuGraphMemAllocNodeGetParams, cuGraphMemAllocNodeGetParams, 11040, 0) \
+    X(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 12000, 0) \
+    X(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams, 12000, 1) \
+    X(cuGraphUpload, cuGraphUpload, 11010, 0) \
+    X(cuGraphUpload_ptsz, cuGraphUpload, 11010, 1) \
+    X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, 0) \
+    X(cuStreamEndCapture, cuStreamEndCapture, 10000, 0) \
     X(cuGetProcAddress, cuGetProcAddress, 11030, 0) \
     X(cuGetProcAddress_v2, cuGetProcAddress, 12000, 0)

@@ -144,6 +144,14 @@ void fk_memory_forget(void);
 /* A graph allocation got freed outside a graph launch (cuMemFree*, cuMemFreeAsync). Under fk_mu. */
 void fk_graph_alloc_freed(struct fk_alloc *a);
 void fk_graph_forget(void);
+/* Destroys the executable graphs of a context being destroyed, frees their live allocations and
+ * trims the device's graph reserve. Under fk_mu. */
+void fk_graph_free_ctx(struct fk_ctx *c);
+/* Stream capture: whether `s` is capturing, and the nodes cuMemAllocAsync / cuMemFreeAsync add to
+ * the captured graph instead of running. Under fk_mu. */
+bool fk_graph_capturing(CUstream s);
+CUresult fk_graph_capture_alloc(CUstream s, int ordinal, uint64_t bytes, CUdeviceptr *dptr);
+CUresult fk_graph_capture_free(CUstream s, CUdeviceptr p);
 
 /* ---- vmm.c / array.c ---- */
 /* Device ordinal of a VMM-mapped address, or -1. Under fk_mu. */

@@ -4,6 +4,14 @@
  * device has graph memory `reserved`: a launch needing more than reserved - used grows it
  * (rounded up to 2 MiB, charging the record), and it stays reserved after the launch until
  * cuDeviceGraphMemTrim gives back what no live graph allocation uses. Other node types are inert.
+ * cuGraphUpload (and cuGraphInstantiateWithParams with CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) grows the
+ * reserve as a launch would, without making allocations live.
+ * Stream capture (cuStreamBeginCapture_v2 .. cuStreamEndCapture): cuMemAllocAsync and
+ * cuMemFreeAsync on a capturing stream add allocation and free nodes to the captured graph
+ * instead of running, as the driver does ("Graph memory nodes", CUDA programming guide).
+ * An executable graph belongs to the context current at its instantiation; tearing that context
+ * down destroys it, frees its live allocations and gives back the device's unused graph reserve
+ * (cuCtxDestroy "destroys and cleans up all resources associated with the context").
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -41,6 +49,7 @@ struct fk_galloc {
 struct fk_gexec {
     void *key;
     struct fk_graph *src;  /* NULL once the graph is destroyed */
+    struct fk_ctx *ctx;    /* current at instantiation */
     unsigned long long flags;
     size_t nalloc, nfree;
     struct fk_galloc *allocs;
@@ -54,6 +63,7 @@ struct fk_graphmem {
 
 struct fk_addr {
     CUdeviceptr p;
+    struct fk_ctx *ctx; /* the context of the executable graph that last made it live */
     UT_hash_handle hh;
 };
 
@@ -61,6 +71,12 @@ static struct fk_graph *graphs;
 static struct fk_gnode *nodes;
 static struct fk_gexec *execs;
 static struct fk_addr *graph_addrs; /* every address an alloc node ever got */
+struct fk_capture {
+    void *key; /* the capturing stream */
+    struct fk_graph *g;
+    UT_hash_handle hh;
+};
+static struct fk_capture *captures;
 static struct fk_graphmem gmem[FK_MAX_DEV]; /* by ordinal */
 
 #define FIND(set, h, out) do { const void *k_ = (h); out = NULL; if (k_) HASH_FIND_PTR(set, &k_, out); } while (0)
@@ -75,6 +91,17 @@ void fk_graph_alloc_freed(struct fk_alloc *a)
 void fk_graph_forget(void)
 {
     memset(gmem, 0, sizeof gmem);
+}
+
+/* Gives back what the device reserves beyond its live graph allocations. Under fk_mu. */
+static void trim(int ordinal)
+{
+    struct fk_graphmem *m = &gmem[ordinal];
+    uint64_t keep = FK_ROUND_UP(m->used, FK_GRAN);
+    if (m->reserved > keep) {
+        fk_uncharge(fk_phys_of(ordinal), m->reserved - keep);
+        m->reserved = keep;
+    }
 }
 
 FK_EXPORT CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
@@ -298,6 +325,7 @@ static CUresult instantiate(CUgraphExec *out, CUgraph hGraph, unsigned long long
         }
         e->key = e;
         e->src = g;
+        e->ctx = fk_current_ctx();
         e->flags = flags;
         g->execs++;
         HASH_ADD_PTR(execs, key, e);
@@ -327,22 +355,80 @@ FK_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGrap
     return instantiate(phGraphExec, hGraph, 0);
 }
 
+static void exec_destroy(struct fk_gexec *e)
+{
+    if (e->src)
+        e->src->execs--;
+    HASH_DEL(execs, e);
+    free(e->allocs);
+    free(e->frees);
+    free(e);
+}
+
 FK_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
     FK_ENTER_INIT(cuGraphExecDestroy);
     fk_lock();
     struct fk_gexec *e;
     FIND(execs, hGraphExec, e);
-    if (e) {
-        if (e->src)
-            e->src->execs--;
-        HASH_DEL(execs, e);
-        free(e->allocs);
-        free(e->frees);
-        free(e);
-    }
+    if (e)
+        exec_destroy(e);
     fk_unlock();
     return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+void fk_graph_free_ctx(struct fk_ctx *c)
+{
+    struct fk_gexec *e, *tmp;
+    HASH_ITER(hh, execs, e, tmp)
+        if (e->ctx == c)
+            exec_destroy(e);
+    for (struct fk_addr *addr = graph_addrs; addr; addr = addr->hh.next) {
+        struct fk_alloc *a = addr->ctx == c ? fk_alloc_find(addr->p, false) : NULL;
+        if (a && a->kind == FK_GRAPH)
+            fk_graph_alloc_freed(a);
+    }
+    trim(c->ordinal);
+}
+
+/* Grows each device's reserve by what `need` does not find unused in it: all or nothing. Under fk_mu. */
+static CUresult grow(const uint64_t need[FK_MAX_DEV])
+{
+    uint64_t grown[FK_MAX_DEV] = { 0 };
+    CUresult rc = CUDA_SUCCESS;
+    for (int d = 0; rc == CUDA_SUCCESS && d < FK_MAX_DEV; d++) {
+        struct fk_graphmem *m = &gmem[d];
+        if (need[d] && m->used + need[d] > m->reserved) {
+            grown[d] = FK_ROUND_UP(m->used + need[d] - m->reserved, FK_GRAN);
+            rc = fk_charge(fk_phys_of(d), grown[d]);
+            if (rc != CUDA_SUCCESS)
+                grown[d] = 0;
+        }
+    }
+    for (int d = 0; d < FK_MAX_DEV; d++) {
+        if (rc != CUDA_SUCCESS) {
+            fk_uncharge(fk_phys_of(d), grown[d]);
+        } else if (grown[d]) {
+            gmem[d].reserved += grown[d];
+            if (gmem[d].reserved > gmem[d].reserved_high)
+                gmem[d].reserved_high = gmem[d].reserved;
+        }
+    }
+    return rc;
+}
+
+/* Uploads: the reserve grows for the allocations that are not live already. Under fk_mu. */
+static CUresult upload(struct fk_gexec *e, CUstream s)
+{
+    if (!e)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!fk_stream_ok(s))
+        return CUDA_ERROR_INVALID_HANDLE;
+    uint64_t need[FK_MAX_DEV] = { 0 };
+    for (size_t i = 0; i < e->nalloc; i++)
+        if (!fk_alloc_find(e->allocs[i].ptr, false))
+            need[e->allocs[i].ordinal] += e->allocs[i].bytes;
+    return grow(need);
 }
 
 static CUresult launch(CUgraphExec h, CUstream s)
@@ -351,6 +437,10 @@ static CUresult launch(CUgraphExec h, CUstream s)
     struct fk_gexec *e;
     FIND(execs, h, e);
     CUresult rc = !e ? CUDA_ERROR_INVALID_VALUE : fk_stream_ok(s) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    if (rc == CUDA_SUCCESS && e->nalloc == 0 && e->nfree == 0) {
+        fk_unlock(); /* no memory node: nothing to do (and cheap, for bench/bench_graph) */
+        return rc;
+    }
     /* An allocation of this graph still live from the last launch: freed first with
      * AUTO_FREE_ON_LAUNCH, an error without. */
     for (size_t i = 0; rc == CUDA_SUCCESS && i < e->nalloc; i++) {
@@ -358,7 +448,7 @@ static CUresult launch(CUgraphExec h, CUstream s)
         if (a && !(e->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH))
             rc = CUDA_ERROR_INVALID_VALUE;
     }
-    uint64_t need[FK_MAX_DEV] = { 0 }, grown[FK_MAX_DEV] = { 0 };
+    uint64_t need[FK_MAX_DEV] = { 0 };
     struct fk_alloc **made = NULL;
     if (rc == CUDA_SUCCESS) {
         made = calloc(e->nalloc + 1, sizeof *made);
@@ -375,24 +465,7 @@ static CUresult launch(CUgraphExec h, CUstream s)
                 fk_graph_alloc_freed(a);
             need[e->allocs[i].ordinal] += e->allocs[i].bytes;
         }
-        for (int d = 0; rc == CUDA_SUCCESS && d < FK_MAX_DEV; d++) {
-            struct fk_graphmem *m = &gmem[d];
-            if (need[d] && m->used + need[d] > m->reserved) {
-                grown[d] = FK_ROUND_UP(m->used + need[d] - m->reserved, FK_GRAN);
-                rc = fk_charge(fk_phys_of(d), grown[d]);
-                if (rc != CUDA_SUCCESS)
-                    grown[d] = 0;
-            }
-        }
-        for (int d = 0; d < FK_MAX_DEV; d++) {
-            if (rc != CUDA_SUCCESS) {
-                fk_uncharge(fk_phys_of(d), grown[d]);
-            } else if (grown[d]) {
-                gmem[d].reserved += grown[d];
-                if (gmem[d].reserved > gmem[d].reserved_high)
-                    gmem[d].reserved_high = gmem[d].reserved;
-            }
-        }
+        rc = grow(need);
     }
     if (rc == CUDA_SUCCESS) {
         for (size_t i = 0; i < e->nalloc; i++) {
@@ -404,6 +477,10 @@ static CUresult launch(CUgraphExec h, CUstream s)
             a->phys = fk_phys_of(a->ordinal);
             a->kind = FK_GRAPH;
             fk_alloc_insert(a);
+            struct fk_addr *addr;
+            HASH_FIND(hh, graph_addrs, &a->ptr, sizeof a->ptr, addr);
+            if (addr)
+                addr->ctx = e->ctx;
             struct fk_graphmem *m = &gmem[a->ordinal];
             m->used += a->size;
             if (m->used > m->used_high)
@@ -441,12 +518,7 @@ FK_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device)
     if (phys < 0)
         return CUDA_ERROR_INVALID_DEVICE;
     fk_lock();
-    struct fk_graphmem *m = &gmem[device];
-    uint64_t keep = FK_ROUND_UP(m->used, FK_GRAN);
-    if (m->reserved > keep) {
-        fk_uncharge(phys, m->reserved - keep);
-        m->reserved = keep;
-    }
+    trim(device);
     fk_unlock();
     return CUDA_SUCCESS;
 }
@@ -491,4 +563,195 @@ FK_EXPORT CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attr
         rc = CUDA_ERROR_INVALID_VALUE;
     fk_unlock();
     return rc;
+}
+
+FK_EXPORT CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
+{
+    FK_ENTER_INIT(cuGraphUpload);
+    fk_lock();
+    struct fk_gexec *e;
+    FIND(execs, hGraphExec, e);
+    CUresult rc = upload(e, hStream);
+    fk_unlock();
+    return rc;
+}
+
+FK_EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    FK_ENTER_INIT(cuGraphUpload_ptsz);
+    fk_lock();
+    struct fk_gexec *e;
+    FIND(execs, hGraphExec, e);
+    CUresult rc = upload(e, hStream);
+    fk_unlock();
+    return rc;
+}
+
+static CUresult instantiate_params(CUgraphExec *out, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *p)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = instantiate(out, g, p->flags);
+    if (rc == CUDA_SUCCESS && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD)) {
+        fk_lock();
+        struct fk_gexec *e;
+        FIND(execs, *out, e);
+        rc = upload(e, p->hUploadStream);
+        if (rc != CUDA_SUCCESS)
+            exec_destroy(e);
+        fk_unlock();
+    }
+    p->result_out = rc == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
+    return rc;
+}
+
+FK_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    FK_ENTER_INIT(cuGraphInstantiateWithParams);
+    return instantiate_params(phGraphExec, hGraph, instantiateParams);
+}
+
+FK_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                     CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    FK_ENTER_INIT(cuGraphInstantiateWithParams_ptsz);
+    return instantiate_params(phGraphExec, hGraph, instantiateParams);
+}
+
+/* ---- inspecting graphs ---- */
+
+FK_EXPORT CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
+{
+    FK_ENTER_INIT(cuGraphGetNodes);
+    if (!numNodes)
+        return CUDA_ERROR_INVALID_VALUE;
+    fk_lock();
+    struct fk_graph *g;
+    FIND(graphs, hGraph, g);
+    size_t n = 0;
+    for (struct fk_gnode *x = g ? g->nodes : NULL; x; x = x->next, n++)
+        if (nodes && n < *numNodes)
+            nodes[n] = (CUgraphNode)x;
+    /* Larger than needed: the rest is NULL and *numNodes says how many there are. */
+    for (size_t i = n; nodes && i < *numNodes; i++)
+        nodes[i] = NULL;
+    if (!nodes || n < *numNodes)
+        *numNodes = n;
+    fk_unlock();
+    return g ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+FK_EXPORT CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
+{
+    FK_ENTER_INIT(cuGraphNodeGetType);
+    if (!type)
+        return CUDA_ERROR_INVALID_VALUE;
+    fk_lock();
+    struct fk_gnode *n;
+    FIND(nodes, hNode, n);
+    if (n)
+        *type = n->type;
+    fk_unlock();
+    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+FK_EXPORT CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out)
+{
+    FK_ENTER_INIT(cuGraphMemAllocNodeGetParams);
+    if (!params_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    fk_lock();
+    struct fk_gnode *n;
+    FIND(nodes, hNode, n);
+    bool ok = n && n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+    if (ok) {
+        memset(params_out, 0, sizeof *params_out);
+        params_out->poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        params_out->poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        params_out->poolProps.location.id = n->ordinal;
+        params_out->bytesize = n->bytes;
+        params_out->dptr = n->dptr;
+    }
+    fk_unlock();
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- stream capture ---- */
+
+FK_EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
+{
+    FK_ENTER_INIT(cuStreamBeginCapture_v2);
+    (void)mode;
+    fk_lock();
+    struct fk_capture *c;
+    FIND(captures, hStream, c);
+    /* The legacy NULL stream cannot be captured. */
+    CUresult rc = !hStream || !fk_stream_ok(hStream) ? CUDA_ERROR_INVALID_HANDLE
+                  : c                                  ? CUDA_ERROR_ILLEGAL_STATE
+                                                       : CUDA_SUCCESS;
+    struct fk_graph *g = NULL;
+    if (rc == CUDA_SUCCESS) {
+        c = calloc(1, sizeof *c);
+        g = calloc(1, sizeof *g);
+        if (!c || !g) {
+            free(c);
+            free(g);
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    if (rc == CUDA_SUCCESS) {
+        g->key = g;
+        HASH_ADD_PTR(graphs, key, g);
+        c->key = hStream;
+        c->g = g;
+        HASH_ADD_PTR(captures, key, c);
+    }
+    fk_unlock();
+    return rc;
+}
+
+FK_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
+    FK_ENTER_INIT(cuStreamEndCapture);
+    if (!phGraph)
+        return CUDA_ERROR_INVALID_VALUE;
+    fk_lock();
+    struct fk_capture *c;
+    FIND(captures, hStream, c);
+    if (c) {
+        *phGraph = (CUgraph)c->g;
+        HASH_DEL(captures, c);
+        free(c);
+    }
+    fk_unlock();
+    return c ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_STATE;
+}
+
+bool fk_graph_capturing(CUstream s)
+{
+    struct fk_capture *c;
+    FIND(captures, s, c);
+    return c != NULL;
+}
+
+CUresult fk_graph_capture_alloc(CUstream s, int ordinal, uint64_t bytes, CUdeviceptr *dptr)
+{
+    struct fk_capture *c;
+    FIND(captures, s, c);
+    struct fk_gnode proto = { .type = CU_GRAPH_NODE_TYPE_MEM_ALLOC, .bytes = bytes, .ordinal = ordinal };
+    CUgraphNode n;
+    CUresult rc = add_node(&n, (CUgraph)c->g, NULL, 0, &proto);
+    if (rc == CUDA_SUCCESS)
+        *dptr = ((struct fk_gnode *)n)->dptr;
+    return rc;
+}
+
+CUresult fk_graph_capture_free(CUstream s, CUdeviceptr p)
+{
+    struct fk_capture *c;
+    FIND(captures, s, c);
+    struct fk_gnode proto = { .type = CU_GRAPH_NODE_TYPE_MEM_FREE, .dptr = p };
+    CUgraphNode n;
+    return add_node(&n, (CUgraph)c->g, NULL, 0, &proto);
 }

@@ -600,6 +600,11 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, CUmemoryPool hpool,
     struct fk_pool *p = NULL;
     if (rc == CUDA_SUCCESS && !fk_stream_ok(s))
         rc = CUDA_ERROR_INVALID_HANDLE;
+    if (rc == CUDA_SUCCESS && fk_graph_capturing(s)) {
+        rc = fk_graph_capture_alloc(s, c->ordinal, bytes, dptr); /* a node of the captured graph */
+        fk_unlock();
+        return rc;
+    }
     if (rc == CUDA_SUCCESS) {
         p = from_pool ? pool_find(hpool) : (pool_default(c->ordinal), current_pool[c->ordinal]);
         rc = p ? pool_alloc(dptr, bytes, p, c) : CUDA_ERROR_INVALID_VALUE;
@@ -639,6 +644,11 @@ static CUresult free_async(CUdeviceptr p, CUstream s)
         return CUDA_SUCCESS;
     fk_lock();
     CUresult rc = fk_stream_ok(s) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    if (rc == CUDA_SUCCESS && fk_graph_capturing(s)) {
+        rc = fk_graph_capture_free(s, p); /* a node of the captured graph */
+        fk_unlock();
+        return rc;
+    }
     struct fk_alloc *a = rc == CUDA_SUCCESS ? fk_alloc_find(p, false) : NULL;
     if (rc == CUDA_SUCCESS && !a)
         rc = CUDA_ERROR_INVALID_VALUE;

@@ -19,6 +19,16 @@ int cmd_check(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_inject(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
+
+/*
+ * plot.c: the report of `gpucap run` with the timelines its processes wrote into `dir`: an SVG
+ * picture when `dest` ends in .svg, else gpc_report_write's text or JSON (with a "timeline" per
+ * device). 0, or -errno.
+ */
+int cli_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit, const char *dir, const char *dest);
+/* plot.c: removes the timeline files of a run from `dir`. */
+void cli_timeline_clean(const char *dir);
 
 /* main.c: prints the options table (every GPUCAP_* setting) for --help. */
 void cli_print_options(FILE *f);

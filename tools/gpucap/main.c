@@ -8,6 +8,7 @@
  *   gpucap doctor  check a node or pod before trusting a cap
  *   gpucap status  show the ledger: budgets, usage and processes
  *   gpucap inject  fill a pod's gpucap volume (the webhook's init container)
+ *   gpucap plot    draw a JSON report's usage timeline as an SVG picture
  */
 #include "cli.h"
 #include "gpucap_version.h"
@@ -32,6 +33,7 @@ static const char usage[] =
     "  doctor                        check this node or pod before trusting a cap\n"
     "  status [--ledger FILE]        show the ledger: budgets, usage, processes\n"
     "  inject --to DIR NAME=SIZE...  fill a pod's gpucap volume (the webhook's init container)\n"
+    "  plot REPORT.json [-o OUT.svg] draw a JSON report's usage over time as an SVG picture\n"
     "  help [COMMAND]                this text, or a command's\n"
     "  --version                     gpucap's version\n"
     "\n"
@@ -329,6 +331,8 @@ int main(int argc, char **argv)
         return cmd_status(argc, argv);
     if (strcmp(cmd, "inject") == 0)
         return cmd_inject(argc, argv);
+    if (strcmp(cmd, "plot") == 0)
+        return cmd_plot(argc, argv);
     fprintf(stderr, "gpucap: unknown command '%s'\n\n%s", cmd, usage);
     return CLI_USAGE;
 }

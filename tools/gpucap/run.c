@@ -33,7 +33,8 @@ static const char run_usage[] =
     "                             budget for device ordinal DEV (GPUCAP_MEMORY_LIMIT_<DEV>); repeatable\n"
     "  -a, --audit                deny nothing; log and count what the budget would deny (GPUCAP_MODE=audit);\n"
     "                             the report's peak is the budget the job needs\n"
-    "  -r, --report FILE|-        write the run's report to FILE ('-': stderr) when CMD is gone\n"
+    "  -r, --report FILE|-        write the run's report to FILE ('-': stderr) when CMD is gone;\n"
+    "                             FILE.svg: a picture of each device's usage over time\n"
     "  -j, --json                 the report as JSON\n"
     "      --fail-after N         allocations after the N-th of each process fail (GPUCAP_FAIL_AFTER)\n"
     "      --fail-rate P          a share P (0..1) of allocations fail (GPUCAP_FAIL_RATE)\n"
@@ -86,7 +87,19 @@ static void prepend_preload(const char *lib)
     free(v);
 }
 
-static void write_report(const char *ledger, const char *dest, bool json, bool audit)
+struct run_report {
+    const struct gpc_ledger *l;
+    bool json, audit;
+    const char *dir, *dest;
+};
+
+static int write_run_report(int fd, void *arg)
+{
+    const struct run_report *r = arg;
+    return cli_report_write(fd, r->l, r->json, r->audit, r->dir, r->dest);
+}
+
+static void write_report(const char *ledger, const char *dir, const char *dest, bool json, bool audit)
 {
     char why[256];
     const struct gpc_ledger *l = NULL;
@@ -96,9 +109,10 @@ static void write_report(const char *ledger, const char *dest, bool json, bool a
             fprintf(stderr, "gpucap run: the run's ledger %s %s; no figures\n", ledger, why);
     }
     /* No ledger: CMD made no CUDA allocation under the library (or did not load it). */
+    struct run_report r = {l, json, audit, dir, dest};
     if (strcmp(dest, "-") == 0)
-        gpc_report_write(STDERR_FILENO, l, json, audit);
-    else if (gpc_report_file(dest, l, json, audit, why, sizeof why) != 0)
+        write_run_report(STDERR_FILENO, &r);
+    else if (gpc_report_file(dest, write_run_report, &r, why, sizeof why) != 0)
         fprintf(stderr, "gpucap run: the report cannot be written to %s: %s\n", dest, why);
     if (l)
         munmap((void *)l, sizeof *l);
@@ -247,6 +261,9 @@ int cmd_run(int argc, char **argv)
     }
     snprintf(ledger, sizeof ledger, "%s/ledger", dir);
     setenv("GPUCAP_LEDGER", ledger, 1);
+    /* With a report, the processes of the run write their usage timelines into the run's directory. */
+    if (report && *report)
+        setenv("GPUCAP_TIMELINE", dir, 1);
     /* The one report of the run is ours; the processes of the run write none. */
     unsetenv("GPUCAP_REPORT");
     unsetenv("GPUCAP_REPORT_FORMAT");
@@ -287,7 +304,8 @@ int cmd_run(int argc, char **argv)
     child_pid = 0;
 
     if (report && *report)
-        write_report(ledger, report, json, audit);
+        write_report(ledger, dir, report, json, audit);
+    cli_timeline_clean(dir);
     unlink(ledger);
     rmdir(dir);
 

@@ -1,0 +1,73 @@
+#!/bin/bash
+# test_cli_plot.sh GPUCAP CLI_ALLOC: the usage timeline. `gpucap run --report FILE.svg` draws a run
+# of several processes (the SVG parses; it shows the budget line, one mark per denial and the peak
+# labelled with the report's figure); the JSON report carries the timeline (its highest point is
+# the peak, its denials add up to the report's); `gpucap plot` draws that JSON (audit wording);
+# the library's own GPUCAP_REPORT has the timeline too; rsvg-convert renders the pictures.
+set -u
+gpucap=$1 alloc=$2
+t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
+fail=0
+bad() { echo "FAIL $*"; fail=1; }
+MiB=$((1024 * 1024))
+export FAKECUDA_CTX_BYTES=0 GPUCAP_CONTEXT_RESERVE=0
+
+# svg FILE: "budget_lines denial_marks denials_in_marks peak_label" read from the picture.
+svg() {
+    python3 - "$1" <<'PY'
+import re, sys, xml.etree.ElementTree as ET
+ns = {"s": "http://www.w3.org/2000/svg"}
+root = ET.parse(sys.argv[1]).getroot()
+budget = [e for e in root.iter("{http://www.w3.org/2000/svg}line") if e.get("class") == "budget"]
+marks = [e for e in root.iter("{http://www.w3.org/2000/svg}g") if e.get("class") == "denial"]
+n = sum(int(re.match(r"(\d+)", m.find("s:title", ns).text).group(1)) for m in marks)
+usage = [e for e in root.iter("{http://www.w3.org/2000/svg}path") if e.get("class") == "usage"]
+peak = [e.text for e in root.iter("{http://www.w3.org/2000/svg}text") if e.get("class") == "peaklabel"]
+print(len(budget), len(marks), n, len(usage), "|".join(peak))
+PY
+}
+
+# A parent and a child: 16, then the child 24 (40 in all) and a denied 30, then 20 (36) and a
+# denied 40 in the parent.
+"$gpucap" run --memory 64MiB --report "$t/u.svg" -- "$alloc" a16 s1 c:a24,s1,a30,F s1 a20 a40 F > /dev/null \
+    2> "$t/err" || bad "run failed: $(cat "$t/err")"
+read -r lines marks denied paths peak <<< "$(svg "$t/u.svg" 2>&1)" || bad "the SVG does not parse"
+[ "$lines" = 1 ] || bad "budget line: $lines $(head -c 300 "$t/u.svg")"
+[ "$denied" = 2 ] || bad "denials marked: $denied in $marks marks"
+[ "$paths" = 1 ] || bad "usage path: $paths"
+[ "$peak" = "peak 40 MiB" ] || bad "peak label: '$peak'"
+grep -q 'peak 40 MiB of a 64 MiB budget' "$t/u.svg" || bad "title: $(grep title "$t/u.svg" | head -2)"
+
+# The same run, JSON: the timeline's highest point is the peak, its denials those of the report.
+"$gpucap" run --audit --memory 32MiB --report "$t/a.json" --json -- "$alloc" a16 s1 c:a24,s1,a30,F s1 a20 a40 F \
+    > /dev/null 2>&1 || bad "audit run failed"
+python3 - "$t/a.json" <<'PY' || bad "JSON timeline: $(cat "$t/a.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))["devices"][0]
+pts = d["timeline"]["points"]
+assert max(p[1] for p in pts) == d["peak"] == 76 * 2**20, (d["peak"], pts)
+assert sum(p[3] for p in pts) == d["denials"] == 4, (d["denials"], pts)
+assert all(a[0] <= b[0] for a, b in zip(pts, pts[1:])), pts
+assert pts[-1][2] == 0
+PY
+"$gpucap" plot "$t/a.json" -o "$t/a.svg" || bad "gpucap plot failed"
+read -r lines marks denied paths peak <<< "$(svg "$t/a.svg" 2>&1)" || bad "the plotted SVG does not parse"
+[ "$lines" = 1 ] && [ "$denied" = 4 ] || bad "plotted budget/denials: $lines $denied"
+[ "$peak" = "peak 76 MiB: the budget this job needs" ] || bad "audit peak label: '$peak'"
+"$gpucap" plot "$t/nothere.json" -o "$t/x.svg" 2> "$t/err" && bad "plot of a missing file succeeded"
+echo '{"mode":"enforce"}' > "$t/bad.json"
+"$gpucap" plot "$t/bad.json" 2> "$t/err" > /dev/null && bad "plot of a report without devices succeeded"
+grep -q 'not a gpucap JSON report' "$t/err" || bad "plot error: $(cat "$t/err")"
+
+# The library's own report at exit (no gpucap run).
+GPUCAP_MEMORY_LIMIT=64MiB GPUCAP_LEDGER=off GPUCAP_CONFIG=/dev/null GPUCAP_REPORT="$t/lib.json" \
+    GPUCAP_REPORT_FORMAT=json LD_PRELOAD="$TEST_PRELOAD" "$alloc" a16 s1 a24 F > /dev/null 2>&1
+python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['devices'][0]; assert max(p[1] for p in d['timeline']['points']) == 40*2**20" \
+    "$t/lib.json" || bad "library report timeline: $(cat "$t/lib.json")"
+
+# Rendered, as a person would look at it.
+if command -v rsvg-convert > /dev/null; then
+    rsvg-convert "$t/u.svg" -o "$t/u.png" && rsvg-convert "$t/a.svg" -o "$t/a.png" || bad "rsvg-convert failed"
+    [ -s "$t/u.png" ] && [ -s "$t/a.png" ] || bad "empty rendering"
+fi
+exit $fail

@@ -1,0 +1,493 @@
+/*
+ * plot.c: the usage timeline of a run: gathered from the run's processes, put into its report,
+ * and drawn as an SVG picture (`gpucap run --report usage.svg`, `gpucap plot report.json`).
+ *
+ * Under `gpucap run --report`, each process of the run writes its timeline (GPUCAP_TIMELINE, see
+ * libgpucap/timeline.c) into the run's directory at exit: buckets of "highest and last figure,
+ * denials". They are merged per device by time. The picture has one panel per device: usage over
+ * time (the highest figure of each bucket, so no peak is lost), the budget as a red dashed line,
+ * each denial as a red mark on it, and the peak labelled; in audit mode the peak is labelled as
+ * the budget the job needs. Plain SVG 1.1 with inline styles: any browser or rsvg-convert shows it.
+ */
+#include "cli.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct series {
+    char uuid[GPC_UUID_TEXT];
+    uint64_t physical, budget, peak, denials; /* budget GPC_UNLIMITED: none */
+    struct gpc_tl_point *p;
+    int n, cap;
+};
+
+struct plot {
+    struct series dev[GPC_LEDGER_DEVICES];
+    int n;
+    bool audit;
+};
+
+static struct series *series_of(struct plot *pl, const char *uuid)
+{
+    for (int i = 0; i < pl->n; i++)
+        if (strcmp(pl->dev[i].uuid, uuid) == 0)
+            return &pl->dev[i];
+    if (pl->n == GPC_LEDGER_DEVICES)
+        return NULL;
+    struct series *s = &pl->dev[pl->n++];
+    memset(s, 0, sizeof *s);
+    snprintf(s->uuid, sizeof s->uuid, "%s", uuid);
+    s->budget = GPC_UNLIMITED;
+    return s;
+}
+
+static int add_point(struct series *s, struct gpc_tl_point pt)
+{
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 256;
+        struct gpc_tl_point *p = realloc(s->p, (size_t)cap * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        s->p = p;
+        s->cap = cap;
+    }
+    s->p[s->n++] = pt;
+    return 0;
+}
+
+static int by_time(const void *a, const void *b)
+{
+    const struct gpc_tl_point *x = a, *y = b;
+    return x->t_ns < y->t_ns ? -1 : x->t_ns > y->t_ns;
+}
+
+static void plot_free(struct plot *pl)
+{
+    for (int i = 0; i < pl->n; i++)
+        free(pl->dev[i].p);
+    pl->n = 0;
+}
+
+/* Reads DIR/timeline.* into *pl (several processes: their buckets merged in time order). */
+static void timeline_load(const char *dir, struct plot *pl)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "timeline.", 9) != 0)
+            continue;
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        char uuid[GPC_UUID_TEXT];
+        unsigned long long t, max, last;
+        unsigned den;
+        while (fscanf(f, "%47s %llu %llu %llu %u", uuid, &t, &max, &last, &den) == 5) {
+            struct series *s = series_of(pl, uuid);
+            if (s)
+                add_point(s, (struct gpc_tl_point){t, max, last, den});
+        }
+        fclose(f);
+    }
+    closedir(d);
+    for (int i = 0; i < pl->n; i++)
+        qsort(pl->dev[i].p, (size_t)pl->dev[i].n, sizeof pl->dev[i].p[0], by_time);
+}
+
+void cli_timeline_clean(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "timeline.", 9) == 0) {
+            char path[PATH_MAX];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    }
+    closedir(d);
+}
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* "GPU-xxxxxxxx-xxxx-..." into 16 bytes: 0, or -EINVAL. */
+static int uuid_parse(const char *text, uint8_t out[16])
+{
+    if (strncmp(text, "GPU-", 4) != 0)
+        return -EINVAL;
+    int n = 0;
+    for (const char *c = text + 4; *c && n < 32; c++) {
+        if (*c == '-')
+            continue;
+        int v = hexval(*c);
+        if (v < 0)
+            return -EINVAL;
+        out[n / 2] = (uint8_t)(n % 2 ? out[n / 2] | v : v << 4);
+        n++;
+    }
+    return n == 32 ? 0 : -EINVAL;
+}
+
+/* ---- the picture ---- */
+
+#define W 960.0
+#define PANEL_H 420.0
+#define LEFT 96.0
+#define RIGHT 40.0
+#define TOP 64.0
+#define BOTTOM 56.0
+
+/* "48 MiB", "1.5 GiB": short labels for the axis and the marks. */
+static const char *short_size(uint64_t b, char *buf, size_t len)
+{
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    if (b == 0)
+        return snprintf(buf, len, "0"), buf;
+    double v = (double)b;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    if (fabs(v - round(v)) < 0.05)
+        snprintf(buf, len, "%.0f %s", v, units[u]);
+    else
+        snprintf(buf, len, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+/* A step of 2^k bytes (or 2^k x 5/4) giving 4 to 8 gridlines up to `top`. */
+static uint64_t byte_step(uint64_t top)
+{
+    uint64_t step = 1;
+    while (top / step > 8)
+        step *= 2;
+    return step;
+}
+
+static double time_step(double span)
+{
+    double p = pow(10, floor(log10(span > 0 ? span : 1)));
+    for (;;) {
+        if (span / p <= 10)
+            break;
+        p *= 10;
+    }
+    double steps[] = {p / 10, p / 5, p / 2, p};
+    for (int i = 0; i < 4; i++)
+        if (span / steps[i] <= 8)
+            return steps[i];
+    return p;
+}
+
+static void panel(FILE *f, const struct series *s, double y0, bool audit)
+{
+    char a[32], b[32], c[32];
+    double x0 = LEFT, x1 = W - RIGHT, ytop = y0 + TOP, ybot = y0 + PANEL_H - BOTTOM;
+    uint64_t tstart = s->n ? s->p[0].t_ns : 0, tend = s->n ? s->p[s->n - 1].t_ns : 0;
+    double span = (double)(tend - tstart) / 1e9;
+    if (span <= 0)
+        span = 1;
+    span *= 1.04; /* room after the last change */
+    uint64_t top = s->peak;
+    for (int i = 0; i < s->n; i++)
+        if (s->p[i].max > top)
+            top = s->p[i].max;
+    if (s->budget != GPC_UNLIMITED && s->budget > top)
+        top = s->budget;
+    top = top ? top + top / 8 : 1 << 20;
+#define X(t) (x0 + ((double)((t) - tstart) / 1e9) / span * (x1 - x0))
+#define Y(v) (ybot - (double)(v) / (double)top * (ybot - ytop))
+
+    /* Title: what the picture answers. */
+    const char *budget = s->budget == GPC_UNLIMITED ? "no budget" : short_size(s->budget, b, sizeof b);
+    if (audit)
+        fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" class=\"title\">%s: this job needs %s (budget %s)</text>\n", x0,
+                y0 + 28, s->uuid, short_size(s->peak, a, sizeof a), budget);
+    else
+        fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" class=\"title\">%s: peak %s of a %s budget</text>\n", x0, y0 + 28,
+                s->uuid, short_size(s->peak, a, sizeof a), budget);
+    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" class=\"sub\">%" PRIu64 " %s%s; card of %s</text>\n", x0, y0 + 48,
+            s->denials, s->denials == 1 ? "denial" : "denials",
+            audit ? " (audit mode: counted, then admitted)" : "", short_size(s->physical, c, sizeof c));
+
+    /* Legend, top right. */
+    double lx = x1 - 300, ly = y0 + 44;
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"16\" height=\"10\" class=\"usagekey\"/>"
+               "<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">in use</text>\n", lx, ly - 9, lx + 22, ly);
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"budgetkey\"/>"
+               "<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">budget</text>\n", lx + 90, ly - 4, lx + 120, ly - 4,
+            lx + 126, ly);
+    fprintf(f, "<path class=\"denialkey\" d=\"M%.1f %.1f l-6 -11 h12 Z\"/>"
+               "<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">denial</text>\n", lx + 200, ly + 1, lx + 210, ly);
+
+    /* Grid and axes. */
+    uint64_t step = byte_step(top);
+    for (uint64_t v = 0; v <= top; v += step) {
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>\n", x0, Y(v), x1, Y(v));
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"ytick\">%s</text>\n", x0 - 8, Y(v) + 4,
+                short_size(v, a, sizeof a));
+    }
+    double ts = time_step(span);
+    for (double t = 0; t <= span + 1e-9; t += ts) {
+        double x = x0 + t / span * (x1 - x0);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"tick\"/>\n", x, ybot, x, ybot + 5);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"xtick\">%g s</text>\n", x, ybot + 20, t);
+    }
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"axis\"/>\n", x0, ybot, x1, ybot);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"xlabel\">time since the first allocation</text>\n",
+            (x0 + x1) / 2, ybot + 42);
+
+    /* Usage: a step line through each bucket's highest and last figure, filled below. */
+    if (s->n) {
+        fprintf(f, "<path class=\"usage\" d=\"M%.1f %.1f", X(tstart), Y(0));
+        uint64_t level = 0;
+        for (int i = 0; i < s->n; i++) {
+            double x = X(s->p[i].t_ns);
+            fprintf(f, " L%.1f %.1f L%.1f %.1f L%.1f %.1f", x, Y(level), x, Y(s->p[i].max), x, Y(s->p[i].last));
+            level = s->p[i].last;
+        }
+        fprintf(f, " L%.1f %.1f L%.1f %.1f Z\"/>\n", x1, Y(level), x1, Y(0));
+    }
+
+    /* The budget, and each denial on it. */
+    if (s->budget != GPC_UNLIMITED) {
+        fprintf(f, "<line id=\"budget-%s\" class=\"budget\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n",
+                s->uuid, x0, Y(s->budget), x1, Y(s->budget));
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"budgetlabel\">budget %s</text>\n", x1 - 4,
+                Y(s->budget) - 8, short_size(s->budget, a, sizeof a));
+    }
+    double yd = s->budget != GPC_UNLIMITED ? Y(s->budget) : ytop;
+    for (int i = 0; i < s->n; i++) {
+        if (!s->p[i].denials)
+            continue;
+        double x = X(s->p[i].t_ns);
+        fprintf(f, "<g class=\"denial\"><title>%u denial%s at %.3f s</title>"
+                   "<path d=\"M%.1f %.1f l-6 -11 h12 Z\"/></g>\n",
+                s->p[i].denials, s->p[i].denials == 1 ? "" : "s", (double)(s->p[i].t_ns - tstart) / 1e9, x, yd);
+    }
+
+    /* The peak, at the first bucket that reached it (the ledger's figure is the authority). */
+    int hi = -1;
+    for (int i = 0; i < s->n; i++)
+        if (hi < 0 || s->p[i].max > s->p[hi].max)
+            hi = i;
+    if (hi >= 0) {
+        uint64_t pk = s->peak > s->p[hi].max ? s->peak : s->p[hi].max;
+        double x = X(s->p[hi].t_ns), y = Y(pk);
+        bool right = x < (x0 + x1) / 2;
+        fprintf(f, "<circle class=\"peak\" cx=\"%.1f\" cy=\"%.1f\" r=\"5\"/>\n", x, y);
+        fprintf(f, "<text class=\"peaklabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">peak %s%s</text>\n",
+                right ? x + 10 : x - 10, y - 10 > ytop + 12 ? y - 10 : y + 22, right ? "start" : "end",
+                short_size(pk, a, sizeof a), audit ? ": the budget this job needs" : "");
+    }
+#undef X
+#undef Y
+}
+
+static void svg_write(FILE *f, const struct plot *pl)
+{
+    int n = pl->n ? pl->n : 1;
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+               "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n",
+            W, PANEL_H * n, W, PANEL_H * n);
+    fprintf(f, "<style>\n"
+               ".title{font-size:17px;font-weight:bold;fill:#222}\n"
+               ".sub{font-size:13px;fill:#555}\n"
+               ".grid{stroke:#e4e4e4;stroke-width:1}\n"
+               ".axis{stroke:#444;stroke-width:1.2}\n"
+               ".tick{stroke:#444}\n"
+               ".ytick{font-size:12px;fill:#444;text-anchor:end}\n"
+               ".xtick{font-size:12px;fill:#444;text-anchor:middle}\n"
+               ".xlabel{font-size:12px;fill:#666;text-anchor:middle}\n"
+               ".usage,.usagekey{fill:#4c78a8;fill-opacity:0.28;stroke:#1f4e79;stroke-width:2;stroke-linejoin:round}\n"
+               ".budget,.budgetkey{stroke:#d62728;stroke-width:2.5;stroke-dasharray:9 6}\n"
+               ".budgetlabel{font-size:13px;font-weight:bold;fill:#d62728;text-anchor:end}\n"
+               ".denial,.denialkey{fill:#d62728;stroke:#7f0000;stroke-width:1}\n"
+               ".legend{font-size:12px;fill:#444}\n"
+               ".peak{fill:#1f4e79;stroke:#fff;stroke-width:1.5}\n"
+               ".peaklabel{font-size:13px;font-weight:bold;fill:#1f4e79}\n"
+               "</style>\n<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n");
+    if (!pl->n)
+        fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" class=\"title\">no device memory was allocated under a budget</text>\n",
+                LEFT, TOP);
+    for (int i = 0; i < pl->n; i++)
+        panel(f, &pl->dev[i], PANEL_H * i, pl->audit);
+    fprintf(f, "</svg>\n");
+}
+
+static bool is_svg(const char *dest)
+{
+    size_t n = strlen(dest);
+    return n > 4 && strcasecmp(dest + n - 4, ".svg") == 0;
+}
+
+int cli_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit, const char *dir, const char *dest)
+{
+    struct plot pl = {.audit = audit};
+    timeline_load(dir, &pl);
+    int rc = 0;
+    if (is_svg(dest)) {
+        /* The ledger's figures for every device it knows; the timelines of those. */
+        struct plot out = {.audit = audit};
+        for (int i = 0; l && i < GPC_LEDGER_DEVICES; i++) {
+            const struct gpc_ledger_dev *d = &l->dev[i];
+            if (atomic_load(&d->state) != 1)
+                continue;
+            char uuid[GPC_UUID_TEXT];
+            gpc_uuid_format(d->uuid, uuid);
+            struct series *s = series_of(&out, uuid), *t = series_of(&pl, uuid);
+            if (!s || !t)
+                continue;
+            s->physical = d->physical;
+            s->budget = atomic_load(&d->slot.limit);
+            s->peak = atomic_load(&d->slot.peak);
+            s->denials = atomic_load(&d->slot.denials);
+            s->p = t->p;
+            s->n = t->n;
+            t->p = NULL;
+            t->n = 0;
+        }
+        FILE *f = fdopen(dup(fd), "w");
+        if (!f)
+            rc = -errno;
+        else {
+            svg_write(f, &out);
+            if (fclose(f) != 0)
+                rc = -EIO;
+        }
+        plot_free(&out);
+    } else {
+        struct gpc_timeline tl[GPC_LEDGER_DEVICES];
+        int ntl = 0;
+        for (int i = 0; i < pl.n; i++)
+            if (uuid_parse(pl.dev[i].uuid, tl[ntl].uuid) == 0 && pl.dev[i].n) {
+                tl[ntl].p = pl.dev[i].p;
+                tl[ntl++].n = pl.dev[i].n;
+            }
+        rc = gpc_report_write_timeline(fd, l, json, audit, tl, ntl);
+    }
+    plot_free(&pl);
+    return rc;
+}
+
+/* ---- gpucap plot REPORT.json ---- */
+
+static const char *plot_usage = "usage: gpucap plot REPORT.json [-o OUT.svg]\n"
+                                "\n"
+                                "Draws the usage timeline of a JSON report (gpucap run --report FILE --json, or\n"
+                                "GPUCAP_REPORT with GPUCAP_REPORT_FORMAT=json) as an SVG picture: usage per device\n"
+                                "over time, the budget, each denial, the peak. Default output: stdout.\n";
+
+static uint64_t num(json_t *o, const char *key, uint64_t def)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_integer(v) ? (uint64_t)json_integer_value(v) : json_is_real(v) ? (uint64_t)json_real_value(v) : def;
+}
+
+static int plot_from_json(json_t *root, struct plot *pl, char *why, size_t len)
+{
+    json_t *devs = json_object_get(root, "devices");
+    if (!json_is_array(devs)) {
+        snprintf(why, len, "no \"devices\" array: not a gpucap JSON report");
+        return -EINVAL;
+    }
+    json_t *mode = json_object_get(root, "mode");
+    pl->audit = json_is_string(mode) && strcmp(json_string_value(mode), "audit") == 0;
+    size_t i;
+    json_t *d;
+    json_array_foreach(devs, i, d) {
+        json_t *uuid = json_object_get(d, "uuid");
+        if (!json_is_string(uuid))
+            continue;
+        struct series *s = series_of(pl, json_string_value(uuid));
+        if (!s)
+            break;
+        s->physical = num(d, "physical", 0);
+        s->budget = json_is_integer(json_object_get(d, "budget")) ? num(d, "budget", 0) : GPC_UNLIMITED;
+        s->peak = num(d, "peak", 0);
+        s->denials = num(d, "denials", 0);
+        json_t *tl = json_object_get(d, "timeline"), *pts = json_object_get(tl, "points");
+        size_t k;
+        json_t *p;
+        json_array_foreach(pts, k, p) {
+            if (!json_is_array(p) || json_array_size(p) < 4)
+                continue;
+            double t = json_number_value(json_array_get(p, 0));
+            struct gpc_tl_point pt = {(uint64_t)(t * 1e9 + 0.5), (uint64_t)json_number_value(json_array_get(p, 1)),
+                                      (uint64_t)json_number_value(json_array_get(p, 2)),
+                                      (uint32_t)json_number_value(json_array_get(p, 3))};
+            if (add_point(s, pt) != 0)
+                break;
+        }
+    }
+    return 0;
+}
+
+int cmd_plot(int argc, char **argv)
+{
+    static const struct option opts[] = {{"output", required_argument, NULL, 'o'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    const char *out = NULL;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+        if (c == 'o') {
+            out = optarg;
+        } else if (c == 'h') {
+            fputs(plot_usage, stdout);
+            return 0;
+        } else {
+            fputs(plot_usage, stderr);
+            return CLI_USAGE;
+        }
+    }
+    if (optind != argc - 1) {
+        fputs(plot_usage, stderr);
+        return CLI_USAGE;
+    }
+    json_error_t err;
+    json_t *root = json_load_file(argv[optind], 0, &err);
+    if (!root) {
+        fprintf(stderr, "gpucap plot: %s: %s (line %d)\n", argv[optind], err.text, err.line);
+        return 1;
+    }
+    struct plot pl = {0};
+    char why[160];
+    int rc = plot_from_json(root, &pl, why, sizeof why);
+    json_decref(root);
+    if (rc != 0) {
+        fprintf(stderr, "gpucap plot: %s: %s\n", argv[optind], why);
+        return 1;
+    }
+    FILE *f = out ? fopen(out, "w") : stdout;
+    if (!f) {
+        fprintf(stderr, "gpucap plot: %s cannot be written (%s)\n", out, strerror(errno));
+        plot_free(&pl);
+        return 1;
+    }
+    svg_write(f, &pl);
+    rc = (out ? fclose(f) : fflush(f)) != 0 ? 1 : 0;
+    if (rc)
+        fprintf(stderr, "gpucap plot: %s: write failed\n", out ? out : "stdout");
+    plot_free(&pl);
+    return rc;
+}
