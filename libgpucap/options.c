@@ -445,7 +445,9 @@ static void apply_lock(struct gpc_settings *s)
         if (!v->set || v->src != GPC_SRC_ENV || i == GPC_OPT_MEMORY_LIMIT)
             continue;
         bool ok = true;
-        if (d->flags & GPC_OPTF_LOCK_FIXED)
+        if ((d->flags & GPC_OPTF_LOCK_FIXED) && d->type == GPC_T_BOOL)
+            ok = !v->bad && pv->set && v->u.b == pv->u.b;
+        else if (d->flags & GPC_OPTF_LOCK_FIXED)
             ok = pv->set && strcmp(v->text, pv->text) == 0;
         else if ((d->flags & GPC_OPTF_LOCK_LOWER) && d->type == GPC_T_ENUM)
             ok = !v->bad && (!pv->set || v->u.e <= pv->u.e);

@@ -71,6 +71,8 @@ refused GPUCAP_LEDGER
 [ -f "$t/locked.ledger" ] && [ ! -e "$t/elsewhere.ledger" ] || { echo "FAIL ledger moved"; fail=1; }
 run GPUCAP_LEDGER_GROUP=1 -- 0 1
 refused GPUCAP_LEDGER_GROUP
+run GPUCAP_LEDGER_GROUP=false -- 0 1
+absent "the same ledger_group, written otherwise" "refused" err
 run GPUCAP_LOCK=0 GPUCAP_MEMORY_LIMIT=100% -- 0 $((65 * MiB))
 expect "GPUCAP_LOCK is not a variable" "GPUCAP_LOCK: lock is read only from the platform file" err
 expect "GPUCAP_LOCK=0: capped" "alloc=2$" out
@@ -121,6 +123,12 @@ platform "memory_limit_max = 256MiB
 "
 run GPUCAP_MEMORY_LIMIT=512MiB -- 0 1
 expect "unlocked, the maximum still bounds" "^total=$((256 * MiB)) " out
+
+run GPU_MEMORY_LIMIT=lots -- 0 1
+expect "a bad GPU_MEMORY_LIMIT: error" "GPU_MEMORY_LIMIT: gpu_memory_limit = 'lots' is not valid" err
+expect "a bad GPU_MEMORY_LIMIT: denied" "alloc=2$" out
+run GPU_MEMORY_LIMIT=$((32 * MiB)) -- 0 1
+expect "unlocked, GPU_MEMORY_LIMIT bounds too" "^total=$((32 * MiB)) " out
 
 # A KAI fraction of 0.5 becomes memory_limit = 50%: half of the card the pod lands on.
 platform "lock = true
