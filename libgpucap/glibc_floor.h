@@ -1,7 +1,7 @@
 /*
  * glibc_floor.h: keeps libgpucap.so loadable with glibc 2.17 (CentOS 7, UBI 8, Ubuntu 20.04 CUDA
  * images) although it is built against a current glibc. Included first in every file of the library
- * (-include, x86-64 only: aarch64's glibc starts at 2.17 anyway).
+ * (-include), on x86-64 and on aarch64, whose oldest glibc symbol versions are all GLIBC_2.17.
  *
  * glibc 2.34 moved libdl and libpthread into libc and gave their functions new symbol versions;
  * the linker picks the newest, and an older ld.so then refuses the whole library ("cannot be
@@ -16,29 +16,39 @@
 #ifndef GPUCAP_GLIBC_FLOOR_H
 #define GPUCAP_GLIBC_FLOOR_H
 
-#if defined(__x86_64__) && defined(__linux__)
+#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
 #include <sys/stat.h>
 
-__asm__(".symver dlopen,dlopen@GLIBC_2.2.5");
-__asm__(".symver dlerror,dlerror@GLIBC_2.2.5");
-__asm__(".symver dladdr,dladdr@GLIBC_2.2.5");
-__asm__(".symver dlclose,dlclose@GLIBC_2.2.5");
-__asm__(".symver pthread_once,pthread_once@GLIBC_2.2.5");
-__asm__(".symver pthread_mutexattr_init,pthread_mutexattr_init@GLIBC_2.2.5");
-__asm__(".symver pthread_mutexattr_destroy,pthread_mutexattr_destroy@GLIBC_2.2.5");
-__asm__(".symver pthread_mutexattr_setpshared,pthread_mutexattr_setpshared@GLIBC_2.2.5");
-__asm__(".symver pthread_mutexattr_setrobust,pthread_mutexattr_setrobust@GLIBC_2.12");
-__asm__(".symver pthread_mutex_consistent,pthread_mutex_consistent@GLIBC_2.12");
-__asm__(".symver pthread_mutex_trylock,pthread_mutex_trylock@GLIBC_2.2.5");
-__asm__(".symver pthread_mutex_timedlock,pthread_mutex_timedlock@GLIBC_2.2.5");
-__asm__(".symver pthread_key_create,pthread_key_create@GLIBC_2.2.5");
-__asm__(".symver pthread_setspecific,pthread_setspecific@GLIBC_2.2.5");
-__asm__(".symver pthread_getspecific,pthread_getspecific@GLIBC_2.2.5");
-__asm__(".symver pthread_kill,pthread_kill@GLIBC_2.2.5");
-__asm__(".symver __fxstat,__fxstat@GLIBC_2.2.5");
+#if defined(__x86_64__)
+#define GPC_GLIBC_BASE "GLIBC_2.2.5"
+#define GPC_GLIBC_ROBUST "GLIBC_2.12"
+#define GPC_STAT_VER 1 /* _STAT_VER_LINUX */
+#else
+#define GPC_GLIBC_BASE "GLIBC_2.17"
+#define GPC_GLIBC_ROBUST "GLIBC_2.17"
+#define GPC_STAT_VER 0 /* _STAT_VER_KERNEL: the generic struct stat */
+#endif
+
+__asm__(".symver dlopen,dlopen@" GPC_GLIBC_BASE);
+__asm__(".symver dlerror,dlerror@" GPC_GLIBC_BASE);
+__asm__(".symver dladdr,dladdr@" GPC_GLIBC_BASE);
+__asm__(".symver dlclose,dlclose@" GPC_GLIBC_BASE);
+__asm__(".symver pthread_once,pthread_once@" GPC_GLIBC_BASE);
+__asm__(".symver pthread_mutexattr_init,pthread_mutexattr_init@" GPC_GLIBC_BASE);
+__asm__(".symver pthread_mutexattr_destroy,pthread_mutexattr_destroy@" GPC_GLIBC_BASE);
+__asm__(".symver pthread_mutexattr_setpshared,pthread_mutexattr_setpshared@" GPC_GLIBC_BASE);
+__asm__(".symver pthread_mutexattr_setrobust,pthread_mutexattr_setrobust@" GPC_GLIBC_ROBUST);
+__asm__(".symver pthread_mutex_consistent,pthread_mutex_consistent@" GPC_GLIBC_ROBUST);
+__asm__(".symver pthread_mutex_trylock,pthread_mutex_trylock@" GPC_GLIBC_BASE);
+__asm__(".symver pthread_mutex_timedlock,pthread_mutex_timedlock@" GPC_GLIBC_BASE);
+__asm__(".symver pthread_key_create,pthread_key_create@" GPC_GLIBC_BASE);
+__asm__(".symver pthread_setspecific,pthread_setspecific@" GPC_GLIBC_BASE);
+__asm__(".symver pthread_getspecific,pthread_getspecific@" GPC_GLIBC_BASE);
+__asm__(".symver pthread_kill,pthread_kill@" GPC_GLIBC_BASE);
+__asm__(".symver __fxstat,__fxstat@" GPC_GLIBC_BASE);
 
 extern int __fxstat(int ver, int fd, struct stat *buf);
-#define fstat(fd, buf) __fxstat(1 /* _STAT_VER_LINUX */, (fd), (buf))
+#define fstat(fd, buf) __fxstat(GPC_STAT_VER, (fd), (buf))
 #endif
 
 #endif

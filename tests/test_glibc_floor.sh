@@ -1,11 +1,18 @@
 #!/bin/bash
-# test_glibc_floor.sh LIB: libgpucap.so loads with glibc 2.17 or newer on x86-64: no symbol it takes
+# test_glibc_floor.sh LIB: libgpucap.so loads with glibc 2.17 or newer (x86-64, aarch64): no symbol it takes
 # from glibc has a version newer than GLIBC_2.17, and it names libdl.so.2 and libpthread.so.0, where
 # glibc before 2.34 defines dlopen and the pthread functions it calls (libgpucap/glibc_floor.h).
 set -u
 lib=$1
-case "$(uname -m)" in x86_64) ;; *) echo "skip: the floor is pinned on x86-64 only"; exit 77 ;; esac
+# The host's objdump reads x86-64; a cross-built aarch64 library is read with the cross one.
+objdump=objdump
 command -v objdump > /dev/null || { echo "skip: no objdump"; exit 77; }
+if ! objdump -f "$lib" | grep -q 'elf64-x86-64'; then
+    objdump=aarch64-linux-gnu-objdump
+    command -v $objdump > /dev/null && $objdump -f "$lib" | grep -q aarch64 ||
+        { echo "skip: the floor is pinned on x86-64 and aarch64 only"; exit 77; }
+fi
+objdump() { command $objdump "$@"; }
 fail=0
 newer=$(objdump -T "$lib" | grep -oE '\(?GLIBC_[0-9.]+\)? +[^ ]+$' | while read -r ver sym; do
     v=${ver//[()]/}; v=${v#GLIBC_}
