@@ -7,9 +7,11 @@
  * the linker picks the newest, and an older ld.so then refuses the whole library ("cannot be
  * preloaded: ignored": the job runs uncapped). Each function the library calls is bound here to
  * its oldest version, which current glibc still provides (not dlsym and dlvsym: the library
- * defines those itself, and finds glibc's without linking them); the library also names libdl.so.2 and
- * libpthread.so.0 as needed, where old glibc defines them (libgpucap/CMakeLists.txt). fstat is a
- * function only since 2.33: before, it was an inline wrapper of __fxstat, which we call instead.
+ * defines those itself, and finds glibc's without linking them); the library also names
+ * libdl.so.2 and libpthread.so.0 as needed, where old glibc defines them. fstat is a
+ * function only since 2.33 (before, an inline wrapper of __fxstat): we make the system call, whose
+ * struct stat is glibc's on both architectures (binding __fxstat@GLIBC_2.2.5 instead breaks the
+ * ThreadSanitizer build, whose runtime defines __fxstat unversioned).
  * tests/test_glibc_floor.sh fails on any symbol version newer than 2.17: a new call into glibc
  * that shows up there gets its line below.
  */
@@ -18,15 +20,15 @@
 
 #if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #if defined(__x86_64__)
 #define GPC_GLIBC_BASE "GLIBC_2.2.5"
 #define GPC_GLIBC_ROBUST "GLIBC_2.12"
-#define GPC_STAT_VER 1 /* _STAT_VER_LINUX */
 #else
 #define GPC_GLIBC_BASE "GLIBC_2.17"
 #define GPC_GLIBC_ROBUST "GLIBC_2.17"
-#define GPC_STAT_VER 0 /* _STAT_VER_KERNEL: the generic struct stat */
 #endif
 
 __asm__(".symver dlopen,dlopen@" GPC_GLIBC_BASE);
@@ -45,10 +47,8 @@ __asm__(".symver pthread_key_create,pthread_key_create@" GPC_GLIBC_BASE);
 __asm__(".symver pthread_setspecific,pthread_setspecific@" GPC_GLIBC_BASE);
 __asm__(".symver pthread_getspecific,pthread_getspecific@" GPC_GLIBC_BASE);
 __asm__(".symver pthread_kill,pthread_kill@" GPC_GLIBC_BASE);
-__asm__(".symver __fxstat,__fxstat@" GPC_GLIBC_BASE);
 
-extern int __fxstat(int ver, int fd, struct stat *buf);
-#define fstat(fd, buf) __fxstat(GPC_STAT_VER, (fd), (buf))
+#define fstat(fd, buf) ((int)syscall(SYS_fstat, (fd), (buf)))
 #endif
 
 #endif

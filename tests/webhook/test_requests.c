@@ -49,7 +49,8 @@ static const struct row rows[] = {
     {"several devices with memory", POD("\"gpu-memory\":\"4096\",\"gpu-fraction-num-devices\":\"4\"", ONE), "main",
      true, 1, "4096MiB"},
     /* KAI: malformed. */
-    {"fraction 1.5", POD("\"gpu-fraction\":\"1.5\"", ONE), "main", true, -1, "annotation gpu-fraction: \"1.5\" is not valid; accepted: a decimal share"},
+    {"fraction 1.5", POD("\"gpu-fraction\":\"1.5\"", ONE), "main", true, -1,
+     "annotation gpu-fraction: \"1.5\" is not valid; accepted: a decimal share"},
     {"fraction 0", POD("\"gpu-fraction\":\"0\"", ONE), "main", true, -1, "above 0 and at most 1"},
     {"fraction 1.0001", POD("\"gpu-fraction\":\"1.0001\"", ONE), "main", true, -1, "gpu-fraction: \"1.0001\""},
     {"fraction -0.5", POD("\"gpu-fraction\":\"-0.5\"", ONE), "main", true, -1, "gpu-fraction: \"-0.5\""},
@@ -58,7 +59,8 @@ static const struct row rows[] = {
     {"fraction 5e-1", POD("\"gpu-fraction\":\"5e-1\"", ONE), "main", true, -1, "gpu-fraction: \"5e-1\""},
     {"fraction 0.5.5", POD("\"gpu-fraction\":\"0.5.5\"", ONE), "main", true, -1, "gpu-fraction"},
     {"fraction bad, other container asked", POD("\"gpu-fraction\":\"2\"", TWO), "sidecar", true, -1, "gpu-fraction"},
-    {"memory negative", POD("\"gpu-memory\":\"-2000\"", ONE), "main", true, -1, "annotation gpu-memory: \"-2000\" is not valid; accepted: a whole number of MiB"},
+    {"memory negative", POD("\"gpu-memory\":\"-2000\"", ONE), "main", true, -1,
+     "annotation gpu-memory: \"-2000\" is not valid; accepted: a whole number of MiB"},
     {"memory 0", POD("\"gpu-memory\":\"0\"", ONE), "main", true, -1, "gpu-memory: \"0\""},
     {"memory with a unit", POD("\"gpu-memory\":\"2Gi\"", ONE), "main", true, -1, "gpu-memory: \"2Gi\""},
     {"memory text", POD("\"gpu-memory\":\"lots\"", ONE), "main", true, -1, "gpu-memory: \"lots\""},
@@ -72,7 +74,8 @@ static const struct row rows[] = {
     {"named container missing", POD("\"gpu-fraction\":\"0.5\",\"gpu-fraction-container-name\":\"gone\"", TWO),
      "main", true, -1, "gpu-fraction-container-name: \"gone\" names no container"},
     /* HAMi-style container resources. */
-    {"gpumem 3000", POD("", HAMI("\"nvidia.com/gpu\":\"1\",\"nvidia.com/gpumem\":\"3000\"")), "main", false, 1, "3000MiB"},
+    {"gpumem 3000", POD("", HAMI("\"nvidia.com/gpu\":\"1\",\"nvidia.com/gpumem\":\"3000\"")), "main", false, 1,
+     "3000MiB"},
     {"gpumem as a number", POD("", HAMI("\"nvidia.com/gpumem\":3000")), "main", false, 1, "3000MiB"},
     {"gpumem-percentage 50", POD("", HAMI("\"nvidia.com/gpumem-percentage\":\"50\"")), "main", false, 1, "50%"},
     {"gpumem in requests only", POD("", "\"containers\":[{\"name\":\"main\",\"resources\":{\"requests\":"
