@@ -19,7 +19,8 @@ if [ ! -f "$sysroot/usr/lib/aarch64-linux-gnu/libinih.a" ]; then
     mkdir -p "$lists/partial" "$dir/debs"
     o=(-oAPT::Architecture=arm64 -oAPT::Architectures=arm64 -oDir::State::Lists="$lists" -oDebug::NoLocking=1)
     # The one thing fetched: without Debian's archive there is no arm64 inih, and nothing to test.
-    if ! apt-get "${o[@]}" update -qq || ! (cd "$dir/debs" && apt-get "${o[@]}" download libinih-dev libinih1 2> /dev/null); then
+    if ! apt-get "${o[@]}" update -qq ||
+       ! (cd "$dir/debs" && apt-get "${o[@]}" download libinih-dev libinih1 2> /dev/null); then
         echo "aarch64: skipped (the arm64 build of libinih-dev could not be fetched)"
         exit 77
     fi
