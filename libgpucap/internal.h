@@ -63,12 +63,22 @@ enum gpc_opt {
     GPC_OPT_POD_UID,
     GPC_OPT_CONTAINER_NAME,
     GPC_OPT_TIMELINE,
+    GPC_OPT_MEMORY_LIMIT_MAX,
+    GPC_OPT_LOCK,
+    GPC_OPT_SCHED_LIMIT,
     GPC_OPT__COUNT
 };
 enum gpc_opt_type { GPC_T_SIZE, GPC_T_BOOL, GPC_T_INT, GPC_T_STRING, GPC_T_ENUM };
 #define GPC_OPTF_PER_DEVICE 1u /* also GPUCAP_<NAME>_<ordinal> and [device.<ordinal>] */
 #define GPC_OPTF_ENV_ONLY 2u   /* not read from the ini file */
-#define GPC_OPTF_IDENTITY 4u   /* who the ledger belongs to: a name, never a limit */
+/* Under the platform's lock (`lock = true` in the platform file) the environment may set these only
+ * to the platform's value (FIXED), to a stricter one (LOWER: a smaller size, or an earlier enum
+ * choice: choices are listed strictest first), or a larger size (RAISE). */
+#define GPC_OPTF_LOCK_FIXED 4u
+#define GPC_OPTF_LOCK_LOWER 8u
+#define GPC_OPTF_LOCK_RAISE 16u
+#define GPC_OPTF_FILE_ONLY 32u /* read from the ini file only, never from the environment */
+#define GPC_OPTF_IDENTITY 64u  /* who the ledger belongs to: a name, never a limit */
 
 struct gpc_option_def {
     const char *key;     /* ini key in [gpucap]; the variable is GPUCAP_ + the key in capitals */
@@ -108,11 +118,18 @@ struct gpc_settings {
     bool config_bad;     /* unreadable, bad syntax or unknown keys: budgets not set by env are 0 */
     bool env_bad;        /* an unknown GPUCAP_* variable: every budget is 0 */
     int errors;          /* error lines written */
+    bool locked;         /* the platform file locks the settings: the environment may only tighten */
+    int refused;         /* overrides refused under the lock (one warning line each) */
+    /* Under the lock: the platform file's settings alone, which bound every limit here. */
+    const struct gpc_settings *platform;
 };
 /*
  * Fills *s from the ini file (GPUCAP_CONFIG, else /etc/gpucap/gpucap.ini if present) and then the
  * environment `envp`, which overrides it. Every malformed value is logged as one error line naming
  * the setting, the value and the accepted forms. Never fails: bad values are marked `bad`.
+ * When the platform file (/etc/gpucap/gpucap.ini) says `lock = true`, GPUCAP_CONFIG is not read and
+ * the environment may only tighten (GPC_OPTF_LOCK_*); each refused override is one warning line and
+ * s->platform keeps the platform file's settings (static storage: the last locked load's).
  */
 void gpc_settings_load(struct gpc_settings *s, char *const *envp);
 /*
@@ -125,7 +142,9 @@ bool gpc_secure_execution(void);
  * The byte budget for device `ordinal` (UUID text `uuid`, may be NULL) with `physical` bytes of
  * memory under *s: GPC_UNLIMITED when no limit applies, 0 when the setting that applies is
  * malformed. *from (optional) names the source. Precedence: the environment over the file, and in
- * each, per UUID over per ordinal over all devices.
+ * each, per UUID over per ordinal over all devices. That figure is then bounded by memory_limit_max,
+ * by the scheduler's GPU_MEMORY_LIMIT and, under the lock, by the platform file's own figure: the
+ * lowest wins (*from names it).
  */
 uint64_t gpc_settings_limit(const struct gpc_settings *s, int ordinal, const char *uuid, uint64_t physical,
                             const struct gpc_value **from);

@@ -16,6 +16,16 @@
  * puts every budget at 0. This runs once, at the first CUDA call, never on the allocation path.
  * In a secure-execution process (setuid and the like) the environment is not read at all: only the
  * system settings file, by its fixed path (load_secure).
+ *
+ * The platform's lock: when the platform file (GPC_SYSTEM_CONFIG, /etc/gpucap/gpucap.ini) says
+ * `lock = true` in [gpucap], the budget belongs to the platform. GPUCAP_CONFIG is not read, and the
+ * environment may only tighten: a memory limit applies only where it is below the file's (both are
+ * kept and the lower one wins per device, so a percentage and a size compare on the real card),
+ * mode only from audit to enforce, the ledger and its sharing stay as the file says, the context
+ * reserve only grows. Each refused override is one warning line naming the variable and the file.
+ * A platform file that exists but cannot be read counts as locked with an error: its budgets are 0.
+ * The path is fixed at build time: the test suite builds a copy of the library with its own path,
+ * and nothing at run time can point the library at another "platform" file.
  */
 #include "internal.h"
 
@@ -28,24 +38,28 @@
 #include <strings.h>
 #include <sys/auxv.h>
 
+#ifndef GPC_SYSTEM_CONFIG
+#define GPC_SYSTEM_CONFIG "/etc/gpucap/gpucap.ini"
+#endif
+
 const struct gpc_option_def gpc_option_defs[GPC_OPT__COUNT] = {
     [GPC_OPT_MEMORY_LIMIT] = {"memory_limit", "GPUCAP_MEMORY_LIMIT", GPC_T_SIZE, NULL, NULL,
-                              GPC_OPTF_PER_DEVICE,
+                              GPC_OPTF_PER_DEVICE | GPC_OPTF_LOCK_LOWER,
                               "device memory budget for every device (per device: "
                               "GPUCAP_MEMORY_LIMIT_<ordinal> or _GPU-<uuid>, ini [device.<ordinal>] or "
                               "[device.GPU-<uuid>]); unset: no limit"},
-    [GPC_OPT_CONFIG] = {"config", "GPUCAP_CONFIG", GPC_T_STRING, "/etc/gpucap/gpucap.ini", NULL,
-                        GPC_OPTF_ENV_ONLY,
+    [GPC_OPT_CONFIG] = {"config", "GPUCAP_CONFIG", GPC_T_STRING, GPC_SYSTEM_CONFIG, NULL,
+                        GPC_OPTF_ENV_ONLY | GPC_OPTF_LOCK_FIXED,
                         "ini file to read; the default path is read only if it exists"},
     [GPC_OPT_LOG_LEVEL] = {"log_level", "GPUCAP_LOG_LEVEL", GPC_T_ENUM, "warn", "error|warn|info|debug", 0,
                            "how much the library says on stderr"},
-    [GPC_OPT_LEDGER] = {"ledger", "GPUCAP_LEDGER", GPC_T_STRING, NULL, NULL, 0,
+    [GPC_OPT_LEDGER] = {"ledger", "GPUCAP_LEDGER", GPC_T_STRING, NULL, NULL, GPC_OPTF_LOCK_FIXED,
                         "file shared by the processes that share a budget; default /tmp/gpucap-<uid>.ledger "
                         "(one per container and user); 'off': a budget private to each process"},
-    [GPC_OPT_LEDGER_GROUP] = {"ledger_group", "GPUCAP_LEDGER_GROUP", GPC_T_BOOL, "0", NULL, 0,
+    [GPC_OPT_LEDGER_GROUP] = {"ledger_group", "GPUCAP_LEDGER_GROUP", GPC_T_BOOL, "0", NULL, GPC_OPTF_LOCK_FIXED,
                               "create the ledger group-writable (0660) and accept one owned by another user of "
                               "the group, for containers where processes of several users share a budget"},
-    [GPC_OPT_MODE] = {"mode", "GPUCAP_MODE", GPC_T_ENUM, "enforce", "enforce|audit", 0,
+    [GPC_OPT_MODE] = {"mode", "GPUCAP_MODE", GPC_T_ENUM, "enforce", "enforce|audit", GPC_OPTF_LOCK_LOWER,
                       "enforce: deny what exceeds the budget; audit: deny nothing, log and count each "
                       "allocation the budget would have denied (the report's peak is the budget the job needs)"},
     [GPC_OPT_REPORT] = {"report", "GPUCAP_REPORT", GPC_T_STRING, NULL, NULL, 0,
@@ -67,7 +81,8 @@ const struct gpc_option_def gpc_option_defs[GPC_OPT__COUNT] = {
                      "read by the gpucap command: the libgpucap.so that `gpucap run` preloads and `gpucap "
                      "doctor` checks; default: found beside the command (build tree, or lib/<multiarch>/gpucap of "
                      "its install prefix), then in /usr/local/lib/gpucap, /usr/lib/gpucap"},
-    [GPC_OPT_CONTEXT_RESERVE] = {"context_reserve", "GPUCAP_CONTEXT_RESERVE", GPC_T_SIZE, NULL, NULL, 0,
+    [GPC_OPT_CONTEXT_RESERVE] = {"context_reserve", "GPUCAP_CONTEXT_RESERVE", GPC_T_SIZE, NULL, NULL,
+                                 GPC_OPTF_LOCK_RAISE,
                                  "device memory charged per CUDA context (primary, created, green), which no "
                                  "allocation call reports; unset: 512MiB on cards of 64GiB or more, 384MiB from "
                                  "24GiB, 256MiB below 24GiB; 0: contexts are not charged"},
@@ -84,6 +99,17 @@ const struct gpc_option_def gpc_option_defs[GPC_OPT__COUNT] = {
     [GPC_OPT_TIMELINE] = {"timeline", "GPUCAP_TIMELINE", GPC_T_STRING, NULL, NULL, GPC_OPTF_ENV_ONLY,
                           "set by `gpucap run --report` for its command: a directory where each process "
                           "writes how its devices' usage moved over time (timeline.<pid>) at exit"},
+    [GPC_OPT_MEMORY_LIMIT_MAX] = {"memory_limit_max", "GPUCAP_MEMORY_LIMIT_MAX", GPC_T_SIZE, NULL, NULL,
+                                  GPC_OPTF_LOCK_LOWER,
+                                  "the platform's maximum for every device: every limit, from any source, is "
+                                  "bounded by it (with no limit set, it is the limit)"},
+    [GPC_OPT_LOCK] = {"lock", "GPUCAP_LOCK", GPC_T_BOOL, "0", NULL, GPC_OPTF_FILE_ONLY,
+                      "only in the platform file " GPC_SYSTEM_CONFIG ": the environment (and GPUCAP_CONFIG) "
+                      "may then only tighten: lower limits, enforce over audit, fault injection, log level; "
+                      "the ledger and a larger context reserve stay as the file says"},
+    [GPC_OPT_SCHED_LIMIT] = {"gpu_memory_limit", "GPU_MEMORY_LIMIT", GPC_T_SIZE, NULL, NULL, GPC_OPTF_ENV_ONLY,
+                             "set by a GPU-sharing scheduler (KAI's binder), in bytes: bounds every device's "
+                             "limit like memory_limit_max; under the lock it is one more tightening"},
 };
 
 /* Kubernetes names as the ledger can hold them: lowercase letters, digits, '-' and '.' (the
@@ -102,6 +128,9 @@ static bool identity_ok(const struct gpc_option_def *d, const char *text)
             return false;
     return true;
 }
+
+/* Below this context reserve a locked platform file that leaves it unset could be undercut. */
+#define LOCK_RESERVE_FLOOR ((uint64_t)512 << 20)
 
 static const char *source_name(enum gpc_source src)
 {
@@ -392,6 +421,12 @@ static bool apply_env(struct gpc_settings *s, const char *name, const char *valu
         } else {
             continue;
         }
+        if (d->flags & GPC_OPTF_FILE_ONLY) {
+            s->errors++;
+            gpc_log_line(GPC_LOG_ERROR, "%s: %s is read only from the platform file %s; ignored", name, d->key,
+                         GPC_SYSTEM_CONFIG);
+            return true;
+        }
         if (!parse_value(d, value, v))
             report_bad(s, d, name, value, safe_state(d));
         v->src = GPC_SRC_ENV;
@@ -399,6 +434,130 @@ static bool apply_env(struct gpc_settings *s, const char *name, const char *valu
         return true;
     }
     return false;
+}
+
+/* ---- the platform's lock ---- */
+
+static int on_lock_key(void *user, const char *section, const char *name, const char *value)
+{
+    bool *locked = user;
+    if (strcmp(section, "gpucap") == 0 && strcmp(name, "lock") == 0) {
+        struct gpc_value v;
+        /* A malformed value locks: the platform meant something, and locked is the safe side. */
+        *locked = !parse_value(&gpc_option_defs[GPC_OPT_LOCK], value, &v) || v.u.b;
+    }
+    return 1;
+}
+
+/* 1 when the platform file says lock = true, 0 when it does not or is absent, -errno when it exists
+ * but cannot be read. */
+static int platform_locked(void)
+{
+    FILE *f = fopen(GPC_SYSTEM_CONFIG, "re");
+    if (!f)
+        return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
+    bool locked = false;
+    ini_parse_file(f, on_lock_key, &locked);
+    fclose(f);
+    return locked;
+}
+
+/* -1, 0, 1 as `a` is below, equal to, above `b`; 2 when they cannot be compared before the card is
+ * known (a percentage and a size). Unset means "no limit", or for the context reserve its default. */
+static int size_cmp(enum gpc_opt opt, const struct gpc_value *a, const struct gpc_value *b)
+{
+    struct gpc_size floor = {.bytes = LOCK_RESERVE_FLOOR};
+    const struct gpc_size *x = &a->u.size, *y = &b->u.size;
+    if (!b->set && opt == GPC_OPT_CONTEXT_RESERVE)
+        y = &floor;
+    else if (!b->set)
+        return a->set ? -1 : 0;
+    if (a->bad || b->bad)
+        return a->bad && b->bad ? 0 : a->bad ? -1 : 1; /* a bad size is a budget of 0 */
+    if (x->is_percent != y->is_percent)
+        return 2;
+    uint64_t p = x->is_percent ? x->ppm : x->bytes, q = y->is_percent ? y->ppm : y->bytes;
+    return p < q ? -1 : p > q;
+}
+
+static void refuse(struct gpc_settings *s, const char *var, const char *text, const char *why)
+{
+    s->refused++;
+    gpc_log_line(GPC_LOG_WARN, "%s=%s refused: the settings are locked by %s (%s)", var, text,
+                 s->platform->config_path, why);
+}
+
+/* Checks one memory limit from the environment against the platform file's limit for the same
+ * scope (`plat`; NULL: none). Both stay in force (the lower applies, see gpc_settings_limit); a
+ * refused one is put back to the platform's value so that `gpucap check` shows what applies. */
+static void lock_limit(struct gpc_settings *s, const char *var, struct gpc_value *v, const struct gpc_value *plat)
+{
+    if (!v->set || v->src != GPC_SRC_ENV || !plat || !plat->set)
+        return;
+    int c = size_cmp(GPC_OPT_MEMORY_LIMIT, v, plat);
+    if (c == 2 && v->u.size.is_percent && v->u.size.ppm == 1000000)
+        c = 1; /* the whole card is never below a size */
+    char why[320];
+    if (c == 1) {
+        snprintf(why, sizeof why, "memory_limit = %s applies", plat->text);
+        refuse(s, var, v->text, why);
+        *v = *plat;
+    } else if (c == 2) {
+        gpc_log_line(GPC_LOG_WARN, "%s=%s: the settings are locked by %s: it applies only on devices where it "
+                     "is below memory_limit = %s", var, v->text, s->platform->config_path, plat->text);
+    }
+}
+
+static void apply_lock(struct gpc_settings *s)
+{
+    const struct gpc_settings *p = s->platform;
+    gpc_log(GPC_LOG_INFO, "settings locked by %s: the environment may only tighten them", p->config_path);
+    for (int i = 0; i < GPC_OPT__COUNT; i++) {
+        const struct gpc_option_def *d = &gpc_option_defs[i];
+        struct gpc_value *v = &s->opt[i];
+        const struct gpc_value *pv = &p->opt[i];
+        if (!v->set || v->src != GPC_SRC_ENV || i == GPC_OPT_MEMORY_LIMIT)
+            continue;
+        bool ok = true;
+        if ((d->flags & GPC_OPTF_LOCK_FIXED) && d->type == GPC_T_BOOL)
+            ok = !v->bad && pv->set && v->u.b == pv->u.b;
+        else if (d->flags & GPC_OPTF_LOCK_FIXED)
+            ok = pv->set && strcmp(v->text, pv->text) == 0;
+        else if ((d->flags & GPC_OPTF_LOCK_LOWER) && d->type == GPC_T_ENUM)
+            ok = !v->bad && (!pv->set || v->u.e <= pv->u.e);
+        else if ((d->flags & GPC_OPTF_LOCK_LOWER) && d->type == GPC_T_SIZE)
+            ok = size_cmp((enum gpc_opt)i, v, pv) != 1; /* a percentage against a size: the lower applies */
+        else if (d->flags & GPC_OPTF_LOCK_RAISE)
+            ok = !v->bad && (size_cmp((enum gpc_opt)i, v, pv) == 0 || size_cmp((enum gpc_opt)i, v, pv) == 1);
+        if (ok)
+            continue;
+        char why[320];
+        if (pv->set)
+            snprintf(why, sizeof why, "%s = %s applies", d->key, pv->text);
+        else if (i == GPC_OPT_CONTEXT_RESERVE)
+            snprintf(why, sizeof why, "%s may only be raised above the default for the device's class", d->key);
+        else
+            snprintf(why, sizeof why, "%s stays at its default", d->key);
+        refuse(s, d->env, v->text, why);
+        *v = *pv;
+    }
+    lock_limit(s, gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, &s->opt[GPC_OPT_MEMORY_LIMIT],
+               &p->opt[GPC_OPT_MEMORY_LIMIT]);
+    for (int dev = 0; dev < GPC_MAX_DEVICES; dev++) {
+        char var[64];
+        snprintf(var, sizeof var, "%s_%d", gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, dev);
+        const struct gpc_value *plat = p->dev_limit[dev].set ? &p->dev_limit[dev] : &p->opt[GPC_OPT_MEMORY_LIMIT];
+        lock_limit(s, var, &s->dev_limit[dev], plat);
+    }
+    for (int i = 0; i < s->n_uuid; i++) {
+        char var[96];
+        snprintf(var, sizeof var, "%s_%s", gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, s->uuid_limit[i].uuid);
+        const struct gpc_value *plat = &p->opt[GPC_OPT_MEMORY_LIMIT];
+        for (int j = 0; j < p->n_uuid; j++)
+            if (strcasecmp(p->uuid_limit[j].uuid, s->uuid_limit[i].uuid) == 0)
+                plat = &p->uuid_limit[j].v;
+        lock_limit(s, var, &s->uuid_limit[i].v, plat);
+    }
 }
 
 void gpc_settings_load(struct gpc_settings *s, char *const *envp)
@@ -419,10 +578,28 @@ void gpc_settings_load(struct gpc_settings *s, char *const *envp)
     for (char *const *e = envp; e && *e; e++)
         if (strncmp(*e, "GPUCAP_CONFIG=", 14) == 0)
             config = *e + 14;
-    load_file(s, config);
+    int lock = platform_locked();
+    if (lock != 0) {
+        static struct gpc_settings platform;
+        s->locked = true;
+        load_file(s, NULL);
+        if (lock < 0) {
+            s->errors++;
+            s->config_bad = true;
+            gpc_log_line(GPC_LOG_ERROR, "%s exists but cannot be read (%s); it may lock the settings, so "
+                         "budgets not set in the environment are 0", GPC_SYSTEM_CONFIG, strerror(-lock));
+        }
+        platform = *s;
+        s->platform = &platform;
+    } else {
+        load_file(s, config);
+        if (s->opt[GPC_OPT_LOCK].set && s->opt[GPC_OPT_LOCK].src == GPC_SRC_FILE && s->opt[GPC_OPT_LOCK].u.b)
+            gpc_log_line(GPC_LOG_WARN, "%s: lock = true has no effect here: only the platform file %s locks "
+                         "the settings", s->config_path, GPC_SYSTEM_CONFIG);
+    }
 
     for (char *const *e = envp; e && *e; e++) {
-        if (strncmp(*e, "GPUCAP_", 7) != 0)
+        if (strncmp(*e, "GPUCAP_", 7) != 0 && strncmp(*e, "GPU_MEMORY_LIMIT=", 17) != 0)
             continue;
         const char *eq = strchr(*e, '=');
         if (!eq)
@@ -442,6 +619,8 @@ void gpc_settings_load(struct gpc_settings *s, char *const *envp)
     }
     if (s->opt[GPC_OPT_LOG_LEVEL].set && !s->opt[GPC_OPT_LOG_LEVEL].bad)
         gpc_log_threshold = s->opt[GPC_OPT_LOG_LEVEL].u.e;
+    if (s->locked)
+        apply_lock(s);
 }
 
 /* The per-UUID value from `src` whose configured text is a prefix of `uuid`, or NULL. */
@@ -480,18 +659,36 @@ uint64_t gpc_settings_limit(const struct gpc_settings *s, int ordinal, const cha
         v = all;
     if (s->env_bad)
         v = &forced;
+    uint64_t limit = !v ? GPC_UNLIMITED : v->bad ? 0 : gpc_size_resolve(&v->u.size, physical);
+
+    /* The bounds: the platform's maximum, the scheduler's request, and under the lock the platform
+     * file's own figure (resolved on this card, so a percentage and a size compare). */
+    const struct gpc_value *bounds[] = {&s->opt[GPC_OPT_MEMORY_LIMIT_MAX], &s->opt[GPC_OPT_SCHED_LIMIT]};
+    for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++) {
+        const struct gpc_value *b = bounds[i];
+        uint64_t x = !b->set ? GPC_UNLIMITED : b->bad ? 0 : gpc_size_resolve(&b->u.size, physical);
+        if (x < limit) {
+            limit = x;
+            v = b;
+        }
+    }
+    if (s->platform) {
+        const struct gpc_value *pf;
+        uint64_t x = gpc_settings_limit(s->platform, ordinal, uuid, physical, &pf);
+        if (x < limit) {
+            limit = x;
+            v = pf;
+        }
+    }
     if (from)
         *from = v;
-    if (!v)
-        return GPC_UNLIMITED;
-    if (v->bad)
-        return 0;
-    return gpc_size_resolve(&v->u.size, physical);
+    return limit;
 }
 
 bool gpc_settings_any_limit(const struct gpc_settings *s)
 {
-    if (s->config_bad || s->env_bad || s->opt[GPC_OPT_MEMORY_LIMIT].set)
+    if (s->config_bad || s->env_bad || s->opt[GPC_OPT_MEMORY_LIMIT].set || s->opt[GPC_OPT_MEMORY_LIMIT_MAX].set ||
+        s->opt[GPC_OPT_SCHED_LIMIT].set || (s->platform && gpc_settings_any_limit(s->platform)))
         return true;
     for (int i = 0; i < GPC_MAX_DEVICES; i++)
         if (s->dev_limit[i].set)
@@ -515,6 +712,8 @@ const char *gpc_value_origin(const struct gpc_settings *s, const struct gpc_valu
             snprintf(buf, len, "%s_%s", gpc_option_defs[opt].env, uuid);
         else if (ordinal >= 0 && v == &s->dev_limit[ordinal])
             snprintf(buf, len, "%s_%d", gpc_option_defs[opt].env, ordinal);
+        else if (v >= s->opt && v < s->opt + GPC_OPT__COUNT) /* a bound: memory_limit_max, GPU_MEMORY_LIMIT */
+            snprintf(buf, len, "%s", gpc_option_defs[v - s->opt].env);
         else
             snprintf(buf, len, "%s", gpc_option_defs[opt].env);
     } else if (v->src == GPC_SRC_FILE) {

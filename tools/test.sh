@@ -1,7 +1,8 @@
 #!/bin/bash
 # tools/test.sh: the whole test suite, as CI runs it: set-up, a normal build and its tests, then the
-# suite again under AddressSanitizer + UndefinedBehaviorSanitizer and under ThreadSanitizer, and a
-# bounded fuzzing run of the webhook's request handler.
+# suite again under AddressSanitizer + UndefinedBehaviorSanitizer and under ThreadSanitizer, the
+# aarch64 cross build with its single-process tests under qemu-user, and a bounded fuzzing run of
+# the webhook's request handler.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
@@ -22,6 +23,10 @@ build build-tsan -DCMAKE_BUILD_TYPE=Debug -DGPUCAP_SANITIZE=thread
 # cli.run is left out: `gpucap run` preloads the instrumented library into uninstrumented programs
 # (sh), where ThreadSanitizer's runtime cannot start first.
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan -j"$jobs" --output-on-failure -E '^cli\.run$'
+echo "== aarch64: cross build, single-process tests under qemu-user"
+rc=0
+bash tools/cross/aarch64.sh build-aarch64 || rc=$?
+if [ $rc != 0 ] && [ $rc != 77 ]; then exit $rc; fi
 echo "== fuzzing the webhook's request handler (60 s)"
 rc=0
 bash tests/webhook/fuzz.sh 60 || rc=$?

@@ -15,9 +15,8 @@ pkg-config --exists jansson || { echo "fuzz.sh: jansson development files missin
 W=${2:-$(mktemp -d /tmp/gpucap-fuzz.XXXXXX)}
 mkdir -p "$W/corpus" "$W/artifacts"
 
-# The schedulers' requests: requests.c, or its stand-in until the branches merge.
+# The schedulers' requests (KAI annotations, HAMi resources).
 REQUESTS=$ROOT/tools/webhook/requests.c
-[ -f "$REQUESTS" ] || REQUESTS=$ROOT/tools/webhook/requests_stub.c
 # shellcheck disable=SC2046
 "$CC" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
     -I"$ROOT/libgpucap" -I"$ROOT/tools/webhook" \

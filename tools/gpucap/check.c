@@ -1,7 +1,8 @@
 /*
  * check.c: `gpucap check [FILE]`: validates the environment and an ini file exactly as the library
  * reads them (gpc_settings_load, the same table and parsers), prints every setting with its value
- * and where it came from, and the effective budget per device. Exit 1 if any error was found: the
+ * and where it came from, whether the platform file locks them (and what the lock refused), and the
+ * effective budget per device. Exit 1 if any error was found: the
  * error lines are the library's own, with the file's line number.
  */
 #include "cli.h"
@@ -94,6 +95,10 @@ int cmd_check(int argc, char **argv)
         printf("config file: %s (cannot be read: every budget the environment does not set is 0)\n", s.config_path);
     else
         printf("config file: %s (not present: defaults and environment only)\n", s.config_path);
+    if (s.locked)
+        printf("locked: %s locks the settings; the environment may only tighten them (%d override%s "
+               "refused%s)\n", s.config_path, s.refused, s.refused == 1 ? "" : "s",
+               s.refused ? ", see the warnings above" : "");
     printf("settings:\n");
     for (int i = 0; i < GPC_OPT__COUNT; i++) {
         const struct gpc_option_def *d = &gpc_option_defs[i];

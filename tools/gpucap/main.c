@@ -65,6 +65,8 @@ void cli_print_options(FILE *f)
             fprintf(f, "  [ini: %s in [gpucap], [device.<ordinal>], [device.GPU-<uuid>]]", d->key);
         else
             fprintf(f, "  [ini: %s]", d->key);
+        if (d->flags & GPC_OPTF_FILE_ONLY)
+            fprintf(f, "  (the platform file only; the variable is refused)");
         fprintf(f, "\n      %s <%s>%s%s%s\n", d->key, type_name(d), d->def ? ", default " : "", d->def ? d->def : "",
                 "");
         /* Wrap the documentation at about 96 columns. */

@@ -108,16 +108,7 @@ int gpc_admission_handle(const struct gpc_admission_config *cfg, const char *bod
 void gpc_admission_result_free(struct gpc_admission_result *res);
 
 /* ---- requests.c: the schedulers' GPU-share requests (KAI annotations, HAMi resources) ---- */
-
-/* True when a scheduler's annotation makes `pod` a GPU pod even without an nvidia.com/gpu request. */
-bool gpc_wh_sched_gpu_pod(const json_t *pod);
-/*
- * The budget a scheduler's request gives `container` of `pod`: returns 1 with a size ("2000MiB",
- * "50%") in budget, 0 when no request applies, -1 with a message in err when the request is
- * malformed.
- */
-int gpc_wh_sched_budget(const json_t *pod, const json_t *container, char *budget, size_t n, char *err,
-                        size_t errn);
+#include "requests.h"
 
 /* ---- nspolicy.c: the per-namespace policy from a platform-owned file (a mounted ConfigMap) ---- */
 

@@ -1,0 +1,285 @@
+/*
+ * requests.c: the GPU shares that schedulers already ask for, read as gpucap budgets, so that a
+ * cluster whose pods are written for KAI Scheduler or HAMi gets them enforced unchanged.
+ *
+ * KAI Scheduler (kai-scheduler/KAI-Scheduler, docs/gpu-sharing/README.md) takes the request from
+ * pod annotations and, by its own account, "does not enforce memory allocation limit":
+ *   - `gpu-fraction`: a share of one GPU's memory, a decimal in (0, 1]. It becomes a percentage
+ *     ("0.5" -> "50%") that the library resolves against the card the pod lands on, so one pod spec
+ *     gets the right bytes on every kind of card (KAI knows the bytes only after scheduling).
+ *   - `gpu-memory`: MiB of one GPU's memory ("2000" -> "2000MiB").
+ *   - The share goes to one container: the first of spec.containers, or the one (init or regular)
+ *     named by `gpu-fraction-container-name`. The pod's other containers get no GPU from KAI, so no
+ *     scheduler budget here (0).
+ *   - `gpu-fraction-num-devices`: the number of devices, each shared by the same `gpu-fraction` or
+ *     `gpu-memory` (Run:ai's annotation reference, and KAI's GpuFractionsNumDevices): gpucap's
+ *     budget applies per device, so the budget is unchanged; the count is only validated.
+ * HAMi (Project-HAMi/HAMi, README) takes it from container resources, per GPU of the container:
+ *   - `nvidia.com/gpumem`: MiB of each GPU ("3000" -> "3000MiB").
+ *   - `nvidia.com/gpumem-percentage`: a whole percentage of each GPU (1 to 100).
+ *   - `nvidia.com/gpucores`: a share of each GPU's compute. gpucap caps memory only: reported as
+ *     not enforced (gpc_wh_sched_warning).
+ * A value that cannot be read denies the pod (the caller turns -1 into a denial): never a guess,
+ * never uncapped. Two requests for one container (KAI's and HAMi's, or both forms of either) are a
+ * conflict, also a denial: which one the user meant is not ours to pick.
+ */
+#include "requests.h"
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#define KAI_FRACTION "gpu-fraction"
+#define KAI_MEMORY "gpu-memory"
+#define KAI_DEVICES "gpu-fraction-num-devices"
+#define KAI_CONTAINER "gpu-fraction-container-name"
+#define HAMI_MEM "nvidia.com/gpumem"
+#define HAMI_PERCENT "nvidia.com/gpumem-percentage"
+#define HAMI_CORES "nvidia.com/gpucores"
+
+/* The largest MiB figure accepted: 2^32 MiB (4 PiB) is beyond any card, and far from overflow. */
+#define MAX_MIB ((uint64_t)1 << 32)
+
+/* The pod's annotation `key` as text; NULL when absent (or not text, which the API server forbids). */
+static const char *annotation(const json_t *pod, const char *key)
+{
+    return json_string_value(json_object_get(json_object_get(json_object_get(pod, "metadata"), "annotations"), key));
+}
+
+/* A whole number of 1 to `max` written in decimal digits only; false otherwise. */
+static bool whole(const char *text, uint64_t max, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (!text || !*text || strlen(text) > 12)
+        return false;
+    for (const char *p = text; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return false;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    if (v == 0 || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* A share of a GPU in (0, 1] ("0.5", ".25", "1", "1.0") in parts per million, digits past the sixth
+ * decimal dropped (rounded down: never more than asked); false for anything else. */
+static bool fraction(const char *text, uint32_t *ppm)
+{
+    uint64_t units = 0, part = 0;
+    int decimals = 0;
+    bool digits = false, dot = false, past = false;
+    if (!text || strlen(text) > 32)
+        return false;
+    for (const char *p = text; *p; p++) {
+        if (*p == '.' && !dot) {
+            dot = true;
+        } else if (*p >= '0' && *p <= '9') {
+            digits = true;
+            if (!dot) {
+                units = units * 10 + (uint64_t)(*p - '0');
+                if (units > 1)
+                    return false;
+            } else if (decimals < 6) {
+                part = part * 10 + (uint64_t)(*p - '0');
+                decimals++;
+            } else if (*p != '0') {
+                past = true;
+            }
+        } else {
+            return false;
+        }
+    }
+    while (decimals < 6) {
+        part *= 10;
+        decimals++;
+    }
+    uint64_t v = units * 1000000 + part;
+    if (!digits || v == 0 || v > 1000000 || (v == 1000000 && past))
+        return false;
+    *ppm = (uint32_t)v;
+    return true;
+}
+
+/* "50%", "33.3333%" from parts per million: the size parser reads it back exactly. */
+static void percent_text(uint32_t ppm, char *out, size_t n)
+{
+    uint32_t units = ppm / 10000, rest = ppm % 10000;
+    if (!rest) {
+        snprintf(out, n, "%" PRIu32 "%%", units);
+        return;
+    }
+    char dec[8];
+    snprintf(dec, sizeof dec, "%04" PRIu32, rest);
+    for (size_t i = strlen(dec); i > 0 && dec[i - 1] == '0'; i--)
+        dec[i - 1] = '\0';
+    snprintf(out, n, "%" PRIu32 ".%s%%", units, dec);
+}
+
+/* The value of a resource in the container's limits, else its requests, as text ("3000"); NULL
+ * when absent. A JSON number is written into buf; anything else but a string gives "" (malformed). */
+static const char *resource(const json_t *container, const char *name, char *buf, size_t n)
+{
+    const json_t *res = json_object_get(container, "resources");
+    const json_t *v = json_object_get(json_object_get(res, "limits"), name);
+    if (!v)
+        v = json_object_get(json_object_get(res, "requests"), name);
+    if (!v)
+        return NULL;
+    if (json_is_string(v))
+        return json_string_value(v);
+    if (json_is_integer(v))
+        snprintf(buf, n, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    else
+        snprintf(buf, n, "%s", json_is_number(v) ? "a number that is not whole" : "");
+    return buf;
+}
+
+/* True when `container` is the one KAI gives the pod's share to. *err set (and false) when the
+ * annotation names a container the pod does not have. */
+static bool kai_target(const json_t *pod, const json_t *container, char *err, size_t errn)
+{
+    const json_t *spec = json_object_get(pod, "spec");
+    const char *name = json_string_value(json_object_get(container, "name"));
+    const char *chosen = annotation(pod, KAI_CONTAINER);
+    if (!chosen) {
+        const json_t *first = json_array_get(json_object_get(spec, "containers"), 0);
+        const char *first_name = json_string_value(json_object_get(first, "name"));
+        return container == first || (name && first_name && strcmp(name, first_name) == 0);
+    }
+    static const char *const lists[] = {"initContainers", "containers"};
+    bool found = false;
+    for (size_t l = 0; l < 2; l++) {
+        const json_t *list = json_object_get(spec, lists[l]);
+        for (size_t i = 0; i < json_array_size(list); i++) {
+            const char *n = json_string_value(json_object_get(json_array_get(list, i), "name"));
+            found = found || (n && strcmp(n, chosen) == 0);
+        }
+    }
+    if (!found) {
+        snprintf(err, errn, "annotation " KAI_CONTAINER ": \"%.64s\" names no container of the pod; accepted: "
+                 "the name of one of its containers or init containers", chosen);
+        return false;
+    }
+    return name && strcmp(name, chosen) == 0;
+}
+
+/* KAI's request for this container: 1 with budget, 0 none, -1 with err. */
+static int kai_budget(const json_t *pod, const json_t *container, char *budget, size_t n, char *err, size_t errn)
+{
+    const char *frac = annotation(pod, KAI_FRACTION), *mem = annotation(pod, KAI_MEMORY);
+    const char *devices = annotation(pod, KAI_DEVICES);
+    uint64_t count;
+    if (devices && !whole(devices, 1024, &count)) {
+        snprintf(err, errn, "annotation " KAI_DEVICES ": \"%.64s\" is not valid; accepted: a whole number of "
+                 "devices from 1, each given the pod's " KAI_FRACTION " or " KAI_MEMORY, devices);
+        return -1;
+    }
+    if (!frac && !mem) {
+        if (!devices)
+            return 0;
+        snprintf(err, errn, "annotation " KAI_DEVICES " without " KAI_FRACTION " or " KAI_MEMORY
+                 ": it says how many devices share that request");
+        return -1;
+    }
+    if (frac && mem) {
+        snprintf(err, errn, "annotations " KAI_FRACTION " and " KAI_MEMORY " both set: a pod asks for one of a "
+                 "share of the GPU or MiB of it");
+        return -1;
+    }
+    /* Read the value before choosing the container: a bad value denies the pod whichever is asked. */
+    uint32_t ppm = 0;
+    uint64_t mib = 0;
+    if (frac && !fraction(frac, &ppm)) {
+        snprintf(err, errn, "annotation " KAI_FRACTION ": \"%.64s\" is not valid; accepted: a decimal share of "
+                 "one GPU's memory above 0 and at most 1, such as 0.5", frac);
+        return -1;
+    }
+    if (mem && !whole(mem, MAX_MIB, &mib)) {
+        snprintf(err, errn, "annotation " KAI_MEMORY ": \"%.64s\" is not valid; accepted: a whole number of MiB "
+                 "above 0, such as 2000", mem);
+        return -1;
+    }
+    err[0] = '\0';
+    if (!kai_target(pod, container, err, errn))
+        return err[0] ? -1 : 0;
+    if (frac)
+        percent_text(ppm, budget, n);
+    else
+        snprintf(budget, n, "%" PRIu64 "MiB", mib);
+    return 1;
+}
+
+/* HAMi's request for this container: 1 with budget, 0 none, -1 with err. */
+static int hami_budget(const json_t *container, char *budget, size_t n, char *err, size_t errn)
+{
+    char b1[32], b2[32];
+    const char *mem = resource(container, HAMI_MEM, b1, sizeof b1);
+    const char *pct = resource(container, HAMI_PERCENT, b2, sizeof b2);
+    uint64_t v;
+    if (mem && pct) {
+        snprintf(err, errn, "resources " HAMI_MEM " and " HAMI_PERCENT " both set: a container asks for one of "
+                 "MiB per GPU or a percentage of each GPU");
+        return -1;
+    }
+    if (mem) {
+        if (!whole(mem, MAX_MIB, &v)) {
+            snprintf(err, errn, "resource " HAMI_MEM ": \"%.64s\" is not valid; accepted: a whole number of MiB "
+                     "per GPU above 0, such as 3000", mem);
+            return -1;
+        }
+        snprintf(budget, n, "%" PRIu64 "MiB", v);
+        return 1;
+    }
+    if (pct) {
+        if (!whole(pct, 100, &v)) {
+            snprintf(err, errn, "resource " HAMI_PERCENT ": \"%.64s\" is not valid; accepted: a whole percentage "
+                     "of each GPU's memory from 1 to 100, such as 50", pct);
+            return -1;
+        }
+        snprintf(budget, n, "%" PRIu64 "%%", v);
+        return 1;
+    }
+    return 0;
+}
+
+bool gpc_wh_sched_gpu_pod(const json_t *pod)
+{
+    return annotation(pod, KAI_FRACTION) || annotation(pod, KAI_MEMORY);
+}
+
+int gpc_wh_sched_budget(const json_t *pod, const json_t *container, char *budget, size_t n, char *err,
+                        size_t errn)
+{
+    char kai[32] = "", hami[32] = "";
+    int k = kai_budget(pod, container, kai, sizeof kai, err, errn);
+    if (k < 0)
+        return -1;
+    int h = hami_budget(container, hami, sizeof hami, err, errn);
+    if (h < 0)
+        return -1;
+    if (k && h) {
+        const char *name = json_string_value(json_object_get(container, "name"));
+        snprintf(err, errn, "container %.64s: KAI's annotation asks for %s and HAMi's resource for %s: use one "
+                 "of them", name ? name : "(unnamed)", kai, hami);
+        return -1;
+    }
+    if (!k && !h)
+        return 0;
+    snprintf(budget, n, "%s", k ? kai : hami);
+    return 1;
+}
+
+int gpc_wh_sched_warning(const json_t *container, char *warn, size_t n)
+{
+    char buf[32];
+    const char *cores = resource(container, HAMI_CORES, buf, sizeof buf);
+    if (!cores)
+        return 0;
+    const char *name = json_string_value(json_object_get(container, "name"));
+    snprintf(warn, n, "container %.64s: " HAMI_CORES " (%.32s) is not enforced: gpucap caps GPU memory only, "
+             "compute is time-sliced as before", name ? name : "(unnamed)", cores);
+    return 1;
+}
