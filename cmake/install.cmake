@@ -34,7 +34,8 @@ else()
 endif()
 install(FILES ${PROJECT_SOURCE_DIR}/etc/gpucap.ini DESTINATION ${ini_dir})
 
-# Man pages: each program writes its own from the table its --help prints (`--help-man`).
+# Man pages: each program writes its own from the table its --help prints (`--help-man`); a cross
+# build runs it under CMAKE_CROSSCOMPILING_EMULATOR (qemu-user for aarch64).
 set(man_pages)
 set(man_programs gpucap-cli)
 if(GPUCAP_WEBHOOK)
@@ -47,7 +48,7 @@ foreach(prog IN LISTS man_programs)
   endif()
   add_custom_command(OUTPUT ${PROJECT_BINARY_DIR}/man/${name}.1
     COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/man
-    COMMAND $<TARGET_FILE:${prog}> --help-man > ${PROJECT_BINARY_DIR}/man/${name}.1
+    COMMAND ${CMAKE_CROSSCOMPILING_EMULATOR} $<TARGET_FILE:${prog}> --help-man > ${PROJECT_BINARY_DIR}/man/${name}.1
     DEPENDS ${prog} VERBATIM)
   list(APPEND man_pages ${PROJECT_BINARY_DIR}/man/${name}.1)
 endforeach()

@@ -4,7 +4,7 @@
 # qemu-user: every call route, coverage of arrays/pools/graphs/contexts, NVML, cuGetProcAddress,
 # the settings, the lifecycle and the glibc 2.17 floor. Tests that start other processes (the ledger's, the CLI's, the
 # shell scripts) need binfmt_misc, which a container rarely has: they are left out. The arm64 build
-# of inih is fetched into BUILD_DIR/sysroot with apt-get download, without adding the architecture
+# of inih and jansson is fetched into BUILD_DIR/sysroot with apt-get download, without adding the architecture
 # to dpkg. Exit 77 when the cross compiler or qemu-user is missing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -14,14 +14,15 @@ command -v aarch64-linux-gnu-gcc > /dev/null && command -v qemu-aarch64 > /dev/n
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 sysroot=$dir/sysroot
-if [ ! -f "$sysroot/usr/lib/aarch64-linux-gnu/libinih.a" ]; then
+if [ ! -f "$sysroot/usr/lib/aarch64-linux-gnu/libinih.a" ] || [ ! -f "$sysroot/usr/lib/aarch64-linux-gnu/libjansson.so.4" ]; then
     lists=$dir/apt-lists
     mkdir -p "$lists/partial" "$dir/debs"
     o=(-oAPT::Architecture=arm64 -oAPT::Architectures=arm64 -oDir::State::Lists="$lists" -oDebug::NoLocking=1)
-    # The one thing fetched: without Debian's archive there is no arm64 inih, and nothing to test.
+    # The only things fetched (inih for the library, jansson for the CLI's plot): without Debian's
+    # archive there is no arm64 build of them, and nothing to test.
     if ! apt-get "${o[@]}" update -qq ||
-       ! (cd "$dir/debs" && apt-get "${o[@]}" download libinih-dev libinih1 2> /dev/null); then
-        echo "aarch64: skipped (the arm64 build of libinih-dev could not be fetched)"
+       ! (cd "$dir/debs" && apt-get "${o[@]}" download libinih-dev libinih1 libjansson-dev libjansson4 2> /dev/null); then
+        echo "aarch64: skipped (the arm64 builds of libinih-dev and libjansson-dev could not be fetched)"
         exit 77
     fi
     for f in "$dir"/debs/*.deb; do dpkg -x "$f" "$sysroot"; done
