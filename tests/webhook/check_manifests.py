@@ -15,7 +15,8 @@ the restricted Pod Security profile and its pods meet it; a default-deny Network
 gpucap-system; the Kyverno policy must use failureAction per rule and decide on auto-generation; the
 device plugin's embedded config must give 4 replicas. With ADMISSION_CLI, the example pods go through
 the webhook's handler: the hand-made pod (opt-out annotation removed) gets no patch, the time-sliced
-one gets 25%; and every pod the matchConditions would not send (fixtures from FIXTURES_DIR and pods
+one gets 25%, and the scheduler examples (pod-kai-fraction.yaml, pod-hami.yaml) get the budgets their
+comments state (`budget of `NAME`: memory_limit = SIZE`), the HAMi one with its gpucores warning; and every pod the matchConditions would not send (fixtures from FIXTURES_DIR and pods
 made here; evaluated with a CEL implementation) must be one the handler admits unchanged.
 Exit 0 pass, 1 fail, 77 without python3-yaml, kubernetes-validate or cel-python.
 """
@@ -23,6 +24,7 @@ import base64
 import glob
 import json
 import os
+import re
 import subprocess
 import shutil
 import sys
@@ -317,6 +319,52 @@ def check_webhook_filter(cfg, cli, fixtures):
                   f"{name}: not sent by matchConditions, but the webhook would change or deny it")
 
 
+def budgets_of(resp):
+    """{container: budget} from the init container's arguments in the handler's patch."""
+    for o in json.loads(base64.b64decode(resp.get("patch", "W10="))):
+        value = o.get("value")
+        init = value[0] if isinstance(value, list) and value else value
+        if o["path"].startswith("/spec/initContainers") and isinstance(init, dict) and \
+                init.get("name") == "gpucap-init":
+            return dict(a.split("=", 1) for a in init["command"] if "=" in a)
+    return {}
+
+
+def check_scheduler_examples(root, cli):
+    """The KAI and HAMi example pods through the handler, as the example webhook (default 25%) runs it:
+    each container gets the budget its file's comment says, and nothing the comment does not say."""
+    for fname in ("pod-kai-fraction.yaml", "pod-hami.yaml"):
+        with open(os.path.join(root, fname)) as f:
+            text = f.read()
+        pod = yaml.safe_load(text)
+        comments = " ".join(line.lstrip("# ").strip() for line in text.splitlines() if line.startswith("#"))
+        said = dict(re.findall(r"budget of `([a-z0-9-]+)`: memory_limit = ([0-9.]+(?:%|MiB|GiB))", comments))
+        check(said, f"{fname}: the comment states the budgets (budget of `NAME`: memory_limit = SIZE)")
+        status, resp = handle(cli, pod)
+        check(status == 200 and resp["allowed"] and budgets_of(resp) == said,
+              f"{fname}: the webhook gives {budgets_of(resp)}, the comment says {said}: {resp.get('status')}")
+        # "RESOURCE: "N" would give memory_limit = SIZE instead"
+        for res, value, size in re.findall(r'(nvidia\.com/[a-z-]+): "(\d+)" would give memory_limit = (\S+) instead',
+                                           comments):
+            other = json.loads(json.dumps(pod))
+            limits = other["spec"]["containers"][0]["resources"]["limits"]
+            limits.pop("nvidia.com/gpumem", None)
+            limits[res] = value
+            _, resp2 = handle(cli, other)
+            check(list(budgets_of(resp2).values()) == [size], f"{fname}: {res}: {value} gives {budgets_of(resp2)}, "
+                  f"the comment says {size}")
+        warned = "nvidia.com/gpucores" in json.dumps(pod["spec"])
+        warnings = resp.get("warnings", [])
+        check(len(warnings) == warned and all("nvidia.com/gpucores" in w and "not enforced" in w for w in warnings),
+              f"{fname}: {'a' if warned else 'no'} gpucores warning in the response: {warnings}")
+        m = re.search(r"one of (\d+%) denies this pod", comments)
+        if m:
+            _, resp3 = handle(cli, pod, ["--default-memory", "25%", "--max-memory", m.group(1)])
+            msg = resp3.get("status", {}).get("message", "")
+            check(not resp3["allowed"] and "gpu-fraction" in msg and m.group(1) in msg,
+                  f"{fname}: a maximum of {m.group(1)} denies it, naming the annotation and the maximum: {msg}")
+
+
 def main():
     root = sys.argv[1]
     cli = sys.argv[2] if len(sys.argv) > 2 else None
@@ -442,6 +490,7 @@ def main():
         status, resp = handle(cli, pods["quarter-gpu"])
         ops = json.loads(base64.b64decode(resp["patch"]))
         check(any('=25%"' in json.dumps(o.get("value")) for o in ops), "time-slicing.yaml pod gets 25%")
+        check_scheduler_examples(root, cli)
 
     validate_schemas(docs)
     if failures:

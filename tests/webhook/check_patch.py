@@ -61,7 +61,32 @@ CASES = {
     "gpu-zero": ([], {}, None),
     "opt-out": (["--default-memory", "25%"], {}, None),
     "update": (["--default-memory", "25%"], {}, None),
+    # Schedulers' requests (requests.c): KAI's annotations give the first container (or the init or
+    # regular one named by gpu-fraction-container-name) its share; the pod's other containers fall
+    # back to gpucap's annotation or the default. HAMi's resources are per container.
+    "kai-fraction": ([], {"trainer": "50%"}, None),
+    "kai-fraction (default)": (["--default-memory", "25%"], {"trainer": "50%", "log-shipper": "25%"}, None),
+    # A share cannot be compared with a byte maximum at admission: the library bounds it on the node.
+    "kai-fraction (byte max)": (["--max-memory", "10GiB"], {"trainer": "50%", "log-shipper": "10GiB"}, "10GiB"),
+    "kai-mib": ([], {"trainer": "2000MiB"}, None),
+    "kai-init-container": ([], {"warmup": "25%"}, None),
+    "kai-init-container (default)": (["--default-memory", "10%"], {"warmup": "25%", "serve": "10%"}, None),
+    "kai-num-devices": ([], {"trainer": "50%"}, None),
+    "hami-gpumem": ([], {"infer": "3000MiB"}, None),
+    "hami-gpumem-percentage": (["--default-memory", "10%"], {"infer": "50%"}, None),
+    "hami-gpucores": ([], {"infer": "1024MiB"}, None),
+    "sched-several-containers": ([], {"a": "3000MiB", "b": "40%", "c": "6GiB"}, None),
+    "sched-mixed": ([], {"trainer": "2000MiB", "helper": "6GiB"}, None),
+    "sched-mixed (max)": (["--max-memory", "8GiB", "--default-memory", "1GiB"], {"trainer": "2000MiB", "helper": "6GiB"},
+                          "8GiB"),
 }
+# The response's warnings (admission/v1 response.warnings), by fixture: fragments, one per warning.
+WARNINGS = {
+    "hami-gpucores": ["container infer: nvidia.com/gpucores (30) is not enforced"],
+    "sched-several-containers": ["container b: nvidia.com/gpucores (50) is not enforced"],
+}
+# Scheduler fixtures are restricted pods, and stay so once mutated.
+RESTRICTED = ("restricted", "kai-", "hami-", "sched-")
 
 failures = []
 mutated_pods = []
@@ -170,6 +195,7 @@ def check_fixture(cli, review, fx, args, budgets, maximum):
     resp = out["response"]
     check(status == 200 and resp["allowed"] is True, f"{fx}: allowed: {resp.get('status')}")
     check(resp["uid"] == review["request"]["uid"], f"{fx}: uid echoed")
+    check_warnings(fx, resp)
     pod = review["request"]["object"]
     if not budgets:
         check("patch" not in resp, f"{fx}: no patch")
@@ -209,7 +235,7 @@ def check_fixture(cli, review, fx, args, budgets, maximum):
     # The webhook adds no violation of the restricted level to any pod.
     new = set(pss_restricted.violations(mutated)) - set(pss_restricted.violations(pod))
     check(not new, f"{fx}: the mutation adds restricted violations {sorted(new)}")
-    if fx.startswith("restricted"):
+    if fx.startswith(RESTRICTED):
         check(pss_restricted.violations(pod) == [] and pss_restricted.violations(mutated) == [],
               f"{fx}: a restricted pod stays restricted: {pss_restricted.violations(mutated)}")
 
@@ -220,6 +246,13 @@ def check_fixture(cli, review, fx, args, budgets, maximum):
     check(status == 200 and out2["response"]["allowed"] is True, f"{fx}: second pass allowed {out2['response']}")
     check("patch" not in out2["response"], f"{fx}: second pass adds nothing, got "
           f"{base64.b64decode(out2['response'].get('patch', '')).decode()}")
+
+
+def check_warnings(fx, resp):
+    want, got = WARNINGS.get(fx.split(" ")[0], []), resp.get("warnings", [])
+    check(isinstance(got, list) and len(got) == len(want) and all(isinstance(w, str) and f in w and len(w) <= 256
+                                                                   for f, w in zip(want, got)),
+          f"{fx}: warnings {got} != {want}")
 
 
 def with_container(review, change):
@@ -336,6 +369,86 @@ def variants(cli, fixtures):
     ann["request"]["object"]["metadata"]["annotations"]["gpucap.io/preload"] = "env"
     check_fixture(cli, ann, "annotated-bare (trusted, preload env)", ["--trusted-namespaces", "ml", "--preload", "env"],
                   {"train": "8GiB"}, None)
+
+
+def set_annotation(key, value):
+    return lambda pod: pod["metadata"]["annotations"].__setitem__(key, value)
+
+
+def set_limit(name, value):
+    return lambda pod: pod["spec"]["containers"][0]["resources"].setdefault("limits", {}).__setitem__(name, value)
+
+
+# Scheduler requests the webhook refuses: (fixture, change to its pod, webhook arguments, fragments of
+# the denial). Each names the annotation or resource and the accepted forms; one above the maximum
+# names the request, where it comes from, and the maximum.
+SCHED_DENIALS = {
+    "fraction 1.5": ("sched-bad-fraction", None, [], ['annotation gpu-fraction: "1.5"', "accepted", "such as 0.5"]),
+    "fraction text": ("kai-fraction", set_annotation("gpu-fraction", "half"), [],
+                      ['annotation gpu-fraction: "half"', "accepted"]),
+    "fraction 0": ("kai-fraction", set_annotation("gpu-fraction", "0"), [], ['gpu-fraction: "0"', "above 0"]),
+    "negative memory": ("sched-negative-mib", None, [], ['annotation gpu-memory: "-2000"', "accepted: a whole number"]),
+    "memory text": ("kai-mib", set_annotation("gpu-memory", "2Gi"), [], ['gpu-memory: "2Gi"', "accepted"]),
+    "devices text": ("kai-num-devices", set_annotation("gpu-fraction-num-devices", "two"), [],
+                     ['gpu-fraction-num-devices: "two"', "accepted"]),
+    "no such container": ("kai-init-container", set_annotation("gpu-fraction-container-name", "gone"), [],
+                          ['gpu-fraction-container-name: "gone"', "names no container"]),
+    "HAMi text": ("sched-bad-text", None, [], ['resource nvidia.com/gpumem: "3GB"', "accepted", "MiB per GPU"]),
+    "HAMi negative": ("hami-gpumem", set_limit("nvidia.com/gpumem", "-3000"), [], ['nvidia.com/gpumem: "-3000"']),
+    "HAMi percentage 150": ("hami-gpumem-percentage", set_limit("nvidia.com/gpumem-percentage", "150"), [],
+                            ['nvidia.com/gpumem-percentage: "150"', "from 1 to 100"]),
+    "KAI and HAMi on one container": ("kai-mib", set_limit("nvidia.com/gpumem", "1000"), [],
+                                      ["container trainer", "2000MiB", "1000MiB", "use one"]),
+    "KAI memory above the cluster max": ("kai-mib", None, ["--max-memory", "1GiB"],
+                                         ["container trainer asks for 2000MiB (KAI annotation gpu-memory)",
+                                          "above the maximum 1GiB (cluster --max-memory)"]),
+    "KAI fraction above the cluster max": ("kai-fraction", None, ["--max-memory", "40%"],
+                                           ["50% (KAI annotation gpu-fraction)", "maximum 40%"]),
+    "KAI init container above the cluster max": ("kai-init-container", None, ["--max-memory", "20%"],
+                                                 ["container warmup asks for 25%", "maximum 20%"]),
+    "HAMi above the cluster max": ("hami-gpumem", None, ["--max-memory", "2GiB"],
+                                   ["3000MiB (HAMi resource nvidia.com/gpumem)", "maximum 2GiB"]),
+    "HAMi percentage above the cluster max": ("hami-gpumem-percentage", None, ["--max-memory", "30%"],
+                                              ["50% (HAMi resource nvidia.com/gpumem-percentage)", "maximum 30%"]),
+    # gpucap's annotation comes after the scheduler's request, and the maximum bounds it too.
+    "mixed: the annotation above the cluster max": ("sched-mixed", None, ["--max-memory", "4GiB"],
+                                                    ["container helper asks for 6GiB (annotation gpucap.io/memory)",
+                                                     "maximum 4GiB"]),
+}
+
+
+def scheduler_requests(cli, fixtures):
+    """Scheduler requests denied, then bounded by a namespace maximum (policy file)."""
+    for label, (fx, change, args, fragments) in SCHED_DENIALS.items():
+        review = copy.deepcopy(load(fixtures, fx))
+        if change:
+            change(review["request"]["object"])
+        status, out = run(cli, args + ["--image", IMAGE], review)
+        resp = out["response"]
+        msg = resp.get("status", {}).get("message", "")
+        check(status == 200 and resp["allowed"] is False and "patch" not in resp, f"{label}: denied: {resp}")
+        for f in fragments:
+            check(f in msg, f"{label}: the denial names {f!r}: {msg!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        policy = os.path.join(tmp, "policy.ini")
+        with open(policy, "w") as f:
+            f.write("[ml]\nmax_memory = 1GiB\n")
+        pargs = ["--namespace-policy", policy, "--max-memory", "16GiB", "--image", IMAGE]
+        status, out = run(cli, pargs, load(fixtures, "sched-mixed"))
+        msg = out["response"].get("status", {}).get("message", "")
+        check(out["response"]["allowed"] is False and "container trainer asks for 2000MiB (KAI annotation gpu-memory)"
+              in msg and "above the maximum 1GiB (namespace policy)" in msg,
+              f"namespace maximum: KAI gpu-memory 2000 denied naming both: {msg}")
+        with open(policy, "w") as f:
+            f.write("[ml]\nmax_memory = 30%\n")
+        status, out = run(cli, pargs, load(fixtures, "kai-fraction"))
+        msg = out["response"].get("status", {}).get("message", "")
+        check(out["response"]["allowed"] is False and "50% (KAI annotation gpu-fraction)" in msg and
+              "maximum 30% (namespace policy)" in msg, f"namespace maximum: KAI fraction 0.5 denied naming both: {msg}")
+        with open(policy, "w") as f:
+            f.write("[ml]\nmax_memory = 60%\n")
+        check_fixture(cli, load(fixtures, "kai-fraction"), "kai-fraction (namespace max 60%)",
+                      ["--namespace-policy", policy], {"trainer": "50%", "log-shipper": "60%"}, "60%")
 
 
 def reinvocation(cli, fixtures):
@@ -459,6 +572,7 @@ def main():
         for fx, (args, budgets, maximum) in CASES.items():
             check_fixture(cli, load(fixtures, fx), fx, args, budgets, maximum)
         variants(cli, fixtures)
+        scheduler_requests(cli, fixtures)
         reinvocation(cli, fixtures)
         for name in ESCAPES:
             run_escape(cli, fixtures, name)

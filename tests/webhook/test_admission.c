@@ -35,6 +35,7 @@ static const struct gpc_admission_config max_10g = {.image = "gpucap:t", .defaul
                                                     .max_memory = "10GiB"};
 static const struct gpc_admission_config max_4g = {.image = "gpucap:t", .max_memory = "4GiB"};
 static const struct gpc_admission_config trusted_ml = {.image = "gpucap:t", .trusted_namespaces = "dev, ml"};
+static const struct gpc_admission_config max_1g = {.image = "gpucap:t", .max_memory = "1GiB"};
 
 struct expect_op {
     const char *op, *path, *fragment; /* fragment: text the op's value (as JSON) must contain */
@@ -46,7 +47,7 @@ struct fixture_case {
     int status;
     int allowed;              /* 1, 0, or -1 when no review comes back */
     int nops;                 /* operations in the patch; 0: no patch */
-    struct expect_op ops[16]; /* operations, in order, from the first; a NULL op ends the list */
+    struct expect_op ops[20]; /* operations, in order, from the first; a NULL op is not checked */
     const char *message;      /* a fragment of the denial or 400 text */
 };
 
@@ -138,6 +139,70 @@ static const struct fixture_case cases[] = {
     {"foreign-volume.json", &annotated_only, 200, 0, 0, {{0}}, "volume named gpucap-lib"},
     {"not-a-review.json", &with_default, 400, -1, 0, {{0}}, "not an admission.k8s.io/v1 AdmissionReview"},
     {"wrong-types.json", &with_default, 400, -1, 0, {{0}}, "wrong type"},
+    /* Schedulers' requests (requests.c). KAI: a GPU pod without nvidia.com/gpu, the share on the first
+     * container; the sidecar gets nothing without a default, the default with one. */
+    {"kai-fraction.json", &annotated_only, 200, 1, 12,
+     {IDENTITY("/spec/containers/0", "", "trainer"), MOUNTS("/spec/containers/0", "", "trainer"),
+      {"add", "/spec/volumes", "gpucap-lib"}, {"add", "/spec/volumes/-", "gpucap-ledger"},
+      {"add", "/spec/initContainers", INIT_ARGS "\"trainer=50%\"]"},
+      {"add", "/metadata/annotations/gpucap.io~1injected", "\"trainer\""}},
+     NULL},
+    {"kai-fraction.json", &with_default, 200, 1, 20,
+     {{"add", "/spec/containers/0/env", ""}, {"add", "/spec/containers/0/env/-", ""},
+      {"add", "/spec/containers/0/env/-", ""}, {"add", "/spec/containers/0/env/-", ""},
+      {"add", "/spec/containers/0/volumeMounts", ""}, {"add", "/spec/containers/0/volumeMounts/-", ""},
+      {"add", "/spec/containers/0/volumeMounts/-", ""}, {"add", "/spec/containers/0/volumeMounts/-", ""},
+      IDENTITY("/spec/containers/1", "", "log-shipper"), MOUNTS("/spec/containers/1", "", "log-shipper")},
+     NULL},
+    /* The init container named by gpu-fraction-container-name carries the share. */
+    {"kai-init-container.json", &annotated_only, 200, 1, 12,
+     {IDENTITY("/spec/initContainers/1", "", "warmup"), MOUNTS("/spec/initContainers/1", "", "warmup"),
+      {"add", "/spec/volumes", "gpucap-lib"}, {"add", "/spec/volumes/-", "gpucap-ledger"},
+      {"add", "/spec/initContainers/0", INIT_ARGS "\"warmup=25%\"]"},
+      {"add", "/metadata/annotations/gpucap.io~1injected", "\"warmup\""}},
+     NULL},
+    {"kai-num-devices.json", &annotated_only, 200, 1, 12,
+     {{"add", "/spec/containers/0/env", ""}, {"add", "/spec/containers/0/env/-", ""},
+      {"add", "/spec/containers/0/env/-", ""}, {"add", "/spec/containers/0/env/-", ""},
+      {"add", "/spec/containers/0/volumeMounts", ""}, {"add", "/spec/containers/0/volumeMounts/-", ""},
+      {"add", "/spec/containers/0/volumeMounts/-", ""}, {"add", "/spec/containers/0/volumeMounts/-", ""},
+      {"add", "/spec/volumes", ""}, {"add", "/spec/volumes/-", ""},
+      {"add", "/spec/initContainers", INIT_ARGS "\"trainer=50%\"]"}},
+     NULL},
+    {"hami-gpumem.json", &with_default, 200, 1, 12, {[10] = {"add", "/spec/initContainers", "\"infer=3000MiB\"]"}},
+     NULL},
+    {"hami-gpumem-percentage.json", &annotated_only, 200, 1, 12,
+     {[10] = {"add", "/spec/initContainers", "\"infer=50%\"]"}}, NULL},
+    /* gpucores: not enforced, said in the response's warnings. */
+    {"hami-gpucores.json", &annotated_only, 200, 1, 12, {[10] = {"add", "/spec/initContainers", "\"infer=1024MiB\"]"}},
+     NULL},
+    {"sched-several-containers.json", &annotated_only, 200, 1, 28,
+     {[14] = {"add", "/spec/containers/1/volumeMounts/-", "\"subPath\":\"b/gpucap.ini\""},
+      [16] = {"add", "/spec/containers/3/env", "GPUCAP_POD_NAMESPACE"},
+      [19] = {"add", "/spec/containers/3/env/-", "{\"name\":\"GPUCAP_CONTAINER_NAME\",\"value\":\"c\"}"}},
+     NULL},
+    /* Precedence: the scheduler's request, then gpucap's annotation, both within the maximum. */
+    {"sched-mixed.json", &max_10g, 200, 1, 20,
+     {[18] = {"add", "/spec/initContainers", INIT_ARGS "\"--max\",\"10GiB\",\"trainer=2000MiB\",\"helper=6GiB\"]"}},
+     NULL},
+    {"sched-mixed.json", &max_4g, 200, 0, 0, {{0}},
+     "container helper asks for 6GiB (annotation gpucap.io/memory), above the maximum 4GiB (cluster --max-memory)"},
+    {"kai-mib.json", &max_1g, 200, 0, 0, {{0}},
+     "container trainer asks for 2000MiB (KAI annotation gpu-memory), above the maximum 1GiB (cluster --max-memory)"},
+    {"sched-bad-fraction.json", &with_default, 200, 0, 0, {{0}},
+     "container trainer: annotation gpu-fraction: \"1.5\" is not valid; accepted: a decimal share"},
+    {"sched-negative-mib.json", &with_default, 200, 0, 0, {{0}},
+     "container trainer: annotation gpu-memory: \"-2000\" is not valid; accepted: a whole number of MiB"},
+    {"sched-bad-text.json", &with_default, 200, 0, 0, {{0}},
+     "container infer: resource nvidia.com/gpumem: \"3GB\" is not valid; accepted: a whole number of MiB per GPU"},
+};
+
+/* The warnings of the fixture cases: each case of the file gets exactly this one; every other none. */
+static const struct {
+    const char *file, *warning;
+} warned[] = {
+    {"hami-gpucores.json", "container infer: nvidia.com/gpucores (30) is not enforced: gpucap caps GPU memory only"},
+    {"sched-several-containers.json", "container b: nvidia.com/gpucores (50) is not enforced"},
 };
 
 static char *slurp(const char *dir, const char *name, size_t *len)
@@ -218,6 +283,16 @@ static void check_case(const char *dir, const struct fixture_case *c)
             CHECK(msg && (strstr(c->file, "memory") == NULL || strstr(msg, gpc_size_forms)),
                   "%s: denial does not list the accepted forms", c->file);
         }
+        json_t *warnings = json_object_get(resp, "warnings");
+        const char *warning = json_string_value(json_array_get(warnings, 0)), *want = NULL;
+        for (size_t i = 0; i < sizeof warned / sizeof warned[0]; i++)
+            if (strcmp(c->file, warned[i].file) == 0)
+                want = warned[i].warning;
+        if (want)
+            CHECK(json_array_size(warnings) == 1 && warning && strstr(warning, want), "%s: warnings lack \"%s\"",
+                  c->file, want);
+        else
+            CHECK(!warnings, "%s: unexpected warnings %s", c->file, warning ? warning : "");
         const char *b64 = json_string_value(json_object_get(resp, "patch"));
         if (c->nops == 0) {
             CHECK(!b64 && !json_object_get(resp, "patchType"), "%s: unexpected patch", c->file);
@@ -226,7 +301,9 @@ static void check_case(const char *dir, const struct fixture_case *c)
             json_t *patch = b64 ? unbase64_json(b64) : NULL;
             CHECK(json_array_size(patch) == (size_t)c->nops, "%s: %zu operations, expected %d", c->file,
                   json_array_size(patch), c->nops);
-            for (size_t i = 0; i < 16 && c->ops[i].op; i++) {
+            for (size_t i = 0; i < sizeof c->ops / sizeof c->ops[0]; i++) {
+                if (!c->ops[i].op)
+                    continue;
                 json_t *o = json_array_get(patch, i);
                 const char *op = json_string_value(json_object_get(o, "op"));
                 const char *path = json_string_value(json_object_get(o, "path"));

@@ -3,7 +3,7 @@
  * case: KAI's fraction and memory annotations, the container they apply to (first, named, init),
  * several devices, HAMi's gpumem and gpumem-percentage, gpucores reported, conflicts, and malformed
  * values, each with the message that names the annotation or resource and the accepted forms. Every
- * budget given must read back through the library's size parser.
+ * budget given must read back through the library's size parser and name its source.
  */
 #include "requests.h"
 #include "units.h"
@@ -133,11 +133,16 @@ int main(void)
         bool ok = gpu == r->gpu_pod && rc == r->rc;
         if (ok && rc == 1)
             ok = strcmp(budget, r->want) == 0 && gpc_parse_size(budget, &size) == 0;
+        /* The source names a request the pod makes: "KAI annotation gpu-fraction", ... */
+        const char *source = gpc_wh_sched_source(pod, c), *key = strrchr(source, ' ');
+        if (ok && rc == 1)
+            ok = (strncmp(source, "KAI annotation ", 15) == 0 || strncmp(source, "HAMi resource ", 14) == 0) &&
+                 strstr(r->pod, key + 1) != NULL;
         if (ok && rc == -1)
             ok = strstr(err, r->want) != NULL;
         if (!ok) {
-            printf("FAIL %s: gpu_pod %d (want %d), rc %d (want %d), budget '%s', err '%s', want '%s'\n", r->name,
-                   gpu, r->gpu_pod, rc, r->rc, budget, err, r->want ? r->want : "");
+            printf("FAIL %s: gpu_pod %d (want %d), rc %d (want %d), budget '%s' from %s, err '%s', want '%s'\n",
+                   r->name, gpu, r->gpu_pod, rc, r->rc, budget, source, err, r->want ? r->want : "");
             failures++;
         }
         json_decref(pod);

@@ -59,13 +59,14 @@ enum verdict { V_ALLOW, V_DENY, V_BAD };
 struct chosen {
     char name[72];
     char budget[64];
-    const char *source; /* "scheduler request", "annotation gpucap.io/memory", ... */
+    const char *source; /* "KAI annotation gpu-fraction", "annotation gpucap.io/memory", ... */
 };
 
 struct review {
     const struct gpc_admission_config *cfg;
     json_t *pod;
     json_t *patch;   /* JSONPatch operations, in order */
+    json_t *warnings; /* the response's warnings: parts of a request gpucap does not enforce */
     bool oom;
     const char *ns;
     struct gpc_ns_policy policy;
@@ -76,7 +77,7 @@ struct review {
     char fallback[64]; /* budget of containers that ask for none, "" none */
     const char *fallback_source;
     char annotation[64]; /* the pod's gpucap.io/memory, trimmed and checked, "" none */
-    bool sched_pod;  /* a scheduler annotation makes every container a GPU container */
+    bool sched_pod;  /* a scheduler annotation makes every container, and its named init container, GPU ones */
     struct chosen chosen[MAX_CHOSEN];
     size_t nchosen;
     char names[400]; /* comma-separated names of the chosen containers, for the log and annotation */
@@ -544,7 +545,7 @@ static enum verdict budget_of(struct review *r, json_t *c, const char *name, str
             say(r, "container %s: the scheduler's request gives \"%s\", not a size", name, out->budget);
             return V_DENY;
         }
-        out->source = "the scheduler's request";
+        out->source = gpc_wh_sched_source(r->pod, c);
     } else if (r->annotation[0]) {
         snprintf(out->budget, sizeof out->budget, "%s", r->annotation);
         out->source = "annotation " ANN_MEMORY;
@@ -583,7 +584,12 @@ static const char *gpu_reason(struct review *r, json_t *c, const char *field, co
 {
     if (requests_gpu(c))
         return "nvidia.com/gpu";
-    if (r->sched_pod && strcmp(field, "containers") == 0)
+    /* KAI gives the share to a regular container, or to the init container its annotation names
+     * (a request for it, or a malformed one that budget_of() then denies); a KAI pod's other
+     * regular containers may see the device too: capped, from the annotation or the default. */
+    char budget[64], err[256];
+    if (r->sched_pod && (strcmp(field, "containers") == 0 ||
+                         gpc_wh_sched_budget(r->pod, c, budget, sizeof budget, err, sizeof err) != 0))
         return "scheduler annotation";
     json_t *claims = json_object_get(json_object_get(c, "resources"), "claims");
     if (r->cfg->dra_claims && json_array_size(claims) > 0)
@@ -630,6 +636,12 @@ static enum verdict patch_list(struct review *r, json_t *spec, const char *field
             if (v != V_ALLOW || (v = other_mounts(r, c, shown)) != V_ALLOW)
                 return v;
             continue;
+        }
+        char warn[256], cleaned[256];
+        if (gpc_wh_sched_warning(c, warn, sizeof warn) > 0) {
+            clean(cleaned, sizeof cleaned, warn);
+            if (json_array_append_new(r->warnings, json_string(cleaned)) != 0)
+                r->oom = true;
         }
         if (!name || !dns_label(name)) {
             say(r, "%s: name \"%s\" is not a DNS label", where, shown);
@@ -959,6 +971,8 @@ static int set_review(struct gpc_admission_result *out, const char *uid, struct 
     json_t *resp = json_pack("{s:s, s:b}", "uid", uid, "allowed", v == V_ALLOW);
     if (!resp)
         goto oom;
+    if (json_array_size(r->warnings) && json_object_set(resp, "warnings", r->warnings))
+        goto oom;
     if (v == V_DENY) {
         if (json_object_set_new(resp, "status", json_pack("{s:i, s:s}", "code", 400, "message", r->msg)))
             goto oom;
@@ -1024,8 +1038,9 @@ int gpc_admission_handle(const struct gpc_admission_config *cfg, const char *bod
     }
 
     r.patch = json_array();
+    r.warnings = json_array();
     const char *what = "";
-    enum verdict v = r.patch ? review_pod(&r, req, &what) : V_ALLOW;
+    enum verdict v = r.patch && r.warnings ? review_pod(&r, req, &what) : V_ALLOW;
 
     /* For the log: who asked, about which pod. Names are empty on create with generateName. */
     json_t *meta = json_object_get(json_object_get(req, "object"), "metadata");
@@ -1040,7 +1055,7 @@ int gpc_admission_handle(const struct gpc_admission_config *cfg, const char *bod
     if (!name || !*name)
         strncat(cname, "*", sizeof cname - strlen(cname) - 1);
 
-    if (r.oom || !r.patch) {
+    if (r.oom || !r.patch || !r.warnings) {
         rc = -ENOMEM;
     } else if (v == V_BAD) {
         snprintf(out->log, sizeof out->log, "uid=%s pod=%s/%s rejected: %s", cuid, cns, cname, cwhat);
@@ -1058,6 +1073,7 @@ int gpc_admission_handle(const struct gpc_admission_config *cfg, const char *bod
         rc = set_review(out, uid, &r, v);
     }
     json_decref(r.patch);
+    json_decref(r.warnings);
 done:
     json_decref(root);
     if (rc == -ENOMEM) {

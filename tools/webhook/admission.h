@@ -96,7 +96,8 @@ int gpc_admission_check_config(const struct gpc_admission_config *cfg, char *err
 
 /*
  * Answers one POST /mutate body. A well-formed admission.k8s.io/v1 AdmissionReview gets 200 and a
- * response review (allowed with a base64 JSONPatch, allowed without one, or denied with a message);
+ * response review (allowed with a base64 JSONPatch, allowed without one, or denied with a message;
+ * `warnings` for what a scheduler's request asks that gpucap does not enforce, such as HAMi's gpucores);
  * anything else gets 400 (413 past GPC_ADMISSION_MAX_BODY) with a text message. Never fails for any
  * input: returns 0, or -ENOMEM when memory ran out, in which case out holds status 500 and no body.
  * Release out with gpc_admission_result_free().

@@ -272,6 +272,21 @@ int gpc_wh_sched_budget(const json_t *pod, const json_t *container, char *budget
     return 1;
 }
 
+const char *gpc_wh_sched_source(const json_t *pod, const json_t *container)
+{
+    char buf[32];
+    /* A budget from both would have been a conflict: the container's own resource, else the pod's. */
+    if (resource(container, HAMI_MEM, buf, sizeof buf))
+        return "HAMi resource " HAMI_MEM;
+    if (resource(container, HAMI_PERCENT, buf, sizeof buf))
+        return "HAMi resource " HAMI_PERCENT;
+    if (annotation(pod, KAI_FRACTION))
+        return "KAI annotation " KAI_FRACTION;
+    if (annotation(pod, KAI_MEMORY))
+        return "KAI annotation " KAI_MEMORY;
+    return "the scheduler's request";
+}
+
 int gpc_wh_sched_warning(const json_t *container, char *warn, size_t n)
 {
     char buf[32];

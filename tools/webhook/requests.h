@@ -30,6 +30,13 @@ int gpc_wh_sched_budget(const json_t *pod, const json_t *container, char *budget
                         size_t errn);
 
 /*
+ * Where the budget gpc_wh_sched_budget() gave `container` (returning 1) comes from, for messages:
+ * "KAI annotation gpu-fraction", "HAMi resource nvidia.com/gpumem"...; "the scheduler's request"
+ * when no request applies.
+ */
+const char *gpc_wh_sched_source(const json_t *pod, const json_t *container);
+
+/*
  * A warning for a part of a scheduler's request that gpucap does not enforce (HAMi's
  * nvidia.com/gpucores, a share of the GPU's compute: gpucap caps memory only), for the caller to
  * return in the AdmissionReview's `warnings`: returns 1 with one line in warn, 0 when there is none.
