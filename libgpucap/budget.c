@@ -63,12 +63,25 @@ static int reserve_private(struct gpc_slot *s, uint64_t bytes)
 
 static uint64_t minus(uint64_t a, uint64_t b);
 
+/*
+ * Writers of a shared entry's figures, this process's share and its shadow hold the entry's lock:
+ * under it a plain (relaxed) load and store does what a locked read-modify-write would, without
+ * one more locked operation on the entry's cache line, which every process on the ledger writes.
+ */
+static inline void add_locked(_Atomic uint64_t *x, uint64_t v)
+{
+    atomic_store_explicit(x, atomic_load_explicit(x, memory_order_relaxed) + v, memory_order_relaxed);
+}
+
 /* Under device id's lock: applies the releases that earlier calls could not (lock timed out). */
 static inline void apply_pending(int id, struct gpc_ledger_proc *p, struct gpc_ledger_dev *d)
 {
     if (gpc_likely(atomic_load_explicit(&gpc_ledger_pending[id], memory_order_relaxed) == 0))
         return;
     uint64_t bytes = atomic_exchange_explicit(&gpc_ledger_pending[id], 0, memory_order_relaxed);
+    atomic_store_explicit(&gpc_ledger_mine[id],
+                          minus(atomic_load_explicit(&gpc_ledger_mine[id], memory_order_relaxed), bytes),
+                          memory_order_relaxed);
     atomic_store_explicit(&p->used[id], minus(atomic_load_explicit(&p->used[id], memory_order_relaxed), bytes),
                           memory_order_relaxed);
     atomic_store_explicit(&d->slot.used, minus(atomic_load_explicit(&d->slot.used, memory_order_relaxed), bytes),
@@ -92,10 +105,11 @@ static int reserve_shared(int id, uint64_t bytes)
             /* Own share first: after a crash here, recovery recomputes the total from the shares. */
             uint64_t mine = atomic_load_explicit(&p->used[id], memory_order_relaxed) + bytes;
             atomic_store_explicit(&p->used[id], mine, memory_order_relaxed);
-            atomic_fetch_add_explicit(&gpc_ledger_mine[id], bytes, memory_order_relaxed);
+            add_locked(&gpc_ledger_mine[id], bytes);
             atomic_store_explicit(&d->slot.used, used + bytes, memory_order_relaxed);
             max_into(&d->slot.peak, used + bytes);
             max_into(&p->peak[id], mine);
+            add_locked(&d->slot.allocs, 1);
         }
         gpc_ledger_unlock(d);
         if (ok)
@@ -113,13 +127,14 @@ int gpc_budget_reserve(int id, uint64_t bytes)
         return 0;
     gpc_ledger_check_broken();
     struct gpc_slot *s = gpc_budget_slot(id);
-    bool shared = gpc_ledger_shared;
+    bool shared = gpc_ledger_shared; /* reserve_shared counts the allocation under the lock */
     int rc = id == GPC_BUDGET_DENY ? -ENOMEM : shared ? reserve_shared(id, bytes) : reserve_private(s, bytes);
     if (gpc_unlikely(rc != 0 && shared && atomic_load_explicit(&gpc_ledger_broken, memory_order_relaxed))) {
         /* The file was shrunk during this call (its figures read as zeros): admit on the private budget. */
         gpc_ledger_check_broken();
         s = gpc_budget_slot(id);
         rc = reserve_private(s, bytes);
+        shared = false;
     }
     max_into(&s->largest, bytes);
     if (rc != 0) {
@@ -127,7 +142,8 @@ int gpc_budget_reserve(int id, uint64_t bytes)
         gpc_timeline_note(id, true);
         return rc;
     }
-    atomic_fetch_add_explicit(&s->allocs, 1, memory_order_relaxed);
+    if (!shared)
+        atomic_fetch_add_explicit(&s->allocs, 1, memory_order_relaxed);
     gpc_timeline_note(id, false);
     return 0;
 }
@@ -144,8 +160,8 @@ void gpc_budget_release(int id, uint64_t bytes)
         return;
     gpc_ledger_check_broken();
     struct gpc_ledger_dev *d = &gpc_ledger->dev[id];
-    atomic_fetch_add_explicit(&d->slot.frees, 1, memory_order_relaxed);
     if (!gpc_ledger_shared) {
+        atomic_fetch_add_explicit(&d->slot.frees, 1, memory_order_relaxed);
         uint64_t used = atomic_load_explicit(&d->slot.used, memory_order_relaxed);
         while (!atomic_compare_exchange_weak_explicit(&d->slot.used, &used, minus(used, bytes), memory_order_acq_rel,
                                                       memory_order_relaxed))
@@ -158,18 +174,20 @@ void gpc_budget_release(int id, uint64_t bytes)
         return; /* logged; this process holds no share */
     d = gpc_ledger_lock_dev(id, "the release is kept and applied at the next lock");
     if (!d) {
-        /* Never lost: the driver call does not wait longer, the ledger learns it later. */
+        /* Never lost: the driver call does not wait longer, the ledger learns it later. (The count
+         * of frees is added at once: the lock's holder is stuck, so nothing races with it.) */
+        atomic_fetch_add_explicit(&gpc_ledger->dev[id].slot.frees, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&gpc_ledger_pending[id], bytes, memory_order_relaxed);
         return;
     }
     struct gpc_ledger_proc *p = &gpc_ledger->proc[me];
     apply_pending(id, p, d);
+    add_locked(&d->slot.frees, 1);
     atomic_store_explicit(&p->used[id], minus(atomic_load_explicit(&p->used[id], memory_order_relaxed), bytes),
                           memory_order_relaxed);
-    uint64_t mine = atomic_load_explicit(&gpc_ledger_mine[id], memory_order_relaxed);
-    while (!atomic_compare_exchange_weak_explicit(&gpc_ledger_mine[id], &mine, minus(mine, bytes),
-                                                  memory_order_relaxed, memory_order_relaxed))
-        ;
+    atomic_store_explicit(&gpc_ledger_mine[id],
+                          minus(atomic_load_explicit(&gpc_ledger_mine[id], memory_order_relaxed), bytes),
+                          memory_order_relaxed);
     atomic_store_explicit(&d->slot.used, minus(atomic_load_explicit(&d->slot.used, memory_order_relaxed), bytes),
                           memory_order_relaxed);
     gpc_ledger_unlock(d);
@@ -184,8 +202,8 @@ int gpc_budget_reserve_unchecked(int id, uint64_t bytes)
         return 0;
     gpc_ledger_check_broken();
     struct gpc_ledger_dev *d = &gpc_ledger->dev[id];
-    atomic_fetch_add_explicit(&d->slot.allocs, 1, memory_order_relaxed);
     if (!gpc_ledger_shared) {
+        atomic_fetch_add_explicit(&d->slot.allocs, 1, memory_order_relaxed);
         uint64_t used = atomic_fetch_add_explicit(&d->slot.used, bytes, memory_order_acq_rel) + bytes;
         max_into(&d->slot.peak, used);
         gpc_timeline_note(id, false);
@@ -199,7 +217,8 @@ int gpc_budget_reserve_unchecked(int id, uint64_t bytes)
     uint64_t mine = atomic_load_explicit(&p->used[id], memory_order_relaxed) + bytes;
     uint64_t used = atomic_load_explicit(&d->slot.used, memory_order_relaxed) + bytes;
     atomic_store_explicit(&p->used[id], mine, memory_order_relaxed);
-    atomic_fetch_add_explicit(&gpc_ledger_mine[id], bytes, memory_order_relaxed);
+    add_locked(&gpc_ledger_mine[id], bytes);
+    add_locked(&d->slot.allocs, 1);
     atomic_store_explicit(&d->slot.used, used, memory_order_relaxed);
     max_into(&d->slot.peak, used);
     max_into(&p->peak[id], mine);

@@ -319,6 +319,8 @@ void gpc_track_atfork(void);
  */
 void gpc_track_drain_ctx(enum gpc_map_kind kind, uint64_t ctx, void (*fn)(const struct gpc_track *t, void *arg),
                          void *arg);
+/* The records of `kind` and the bytes its tables take (for the table test and bench). */
+void gpc_track_stats(enum gpc_map_kind kind, uint64_t *records, uint64_t *bytes);
 
 /* ---- faults.c: fault injection (in gpucap_core; the counter lives in the process that calls it) ---- */
 /* Parses a share "0.05" (0 to 1) into parts per 2^32: 0, or -EINVAL. */

@@ -877,6 +877,8 @@ void gpc_ledger_reap_lazy(void)
         uint64_t mine = atomic_load(&p->used[id]), used = atomic_load(&d->slot.used);
         atomic_store(&p->used[id], mine >= bytes ? mine - bytes : 0);
         atomic_store(&d->slot.used, used >= bytes ? used - bytes : 0);
+        mine = atomic_load(&gpc_ledger_mine[id]); /* its shadow follows (written under this lock) */
+        atomic_store(&gpc_ledger_mine[id], mine >= bytes ? mine - bytes : 0);
         gpc_ledger_unlock(d);
     }
     gpc_ledger_reap();

@@ -1,0 +1,185 @@
+/*
+ * test_track.c: the pointer table (libgpucap/track.c, compiled in) against a reference.
+ *
+ * Random adds, takes, replacements, reference counts and context drains at scale (hundreds of
+ * thousands of live records, so every shard grows several times, with takes landing while records
+ * still move to the bigger table), each result compared with a plain array that knows what is in.
+ * Then threads working on keys of their own at once, and at the end the table must be empty.
+ */
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define N 400000 /* distinct keys */
+#define OPS 3000000
+
+static int failures;
+#define CHECK(cond, ...)                                                                                          \
+    do {                                                                                                          \
+        if (!(cond)) {                                                                                            \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                \
+            fprintf(stderr, __VA_ARGS__);                                                                         \
+            fputc('\n', stderr);                                                                                  \
+            if (++failures > 10)                                                                                  \
+                exit(1);                                                                                          \
+        }                                                                                                         \
+    } while (0)
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static uint64_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* Key i looks like a device pointer: aligned, clustered, distinct for each i. */
+static uint64_t key_of(uint64_t i)
+{
+    return 0x7f0000000000ull + (i % 1000) * 0x100000000ull + (i / 1000) * 512;
+}
+
+struct ref {
+    bool in;
+    struct gpc_track t;
+};
+static struct ref ref[N];
+
+static struct gpc_track value(uint64_t i, uint64_t salt)
+{
+    return (struct gpc_track){.bytes = i * 7 + salt, .device = (int32_t)(i % 8), .refs = 1, .aux = salt,
+                              .ctx = 1 + salt % 5};
+}
+
+static bool same(const struct gpc_track *a, const struct gpc_track *b)
+{
+    return a->bytes == b->bytes && a->device == b->device && a->refs == b->refs && a->aux == b->aux &&
+           a->ctx == b->ctx;
+}
+
+static uint64_t live;
+
+static void count_drained(const struct gpc_track *t, void *arg)
+{
+    uint64_t *n = arg;
+    (*n)++;
+    (void)t;
+}
+
+static void single(void)
+{
+    for (uint64_t op = 0; op < OPS; op++) {
+        uint64_t r = next();
+        uint64_t i = (r >> 8) % N;
+        /* Mostly adds early, mostly takes late: the table grows to most of N, then empties. */
+        bool grow = op < OPS / 2 ? (r & 0xff) < 190 : (r & 0xff) < 60;
+        struct gpc_track got;
+        if ((r & 0xf00) == 0x100) {
+            /* Reference counts. */
+            int delta = (r & 0x1000) ? 1 : -1;
+            int refs = gpc_track_ref(GPC_MAP_PTR, key_of(i), delta, &got);
+            if (!ref[i].in) {
+                CHECK(refs == -1, "ref of absent key %llu gave %d", (unsigned long long)i, refs);
+            } else {
+                int want = ref[i].t.refs + delta;
+                if (want <= 0) {
+                    CHECK(refs == 0, "ref to zero gave %d", refs);
+                    ref[i].t.refs = want;
+                    CHECK(same(&got, &ref[i].t), "removed record differs");
+                    ref[i].in = false;
+                    live--;
+                } else {
+                    CHECK(refs == want, "ref gave %d, want %d", refs, want);
+                    ref[i].t.refs = want;
+                }
+            }
+        } else if (grow) {
+            struct gpc_track t = value(i, op);
+            CHECK(gpc_track_add(GPC_MAP_PTR, key_of(i), &t) == 0, "add failed");
+            if (!ref[i].in)
+                live++;
+            ref[i].in = true; /* an add of a key held replaces its record */
+            ref[i].t = t;
+        } else {
+            bool known = gpc_track_take(GPC_MAP_PTR, key_of(i), &got);
+            CHECK(known == ref[i].in, "take of %llu: known %d, reference %d", (unsigned long long)i, known, ref[i].in);
+            if (known) {
+                CHECK(same(&got, &ref[i].t), "take of %llu: record differs", (unsigned long long)i);
+                ref[i].in = false;
+                live--;
+            }
+        }
+        if (op % 500000 == 250000) {
+            /* A context's teardown: exactly its records go, and the rest stay findable. */
+            uint64_t ctx = 1 + op % 5, want = 0, n = 0;
+            for (uint64_t k = 0; k < N; k++)
+                if (ref[k].in && ref[k].t.ctx == ctx)
+                    want++, ref[k].in = false;
+            gpc_track_drain_ctx(GPC_MAP_PTR, ctx, count_drained, &n);
+            CHECK(n == want, "drain of context %llu: %llu records, want %llu", (unsigned long long)ctx,
+                  (unsigned long long)n, (unsigned long long)want);
+            live -= want;
+        }
+        if (op % 100000 == 0) {
+            uint64_t records, bytes;
+            gpc_track_stats(GPC_MAP_PTR, &records, &bytes);
+            CHECK(records == live, "table holds %llu records, reference %llu", (unsigned long long)records,
+                  (unsigned long long)live);
+        }
+    }
+    /* Every record still findable, with its value; then the table is empty. */
+    for (uint64_t i = 0; i < N; i++) {
+        struct gpc_track got;
+        bool known = gpc_track_take(GPC_MAP_PTR, key_of(i), &got);
+        CHECK(known == ref[i].in, "final take of %llu: known %d, reference %d", (unsigned long long)i, known,
+              ref[i].in);
+        if (known)
+            CHECK(same(&got, &ref[i].t), "final take of %llu: record differs", (unsigned long long)i);
+    }
+    uint64_t records, bytes;
+    gpc_track_stats(GPC_MAP_PTR, &records, &bytes);
+    CHECK(records == 0, "%llu records left", (unsigned long long)records);
+}
+
+#define THREADS 4
+#define PER 50000
+
+static void *worker(void *arg)
+{
+    uint64_t base = (uint64_t)(uintptr_t)arg * PER;
+    for (int round = 0; round < 3; round++) {
+        for (uint64_t i = base; i < base + PER; i++) {
+            struct gpc_track t = value(i, (uint64_t)round);
+            if (gpc_track_add(GPC_MAP_ARRAY, key_of(i), &t) != 0)
+                __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);
+        }
+        for (uint64_t i = base; i < base + PER; i++) {
+            struct gpc_track got, want = value(i, (uint64_t)round);
+            if (!gpc_track_take(GPC_MAP_ARRAY, key_of(i), &got) || !same(&got, &want))
+                __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);
+        }
+    }
+    return NULL;
+}
+
+int main(void)
+{
+    single();
+    pthread_t t[THREADS];
+    for (uintptr_t i = 0; i < THREADS; i++)
+        pthread_create(&t[i], NULL, worker, (void *)i);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    uint64_t records, bytes;
+    gpc_track_stats(GPC_MAP_ARRAY, &records, &bytes);
+    CHECK(records == 0, "threads left %llu records", (unsigned long long)records);
+    if (failures) {
+        fprintf(stderr, "%d failures\n", failures);
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}
