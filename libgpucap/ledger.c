@@ -172,6 +172,7 @@ static int lock_robust(pthread_mutex_t *m, struct gpc_ledger *l, struct gpc_ledg
     return rc;
 }
 
+static int write_file(mode_t mode, const struct gpc_ledger *old);
 static int repair(struct gpc_ledger *old);
 
 struct gpc_ledger_dev *gpc_ledger_lock_dev(int id, const char *consequence)
@@ -369,36 +370,6 @@ static const char *refused(const struct stat *st, bool group, char *why, size_t 
     return NULL;
 }
 
-/* Creates the file whole under a temporary name, then moves it into place (never over another). */
-static int create_file(mode_t mode)
-{
-    char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.%d.tmp", ledger_path, (int)getpid());
-    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
-    if (fd < 0)
-        return -errno;
-    fchmod(fd, mode);
-    int rc = 0;
-    void *m = MAP_FAILED;
-    if (ftruncate(fd, sizeof(struct gpc_ledger)) != 0 ||
-        (m = mmap(NULL, sizeof(struct gpc_ledger), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
-        rc = -errno;
-    } else {
-        init_ledger(m);
-        munmap(m, sizeof(struct gpc_ledger));
-        /* renameat2 keeps one name at every instant; link+unlink (file systems without it) shows
-         * two names for a moment, which attach waits out. */
-        if (renameat2(AT_FDCWD, tmp, AT_FDCWD, ledger_path, RENAME_NOREPLACE) != 0) {
-            if (errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)
-                rc = link(tmp, ledger_path) != 0 ? -errno : 0;
-            else
-                rc = -errno;
-        }
-    }
-    close(fd);
-    unlink(tmp);
-    return rc;
-}
 
 void gpc_ledger_attach(void)
 {
@@ -419,7 +390,7 @@ void gpc_ledger_attach(void)
         fd = open(ledger_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
         if (fd >= 0 || errno != ENOENT)
             break;
-        int rc = create_file(mode);
+        int rc = write_file(mode, NULL);
         if (rc != 0 && rc != -EEXIST) {
             char why[128];
             snprintf(why, sizeof why, "cannot be created (%s)", strerror(-rc));
@@ -528,13 +499,15 @@ static void copy_figures(struct gpc_ledger *l, const struct gpc_ledger *old)
     }
 }
 
-/* Writes a fresh ledger with the figures of `old` and renames it over the path: 0 or -errno. */
-static int rebuild_file(const struct gpc_ledger *old)
+/*
+ * Writes a whole ledger under a temporary name and moves it to the path: 0 or -errno. With `old`
+ * NULL a fresh one, never over another file; else one holding the figures of `old`, over the
+ * broken file at the path. No process ever maps a half-written ledger.
+ */
+static int write_file(mode_t mode, const struct gpc_ledger *old)
 {
-    bool group = gpc_settings.opt[GPC_OPT_LEDGER_GROUP].set && gpc_settings.opt[GPC_OPT_LEDGER_GROUP].u.b;
-    mode_t mode = group ? 0660 : 0600;
     char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.%d.rebuild", ledger_path, (int)getpid());
+    snprintf(tmp, sizeof tmp, "%s.%d.%s", ledger_path, (int)getpid(), old ? "rebuild" : "tmp");
     int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
     if (fd < 0)
         return -errno;
@@ -546,14 +519,23 @@ static int rebuild_file(const struct gpc_ledger *old)
         rc = -errno;
     } else {
         init_ledger(m);
-        copy_figures(m, old);
+        if (old)
+            copy_figures(m, old);
         munmap(m, sizeof(struct gpc_ledger));
-        if (rename(tmp, ledger_path) != 0)
-            rc = -errno;
+        if (old) {
+            if (rename(tmp, ledger_path) != 0)
+                rc = -errno;
+        } else if (renameat2(AT_FDCWD, tmp, AT_FDCWD, ledger_path, RENAME_NOREPLACE) != 0) {
+            /* renameat2 keeps one name at every instant; link+unlink (file systems without it)
+             * shows two names for a moment, which attach waits out. */
+            if (errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)
+                rc = link(tmp, ledger_path) != 0 ? -errno : 0;
+            else
+                rc = -errno;
+        }
     }
     close(fd);
-    if (rc != 0)
-        unlink(tmp);
+    unlink(tmp); /* gone already after a rename */
     return rc;
 }
 
@@ -615,7 +597,8 @@ static int repair(struct gpc_ledger *old)
     uint32_t zero = 0;
     struct gpc_ledger *l = NULL;
     if (atomic_compare_exchange_strong(&old->broken, &zero, 1)) {
-        rc = rebuild_file(old);
+        rc = write_file(gpc_settings.opt[GPC_OPT_LEDGER_GROUP].set && gpc_settings.opt[GPC_OPT_LEDGER_GROUP].u.b
+                            ? 0660 : 0600, old);
         if (rc == 0)
             l = map_fresh(old);
         if (l)
