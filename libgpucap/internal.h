@@ -31,8 +31,22 @@
 /* A limit of GPC_UNLIMITED means "no budget for this device". */
 #define GPC_UNLIMITED UINT64_MAX
 
+/*
+ * The choices of the GPC_T_ENUM settings. One list per setting gives both its enum and its choices
+ * string ("a|b|c", index = value), so a choice cannot name another value than its enum's.
+ */
+#define GPC_ENUM_VALUE(name, text) name,
+#define GPC_ENUM_TEXT(name, text) "|" text
+#define GPC_CHOICES(list) (list(GPC_ENUM_TEXT) + 1) /* "|a|b" + 1: "a|b" */
+#define GPC_LOG_LEVELS(X) X(GPC_LOG_ERROR, "error") X(GPC_LOG_WARN, "warn") X(GPC_LOG_INFO, "info") \
+    X(GPC_LOG_DEBUG, "debug")
+#define GPC_MODES(X) X(GPC_MODE_ENFORCE, "enforce") X(GPC_MODE_AUDIT, "audit")
+#define GPC_REPORT_FORMATS(X) X(GPC_REPORT_TEXT, "text") X(GPC_REPORT_JSON, "json")
+enum gpc_mode { GPC_MODES(GPC_ENUM_VALUE) };
+enum gpc_report_format { GPC_REPORT_FORMATS(GPC_ENUM_VALUE) };
+
 /* ---- log.c: the one log sink, "gpucap: " prefixed lines on stderr ---- */
-enum gpc_log_level { GPC_LOG_ERROR, GPC_LOG_WARN, GPC_LOG_INFO, GPC_LOG_DEBUG };
+enum gpc_log_level { GPC_LOG_LEVELS(GPC_ENUM_VALUE) };
 extern int gpc_log_threshold;
 /* Writes one line with write(2): no stdio buffer, no malloc; keeps errno. */
 void gpc_log_line(enum gpc_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -138,6 +152,16 @@ void gpc_settings_load(struct gpc_settings *s, char *const *envp);
  * library opens no path that the environment named.
  */
 bool gpc_secure_execution(void);
+/*
+ * Typed reads of a loaded setting. Each returns the setting's default (parsed from its table row)
+ * when it is unset or malformed: gpc_opt_enum the default choice's index (-1 without a default),
+ * gpc_opt_bool false and gpc_opt_int `fallback` without one, gpc_opt_string the default text (NULL
+ * without one). Where a bad value has another safe state than the default, the caller checks `bad`.
+ */
+int gpc_opt_enum(const struct gpc_settings *s, enum gpc_opt o);
+bool gpc_opt_bool(const struct gpc_settings *s, enum gpc_opt o);
+long long gpc_opt_int(const struct gpc_settings *s, enum gpc_opt o, long long fallback);
+const char *gpc_opt_string(const struct gpc_settings *s, enum gpc_opt o);
 /*
  * The byte budget for device `ordinal` (UUID text `uuid`, may be NULL) with `physical` bytes of
  * memory under *s: GPC_UNLIMITED when no limit applies, 0 when the setting that applies is

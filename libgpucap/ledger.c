@@ -411,7 +411,7 @@ void gpc_ledger_attach(void)
         use_private(NULL);
         return;
     }
-    bool group = gpc_settings.opt[GPC_OPT_LEDGER_GROUP].set && gpc_settings.opt[GPC_OPT_LEDGER_GROUP].u.b;
+    bool group = gpc_opt_bool(&gpc_settings, GPC_OPT_LEDGER_GROUP);
     mode_t mode = group ? 0660 : 0600;
 
     int fd = -1;
@@ -531,7 +531,7 @@ static void copy_figures(struct gpc_ledger *l, const struct gpc_ledger *old)
 /* Writes a fresh ledger with the figures of `old` and renames it over the path: 0 or -errno. */
 static int rebuild_file(const struct gpc_ledger *old)
 {
-    bool group = gpc_settings.opt[GPC_OPT_LEDGER_GROUP].set && gpc_settings.opt[GPC_OPT_LEDGER_GROUP].u.b;
+    bool group = gpc_opt_bool(&gpc_settings, GPC_OPT_LEDGER_GROUP);
     mode_t mode = group ? 0660 : 0600;
     char tmp[600];
     snprintf(tmp, sizeof tmp, "%s.%d.rebuild", ledger_path, (int)getpid());

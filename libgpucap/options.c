@@ -51,7 +51,7 @@ const struct gpc_option_def gpc_option_defs[GPC_OPT__COUNT] = {
     [GPC_OPT_CONFIG] = {"config", "GPUCAP_CONFIG", GPC_T_STRING, GPC_SYSTEM_CONFIG, NULL,
                         GPC_OPTF_ENV_ONLY | GPC_OPTF_LOCK_FIXED,
                         "ini file to read; the default path is read only if it exists"},
-    [GPC_OPT_LOG_LEVEL] = {"log_level", "GPUCAP_LOG_LEVEL", GPC_T_ENUM, "warn", "error|warn|info|debug", 0,
+    [GPC_OPT_LOG_LEVEL] = {"log_level", "GPUCAP_LOG_LEVEL", GPC_T_ENUM, "warn", GPC_CHOICES(GPC_LOG_LEVELS), 0,
                            "how much the library says on stderr"},
     [GPC_OPT_LEDGER] = {"ledger", "GPUCAP_LEDGER", GPC_T_STRING, NULL, NULL, GPC_OPTF_LOCK_FIXED,
                         "file shared by the processes that share a budget; default /tmp/gpucap-<uid>.ledger "
@@ -59,13 +59,13 @@ const struct gpc_option_def gpc_option_defs[GPC_OPT__COUNT] = {
     [GPC_OPT_LEDGER_GROUP] = {"ledger_group", "GPUCAP_LEDGER_GROUP", GPC_T_BOOL, "0", NULL, GPC_OPTF_LOCK_FIXED,
                               "create the ledger group-writable (0660) and accept one owned by another user of "
                               "the group, for containers where processes of several users share a budget"},
-    [GPC_OPT_MODE] = {"mode", "GPUCAP_MODE", GPC_T_ENUM, "enforce", "enforce|audit", GPC_OPTF_LOCK_LOWER,
+    [GPC_OPT_MODE] = {"mode", "GPUCAP_MODE", GPC_T_ENUM, "enforce", GPC_CHOICES(GPC_MODES), GPC_OPTF_LOCK_LOWER,
                       "enforce: deny what exceeds the budget; audit: deny nothing, log and count each "
                       "allocation the budget would have denied (the report's peak is the budget the job needs)"},
     [GPC_OPT_REPORT] = {"report", "GPUCAP_REPORT", GPC_T_STRING, NULL, NULL, 0,
                         "write a usage report at process exit to this file ('-': stderr): per device budget, "
                         "peak, allocations, frees, denials, largest request, first denial"},
-    [GPC_OPT_REPORT_FORMAT] = {"report_format", "GPUCAP_REPORT_FORMAT", GPC_T_ENUM, "text", "text|json", 0,
+    [GPC_OPT_REPORT_FORMAT] = {"report_format", "GPUCAP_REPORT_FORMAT", GPC_T_ENUM, "text", GPC_CHOICES(GPC_REPORT_FORMATS), 0,
                                "format of that report"},
     [GPC_OPT_FAIL_AFTER] = {"fail_after", "GPUCAP_FAIL_AFTER", GPC_T_INT, NULL, NULL, 0,
                             "fault injection: every allocation after the N-th of this process answers "
@@ -371,6 +371,48 @@ static void load_file(struct gpc_settings *s, const char *env_path)
     }
 }
 
+/* ---- typed reads ---- */
+
+/* The value of setting `o` as loaded, or its default's (parsed from the table) when unset or bad. */
+static const struct gpc_value *value_or_default(const struct gpc_settings *s, enum gpc_opt o,
+                                                struct gpc_value *def)
+{
+    const struct gpc_value *v = &s->opt[o];
+    if (v->set && !v->bad)
+        return v;
+    memset(def, 0, sizeof *def);
+    if (gpc_option_defs[o].def)
+        parse_value(&gpc_option_defs[o], gpc_option_defs[o].def, def);
+    return def;
+}
+
+int gpc_opt_enum(const struct gpc_settings *s, enum gpc_opt o)
+{
+    struct gpc_value def;
+    const struct gpc_value *v = value_or_default(s, o, &def);
+    return v->set ? v->u.e : -1;
+}
+
+bool gpc_opt_bool(const struct gpc_settings *s, enum gpc_opt o)
+{
+    struct gpc_value def;
+    const struct gpc_value *v = value_or_default(s, o, &def);
+    return v->set && v->u.b;
+}
+
+long long gpc_opt_int(const struct gpc_settings *s, enum gpc_opt o, long long fallback)
+{
+    struct gpc_value def;
+    const struct gpc_value *v = value_or_default(s, o, &def);
+    return v->set ? v->u.i : fallback;
+}
+
+const char *gpc_opt_string(const struct gpc_settings *s, enum gpc_opt o)
+{
+    const struct gpc_value *v = &s->opt[o];
+    return v->set && !v->bad ? v->text : gpc_option_defs[o].def;
+}
+
 /* ---- secure execution (setuid, setgid, file capabilities) ---- */
 
 bool gpc_secure_execution(void)
@@ -389,8 +431,7 @@ static void load_secure(struct gpc_settings *s, char *const *envp)
     for (char *const *e = envp; e && *e; e++)
         ignored += strncmp(*e, "GPUCAP_", 7) == 0;
     load_file(s, NULL);
-    if (s->opt[GPC_OPT_LOG_LEVEL].set && !s->opt[GPC_OPT_LOG_LEVEL].bad)
-        gpc_log_threshold = s->opt[GPC_OPT_LOG_LEVEL].u.e;
+    gpc_log_threshold = gpc_opt_enum(s, GPC_OPT_LOG_LEVEL);
     gpc_log(GPC_LOG_WARN, "secure-execution process (setuid, setgid or file capabilities): %d GPUCAP_* "
             "variable(s) ignored; settings from %s only", ignored, s->config_path);
 }
@@ -593,7 +634,7 @@ void gpc_settings_load(struct gpc_settings *s, char *const *envp)
         s->platform = &platform;
     } else {
         load_file(s, config);
-        if (s->opt[GPC_OPT_LOCK].set && s->opt[GPC_OPT_LOCK].src == GPC_SRC_FILE && s->opt[GPC_OPT_LOCK].u.b)
+        if (s->opt[GPC_OPT_LOCK].src == GPC_SRC_FILE && gpc_opt_bool(s, GPC_OPT_LOCK))
             gpc_log_line(GPC_LOG_WARN, "%s: lock = true has no effect here: only the platform file %s locks "
                          "the settings", s->config_path, GPC_SYSTEM_CONFIG);
     }
@@ -617,8 +658,7 @@ void gpc_settings_load(struct gpc_settings *s, char *const *envp)
                          "until it is removed or corrected", name);
         }
     }
-    if (s->opt[GPC_OPT_LOG_LEVEL].set && !s->opt[GPC_OPT_LOG_LEVEL].bad)
-        gpc_log_threshold = s->opt[GPC_OPT_LOG_LEVEL].u.e;
+    gpc_log_threshold = gpc_opt_enum(s, GPC_OPT_LOG_LEVEL);
     if (s->locked)
         apply_lock(s);
 }

@@ -272,6 +272,38 @@ static void test_identity(void)
     CHECK(!gpc_settings_any_limit(&s), "an identity alone made a limit");
 }
 
+/* The typed reads: a choice by its enum name, and the default for an unset or malformed value. */
+static void test_typed(void)
+{
+    const char *a[] = {"GPUCAP_CONFIG=", "GPUCAP_MODE=audit", "GPUCAP_REPORT_FORMAT=json", "GPUCAP_LOG_LEVEL=debug",
+                       "GPUCAP_BACKTRACE=yes", "GPUCAP_FAIL_AFTER=7", "GPUCAP_REPORT=-", NULL};
+    load(a);
+    CHECK(gpc_opt_enum(&s, GPC_OPT_MODE) == GPC_MODE_AUDIT, "mode audit");
+    CHECK(gpc_opt_enum(&s, GPC_OPT_REPORT_FORMAT) == GPC_REPORT_JSON, "report format json");
+    CHECK(gpc_opt_enum(&s, GPC_OPT_LOG_LEVEL) == GPC_LOG_DEBUG && gpc_log_threshold == GPC_LOG_DEBUG, "debug");
+    CHECK(gpc_opt_bool(&s, GPC_OPT_BACKTRACE), "backtrace yes");
+    CHECK(gpc_opt_int(&s, GPC_OPT_FAIL_AFTER, -1) == 7, "fail_after 7");
+    CHECK(strcmp(gpc_opt_string(&s, GPC_OPT_REPORT), "-") == 0, "report -");
+
+    const char *b[] = {"GPUCAP_CONFIG=", "GPUCAP_MODE=loose", "GPUCAP_REPORT_FORMAT=xml", "GPUCAP_LOG_LEVEL=loud",
+                       "GPUCAP_BACKTRACE=maybe", "GPUCAP_FAIL_AFTER=-3", "GPUCAP_FAIL_SEED=x", NULL};
+    load(b);
+    CHECK(gpc_opt_enum(&s, GPC_OPT_MODE) == GPC_MODE_ENFORCE, "a bad mode is not enforce");
+    CHECK(gpc_opt_enum(&s, GPC_OPT_REPORT_FORMAT) == GPC_REPORT_TEXT, "a bad format is not text");
+    CHECK(gpc_opt_enum(&s, GPC_OPT_LOG_LEVEL) == GPC_LOG_WARN && gpc_log_threshold == GPC_LOG_WARN,
+          "a bad log level is not warn");
+    CHECK(!gpc_opt_bool(&s, GPC_OPT_BACKTRACE), "a bad bool is not its default");
+    CHECK(gpc_opt_int(&s, GPC_OPT_FAIL_AFTER, -1) == -1, "a bad int without a default is not the fallback");
+    CHECK(gpc_opt_int(&s, GPC_OPT_FAIL_SEED, 5) == 0, "a bad int is not its default");
+    CHECK(gpc_opt_string(&s, GPC_OPT_REPORT) == NULL, "an unset string without a default is not NULL");
+
+    /* Each choices string lists its enum's names in the enum's order. */
+    CHECK(strcmp(gpc_option_defs[GPC_OPT_MODE].choices, "enforce|audit") == 0, "mode choices %s",
+          gpc_option_defs[GPC_OPT_MODE].choices);
+    CHECK(strcmp(gpc_option_defs[GPC_OPT_LOG_LEVEL].choices, "error|warn|info|debug") == 0, "log choices");
+    CHECK(strcmp(gpc_option_defs[GPC_OPT_REPORT_FORMAT].choices, "text|json") == 0, "format choices");
+}
+
 int main(void)
 {
     int fd = mkstemp(ini_path);
@@ -281,6 +313,7 @@ int main(void)
     test_ini();
     test_uuid();
     test_identity();
+    test_typed();
     unlink(ini_path);
     if (failures)
         printf("%d check(s) failed\n", failures);

@@ -138,7 +138,7 @@ int cmd_check(int argc, char **argv)
         show_budget(&s, s.uuid_limit[i].uuid, -1, s.uuid_limit[i].uuid);
     if (s.env_bad)
         printf("  an unknown GPUCAP_* variable puts every budget at 0\n");
-    if (s.opt[GPC_OPT_MODE].set && !s.opt[GPC_OPT_MODE].bad && s.opt[GPC_OPT_MODE].u.e == 1)
+    if (gpc_opt_enum(&s, GPC_OPT_MODE) == GPC_MODE_AUDIT)
         printf("  audit mode: nothing is denied, would-be denials are logged and counted\n");
     if (s.errors) {
         printf("%d error%s: see the lines above\n", s.errors, s.errors == 1 ? "" : "s");
