@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 static const char status_usage[] =
@@ -39,22 +38,6 @@ static uint64_t dead_share(const struct gpc_ledger *l, int dv)
             sum += atomic_load(&p->used[dv]);
     }
     return sum;
-}
-
-static const struct gpc_ledger *open_ledger(const char *path, char *why, size_t len)
-{
-    const struct gpc_ledger *l = cli_map_ledger(path, why, len);
-    struct stat st;
-    if (l && stat(path, &st) == 0) {
-        const char *bad = gpc_ledger_check(l, (uint64_t)st.st_size, why, (unsigned)len);
-        if (bad) {
-            if (bad != why)
-                snprintf(why, len, "%s", bad);
-            munmap((void *)l, sizeof *l);
-            return NULL;
-        }
-    }
-    return l;
 }
 
 /* A string field of the ledger as text: bounded by the field, and anything but a name's
@@ -138,7 +121,7 @@ int cmd_status(int argc, char **argv)
         return 1;
     }
     char why[256];
-    const struct gpc_ledger *l = open_ledger(path, why, sizeof why);
+    const struct gpc_ledger *l = cli_map_ledger(path, why, sizeof why);
     if (!l) {
         fprintf(stderr, "gpucap status: ledger %s %s\n", path, why);
         return 1;
