@@ -147,6 +147,13 @@ struct gpc_settings {
  */
 void gpc_settings_load(struct gpc_settings *s, char *const *envp);
 /*
+ * The same, with each line the loader would log (error and warning lines, without the "gpucap: "
+ * prefix) handed to `to` instead: the CLI's way to read the settings quietly or to count. The
+ * lines below the log threshold are not said. One load at a time.
+ */
+typedef void gpc_settings_sink(enum gpc_log_level level, const char *line, void *arg);
+void gpc_settings_load_to(struct gpc_settings *s, char *const *envp, gpc_settings_sink *to, void *arg);
+/*
  * True in a secure-execution process (getauxval(AT_SECURE): setuid, setgid, file capabilities).
  * There gpc_settings_load reads only the system settings file and no GPUCAP_* variable, and the
  * library opens no path that the environment named.
@@ -159,6 +166,8 @@ bool gpc_secure_execution(void);
  * without one). Where a bad value has another safe state than the default, the caller checks `bad`.
  */
 int gpc_opt_enum(const struct gpc_settings *s, enum gpc_opt o);
+/* Parses `text` as setting `o`'s value (the loader's parser) into *v: 0, or -EINVAL when malformed. */
+int gpc_option_parse(enum gpc_opt o, const char *text, struct gpc_value *v);
 bool gpc_opt_bool(const struct gpc_settings *s, enum gpc_opt o);
 long long gpc_opt_int(const struct gpc_settings *s, enum gpc_opt o, long long fallback);
 const char *gpc_opt_string(const struct gpc_settings *s, enum gpc_opt o);
@@ -226,6 +235,12 @@ extern struct gpc_ledger *gpc_ledger;
 /* True: a ledger file shared with other processes (locked admission, per-process accounting).
  * False: a budget private to this process (GPUCAP_LEDGER=off, or after a ledger error). */
 extern bool gpc_ledger_shared;
+/*
+ * ledger_check.c: the ledger's path by the settings `s` (GPUCAP_LEDGER, ini `ledger`), else
+ * /tmp/gpucap-<euid>.ledger, into buf. 0, or -ENOENT when it is "off" (a budget private to each
+ * process: no file).
+ */
+int gpc_ledger_path(const struct gpc_settings *s, char *buf, size_t len);
 /* Maps the ledger named by the settings, or a private one after one clear error. Never fails. */
 void gpc_ledger_attach(void);
 /*

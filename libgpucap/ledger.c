@@ -200,11 +200,6 @@ void gpc_ledger_unlock(struct gpc_ledger_dev *d)
 
 /* ---- attaching ---- */
 
-static void default_path(char *buf, size_t len)
-{
-    snprintf(buf, len, "/tmp/gpucap-%u.ledger", (unsigned)geteuid());
-}
-
 static void init_ledger(struct gpc_ledger *l)
 {
     memset(l, 0, sizeof *l);
@@ -402,12 +397,7 @@ static int create_file(mode_t mode)
 
 void gpc_ledger_attach(void)
 {
-    const struct gpc_value *v = &gpc_settings.opt[GPC_OPT_LEDGER];
-    if (v->set && !v->bad && v->text[0])
-        snprintf(ledger_path, sizeof ledger_path, "%s", v->text);
-    else
-        default_path(ledger_path, sizeof ledger_path);
-    if (strcmp(ledger_path, "off") == 0) {
+    if (gpc_ledger_path(&gpc_settings, ledger_path, sizeof ledger_path) == -ENOENT) {
         use_private(NULL);
         return;
     }

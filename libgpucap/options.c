@@ -32,6 +32,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <ini.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +138,30 @@ static const char *source_name(enum gpc_source src)
     return src == GPC_SRC_ENV ? "environment" : src == GPC_SRC_FILE ? "file" : "default";
 }
 
+/* Where the loader's lines go: the current load's sink, or log.c's stderr lines without one. One
+ * load at a time (the library loads once, under its init; the CLI has one thread). */
+static gpc_settings_sink *sink;
+static void *sink_arg;
+
+__attribute__((format(printf, 2, 3))) static void say(enum gpc_log_level level, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (sink)
+        sink(level, line, sink_arg);
+    else
+        gpc_log_line(level, "%s", line);
+}
+/* A line below the log threshold is not said (as gpc_log). */
+#define say_gated(level, ...)                    \
+    do {                                         \
+        if ((int)(level) <= gpc_log_threshold)   \
+            say((level), __VA_ARGS__);           \
+    } while (0)
+
 /* Index of `text` among "a|b|c", or -1. */
 static int choice_index(const char *choices, const char *text)
 {
@@ -201,11 +226,16 @@ static bool parse_value(const struct gpc_option_def *d, const char *text, struct
     return !v->bad;
 }
 
+int gpc_option_parse(enum gpc_opt o, const char *text, struct gpc_value *v)
+{
+    return parse_value(&gpc_option_defs[o], text, v) ? 0 : -EINVAL;
+}
+
 static void report_bad(struct gpc_settings *s, const struct gpc_option_def *d, const char *where,
                        const char *text, const char *safe)
 {
     s->errors++;
-    gpc_log_line(GPC_LOG_ERROR, "%s: %s = '%s' is not valid; accepted: %s; %s", where, d->key, text,
+    say(GPC_LOG_ERROR, "%s: %s = '%s' is not valid; accepted: %s; %s", where, d->key, text,
                  type_forms(d), safe);
 }
 
@@ -263,7 +293,7 @@ static struct gpc_value *uuid_value(struct gpc_settings *s, const char *uuid)
     if (s->n_uuid == GPC_MAX_UUID_LIMITS) {
         s->errors++;
         s->env_bad = true;
-        gpc_log_line(GPC_LOG_ERROR, "more than %d per-UUID limits; every budget is 0", GPC_MAX_UUID_LIMITS);
+        say(GPC_LOG_ERROR, "more than %d per-UUID limits; every budget is 0", GPC_MAX_UUID_LIMITS);
         return NULL;
     }
     struct gpc_uuid_limit *u = &s->uuid_limit[s->n_uuid++];
@@ -304,7 +334,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
     if (dev == -2 || (dev == -1 && strcmp(section, "gpucap") != 0)) {
         s->errors++;
         s->config_bad = true;
-        gpc_log_line(GPC_LOG_ERROR, "%s: unknown section [%s] (use [gpucap], [device.<ordinal>] or "
+        say(GPC_LOG_ERROR, "%s: unknown section [%s] (use [gpucap], [device.<ordinal>] or "
                      "[device.GPU-<uuid>]); "
                      "budgets not set in the environment are 0", where, section);
         return 1;
@@ -328,7 +358,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
     }
     s->errors++;
     s->config_bad = true;
-    gpc_log_line(GPC_LOG_ERROR, "%s: unknown key '%s' in [%s]; budgets not set in the environment are 0",
+    say(GPC_LOG_ERROR, "%s: unknown key '%s' in [%s]; budgets not set in the environment are 0",
                  where, name, section);
     return 1;
 }
@@ -343,7 +373,7 @@ static void load_file(struct gpc_settings *s, const char *env_path)
         if (env_path && *env_path) {
             s->errors++;
             s->config_bad = true;
-            gpc_log_line(GPC_LOG_ERROR, "GPUCAP_CONFIG=%s cannot be read (%s); budgets not set in the "
+            say(GPC_LOG_ERROR, "GPUCAP_CONFIG=%s cannot be read (%s); budgets not set in the "
                          "environment are 0", path, strerror(errno));
         }
         return;
@@ -357,17 +387,17 @@ static void load_file(struct gpc_settings *s, const char *env_path)
          * before any section come after a broken "[gpucap" line: the syntax error is the news. */
         s->errors++;
         s->config_bad = true;
-        gpc_log_line(GPC_LOG_ERROR, "%s:%d: syntax error: not an ini line (key = value, [section], ; comment); "
+        say(GPC_LOG_ERROR, "%s:%d: syntax error: not an ini line (key = value, [section], ; comment); "
                      "budgets not set in the environment are 0", path, rc);
     } else if (c.orphan_line && !s->config_bad) {
         s->errors++;
         s->config_bad = true;
-        gpc_log_line(GPC_LOG_ERROR, "%s:%d: key '%s' before any section (put it under [gpucap]); budgets not "
+        say(GPC_LOG_ERROR, "%s:%d: key '%s' before any section (put it under [gpucap]); budgets not "
                      "set in the environment are 0", path, c.orphan_line, c.orphan_key);
     } else if (rc < 0) {
         s->errors++;
         s->config_bad = true;
-        gpc_log_line(GPC_LOG_ERROR, "%s: cannot be parsed; budgets not set in the environment are 0", path);
+        say(GPC_LOG_ERROR, "%s: cannot be parsed; budgets not set in the environment are 0", path);
     }
 }
 
@@ -432,7 +462,7 @@ static void load_secure(struct gpc_settings *s, char *const *envp)
         ignored += strncmp(*e, "GPUCAP_", 7) == 0;
     load_file(s, NULL);
     gpc_log_threshold = gpc_opt_enum(s, GPC_OPT_LOG_LEVEL);
-    gpc_log(GPC_LOG_WARN, "secure-execution process (setuid, setgid or file capabilities): %d GPUCAP_* "
+    say_gated(GPC_LOG_WARN, "secure-execution process (setuid, setgid or file capabilities): %d GPUCAP_* "
             "variable(s) ignored; settings from %s only", ignored, s->config_path);
 }
 
@@ -464,7 +494,7 @@ static bool apply_env(struct gpc_settings *s, const char *name, const char *valu
         }
         if (d->flags & GPC_OPTF_FILE_ONLY) {
             s->errors++;
-            gpc_log_line(GPC_LOG_ERROR, "%s: %s is read only from the platform file %s; ignored", name, d->key,
+            say(GPC_LOG_ERROR, "%s: %s is read only from the platform file %s; ignored", name, d->key,
                          GPC_SYSTEM_CONFIG);
             return true;
         }
@@ -524,7 +554,7 @@ static int size_cmp(enum gpc_opt opt, const struct gpc_value *a, const struct gp
 static void refuse(struct gpc_settings *s, const char *var, const char *text, const char *why)
 {
     s->refused++;
-    gpc_log_line(GPC_LOG_WARN, "%s=%s refused: the settings are locked by %s (%s)", var, text,
+    say(GPC_LOG_WARN, "%s=%s refused: the settings are locked by %s (%s)", var, text,
                  s->platform->config_path, why);
 }
 
@@ -544,7 +574,7 @@ static void lock_limit(struct gpc_settings *s, const char *var, struct gpc_value
         refuse(s, var, v->text, why);
         *v = *plat;
     } else if (c == 2) {
-        gpc_log_line(GPC_LOG_WARN, "%s=%s: the settings are locked by %s: it applies only on devices where it "
+        say(GPC_LOG_WARN, "%s=%s: the settings are locked by %s: it applies only on devices where it "
                      "is below memory_limit = %s", var, v->text, s->platform->config_path, plat->text);
     }
 }
@@ -552,7 +582,7 @@ static void lock_limit(struct gpc_settings *s, const char *var, struct gpc_value
 static void apply_lock(struct gpc_settings *s)
 {
     const struct gpc_settings *p = s->platform;
-    gpc_log(GPC_LOG_INFO, "settings locked by %s: the environment may only tighten them", p->config_path);
+    say_gated(GPC_LOG_INFO, "settings locked by %s: the environment may only tighten them", p->config_path);
     for (int i = 0; i < GPC_OPT__COUNT; i++) {
         const struct gpc_option_def *d = &gpc_option_defs[i];
         struct gpc_value *v = &s->opt[i];
@@ -601,7 +631,23 @@ static void apply_lock(struct gpc_settings *s)
     }
 }
 
+static void load(struct gpc_settings *s, char *const *envp);
+
 void gpc_settings_load(struct gpc_settings *s, char *const *envp)
+{
+    load(s, envp);
+}
+
+void gpc_settings_load_to(struct gpc_settings *s, char *const *envp, gpc_settings_sink *to, void *arg)
+{
+    sink = to;
+    sink_arg = arg;
+    load(s, envp);
+    sink = NULL;
+    sink_arg = NULL;
+}
+
+static void load(struct gpc_settings *s, char *const *envp)
 {
     memset(s, 0, sizeof *s);
     for (int i = 0; i < GPC_OPT__COUNT; i++) {
@@ -627,7 +673,7 @@ void gpc_settings_load(struct gpc_settings *s, char *const *envp)
         if (lock < 0) {
             s->errors++;
             s->config_bad = true;
-            gpc_log_line(GPC_LOG_ERROR, "%s exists but cannot be read (%s); it may lock the settings, so "
+            say(GPC_LOG_ERROR, "%s exists but cannot be read (%s); it may lock the settings, so "
                          "budgets not set in the environment are 0", GPC_SYSTEM_CONFIG, strerror(-lock));
         }
         platform = *s;
@@ -635,7 +681,7 @@ void gpc_settings_load(struct gpc_settings *s, char *const *envp)
     } else {
         load_file(s, config);
         if (s->opt[GPC_OPT_LOCK].src == GPC_SRC_FILE && gpc_opt_bool(s, GPC_OPT_LOCK))
-            gpc_log_line(GPC_LOG_WARN, "%s: lock = true has no effect here: only the platform file %s locks "
+            say(GPC_LOG_WARN, "%s: lock = true has no effect here: only the platform file %s locks "
                          "the settings", s->config_path, GPC_SYSTEM_CONFIG);
     }
 
@@ -654,7 +700,7 @@ void gpc_settings_load(struct gpc_settings *s, char *const *envp)
         if (!apply_env(s, name, eq + 1)) {
             s->errors++;
             s->env_bad = true;
-            gpc_log_line(GPC_LOG_ERROR, "%s is not a gpucap setting (see `gpucap check`); every budget is 0 "
+            say(GPC_LOG_ERROR, "%s is not a gpucap setting (see `gpucap check`); every budget is 0 "
                          "until it is removed or corrected", name);
         }
     }

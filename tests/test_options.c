@@ -304,6 +304,28 @@ static void test_typed(void)
     CHECK(strcmp(gpc_option_defs[GPC_OPT_REPORT_FORMAT].choices, "text|json") == 0, "format choices");
 }
 
+static int sunk_errors;
+static char sunk_last[1024];
+static void count_lines(enum gpc_log_level level, const char *line, void *arg)
+{
+    sunk_errors += level == GPC_LOG_ERROR && arg == &sunk_errors;
+    snprintf(sunk_last, sizeof sunk_last, "%s", line);
+}
+
+/* The loader's message sink: each line goes to it, none to stderr; without one, stderr again. */
+static void test_sink(void)
+{
+    const char *a[] = {"GPUCAP_CONFIG=", "GPUCAP_MEMORY_LIMIT=lots", "GPUCAP_MODE=loose", NULL};
+    capture_begin();
+    gpc_settings_load_to(&s, (char *const *)a, count_lines, &sunk_errors);
+    capture_end();
+    CHECK(captured[0] == '\0', "the loader printed with a sink: %s", captured);
+    CHECK(sunk_errors == 2 && s.errors == 2, "sink counted %d, loader %d", sunk_errors, s.errors);
+    CHECK(strstr(sunk_last, "GPUCAP_MODE") && !strstr(sunk_last, "gpucap: "), "sink line: %s", sunk_last);
+    load(a);
+    CHECK(strstr(captured, "gpucap: error: ") && sunk_errors == 2, "without a sink: %s", captured);
+}
+
 int main(void)
 {
     int fd = mkstemp(ini_path);
@@ -314,6 +336,7 @@ int main(void)
     test_uuid();
     test_identity();
     test_typed();
+    test_sink();
     unlink(ini_path);
     if (failures)
         printf("%d check(s) failed\n", failures);

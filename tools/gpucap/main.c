@@ -187,7 +187,10 @@ static void add_tried(char *tried, size_t len, const char *path)
 int cli_find_lib(const char *given, char *buf, size_t len, char *tried, size_t tried_len)
 {
     tried[0] = '\0';
-    const char *env = getenv("GPUCAP_LIB");
+    extern char **environ;
+    struct gpc_settings s;
+    cli_settings_quiet(&s, environ);
+    const char *env = gpc_opt_string(&s, GPC_OPT_LIB);
     const char *first[] = {given, env && *env ? env : NULL};
     for (int i = 0; i < 2; i++) {
         if (!first[i])
@@ -230,22 +233,16 @@ int cli_find_lib(const char *given, char *buf, size_t len, char *tried, size_t t
     return -ENOENT;
 }
 
+static void discard(enum gpc_log_level level, const char *line, void *arg)
+{
+    (void)level, (void)line, (void)arg;
+}
+
 void cli_settings_quiet(struct gpc_settings *s, char *const *envp)
 {
-    fflush(stderr);
-    int saved = dup(STDERR_FILENO);
-    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (saved >= 0 && null >= 0)
-        dup2(null, STDERR_FILENO);
     int threshold = gpc_log_threshold;
-    gpc_settings_load(s, envp);
+    gpc_settings_load_to(s, envp, discard, NULL);
     gpc_log_threshold = threshold;
-    if (saved >= 0) {
-        dup2(saved, STDERR_FILENO);
-        close(saved);
-    }
-    if (null >= 0)
-        close(null);
 }
 
 const struct gpc_ledger *cli_map_ledger(const char *path, char *why, size_t len)

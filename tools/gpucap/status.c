@@ -17,8 +17,8 @@
 static const char status_usage[] =
     "usage: gpucap status [--ledger FILE] [--json]\n"
     "\n"
-    "Shows the ledger (FILE, else GPUCAP_LEDGER, else /tmp/gpucap-<euid>.ledger): per device its\n"
-    "budget, use and peak; per process its use, peak and whether it is alive. Read-only.\n"
+    "Shows the ledger (FILE, else the ledger setting: GPUCAP_LEDGER or `ledger` in the ini file, else\n"
+    "/tmp/gpucap-<euid>.ledger): per device its budget, use and peak; per process its use, peak and whether it is alive. Read-only.\n"
     "Exit 0, or 1 when the ledger cannot be read (the reason is said).\n"
     "\n";
 
@@ -105,15 +105,13 @@ int cmd_status(int argc, char **argv)
             return CLI_USAGE;
         }
     }
-    char def[64];
+    char named[512];
     if (!path) {
-        const char *env = getenv("GPUCAP_LEDGER");
-        if (env && *env) {
-            path = env;
-        } else {
-            snprintf(def, sizeof def, "/tmp/gpucap-%u.ledger", (unsigned)geteuid());
-            path = def;
-        }
+        extern char **environ;
+        struct gpc_settings s;
+        cli_settings_quiet(&s, environ);
+        gpc_ledger_path(&s, named, sizeof named);
+        path = named;
     }
     if (strcmp(path, "off") == 0) {
         fprintf(stderr, "gpucap status: GPUCAP_LEDGER=off: every process has a private budget, there is no "
