@@ -86,7 +86,7 @@ bool gpc_fault_inject(const struct gpc_settings *s, const char *call, int device
     } else {
         return false;
     }
-    char a[32];
+    char a[GPC_SIZE_TEXT];
     gpc_log(GPC_LOG_WARN, "fault injected: %s on device %d, allocation #%llu of this process, requested %s (%s) "
             "-> CUDA_ERROR_OUT_OF_MEMORY", call, device, (unsigned long long)index, gpc_format_size(bytes, a, sizeof a),
             why);

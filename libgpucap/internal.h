@@ -24,7 +24,9 @@
 #define gpc_likely(x) __builtin_expect(!!(x), 1)
 #define gpc_unlikely(x) __builtin_expect(!!(x), 0)
 
-/* Device ordinals a process can have budgets for (a node has at most 16 today). */
+/* Device ordinals a process can have settings and per-ordinal state for (a node has at most 16
+ * today). Not GPC_LEDGER_DEVICES (ledger.h): the distinct cards, by UUID, a ledger records and
+ * budgets are numbered by; an ordinal whose card finds no free ledger entry is denied (device.c). */
 #define GPC_MAX_DEVICES 64
 /* Per-UUID memory limits a configuration can hold. */
 #define GPC_MAX_UUID_LIMITS 16
@@ -413,7 +415,7 @@ struct gpc_charge {
 };
 /*
  * Reserves `bytes` on device `device` (or the current context's device when device < 0).
- * CUDA_SUCCESS (c->slot may be NULL: nothing to count) or CUDA_ERROR_OUT_OF_MEMORY after logging
+ * CUDA_SUCCESS (c->budget GPC_BUDGET_NONE: nothing to count) or CUDA_ERROR_OUT_OF_MEMORY after logging
  * the denial; the caller must then not call the driver.
  */
 CUresult gpc_charge_begin(struct gpc_charge *c, int device, uint64_t bytes, const char *call);

@@ -667,7 +667,7 @@ static void recompute_limit(int d)
     struct gpc_ledger_dev *dev = &gpc_ledger->dev[d];
     uint64_t cur = atomic_load(&dev->slot.limit);
     if (any && lowest != cur) {
-        char a[32], b[32];
+        char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT];
         atomic_store(&dev->slot.limit, lowest);
         gpc_log(GPC_LOG_INFO, "ledger %s: device entry %d: the limit is now %s (was %s), the smallest of the live "
                 "processes", ledger_path, d, gpc_format_size(lowest, a, sizeof a), gpc_format_size(cur, b, sizeof b));
@@ -990,7 +990,7 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
         atomic_store(&d->slot.limit, lowest);
     gpc_ledger_unlock(d);
     if (others && limit != cur) {
-        char a[32], b[32], c[32];
+        char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], c[GPC_SIZE_TEXT];
         gpc_log(GPC_LOG_WARN, "device %d: settings disagree: this process asks for a limit of %s, the ledger %s "
                 "held %s for other live processes; the smaller, %s, applies to all", ordinal,
                 gpc_format_size(limit, a, sizeof a), ledger_path, gpc_format_size(cur, b, sizeof b),

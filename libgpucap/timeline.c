@@ -140,7 +140,7 @@ void gpc_timeline_write_file(void)
     const struct gpc_timeline *tl;
     int n = gpc_timeline_collect(&tl);
     for (int d = 0; d < n; d++) {
-        char uuid[48];
+        char uuid[GPC_UUID_TEXT];
         gpc_uuid_format(tl[d].uuid, uuid);
         for (int i = 0; i < tl[d].n; i++) {
             const struct gpc_tl_point *p = &tl[d].p[i];

@@ -137,7 +137,7 @@ int cmd_status(int argc, char **argv)
         const struct gpc_ledger_dev *d = &l->dev[i];
         if (atomic_load(&d->state) != 1)
             continue;
-        char uuid[48], a[32], b[32], c[32], p[32];
+        char uuid[GPC_UUID_TEXT], a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], c[GPC_SIZE_TEXT], p[GPC_SIZE_TEXT];
         gpc_uuid_format(d->uuid, uuid);
         uint64_t limit = atomic_load(&d->slot.limit), used = atomic_load(&d->slot.used),
                  peak = atomic_load(&d->slot.peak), dead = dead_share(l, i);
@@ -154,7 +154,7 @@ int cmd_status(int argc, char **argv)
                    (unsigned long long)atomic_load(&d->slot.denials));
         } else {
             budget_text(limit, a, sizeof a);
-            char x[32];
+            char x[GPC_SIZE_TEXT];
             printf("device %s  budget %s  in use %s (contexts %s)  peak %s  (card %s, %llu denials)\n", uuid, a,
                    gpc_format_size(used, b, sizeof b), gpc_format_size(atomic_load(&d->slot.contexts), x, sizeof x),
                    gpc_format_size(peak, c, sizeof c), gpc_format_size(d->physical, p, sizeof p),
@@ -179,7 +179,7 @@ int cmd_status(int argc, char **argv)
             uint64_t used = atomic_load(&p->used[dv]), peak = atomic_load(&p->peak[dv]);
             if (atomic_load(&l->dev[dv].state) != 1 || (used == 0 && peak == 0 && atomic_load(&p->limit[dv]) == 0))
                 continue;
-            char uuid[48], a[32], b[32];
+            char uuid[GPC_UUID_TEXT], a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT];
             gpc_uuid_format(l->dev[dv].uuid, uuid);
             if (json)
                 printf("%s{\"pid\":%d,\"alive\":%s,\"uuid\":\"%s\",\"in_use\":%llu,\"peak\":%llu}", procs ? "," : "",
