@@ -259,7 +259,7 @@ void gpc_ledger_identify(void);
  */
 int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit, int ordinal);
 /* This process's entry (claimed on first use, again after fork; an exec'd image takes over the
- * entry of its pid and start time from zero), or -1 when the table is full (logged). */
+ * entry of its pid and start time from zero), or -ENOSPC when the table is full (logged). */
 int gpc_ledger_me(void);
 /* Gives back the budget of dead processes and recomputes the limits they set; returns how many
  * were reclaimed. */

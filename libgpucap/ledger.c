@@ -130,6 +130,8 @@ static bool left_unrecoverable(pthread_mutex_t *m)
     return __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED) == GLIBC_MUTEX_NOTRECOVERABLE;
 }
 
+/* Locks a robust mutex of the ledger, recovering a dead owner's device entry: 0 or -errno
+ * (-ETIMEDOUT after LOCK_WAIT_MS, -ENOTRECOVERABLE for a broken lock), logged with `consequence`. */
 static int lock_robust(pthread_mutex_t *m, struct gpc_ledger *l, struct gpc_ledger_dev *d, const char *consequence)
 {
     int rc = pthread_mutex_trylock(m);
@@ -169,7 +171,7 @@ static int lock_robust(pthread_mutex_t *m, struct gpc_ledger *l, struct gpc_ledg
     } else if (rc != 0) {
         gpc_log(GPC_LOG_ERROR, "ledger %s: lock failed (%s); %s", ledger_path, strerror(rc), consequence);
     }
-    return rc;
+    return -rc;
 }
 
 static int repair(struct gpc_ledger *old);
@@ -184,7 +186,7 @@ struct gpc_ledger_dev *gpc_ledger_lock_dev(int id, const char *consequence)
             return d;
         if (rc == 0)
             pthread_mutex_unlock(&d->lock);
-        else if (rc != ENOTRECOVERABLE)
+        else if (rc != -ENOTRECOVERABLE)
             return NULL;
         /* This file was rebuilt elsewhere, or its lock is beyond repair: move to the fresh one. */
         if (repair(l) != 0)
@@ -778,7 +780,7 @@ int gpc_ledger_me(void)
                 "allocations of this process are denied until one leaves", ledger_path, live, GPC_LEDGER_PROCS);
     }
     pthread_mutex_unlock(&me_lock);
-    return my_proc;
+    return my_proc >= 0 ? my_proc : -ENOSPC;
 }
 
 /*
@@ -901,8 +903,8 @@ void gpc_ledger_leave(void)
 
 static int lock_setup(pthread_mutex_t *m)
 {
-    int rc = ETIMEDOUT;
-    for (int attempt = 0; attempt < SETUP_TRIES && rc == ETIMEDOUT; attempt++)
+    int rc = -ETIMEDOUT;
+    for (int attempt = 0; attempt < SETUP_TRIES && rc == -ETIMEDOUT; attempt++)
         rc = lock_robust(m, NULL, NULL, attempt < SETUP_TRIES - 1 ? NULL : SETUP_RETRY);
     return rc;
 }
@@ -916,9 +918,9 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
     int lrc = gpc_ledger_shared ? lock_setup(&l->table_lock) : 0;
     if (lrc == 0 && gpc_ledger_shared && atomic_load(&l->broken)) {
         pthread_mutex_unlock(&l->table_lock);
-        lrc = ENOTRECOVERABLE;
+        lrc = -ENOTRECOVERABLE;
     }
-    if (lrc == ENOTRECOVERABLE && repair(l) == 0) {
+    if (lrc == -ENOTRECOVERABLE && repair(l) == 0) {
         l = gpc_ledger;
         lrc = lock_setup(&l->table_lock);
     }

@@ -301,18 +301,21 @@ static struct gpc_value *uuid_value(struct gpc_settings *s, const char *uuid)
     return &u->v;
 }
 
-/* "device.3" -> 3; "device.GPU-..." -> GPC_MAX_DEVICES (a UUID); -1 if the section is not a
- * device section, -2 if it is a malformed one. */
+/* A section [device.GPU-...]: the limit of a device by UUID. */
+#define SECTION_UUID GPC_MAX_DEVICES
+
+/* "device.3" -> 3; "device.GPU-..." -> SECTION_UUID; -ENOENT if the section is not a device
+ * section, -EINVAL if it is a malformed one. */
 static int device_section(const char *section)
 {
     if (strncmp(section, "device.", 7) != 0)
-        return -1;
+        return -ENOENT;
     if (uuid_text(section + 7))
-        return GPC_MAX_DEVICES;
+        return SECTION_UUID;
     char *end;
     long n = strtol(section + 7, &end, 10);
     if (end == section + 7 || *end || n < 0 || n >= GPC_MAX_DEVICES)
-        return -2;
+        return -EINVAL;
     return (int)n;
 }
 
@@ -331,7 +334,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
         return 1;
     }
     int dev = device_section(section);
-    if (dev == -2 || (dev == -1 && strcmp(section, "gpucap") != 0)) {
+    if (dev == -EINVAL || (dev == -ENOENT && strcmp(section, "gpucap") != 0)) {
         s->errors++;
         s->config_bad = true;
         say(GPC_LOG_ERROR, "%s: unknown section [%s] (use [gpucap], [device.<ordinal>] or "
@@ -345,7 +348,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
             continue;
         if (dev >= 0 && !(d->flags & GPC_OPTF_PER_DEVICE))
             break;
-        struct gpc_value *v = dev == GPC_MAX_DEVICES ? uuid_value(s, section + 7)
+        struct gpc_value *v = dev == SECTION_UUID ? uuid_value(s, section + 7)
                               : dev >= 0           ? &s->dev_limit[dev]
                                                    : &s->opt[i];
         if (!v)
