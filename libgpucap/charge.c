@@ -63,9 +63,7 @@ static bool retry_after_trim(int budget, int device, uint64_t bytes)
 {
     if (budget < 0)
         return false;
-    bool freed = gpc_pools_trim(device);
-    freed |= gpc_graphs_trim(device);
-    return freed && gpc_budget_reserve(budget, bytes) == 0;
+    return gpc_reclaim(device) && gpc_budget_reserve(budget, bytes) == 0;
 }
 
 static CUresult charge_begin(struct gpc_charge *c, int device, uint64_t bytes, const char *call, bool no_fault)

@@ -159,11 +159,8 @@ bool gpc_pools_trim(int device)
 static bool would_deny(int device, uint64_t bytes)
 {
     struct gpc_slot *s = gpc_budget_slot(gpc_device_budget(device));
-    if (!s)
-        return false;
-    uint64_t limit = atomic_load_explicit(&s->limit, memory_order_relaxed);
-    uint64_t used = atomic_load_explicit(&s->used, memory_order_relaxed);
-    return bytes > limit || used > limit - bytes;
+    return s && !gpc_budget_fits(atomic_load_explicit(&s->used, memory_order_relaxed), bytes,
+                                 atomic_load_explicit(&s->limit, memory_order_relaxed));
 }
 
 /*

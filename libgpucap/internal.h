@@ -305,6 +305,8 @@ void gpc_ledger_unlock(struct gpc_ledger_dev *d);
  * reclaimed and admission is tried once more.
  */
 int gpc_budget_reserve(int id, uint64_t bytes);
+/* The admission rule: `bytes` more on top of `used` stays within `limit` (computed without wrapping). */
+bool gpc_budget_fits(uint64_t used, uint64_t bytes, uint64_t limit);
 /* Gives back bytes admitted earlier. */
 void gpc_budget_release(int id, uint64_t bytes);
 /* Adds `delta` bytes to the part of a budget's use that context reserves make up (figures only). */
@@ -405,6 +407,14 @@ int gpc_report_file(const char *path, int (*write)(int fd, void *arg), void *arg
 /* ---- backtrace.c: the call stack of a denied allocation ---- */
 /* Logs the caller's stack, one "gpucap:   #N function+0xoff" line per frame, if backtraces are on. */
 void gpc_backtrace_log(void);
+
+/* ---- reclaim.c: memory kept for reuse, given back before a denial ---- */
+/* A module's step: gives back what it keeps unused on `device`; true when anything was released. */
+typedef bool gpc_reclaim_fn(int device);
+/* Adds a step (at start-up, before any allocation is charged: init.c). 0, or -ENOSPC when full. */
+int gpc_reclaim_register(gpc_reclaim_fn *fn);
+/* Runs every registered step for `device`: true when any released memory (admission may retry). */
+bool gpc_reclaim(int device);
 
 /* ---- charge.c: the common "reserve, call the driver, commit or roll back" steps of hooks ---- */
 struct gpc_charge {
