@@ -168,11 +168,11 @@ bool gpc_secure_execution(void);
  * without one). Where a bad value has another safe state than the default, the caller checks `bad`.
  */
 int gpc_opt_enum(const struct gpc_settings *s, enum gpc_opt o);
-/* Parses `text` as setting `o`'s value (the loader's parser) into *v: 0, or -EINVAL when malformed. */
-int gpc_option_parse(enum gpc_opt o, const char *text, struct gpc_value *v);
 bool gpc_opt_bool(const struct gpc_settings *s, enum gpc_opt o);
 long long gpc_opt_int(const struct gpc_settings *s, enum gpc_opt o, long long fallback);
 const char *gpc_opt_string(const struct gpc_settings *s, enum gpc_opt o);
+/* Parses `text` as setting `o`'s value (the loader's parser) into *v: 0, or -EINVAL when malformed. */
+int gpc_option_parse(enum gpc_opt o, const char *text, struct gpc_value *v);
 /*
  * The byte budget for device `ordinal` (UUID text `uuid`, may be NULL) with `physical` bytes of
  * memory under *s: GPC_UNLIMITED when no limit applies, 0 when the setting that applies is
