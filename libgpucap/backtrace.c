@@ -58,8 +58,7 @@ static void load(void)
 
 __attribute__((noinline)) void gpc_backtrace_log(void)
 {
-    const struct gpc_value *v = &gpc_settings.opt[GPC_OPT_BACKTRACE];
-    if (!v->set || v->bad || !v->u.b)
+    if (!gpc_opt_bool(&gpc_settings, GPC_OPT_BACKTRACE))
         return;
     pthread_once(&once, load);
     if (!usable)

@@ -42,7 +42,7 @@ static void count_denial(struct gpc_slot *s)
     }
 }
 
-static bool fits(uint64_t used, uint64_t bytes, uint64_t limit)
+bool gpc_budget_fits(uint64_t used, uint64_t bytes, uint64_t limit)
 {
     /* Written so that it cannot wrap. */
     return bytes <= limit && used <= limit - bytes;
@@ -53,7 +53,7 @@ static int reserve_private(struct gpc_slot *s, uint64_t bytes)
     uint64_t limit = atomic_load_explicit(&s->limit, memory_order_relaxed);
     uint64_t used = atomic_load_explicit(&s->used, memory_order_relaxed);
     do {
-        if (!fits(used, bytes, limit))
+        if (!gpc_budget_fits(used, bytes, limit))
             return -ENOMEM;
     } while (!atomic_compare_exchange_weak_explicit(&s->used, &used, used + bytes, memory_order_acq_rel,
                                                     memory_order_relaxed));
@@ -100,7 +100,7 @@ static int reserve_shared(int id, uint64_t bytes)
         struct gpc_ledger_proc *p = &gpc_ledger->proc[me];
         apply_pending(id, p, d);
         uint64_t used = atomic_load_explicit(&d->slot.used, memory_order_relaxed);
-        bool ok = fits(used, bytes, atomic_load_explicit(&d->slot.limit, memory_order_relaxed));
+        bool ok = gpc_budget_fits(used, bytes, atomic_load_explicit(&d->slot.limit, memory_order_relaxed));
         if (ok) {
             /* Own share first: after a crash here, recovery recomputes the total from the shares. */
             uint64_t mine = atomic_load_explicit(&p->used[id], memory_order_relaxed) + bytes;

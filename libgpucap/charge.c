@@ -63,9 +63,7 @@ static bool retry_after_trim(int budget, int device, uint64_t bytes)
 {
     if (budget < 0)
         return false;
-    bool freed = gpc_pools_trim(device);
-    freed |= gpc_graphs_trim(device);
-    return freed && gpc_budget_reserve(budget, bytes) == 0;
+    return gpc_reclaim(device) && gpc_budget_reserve(budget, bytes) == 0;
 }
 
 static CUresult charge_begin(struct gpc_charge *c, int device, uint64_t bytes, const char *call, bool no_fault)
@@ -103,7 +101,7 @@ static CUresult charge_begin(struct gpc_charge *c, int device, uint64_t bytes, c
     if (gpc_budget_reserve(budget, bytes) != 0 && !retry_after_trim(budget, device, bytes)) {
         /* Audit mode: the denial is counted and logged, and the bytes are admitted past the limit
          * so that the peak is what the job really needs. A broken setting (DENY) still denies. */
-        if (gpc_settings.opt[GPC_OPT_MODE].u.e == 1 && budget >= 0) {
+        if (gpc_opt_enum(&gpc_settings, GPC_OPT_MODE) == GPC_MODE_AUDIT && budget >= 0) {
             note_audit_denial(call, device, bytes, budget);
             if (gpc_budget_reserve_unchecked(budget, bytes) != 0)
                 return CUDA_ERROR_OUT_OF_MEMORY;

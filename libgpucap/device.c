@@ -81,7 +81,7 @@ static int setup(int ordinal)
                     "denied", ordinal, GPC_LEDGER_DEVICES);
             budget = GPC_BUDGET_DENY;
         }
-        char a[32], b[32], where[600];
+        char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], where[600];
         gpc_log(GPC_LOG_INFO, "device %d (%s): budget %s of %s (%s)", ordinal, uuid_text, gpc_format_size(limit, a, sizeof a),
                 gpc_format_size(physical, b, sizeof b),
                 gpc_value_origin(&gpc_settings, from, GPC_OPT_MEMORY_LIMIT, ordinal, where, sizeof where));

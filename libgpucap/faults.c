@@ -75,20 +75,18 @@ static bool rate_usable(const struct gpc_settings *s)
 bool gpc_fault_inject(const struct gpc_settings *s, const char *call, int device, uint64_t bytes)
 {
     uint64_t index = atomic_fetch_add_explicit(&attempts, 1, memory_order_relaxed) + 1;
-    const struct gpc_value *after = &s->opt[GPC_OPT_FAIL_AFTER];
+    long long after = gpc_opt_int(s, GPC_OPT_FAIL_AFTER, -1);
+    long long seed = gpc_opt_int(s, GPC_OPT_FAIL_SEED, 0);
     const struct gpc_value *rate = &s->opt[GPC_OPT_FAIL_RATE];
-    const struct gpc_value *seed = &s->opt[GPC_OPT_FAIL_SEED];
     char why[320];
-    if (after->set && !after->bad && index > (uint64_t)after->u.i) {
-        snprintf(why, sizeof why, "GPUCAP_FAIL_AFTER=%lld", after->u.i);
-    } else if (rate->set && rate_usable(s) &&
-               gpc_fault_hit(seed->set && !seed->bad ? (uint64_t)seed->u.i : 0, index, rate_value)) {
-        snprintf(why, sizeof why, "GPUCAP_FAIL_RATE=%s, seed %lld", rate->text,
-                 seed->set && !seed->bad ? seed->u.i : 0);
+    if (after >= 0 && index > (uint64_t)after) {
+        snprintf(why, sizeof why, "GPUCAP_FAIL_AFTER=%lld", after);
+    } else if (rate->set && rate_usable(s) && gpc_fault_hit((uint64_t)seed, index, rate_value)) {
+        snprintf(why, sizeof why, "GPUCAP_FAIL_RATE=%s, seed %lld", rate->text, seed);
     } else {
         return false;
     }
-    char a[32];
+    char a[GPC_SIZE_TEXT];
     gpc_log(GPC_LOG_WARN, "fault injected: %s on device %d, allocation #%llu of this process, requested %s (%s) "
             "-> CUDA_ERROR_OUT_OF_MEMORY", call, device, (unsigned long long)index, gpc_format_size(bytes, a, sizeof a),
             why);

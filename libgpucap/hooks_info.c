@@ -34,62 +34,65 @@ static struct gpc_slot *device_slot(CUdevice dev)
     return gpc_enforcing() ? gpc_budget_slot(gpc_device_budget(dev)) : NULL;
 }
 
-GPC_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
-{
-    gpc_init();
-    /* Pools may have given memory back at a synchronisation, and processes sharing the ledger may
-     * have died: count both before answering (the reap is rate-limited). */
-    gpc_pools_reconcile();
-    gpc_ledger_reap_lazy();
-    CUresult rc = GPC_CALL_REAL(cuMemGetInfo_v2, (free, total));
-    struct gpc_slot *s;
-    if (rc != CUDA_SUCCESS || !free || !total || !(s = current_slot()))
-        return rc;
-    uint64_t f = *free, t = *total;
-    apply_budget(s, &f, &t);
-    *free = f;
-    *total = t;
-    return rc;
-}
-
-GPC_EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
+/* Pools may have given memory back at a synchronisation, and processes sharing the ledger may have
+ * died: count both before answering (the reap is rate-limited). */
+static void info_begin(void)
 {
     gpc_init();
     gpc_pools_reconcile();
     gpc_ledger_reap_lazy();
-    CUresult rc = GPC_CALL_REAL(cuMemGetInfo, (free, total));
-    struct gpc_slot *s;
-    if (rc != CUDA_SUCCESS || !free || !total || !(s = current_slot()))
-        return rc;
-    uint64_t f = *free, t = *total;
-    apply_budget(s, &f, &t);
-    *free = (unsigned int)f;
-    *total = (unsigned int)t;
-    return rc;
 }
 
-GPC_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+/* The driver's figures, widened, in *free and *total: true when the budget's replace them there. */
+static bool info_budget(uint64_t *free, uint64_t *total)
 {
-    gpc_init();
-    CUresult rc = GPC_CALL_REAL(cuDeviceTotalMem_v2, (bytes, dev));
-    struct gpc_slot *s;
-    if (rc != CUDA_SUCCESS || !bytes || !(s = device_slot(dev)))
-        return rc;
-    uint64_t limit = atomic_load_explicit(&s->limit, memory_order_relaxed);
-    if (limit < *bytes)
-        *bytes = limit;
-    return rc;
+    struct gpc_slot *s = current_slot();
+    if (!s)
+        return false;
+    apply_budget(s, free, total);
+    return true;
 }
 
-GPC_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+/* The size of `dev` as the driver said it, widened, in *bytes: true when the budget lowers it there. */
+static bool total_budget(CUdevice dev, uint64_t *bytes)
 {
-    gpc_init();
-    CUresult rc = GPC_CALL_REAL(cuDeviceTotalMem, (bytes, dev));
-    struct gpc_slot *s;
-    if (rc != CUDA_SUCCESS || !bytes || !(s = device_slot(dev)))
-        return rc;
+    struct gpc_slot *s = device_slot(dev);
+    if (!s)
+        return false;
     uint64_t limit = atomic_load_explicit(&s->limit, memory_order_relaxed);
-    if (limit < *bytes)
-        *bytes = (unsigned int)limit;
-    return rc;
+    if (limit >= *bytes)
+        return false;
+    *bytes = limit;
+    return true;
 }
+
+/* The exports per ABI (size_t, and the legacy unsigned int): the driver's call, then the helper. */
+#define GET_INFO(name, type)                                      \
+    GPC_EXPORT CUresult name(type *free, type *total)             \
+    {                                                             \
+        info_begin();                                             \
+        CUresult rc = GPC_CALL_REAL(name, (free, total));         \
+        if (rc != CUDA_SUCCESS || !free || !total)                \
+            return rc;                                            \
+        uint64_t f = *free, t = *total;                           \
+        if (info_budget(&f, &t))                                  \
+            *free = (type)f, *total = (type)t;                    \
+        return rc;                                                \
+    }
+GET_INFO(cuMemGetInfo_v2, size_t)
+GET_INFO(cuMemGetInfo, unsigned int)
+
+#define TOTAL_MEM(name, type)                                     \
+    GPC_EXPORT CUresult name(type *bytes, CUdevice dev)           \
+    {                                                             \
+        gpc_init();                                               \
+        CUresult rc = GPC_CALL_REAL(name, (bytes, dev));          \
+        if (rc != CUDA_SUCCESS || !bytes)                         \
+            return rc;                                            \
+        uint64_t b = *bytes;                                      \
+        if (total_budget(dev, &b))                                \
+            *bytes = (type)b;                                     \
+        return rc;                                                \
+    }
+TOTAL_MEM(cuDeviceTotalMem_v2, size_t)
+TOTAL_MEM(cuDeviceTotalMem, unsigned int)

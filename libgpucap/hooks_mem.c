@@ -69,43 +69,28 @@ static uint64_t pitch_guess(uint64_t width, uint64_t height)
     return ((width + PITCH_GUESS - 1) / PITCH_GUESS) * PITCH_GUESS * height;
 }
 
-GPC_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
-                                       unsigned int ElementSizeBytes)
-{
-    struct gpc_charge c;
-    CUresult rc = gpc_charge_begin(&c, -1, pitch_guess(WidthInBytes, Height), "cuMemAllocPitch_v2");
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    rc = GPC_CALL_REAL(cuMemAllocPitch_v2, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
-    if (rc != CUDA_SUCCESS) {
-        gpc_charge_end(&c, rc, GPC_MAP_PTR, 0);
-        return rc;
+/* The exports per ABI (size_t, and the legacy unsigned int with its own free). */
+#define ALLOC_PITCH(name, ptr_type, size_type, free_name)                                                   \
+    GPC_EXPORT CUresult name(ptr_type *dptr, size_type *pPitch, size_type WidthInBytes, size_type Height,     \
+                             unsigned int ElementSizeBytes)                                                 \
+    {                                                                                                       \
+        struct gpc_charge c;                                                                                \
+        CUresult rc = gpc_charge_begin(&c, -1, pitch_guess(WidthInBytes, Height), #name);                   \
+        if (rc != CUDA_SUCCESS)                                                                             \
+            return rc;                                                                                      \
+        rc = GPC_CALL_REAL(name, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));                   \
+        if (rc != CUDA_SUCCESS) {                                                                           \
+            gpc_charge_end(&c, rc, GPC_MAP_PTR, 0);                                                         \
+            return rc;                                                                                      \
+        }                                                                                                   \
+        if (gpc_charge_settle(&c, (uint64_t)*pPitch * Height, GPC_MAP_PTR, *dptr, #name) != CUDA_SUCCESS) { \
+            GPC_CALL_REAL(free_name, (*dptr));                                                              \
+            return CUDA_ERROR_OUT_OF_MEMORY;                                                                \
+        }                                                                                                   \
+        return CUDA_SUCCESS;                                                                                \
     }
-    if (gpc_charge_settle(&c, (uint64_t)*pPitch * Height, GPC_MAP_PTR, *dptr, "cuMemAllocPitch_v2") != CUDA_SUCCESS) {
-        GPC_CALL_REAL(cuMemFree_v2, (*dptr));
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    return CUDA_SUCCESS;
-}
-
-GPC_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
-                                    unsigned int Height, unsigned int ElementSizeBytes)
-{
-    struct gpc_charge c;
-    CUresult rc = gpc_charge_begin(&c, -1, pitch_guess(WidthInBytes, Height), "cuMemAllocPitch");
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    rc = GPC_CALL_REAL(cuMemAllocPitch, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
-    if (rc != CUDA_SUCCESS) {
-        gpc_charge_end(&c, rc, GPC_MAP_PTR, 0);
-        return rc;
-    }
-    if (gpc_charge_settle(&c, (uint64_t)*pPitch * Height, GPC_MAP_PTR, *dptr, "cuMemAllocPitch") != CUDA_SUCCESS) {
-        GPC_CALL_REAL(cuMemFree, (*dptr));
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    return CUDA_SUCCESS;
-}
+ALLOC_PITCH(cuMemAllocPitch_v2, CUdeviceptr, size_t, cuMemFree_v2)
+ALLOC_PITCH(cuMemAllocPitch, CUdeviceptr_v1, unsigned int, cuMemFree)
 
 /* Managed memory can migrate and oversubscribe; we count it in full on the current device. */
 GPC_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)

@@ -92,7 +92,7 @@ static void resolve_nvml(void)
 
 static pthread_once_t uuid_once = PTHREAD_ONCE_INIT;
 static int n_cuda;
-static char cuda_uuid[GPC_MAX_DEVICES][48]; /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+static char cuda_uuid[GPC_MAX_DEVICES][GPC_UUID_TEXT]; /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
 
 static void read_cuda_uuids(void)
 {

@@ -159,11 +159,8 @@ bool gpc_pools_trim(int device)
 static bool would_deny(int device, uint64_t bytes)
 {
     struct gpc_slot *s = gpc_budget_slot(gpc_device_budget(device));
-    if (!s)
-        return false;
-    uint64_t limit = atomic_load_explicit(&s->limit, memory_order_relaxed);
-    uint64_t used = atomic_load_explicit(&s->used, memory_order_relaxed);
-    return bytes > limit || used > limit - bytes;
+    return s && !gpc_budget_fits(atomic_load_explicit(&s->used, memory_order_relaxed), bytes,
+                                 atomic_load_explicit(&s->limit, memory_order_relaxed));
 }
 
 /*
@@ -183,8 +180,58 @@ static uint64_t need_of(struct pool *p, uint64_t bytes)
     return ask;
 }
 
-typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 typedef CUresult (*free_fn)(CUdeviceptr, CUstream);
+
+/* The stream-ordered allocation calls: from the device's current pool or from a given one, each
+ * also in its per-thread default stream form (_ptsz). */
+enum async_call { ASYNC, ASYNC_PTSZ, FROM_POOL, FROM_POOL_PTSZ };
+static const char *const async_names[] = {
+    [ASYNC] = "cuMemAllocAsync",
+    [ASYNC_PTSZ] = "cuMemAllocAsync_ptsz",
+    [FROM_POOL] = "cuMemAllocFromPoolAsync",
+    [FROM_POOL_PTSZ] = "cuMemAllocFromPoolAsync_ptsz",
+};
+struct async_req {
+    enum async_call call;
+    CUdeviceptr *dptr;
+    size_t bytes;
+    CUmemoryPool pool; /* the given pool (FROM_POOL*), else the current one once known */
+    CUstream stream;
+};
+
+static bool from_pool(const struct async_req *r) { return r->call == FROM_POOL || r->call == FROM_POOL_PTSZ; }
+
+/* The driver's entry point of the call, or NULL when this driver has none. */
+static void *async_real(enum async_call call)
+{
+    void *const reals[] = {
+        [ASYNC] = (void *)gpc_real.cuMemAllocAsync,
+        [ASYNC_PTSZ] = (void *)gpc_real.cuMemAllocAsync_ptsz,
+        [FROM_POOL] = (void *)gpc_real.cuMemAllocFromPoolAsync,
+        [FROM_POOL_PTSZ] = (void *)gpc_real.cuMemAllocFromPoolAsync_ptsz,
+    };
+    return reals[call];
+}
+
+static CUresult call_alloc(const struct async_req *r)
+{
+    switch (r->call) {
+    case ASYNC: return GPC_CALL_REAL(cuMemAllocAsync, (r->dptr, r->bytes, r->stream));
+    case ASYNC_PTSZ: return GPC_CALL_REAL(cuMemAllocAsync_ptsz, (r->dptr, r->bytes, r->stream));
+    case FROM_POOL: return GPC_CALL_REAL(cuMemAllocFromPoolAsync, (r->dptr, r->bytes, r->pool, r->stream));
+    case FROM_POOL_PTSZ: return GPC_CALL_REAL(cuMemAllocFromPoolAsync_ptsz, (r->dptr, r->bytes, r->pool, r->stream));
+    }
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+/* Frees what the call allocated, on its stream, with the free of the same stream form. */
+static void call_free(const struct async_req *r)
+{
+    if (r->call == ASYNC_PTSZ || r->call == FROM_POOL_PTSZ)
+        GPC_CALL_REAL(cuMemFreeAsync_ptsz, (*r->dptr, r->stream));
+    else
+        GPC_CALL_REAL(cuMemFreeAsync, (*r->dptr, r->stream));
+}
 
 /* ---- pools without a slot (more than MAX_POOLS live at once) ---- */
 
@@ -247,9 +294,12 @@ static void overflow_settle(CUmemoryPool pool, bool destroyed)
 }
 
 /* Per-pointer counting, for a pool we cannot keep a slot for. */
-static CUresult alloc_per_pointer(const char *call, CUdeviceptr *dptr, size_t bytes, CUstream s, CUmemoryPool pool,
-                                  bool from_pool, void *real)
+static CUresult alloc_per_pointer(const struct async_req *r)
 {
+    const char *call = async_names[r->call];
+    CUdeviceptr *dptr = r->dptr;
+    size_t bytes = r->bytes;
+    CUmemoryPool pool = r->pool;
     uint64_t charge = round_granule(bytes), kept = 0;
     if (pool) {
         pthread_mutex_lock(&overflow_lock);
@@ -262,8 +312,7 @@ static CUresult alloc_per_pointer(const char *call, CUdeviceptr *dptr, size_t by
     struct gpc_charge c;
     CUresult rc = gpc_charge_begin(&c, -1, charge - kept, call);
     if (rc == CUDA_SUCCESS)
-        rc = from_pool ? ((alloc_fn)real)(dptr, bytes, pool, s)
-                       : ((CUresult(*)(CUdeviceptr *, size_t, CUstream))real)(dptr, bytes, s);
+        rc = call_alloc(r);
     if (pool && (kept || rc == CUDA_SUCCESS)) {
         pthread_mutex_lock(&overflow_lock);
         struct gpc_track k = overflow_take((uint64_t)(uintptr_t)pool);
@@ -293,96 +342,96 @@ static CUresult alloc_per_pointer(const char *call, CUdeviceptr *dptr, size_t by
     return rc;
 }
 
-static CUresult alloc_async(const char *call, CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream stream,
-                            bool from_pool, void *real, free_fn real_free)
+/*
+ * A counted pool's allocation, under p->lock: charge what the pool may grow by (`ask`), call the
+ * driver, then settle the charge to what the pool really grew by. A growth beyond what fits undoes
+ * the allocation and hands the growth back to the driver.
+ */
+static CUresult alloc_locked(struct pool *p, int dev, uint64_t ask, const struct async_req *r)
 {
-    if (!real)
-        return CUDA_ERROR_NOT_FOUND;
-#define CALL_REAL()                                                                                        \
-    (from_pool ? ((alloc_fn)real)(dptr, bytes, pool, stream)                                               \
-               : ((CUresult(*)(CUdeviceptr *, size_t, CUstream))real)(dptr, bytes, stream))
-    if (!gpc_enforcing() || !dptr || bytes == 0)
-        return CALL_REAL();
-    CUdevice dev = -1;
-    struct pool *p = NULL;
-    if (from_pool) {
-        if (!pool)
-            return CALL_REAL();
-        if (gpc_current_device(&dev) != CUDA_SUCCESS)
-            dev = -1;
-        p = pool_slot(pool, dev, true);
-        if (p)
-            dev = p->device;
-    } else {
-        if (gpc_current_device(&dev) != CUDA_SUCCESS)
-            return CALL_REAL(); /* no context: the driver's own error */
-        CUmemoryPool cur = NULL;
-        if (GPC_CALL_REAL(cuDeviceGetMemPool, (&cur, dev)) == CUDA_SUCCESS && cur)
-            p = pool_slot(pool = cur, dev, true);
-    }
-    if (!p || dev < 0)
-        return alloc_per_pointer(call, dptr, bytes, stream, pool, from_pool, real);
-    if (!p->counted)
-        return CALL_REAL();
-
-    pthread_mutex_lock(&p->lock);
-    uint64_t ask = need_of(p, bytes);
-    if (would_deny(dev, ask)) {
-        /* Trimming takes every pool's lock, ours included. */
-        pthread_mutex_unlock(&p->lock);
-        gpc_pools_trim(dev);
-        pthread_mutex_lock(&p->lock);
-        ask = need_of(p, bytes);
-    }
+    const char *call = async_names[r->call];
     struct gpc_charge c;
     CUresult rc = gpc_charge_begin(&c, dev, ask, call);
-    if (rc != CUDA_SUCCESS) {
-        pthread_mutex_unlock(&p->lock);
+    if (rc != CUDA_SUCCESS)
         return rc;
-    }
-    rc = CALL_REAL();
-    if (c.budget == GPC_BUDGET_NONE) {
-        pthread_mutex_unlock(&p->lock);
+    rc = call_alloc(r);
+    if (c.budget == GPC_BUDGET_NONE)
         return rc;
-    }
     if (rc != CUDA_SUCCESS) {
         gpc_budget_release(c.budget, ask);
         reconcile_locked(p);
-        pthread_mutex_unlock(&p->lock);
         return rc;
     }
-    uint64_t r;
-    if (!reserved_of(p, &r))
-        r = p->charged + bytes; /* cannot tell: count the allocation itself */
-    uint64_t growth = r > p->charged ? r - p->charged : 0;
+    uint64_t reserved;
+    if (!reserved_of(p, &reserved))
+        reserved = p->charged + r->bytes; /* cannot tell: count the allocation itself */
+    uint64_t growth = reserved > p->charged ? reserved - p->charged : 0;
     if (growth <= ask) {
         gpc_budget_release(c.budget, ask - growth);
     } else {
         struct gpc_charge extra;
         if (gpc_charge_begin(&extra, dev, growth - ask, call) != CUDA_SUCCESS) {
-            /* The pool grew beyond what fits: undo the allocation and hand the growth back. */
             p->charged += ask;
-            real_free(*dptr, stream);
+            call_free(r);
             if (gpc_real.cuMemPoolTrimTo)
-                gpc_real.cuMemPoolTrimTo(pool, 0);
+                gpc_real.cuMemPoolTrimTo(r->pool, 0);
             reconcile_locked(p);
-            pthread_mutex_unlock(&p->lock);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
     }
-    if (r < p->charged)
-        gpc_budget_release(c.budget, p->charged - r);
-    p->charged = r;
+    if (reserved < p->charged)
+        gpc_budget_release(c.budget, p->charged - reserved);
+    p->charged = reserved;
     p->nallocs++;
-    struct gpc_track t = {.bytes = bytes, .device = dev, .refs = 1, .aux = (uint64_t)(p - pools)};
+    struct gpc_track t = {.bytes = r->bytes, .device = dev, .refs = 1, .aux = (uint64_t)(p - pools)};
     CUcontext ctx = NULL;
     if (gpc_real.cuCtxGetCurrent && gpc_real.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS)
         t.ctx = (uint64_t)(uintptr_t)ctx;
-    if (gpc_track_add(GPC_MAP_POOLPTR, *dptr, &t) != 0)
+    if (gpc_track_add(GPC_MAP_POOLPTR, *r->dptr, &t) != 0)
         p->nallocs--; /* the pool's charge still covers it; only its free goes unnoticed */
-    pthread_mutex_unlock(&p->lock);
     return CUDA_SUCCESS;
-#undef CALL_REAL
+}
+
+static CUresult alloc_async(struct async_req *r)
+{
+    if (!async_real(r->call))
+        return CUDA_ERROR_NOT_FOUND;
+    if (!gpc_enforcing() || !r->dptr || r->bytes == 0)
+        return call_alloc(r);
+    CUdevice dev = -1;
+    struct pool *p = NULL;
+    if (from_pool(r)) {
+        if (!r->pool)
+            return call_alloc(r);
+        if (gpc_current_device(&dev) != CUDA_SUCCESS)
+            dev = -1;
+        p = pool_slot(r->pool, dev, true);
+        if (p)
+            dev = p->device;
+    } else {
+        if (gpc_current_device(&dev) != CUDA_SUCCESS)
+            return call_alloc(r); /* no context: the driver's own error */
+        CUmemoryPool cur = NULL;
+        if (GPC_CALL_REAL(cuDeviceGetMemPool, (&cur, dev)) == CUDA_SUCCESS && cur)
+            p = pool_slot(r->pool = cur, dev, true);
+    }
+    if (!p || dev < 0)
+        return alloc_per_pointer(r);
+    if (!p->counted)
+        return call_alloc(r);
+
+    pthread_mutex_lock(&p->lock);
+    uint64_t ask = need_of(p, r->bytes);
+    if (would_deny(dev, ask)) {
+        /* Trimming takes every pool's lock, ours included. */
+        pthread_mutex_unlock(&p->lock);
+        gpc_pools_trim(dev);
+        pthread_mutex_lock(&p->lock);
+        ask = need_of(p, r->bytes);
+    }
+    CUresult rc = alloc_locked(p, dev, ask, r);
+    pthread_mutex_unlock(&p->lock);
+    return rc;
 }
 
 /* After the driver freed pool allocation `t` (from any free call): settles its pool. */
@@ -471,30 +520,26 @@ void gpc_pools_forget_ctx(uint64_t ctx)
 GPC_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     gpc_init();
-    return alloc_async("cuMemAllocAsync", dptr, bytesize, NULL, hStream, false, (void *)gpc_real.cuMemAllocAsync,
-                       gpc_real.cuMemFreeAsync);
+    return alloc_async(&(struct async_req){ASYNC, dptr, bytesize, NULL, hStream});
 }
 
 GPC_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     gpc_init();
-    return alloc_async("cuMemAllocAsync_ptsz", dptr, bytesize, NULL, hStream, false,
-                       (void *)gpc_real.cuMemAllocAsync_ptsz, gpc_real.cuMemFreeAsync_ptsz);
+    return alloc_async(&(struct async_req){ASYNC_PTSZ, dptr, bytesize, NULL, hStream});
 }
 
 GPC_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
 {
     gpc_init();
-    return alloc_async("cuMemAllocFromPoolAsync", dptr, bytesize, pool, hStream, true,
-                       (void *)gpc_real.cuMemAllocFromPoolAsync, gpc_real.cuMemFreeAsync);
+    return alloc_async(&(struct async_req){FROM_POOL, dptr, bytesize, pool, hStream});
 }
 
 GPC_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                                  CUstream hStream)
 {
     gpc_init();
-    return alloc_async("cuMemAllocFromPoolAsync_ptsz", dptr, bytesize, pool, hStream, true,
-                       (void *)gpc_real.cuMemAllocFromPoolAsync_ptsz, gpc_real.cuMemFreeAsync_ptsz);
+    return alloc_async(&(struct async_req){FROM_POOL_PTSZ, dptr, bytesize, pool, hStream});
 }
 
 GPC_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)

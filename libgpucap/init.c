@@ -30,6 +30,9 @@ static void start(void)
     gpc_track_atfork();
     gpc_device_atfork();
     gpc_ctx_atfork();
+    /* What pools and graph memory keep for reuse is given back before a denial (charge.c). */
+    gpc_reclaim_register(gpc_pools_trim);
+    gpc_reclaim_register(gpc_graphs_trim);
     bool any = gpc_settings_any_limit(&gpc_settings);
     if (!any)
         gpc_log(GPC_LOG_WARN, "loaded with no memory limit: CUDA allocations pass through uncapped (set "

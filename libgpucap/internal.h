@@ -24,15 +24,31 @@
 #define gpc_likely(x) __builtin_expect(!!(x), 1)
 #define gpc_unlikely(x) __builtin_expect(!!(x), 0)
 
-/* Device ordinals a process can have budgets for (a node has at most 16 today). */
+/* Device ordinals a process can have settings and per-ordinal state for (a node has at most 16
+ * today). Not GPC_LEDGER_DEVICES (ledger.h): the distinct cards, by UUID, a ledger records and
+ * budgets are numbered by; an ordinal whose card finds no free ledger entry is denied (device.c). */
 #define GPC_MAX_DEVICES 64
 /* Per-UUID memory limits a configuration can hold. */
 #define GPC_MAX_UUID_LIMITS 16
 /* A limit of GPC_UNLIMITED means "no budget for this device". */
 #define GPC_UNLIMITED UINT64_MAX
 
+/*
+ * The choices of the GPC_T_ENUM settings. One list per setting gives both its enum and its choices
+ * string ("a|b|c", index = value), so a choice cannot name another value than its enum's.
+ */
+#define GPC_ENUM_VALUE(name, text) name,
+#define GPC_ENUM_TEXT(name, text) "|" text
+#define GPC_CHOICES(list) (list(GPC_ENUM_TEXT) + 1) /* "|a|b" + 1: "a|b" */
+#define GPC_LOG_LEVELS(X) X(GPC_LOG_ERROR, "error") X(GPC_LOG_WARN, "warn") X(GPC_LOG_INFO, "info") \
+    X(GPC_LOG_DEBUG, "debug")
+#define GPC_MODES(X) X(GPC_MODE_ENFORCE, "enforce") X(GPC_MODE_AUDIT, "audit")
+#define GPC_REPORT_FORMATS(X) X(GPC_REPORT_TEXT, "text") X(GPC_REPORT_JSON, "json")
+enum gpc_mode { GPC_MODES(GPC_ENUM_VALUE) };
+enum gpc_report_format { GPC_REPORT_FORMATS(GPC_ENUM_VALUE) };
+
 /* ---- log.c: the one log sink, "gpucap: " prefixed lines on stderr ---- */
-enum gpc_log_level { GPC_LOG_ERROR, GPC_LOG_WARN, GPC_LOG_INFO, GPC_LOG_DEBUG };
+enum gpc_log_level { GPC_LOG_LEVELS(GPC_ENUM_VALUE) };
 extern int gpc_log_threshold;
 /* Writes one line with write(2): no stdio buffer, no malloc; keeps errno. */
 void gpc_log_line(enum gpc_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -133,11 +149,30 @@ struct gpc_settings {
  */
 void gpc_settings_load(struct gpc_settings *s, char *const *envp);
 /*
+ * The same, with each line the loader would log (error and warning lines, without the "gpucap: "
+ * prefix) handed to `to` instead: the CLI's way to read the settings quietly or to count. The
+ * lines below the log threshold are not said. One load at a time.
+ */
+typedef void gpc_settings_sink(enum gpc_log_level level, const char *line, void *arg);
+void gpc_settings_load_to(struct gpc_settings *s, char *const *envp, gpc_settings_sink *to, void *arg);
+/*
  * True in a secure-execution process (getauxval(AT_SECURE): setuid, setgid, file capabilities).
  * There gpc_settings_load reads only the system settings file and no GPUCAP_* variable, and the
  * library opens no path that the environment named.
  */
 bool gpc_secure_execution(void);
+/*
+ * Typed reads of a loaded setting. Each returns the setting's default (parsed from its table row)
+ * when it is unset or malformed: gpc_opt_enum the default choice's index (-1 without a default),
+ * gpc_opt_bool false and gpc_opt_int `fallback` without one, gpc_opt_string the default text (NULL
+ * without one). Where a bad value has another safe state than the default, the caller checks `bad`.
+ */
+int gpc_opt_enum(const struct gpc_settings *s, enum gpc_opt o);
+bool gpc_opt_bool(const struct gpc_settings *s, enum gpc_opt o);
+long long gpc_opt_int(const struct gpc_settings *s, enum gpc_opt o, long long fallback);
+const char *gpc_opt_string(const struct gpc_settings *s, enum gpc_opt o);
+/* Parses `text` as setting `o`'s value (the loader's parser) into *v: 0, or -EINVAL when malformed. */
+int gpc_option_parse(enum gpc_opt o, const char *text, struct gpc_value *v);
 /*
  * The byte budget for device `ordinal` (UUID text `uuid`, may be NULL) with `physical` bytes of
  * memory under *s: GPC_UNLIMITED when no limit applies, 0 when the setting that applies is
@@ -202,6 +237,12 @@ extern struct gpc_ledger *gpc_ledger;
 /* True: a ledger file shared with other processes (locked admission, per-process accounting).
  * False: a budget private to this process (GPUCAP_LEDGER=off, or after a ledger error). */
 extern bool gpc_ledger_shared;
+/*
+ * ledger_check.c: the ledger's path by the settings `s` (GPUCAP_LEDGER, ini `ledger`), else
+ * /tmp/gpucap-<euid>.ledger, into buf. 0, or -ENOENT when it is "off" (a budget private to each
+ * process: no file).
+ */
+int gpc_ledger_path(const struct gpc_settings *s, char *buf, size_t len);
 /* Maps the ledger named by the settings, or a private one after one clear error. Never fails. */
 void gpc_ledger_attach(void);
 /*
@@ -218,7 +259,7 @@ void gpc_ledger_identify(void);
  */
 int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit, int ordinal);
 /* This process's entry (claimed on first use, again after fork; an exec'd image takes over the
- * entry of its pid and start time from zero), or -1 when the table is full (logged). */
+ * entry of its pid and start time from zero), or -ENOSPC when the table is full (logged). */
 int gpc_ledger_me(void);
 /* Gives back the budget of dead processes and recomputes the limits they set; returns how many
  * were reclaimed. */
@@ -264,6 +305,8 @@ void gpc_ledger_unlock(struct gpc_ledger_dev *d);
  * reclaimed and admission is tried once more.
  */
 int gpc_budget_reserve(int id, uint64_t bytes);
+/* The admission rule: `bytes` more on top of `used` stays within `limit` (computed without wrapping). */
+bool gpc_budget_fits(uint64_t used, uint64_t bytes, uint64_t limit);
 /* Gives back bytes admitted earlier. */
 void gpc_budget_release(int id, uint64_t bytes);
 /* Adds `delta` bytes to the part of a budget's use that context reserves make up (figures only). */
@@ -367,6 +410,14 @@ int gpc_report_file(const char *path, int (*write)(int fd, void *arg), void *arg
 /* Logs the caller's stack, one "gpucap:   #N function+0xoff" line per frame, if backtraces are on. */
 void gpc_backtrace_log(void);
 
+/* ---- reclaim.c: memory kept for reuse, given back before a denial ---- */
+/* A module's step: gives back what it keeps unused on `device`; true when anything was released. */
+typedef bool gpc_reclaim_fn(int device);
+/* Adds a step (at start-up, before any allocation is charged: init.c). 0, or -ENOSPC when full. */
+int gpc_reclaim_register(gpc_reclaim_fn *fn);
+/* Runs every registered step for `device`: true when any released memory (admission may retry). */
+bool gpc_reclaim(int device);
+
 /* ---- charge.c: the common "reserve, call the driver, commit or roll back" steps of hooks ---- */
 struct gpc_charge {
     int budget;            /* GPC_BUDGET_NONE: not counted (no budget, pass-through) */
@@ -376,7 +427,7 @@ struct gpc_charge {
 };
 /*
  * Reserves `bytes` on device `device` (or the current context's device when device < 0).
- * CUDA_SUCCESS (c->slot may be NULL: nothing to count) or CUDA_ERROR_OUT_OF_MEMORY after logging
+ * CUDA_SUCCESS (c->budget GPC_BUDGET_NONE: nothing to count) or CUDA_ERROR_OUT_OF_MEMORY after logging
  * the denial; the caller must then not call the driver.
  */
 CUresult gpc_charge_begin(struct gpc_charge *c, int device, uint64_t bytes, const char *call);

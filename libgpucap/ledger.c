@@ -130,6 +130,8 @@ static bool left_unrecoverable(pthread_mutex_t *m)
     return __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED) == GLIBC_MUTEX_NOTRECOVERABLE;
 }
 
+/* Locks a robust mutex of the ledger, recovering a dead owner's device entry: 0 or -errno
+ * (-ETIMEDOUT after LOCK_WAIT_MS, -ENOTRECOVERABLE for a broken lock), logged with `consequence`. */
 static int lock_robust(pthread_mutex_t *m, struct gpc_ledger *l, struct gpc_ledger_dev *d, const char *consequence)
 {
     int rc = pthread_mutex_trylock(m);
@@ -169,7 +171,7 @@ static int lock_robust(pthread_mutex_t *m, struct gpc_ledger *l, struct gpc_ledg
     } else if (rc != 0) {
         gpc_log(GPC_LOG_ERROR, "ledger %s: lock failed (%s); %s", ledger_path, strerror(rc), consequence);
     }
-    return rc;
+    return -rc;
 }
 
 static int write_file(mode_t mode, const struct gpc_ledger *old);
@@ -185,7 +187,7 @@ struct gpc_ledger_dev *gpc_ledger_lock_dev(int id, const char *consequence)
             return d;
         if (rc == 0)
             pthread_mutex_unlock(&d->lock);
-        else if (rc != ENOTRECOVERABLE)
+        else if (rc != -ENOTRECOVERABLE)
             return NULL;
         /* This file was rebuilt elsewhere, or its lock is beyond repair: move to the fresh one. */
         if (repair(l) != 0)
@@ -200,11 +202,6 @@ void gpc_ledger_unlock(struct gpc_ledger_dev *d)
 }
 
 /* ---- attaching ---- */
-
-static void default_path(char *buf, size_t len)
-{
-    snprintf(buf, len, "/tmp/gpucap-%u.ledger", (unsigned)geteuid());
-}
 
 static void init_ledger(struct gpc_ledger *l)
 {
@@ -373,16 +370,11 @@ static const char *refused(const struct stat *st, bool group, char *why, size_t 
 
 void gpc_ledger_attach(void)
 {
-    const struct gpc_value *v = &gpc_settings.opt[GPC_OPT_LEDGER];
-    if (v->set && !v->bad && v->text[0])
-        snprintf(ledger_path, sizeof ledger_path, "%s", v->text);
-    else
-        default_path(ledger_path, sizeof ledger_path);
-    if (strcmp(ledger_path, "off") == 0) {
+    if (gpc_ledger_path(&gpc_settings, ledger_path, sizeof ledger_path) == -ENOENT) {
         use_private(NULL);
         return;
     }
-    bool group = gpc_settings.opt[GPC_OPT_LEDGER_GROUP].set && gpc_settings.opt[GPC_OPT_LEDGER_GROUP].u.b;
+    bool group = gpc_opt_bool(&gpc_settings, GPC_OPT_LEDGER_GROUP);
     mode_t mode = group ? 0660 : 0600;
 
     int fd = -1;
@@ -597,8 +589,7 @@ static int repair(struct gpc_ledger *old)
     uint32_t zero = 0;
     struct gpc_ledger *l = NULL;
     if (atomic_compare_exchange_strong(&old->broken, &zero, 1)) {
-        rc = write_file(gpc_settings.opt[GPC_OPT_LEDGER_GROUP].set && gpc_settings.opt[GPC_OPT_LEDGER_GROUP].u.b
-                            ? 0660 : 0600, old);
+        rc = write_file(gpc_opt_bool(&gpc_settings, GPC_OPT_LEDGER_GROUP) ? 0660 : 0600, old);
         if (rc == 0)
             l = map_fresh(old);
         if (l)
@@ -660,7 +651,7 @@ static void recompute_limit(int d)
     struct gpc_ledger_dev *dev = &gpc_ledger->dev[d];
     uint64_t cur = atomic_load(&dev->slot.limit);
     if (any && lowest != cur) {
-        char a[32], b[32];
+        char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT];
         atomic_store(&dev->slot.limit, lowest);
         gpc_log(GPC_LOG_INFO, "ledger %s: device entry %d: the limit is now %s (was %s), the smallest of the live "
                 "processes", ledger_path, d, gpc_format_size(lowest, a, sizeof a), gpc_format_size(cur, b, sizeof b));
@@ -771,7 +762,7 @@ int gpc_ledger_me(void)
                 "allocations of this process are denied until one leaves", ledger_path, live, GPC_LEDGER_PROCS);
     }
     pthread_mutex_unlock(&me_lock);
-    return my_proc;
+    return my_proc >= 0 ? my_proc : -ENOSPC;
 }
 
 /*
@@ -896,8 +887,8 @@ void gpc_ledger_leave(void)
 
 static int lock_setup(pthread_mutex_t *m)
 {
-    int rc = ETIMEDOUT;
-    for (int attempt = 0; attempt < SETUP_TRIES && rc == ETIMEDOUT; attempt++)
+    int rc = -ETIMEDOUT;
+    for (int attempt = 0; attempt < SETUP_TRIES && rc == -ETIMEDOUT; attempt++)
         rc = lock_robust(m, NULL, NULL, attempt < SETUP_TRIES - 1 ? NULL : SETUP_RETRY);
     return rc;
 }
@@ -911,9 +902,9 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
     int lrc = gpc_ledger_shared ? lock_setup(&l->table_lock) : 0;
     if (lrc == 0 && gpc_ledger_shared && atomic_load(&l->broken)) {
         pthread_mutex_unlock(&l->table_lock);
-        lrc = ENOTRECOVERABLE;
+        lrc = -ENOTRECOVERABLE;
     }
-    if (lrc == ENOTRECOVERABLE && repair(l) == 0) {
+    if (lrc == -ENOTRECOVERABLE && repair(l) == 0) {
         l = gpc_ledger;
         lrc = lock_setup(&l->table_lock);
     }
@@ -985,7 +976,7 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
         atomic_store(&d->slot.limit, lowest);
     gpc_ledger_unlock(d);
     if (others && limit != cur) {
-        char a[32], b[32], c[32];
+        char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], c[GPC_SIZE_TEXT];
         gpc_log(GPC_LOG_WARN, "device %d: settings disagree: this process asks for a limit of %s, the ledger %s "
                 "held %s for other live processes; the smaller, %s, applies to all", ordinal,
                 gpc_format_size(limit, a, sizeof a), ledger_path, gpc_format_size(cur, b, sizeof b),

@@ -1,5 +1,5 @@
 /*
- * ledger_check.c: the checks on a ledger that the library (ledger.c) and `gpucap status` share:
+ * ledger_check.c: what the library (ledger.c) and `gpucap status` share about a ledger: its path,
  * whether a mapped file is a usable ledger, and whether the process of an entry is alive.
  */
 #include "internal.h"
@@ -11,6 +11,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+int gpc_ledger_path(const struct gpc_settings *s, char *buf, size_t len)
+{
+    const char *named = gpc_opt_string(s, GPC_OPT_LEDGER);
+    if (named && named[0])
+        snprintf(buf, len, "%s", named);
+    else
+        snprintf(buf, len, "/tmp/gpucap-%u.ledger", (unsigned)geteuid());
+    return strcmp(buf, "off") == 0 ? -ENOENT : 0;
+}
 
 const char *gpc_ledger_check(const struct gpc_ledger *l, uint64_t file_size, char *buf, unsigned len)
 {

@@ -32,6 +32,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <ini.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +52,7 @@ const struct gpc_option_def gpc_option_defs[GPC_OPT__COUNT] = {
     [GPC_OPT_CONFIG] = {"config", "GPUCAP_CONFIG", GPC_T_STRING, GPC_SYSTEM_CONFIG, NULL,
                         GPC_OPTF_ENV_ONLY | GPC_OPTF_LOCK_FIXED,
                         "ini file to read; the default path is read only if it exists"},
-    [GPC_OPT_LOG_LEVEL] = {"log_level", "GPUCAP_LOG_LEVEL", GPC_T_ENUM, "warn", "error|warn|info|debug", 0,
+    [GPC_OPT_LOG_LEVEL] = {"log_level", "GPUCAP_LOG_LEVEL", GPC_T_ENUM, "warn", GPC_CHOICES(GPC_LOG_LEVELS), 0,
                            "how much the library says on stderr"},
     [GPC_OPT_LEDGER] = {"ledger", "GPUCAP_LEDGER", GPC_T_STRING, NULL, NULL, GPC_OPTF_LOCK_FIXED,
                         "file shared by the processes that share a budget; default /tmp/gpucap-<uid>.ledger "
@@ -59,13 +60,13 @@ const struct gpc_option_def gpc_option_defs[GPC_OPT__COUNT] = {
     [GPC_OPT_LEDGER_GROUP] = {"ledger_group", "GPUCAP_LEDGER_GROUP", GPC_T_BOOL, "0", NULL, GPC_OPTF_LOCK_FIXED,
                               "create the ledger group-writable (0660) and accept one owned by another user of "
                               "the group, for containers where processes of several users share a budget"},
-    [GPC_OPT_MODE] = {"mode", "GPUCAP_MODE", GPC_T_ENUM, "enforce", "enforce|audit", GPC_OPTF_LOCK_LOWER,
+    [GPC_OPT_MODE] = {"mode", "GPUCAP_MODE", GPC_T_ENUM, "enforce", GPC_CHOICES(GPC_MODES), GPC_OPTF_LOCK_LOWER,
                       "enforce: deny what exceeds the budget; audit: deny nothing, log and count each "
                       "allocation the budget would have denied (the report's peak is the budget the job needs)"},
     [GPC_OPT_REPORT] = {"report", "GPUCAP_REPORT", GPC_T_STRING, NULL, NULL, 0,
                         "write a usage report at process exit to this file ('-': stderr): per device budget, "
                         "peak, allocations, frees, denials, largest request, first denial"},
-    [GPC_OPT_REPORT_FORMAT] = {"report_format", "GPUCAP_REPORT_FORMAT", GPC_T_ENUM, "text", "text|json", 0,
+    [GPC_OPT_REPORT_FORMAT] = {"report_format", "GPUCAP_REPORT_FORMAT", GPC_T_ENUM, "text", GPC_CHOICES(GPC_REPORT_FORMATS), 0,
                                "format of that report"},
     [GPC_OPT_FAIL_AFTER] = {"fail_after", "GPUCAP_FAIL_AFTER", GPC_T_INT, NULL, NULL, 0,
                             "fault injection: every allocation after the N-th of this process answers "
@@ -137,6 +138,30 @@ static const char *source_name(enum gpc_source src)
     return src == GPC_SRC_ENV ? "environment" : src == GPC_SRC_FILE ? "file" : "default";
 }
 
+/* Where the loader's lines go: the current load's sink, or log.c's stderr lines without one. One
+ * load at a time (the library loads once, under its init; the CLI has one thread). */
+static gpc_settings_sink *sink;
+static void *sink_arg;
+
+__attribute__((format(printf, 2, 3))) static void say(enum gpc_log_level level, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (sink)
+        sink(level, line, sink_arg);
+    else
+        gpc_log_line(level, "%s", line);
+}
+/* A line below the log threshold is not said (as gpc_log). */
+#define say_gated(level, ...)                    \
+    do {                                         \
+        if ((int)(level) <= gpc_log_threshold)   \
+            say((level), __VA_ARGS__);           \
+    } while (0)
+
 /* Index of `text` among "a|b|c", or -1. */
 static int choice_index(const char *choices, const char *text)
 {
@@ -201,11 +226,16 @@ static bool parse_value(const struct gpc_option_def *d, const char *text, struct
     return !v->bad;
 }
 
+int gpc_option_parse(enum gpc_opt o, const char *text, struct gpc_value *v)
+{
+    return parse_value(&gpc_option_defs[o], text, v) ? 0 : -EINVAL;
+}
+
 static void report_bad(struct gpc_settings *s, const struct gpc_option_def *d, const char *where,
                        const char *text, const char *safe)
 {
     s->errors++;
-    gpc_log_line(GPC_LOG_ERROR, "%s: %s = '%s' is not valid; accepted: %s; %s", where, d->key, text,
+    say(GPC_LOG_ERROR, "%s: %s = '%s' is not valid; accepted: %s; %s", where, d->key, text,
                  type_forms(d), safe);
 }
 
@@ -263,7 +293,7 @@ static struct gpc_value *uuid_value(struct gpc_settings *s, const char *uuid)
     if (s->n_uuid == GPC_MAX_UUID_LIMITS) {
         s->errors++;
         s->env_bad = true;
-        gpc_log_line(GPC_LOG_ERROR, "more than %d per-UUID limits; every budget is 0", GPC_MAX_UUID_LIMITS);
+        say(GPC_LOG_ERROR, "more than %d per-UUID limits; every budget is 0", GPC_MAX_UUID_LIMITS);
         return NULL;
     }
     struct gpc_uuid_limit *u = &s->uuid_limit[s->n_uuid++];
@@ -271,18 +301,21 @@ static struct gpc_value *uuid_value(struct gpc_settings *s, const char *uuid)
     return &u->v;
 }
 
-/* "device.3" -> 3; "device.GPU-..." -> GPC_MAX_DEVICES (a UUID); -1 if the section is not a
- * device section, -2 if it is a malformed one. */
+/* A section [device.GPU-...]: the limit of a device by UUID. */
+#define SECTION_UUID GPC_MAX_DEVICES
+
+/* "device.3" -> 3; "device.GPU-..." -> SECTION_UUID; -ENOENT if the section is not a device
+ * section, -EINVAL if it is a malformed one. */
 static int device_section(const char *section)
 {
     if (strncmp(section, "device.", 7) != 0)
-        return -1;
+        return -ENOENT;
     if (uuid_text(section + 7))
-        return GPC_MAX_DEVICES;
+        return SECTION_UUID;
     char *end;
     long n = strtol(section + 7, &end, 10);
     if (end == section + 7 || *end || n < 0 || n >= GPC_MAX_DEVICES)
-        return -2;
+        return -EINVAL;
     return (int)n;
 }
 
@@ -301,10 +334,10 @@ static int on_key(void *user, const char *section, const char *name, const char 
         return 1;
     }
     int dev = device_section(section);
-    if (dev == -2 || (dev == -1 && strcmp(section, "gpucap") != 0)) {
+    if (dev == -EINVAL || (dev == -ENOENT && strcmp(section, "gpucap") != 0)) {
         s->errors++;
         s->config_bad = true;
-        gpc_log_line(GPC_LOG_ERROR, "%s: unknown section [%s] (use [gpucap], [device.<ordinal>] or "
+        say(GPC_LOG_ERROR, "%s: unknown section [%s] (use [gpucap], [device.<ordinal>] or "
                      "[device.GPU-<uuid>]); "
                      "budgets not set in the environment are 0", where, section);
         return 1;
@@ -315,7 +348,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
             continue;
         if (dev >= 0 && !(d->flags & GPC_OPTF_PER_DEVICE))
             break;
-        struct gpc_value *v = dev == GPC_MAX_DEVICES ? uuid_value(s, section + 7)
+        struct gpc_value *v = dev == SECTION_UUID ? uuid_value(s, section + 7)
                               : dev >= 0           ? &s->dev_limit[dev]
                                                    : &s->opt[i];
         if (!v)
@@ -328,7 +361,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
     }
     s->errors++;
     s->config_bad = true;
-    gpc_log_line(GPC_LOG_ERROR, "%s: unknown key '%s' in [%s]; budgets not set in the environment are 0",
+    say(GPC_LOG_ERROR, "%s: unknown key '%s' in [%s]; budgets not set in the environment are 0",
                  where, name, section);
     return 1;
 }
@@ -343,7 +376,7 @@ static void load_file(struct gpc_settings *s, const char *env_path)
         if (env_path && *env_path) {
             s->errors++;
             s->config_bad = true;
-            gpc_log_line(GPC_LOG_ERROR, "GPUCAP_CONFIG=%s cannot be read (%s); budgets not set in the "
+            say(GPC_LOG_ERROR, "GPUCAP_CONFIG=%s cannot be read (%s); budgets not set in the "
                          "environment are 0", path, strerror(errno));
         }
         return;
@@ -357,18 +390,60 @@ static void load_file(struct gpc_settings *s, const char *env_path)
          * before any section come after a broken "[gpucap" line: the syntax error is the news. */
         s->errors++;
         s->config_bad = true;
-        gpc_log_line(GPC_LOG_ERROR, "%s:%d: syntax error: not an ini line (key = value, [section], ; comment); "
+        say(GPC_LOG_ERROR, "%s:%d: syntax error: not an ini line (key = value, [section], ; comment); "
                      "budgets not set in the environment are 0", path, rc);
     } else if (c.orphan_line && !s->config_bad) {
         s->errors++;
         s->config_bad = true;
-        gpc_log_line(GPC_LOG_ERROR, "%s:%d: key '%s' before any section (put it under [gpucap]); budgets not "
+        say(GPC_LOG_ERROR, "%s:%d: key '%s' before any section (put it under [gpucap]); budgets not "
                      "set in the environment are 0", path, c.orphan_line, c.orphan_key);
     } else if (rc < 0) {
         s->errors++;
         s->config_bad = true;
-        gpc_log_line(GPC_LOG_ERROR, "%s: cannot be parsed; budgets not set in the environment are 0", path);
+        say(GPC_LOG_ERROR, "%s: cannot be parsed; budgets not set in the environment are 0", path);
     }
+}
+
+/* ---- typed reads ---- */
+
+/* The value of setting `o` as loaded, or its default's (parsed from the table) when unset or bad. */
+static const struct gpc_value *value_or_default(const struct gpc_settings *s, enum gpc_opt o,
+                                                struct gpc_value *def)
+{
+    const struct gpc_value *v = &s->opt[o];
+    if (v->set && !v->bad)
+        return v;
+    memset(def, 0, sizeof *def);
+    if (gpc_option_defs[o].def)
+        parse_value(&gpc_option_defs[o], gpc_option_defs[o].def, def);
+    return def;
+}
+
+int gpc_opt_enum(const struct gpc_settings *s, enum gpc_opt o)
+{
+    struct gpc_value def;
+    const struct gpc_value *v = value_or_default(s, o, &def);
+    return v->set ? v->u.e : -1;
+}
+
+bool gpc_opt_bool(const struct gpc_settings *s, enum gpc_opt o)
+{
+    struct gpc_value def;
+    const struct gpc_value *v = value_or_default(s, o, &def);
+    return v->set && v->u.b;
+}
+
+long long gpc_opt_int(const struct gpc_settings *s, enum gpc_opt o, long long fallback)
+{
+    struct gpc_value def;
+    const struct gpc_value *v = value_or_default(s, o, &def);
+    return v->set ? v->u.i : fallback;
+}
+
+const char *gpc_opt_string(const struct gpc_settings *s, enum gpc_opt o)
+{
+    const struct gpc_value *v = &s->opt[o];
+    return v->set && !v->bad ? v->text : gpc_option_defs[o].def;
 }
 
 /* ---- secure execution (setuid, setgid, file capabilities) ---- */
@@ -389,9 +464,8 @@ static void load_secure(struct gpc_settings *s, char *const *envp)
     for (char *const *e = envp; e && *e; e++)
         ignored += strncmp(*e, "GPUCAP_", 7) == 0;
     load_file(s, NULL);
-    if (s->opt[GPC_OPT_LOG_LEVEL].set && !s->opt[GPC_OPT_LOG_LEVEL].bad)
-        gpc_log_threshold = s->opt[GPC_OPT_LOG_LEVEL].u.e;
-    gpc_log(GPC_LOG_WARN, "secure-execution process (setuid, setgid or file capabilities): %d GPUCAP_* "
+    gpc_log_threshold = gpc_opt_enum(s, GPC_OPT_LOG_LEVEL);
+    say_gated(GPC_LOG_WARN, "secure-execution process (setuid, setgid or file capabilities): %d GPUCAP_* "
             "variable(s) ignored; settings from %s only", ignored, s->config_path);
 }
 
@@ -423,7 +497,7 @@ static bool apply_env(struct gpc_settings *s, const char *name, const char *valu
         }
         if (d->flags & GPC_OPTF_FILE_ONLY) {
             s->errors++;
-            gpc_log_line(GPC_LOG_ERROR, "%s: %s is read only from the platform file %s; ignored", name, d->key,
+            say(GPC_LOG_ERROR, "%s: %s is read only from the platform file %s; ignored", name, d->key,
                          GPC_SYSTEM_CONFIG);
             return true;
         }
@@ -483,7 +557,7 @@ static int size_cmp(enum gpc_opt opt, const struct gpc_value *a, const struct gp
 static void refuse(struct gpc_settings *s, const char *var, const char *text, const char *why)
 {
     s->refused++;
-    gpc_log_line(GPC_LOG_WARN, "%s=%s refused: the settings are locked by %s (%s)", var, text,
+    say(GPC_LOG_WARN, "%s=%s refused: the settings are locked by %s (%s)", var, text,
                  s->platform->config_path, why);
 }
 
@@ -503,7 +577,7 @@ static void lock_limit(struct gpc_settings *s, const char *var, struct gpc_value
         refuse(s, var, v->text, why);
         *v = *plat;
     } else if (c == 2) {
-        gpc_log_line(GPC_LOG_WARN, "%s=%s: the settings are locked by %s: it applies only on devices where it "
+        say(GPC_LOG_WARN, "%s=%s: the settings are locked by %s: it applies only on devices where it "
                      "is below memory_limit = %s", var, v->text, s->platform->config_path, plat->text);
     }
 }
@@ -511,7 +585,7 @@ static void lock_limit(struct gpc_settings *s, const char *var, struct gpc_value
 static void apply_lock(struct gpc_settings *s)
 {
     const struct gpc_settings *p = s->platform;
-    gpc_log(GPC_LOG_INFO, "settings locked by %s: the environment may only tighten them", p->config_path);
+    say_gated(GPC_LOG_INFO, "settings locked by %s: the environment may only tighten them", p->config_path);
     for (int i = 0; i < GPC_OPT__COUNT; i++) {
         const struct gpc_option_def *d = &gpc_option_defs[i];
         struct gpc_value *v = &s->opt[i];
@@ -560,7 +634,23 @@ static void apply_lock(struct gpc_settings *s)
     }
 }
 
+static void load(struct gpc_settings *s, char *const *envp);
+
 void gpc_settings_load(struct gpc_settings *s, char *const *envp)
+{
+    load(s, envp);
+}
+
+void gpc_settings_load_to(struct gpc_settings *s, char *const *envp, gpc_settings_sink *to, void *arg)
+{
+    sink = to;
+    sink_arg = arg;
+    load(s, envp);
+    sink = NULL;
+    sink_arg = NULL;
+}
+
+static void load(struct gpc_settings *s, char *const *envp)
 {
     memset(s, 0, sizeof *s);
     for (int i = 0; i < GPC_OPT__COUNT; i++) {
@@ -586,15 +676,15 @@ void gpc_settings_load(struct gpc_settings *s, char *const *envp)
         if (lock < 0) {
             s->errors++;
             s->config_bad = true;
-            gpc_log_line(GPC_LOG_ERROR, "%s exists but cannot be read (%s); it may lock the settings, so "
+            say(GPC_LOG_ERROR, "%s exists but cannot be read (%s); it may lock the settings, so "
                          "budgets not set in the environment are 0", GPC_SYSTEM_CONFIG, strerror(-lock));
         }
         platform = *s;
         s->platform = &platform;
     } else {
         load_file(s, config);
-        if (s->opt[GPC_OPT_LOCK].set && s->opt[GPC_OPT_LOCK].src == GPC_SRC_FILE && s->opt[GPC_OPT_LOCK].u.b)
-            gpc_log_line(GPC_LOG_WARN, "%s: lock = true has no effect here: only the platform file %s locks "
+        if (s->opt[GPC_OPT_LOCK].src == GPC_SRC_FILE && gpc_opt_bool(s, GPC_OPT_LOCK))
+            say(GPC_LOG_WARN, "%s: lock = true has no effect here: only the platform file %s locks "
                          "the settings", s->config_path, GPC_SYSTEM_CONFIG);
     }
 
@@ -613,12 +703,11 @@ void gpc_settings_load(struct gpc_settings *s, char *const *envp)
         if (!apply_env(s, name, eq + 1)) {
             s->errors++;
             s->env_bad = true;
-            gpc_log_line(GPC_LOG_ERROR, "%s is not a gpucap setting (see `gpucap check`); every budget is 0 "
+            say(GPC_LOG_ERROR, "%s is not a gpucap setting (see `gpucap check`); every budget is 0 "
                          "until it is removed or corrected", name);
         }
     }
-    if (s->opt[GPC_OPT_LOG_LEVEL].set && !s->opt[GPC_OPT_LOG_LEVEL].bad)
-        gpc_log_threshold = s->opt[GPC_OPT_LOG_LEVEL].u.e;
+    gpc_log_threshold = gpc_opt_enum(s, GPC_OPT_LOG_LEVEL);
     if (s->locked)
         apply_lock(s);
 }

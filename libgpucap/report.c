@@ -92,7 +92,7 @@ static void read_slot(const struct gpc_slot *s, struct figures *f)
 
 static void text_device(struct out *o, const struct gpc_ledger_dev *d, const struct figures *f, bool audit)
 {
-    char uuid[48], a[32], b[32], when[40];
+    char uuid[GPC_UUID_TEXT], a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], when[40];
     gpc_uuid_format(d->uuid, uuid);
     if (f->limit == GPC_UNLIMITED)
         put(o, "device %s (%s): no budget\n", uuid, gpc_format_size(d->physical, b, sizeof b));
@@ -137,7 +137,7 @@ static void json_timeline(struct out *o, const struct gpc_timeline *tl)
 static void json_device(struct out *o, const struct gpc_ledger_dev *d, const struct figures *f, bool first,
                         const struct gpc_timeline *tl)
 {
-    char uuid[48], when[40];
+    char uuid[GPC_UUID_TEXT], when[40];
     gpc_uuid_format(d->uuid, uuid);
     put(o, "%s{\"uuid\":\"%s\",\"physical\":%llu,", first ? "" : ",", uuid, (unsigned long long)d->physical);
     if (f->limit == GPC_UNLIMITED)

@@ -25,19 +25,18 @@ static int write_report(int fd, void *arg)
 
 __attribute__((destructor)) static void report_at_exit(void)
 {
-    const struct gpc_value *v = &gpc_settings.opt[GPC_OPT_REPORT];
+    const char *path = gpc_opt_string(&gpc_settings, GPC_OPT_REPORT);
     if (atomic_load(&gpc_initialized))
         gpc_timeline_write_file();
-    if (!atomic_load(&gpc_initialized) || !v->set || v->bad || !v->text[0])
+    if (!atomic_load(&gpc_initialized) || !path || !path[0])
         return;
-    const struct gpc_value *fmt = &gpc_settings.opt[GPC_OPT_REPORT_FORMAT];
-    const struct gpc_value *mode = &gpc_settings.opt[GPC_OPT_MODE];
-    struct gpc_exit_report r = {.json = fmt->set && !fmt->bad && fmt->u.e == 1,
-                                .audit = mode->set && !mode->bad && mode->u.e == 1};
+    struct gpc_exit_report r = {
+        .json = gpc_opt_enum(&gpc_settings, GPC_OPT_REPORT_FORMAT) == GPC_REPORT_JSON,
+        .audit = gpc_opt_enum(&gpc_settings, GPC_OPT_MODE) == GPC_MODE_AUDIT};
     r.ntl = gpc_timeline_collect(&r.tl);
     char why[256];
-    if (strcmp(v->text, "-") == 0)
+    if (strcmp(path, "-") == 0)
         write_report(STDERR_FILENO, &r);
-    else if (gpc_report_file(v->text, write_report, &r, why, sizeof why) != 0)
-        gpc_log_line(GPC_LOG_ERROR, "report %s: %s; no report", v->text, why);
+    else if (gpc_report_file(path, write_report, &r, why, sizeof why) != 0)
+        gpc_log_line(GPC_LOG_ERROR, "report %s: %s; no report", path, why);
 }

@@ -45,8 +45,9 @@ static void after_fork_child(void) { pthread_mutex_init(&tl_lock, NULL); }
 
 void gpc_timeline_start(void)
 {
-    const struct gpc_value *r = &gpc_settings.opt[GPC_OPT_REPORT], *t = &gpc_settings.opt[GPC_OPT_TIMELINE];
-    if (!(r->set && !r->bad && r->text[0]) && !(t->set && !t->bad && t->text[0]))
+    const char *r = gpc_opt_string(&gpc_settings, GPC_OPT_REPORT);
+    const char *t = gpc_opt_string(&gpc_settings, GPC_OPT_TIMELINE);
+    if (!(r && r[0]) && !(t && t[0]))
         return;
     t0 = now_ns();
     pthread_atfork(NULL, NULL, after_fork_child);
@@ -126,20 +127,20 @@ int gpc_timeline_collect(const struct gpc_timeline **out)
 /* GPUCAP_TIMELINE=DIR: DIR/timeline.<pid>, "<uuid> <t_ns> <max> <last> <denials>" per bucket. */
 void gpc_timeline_write_file(void)
 {
-    const struct gpc_value *v = &gpc_settings.opt[GPC_OPT_TIMELINE];
-    if (!gpc_timeline_on || !v->set || v->bad || !v->text[0] || !gpc_ledger)
+    const char *dir = gpc_opt_string(&gpc_settings, GPC_OPT_TIMELINE);
+    if (!gpc_timeline_on || !dir || !dir[0] || !gpc_ledger)
         return;
     char path[600];
-    snprintf(path, sizeof path, "%s/timeline.%d", v->text, (int)getpid());
+    snprintf(path, sizeof path, "%s/timeline.%d", dir, (int)getpid());
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        gpc_log_line(GPC_LOG_ERROR, "GPUCAP_TIMELINE=%s cannot be written; no timeline", v->text);
+        gpc_log_line(GPC_LOG_ERROR, "GPUCAP_TIMELINE=%s cannot be written; no timeline", dir);
         return;
     }
     const struct gpc_timeline *tl;
     int n = gpc_timeline_collect(&tl);
     for (int d = 0; d < n; d++) {
-        char uuid[48];
+        char uuid[GPC_UUID_TEXT];
         gpc_uuid_format(tl[d].uuid, uuid);
         for (int i = 0; i < tl[d].n; i++) {
             const struct gpc_tl_point *p = &tl[d].p[i];

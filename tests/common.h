@@ -50,6 +50,24 @@ static int failures;
         }                                                                      \
     } while (0)
 
+/* A test program's cases by name: `gpucap_test(... COMMAND prog CASE)` runs one. */
+struct test_case {
+    const char *name;
+    void (*run)(void);
+};
+/* Runs the case of `cases` named `name`; exits 1 when there is none. */
+static inline void run_case(const struct test_case *cases, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(cases[i].name, name) == 0) {
+            cases[i].run();
+            return;
+        }
+    fprintf(stderr, "unknown case '%s'\n", name);
+    exit(1);
+}
+#define RUN_CASE(cases, name) run_case((cases), sizeof(cases) / sizeof((cases)[0]), (name))
+
 static inline int test_result(void)
 {
     if (failures)

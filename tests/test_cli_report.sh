@@ -51,6 +51,13 @@ grep -q '"mode":"audit"' "$t/a.json" || bad "audit in the JSON"
 # GPUCAP_MODE=audit in the environment does the same.
 GPUCAP_MODE=audit "$gpucap" run --memory 32MiB -- "$alloc" a32 a32 > "$t/out" 2>&1
 grep -q "results=00$" "$t/out" || bad "GPUCAP_MODE=audit: $(cat "$t/out")"
+# The settings read as the run's processes read them: GPUCAP_REPORT and GPUCAP_REPORT_FORMAT in the
+# environment are --report and --json, and `mode = audit` in the ini file makes the report audit's.
+printf '[gpucap]\nmode = audit\n' > "$t/audit.ini"
+GPUCAP_CONFIG=$t/audit.ini GPUCAP_REPORT=$t/e.json GPUCAP_REPORT_FORMAT=json "$gpucap" run --memory 32MiB -- \
+    "$alloc" a32 a32 > "$t/out" 2>&1
+grep -q "results=00$" "$t/out" || bad "mode = audit in the ini file: $(cat "$t/out")"
+grep -q '"mode":"audit"' "$t/e.json" || bad "GPUCAP_REPORT(_FORMAT) or the ini's mode: $(cat "$t/e.json" "$t/out")"
 # Without a budget anywhere the run is measured at 100% of the card.
 env -u GPUCAP_MEMORY_LIMIT "$gpucap" run --report "$t/n.json" --json -- "$alloc" a100 F > /dev/null 2>&1
 [ "$(field "$t/n.json" peak)" = $((100 * MiB)) ] || bad "no budget: peak $(cat "$t/n.json")"

@@ -41,6 +41,21 @@ head -c 100 /dev/urandom > "$t/junk"
 head -c 4096 "$GPUCAP_LEDGER" > "$t/short"
 "$gpucap" status --ledger "$t/short" 2> "$t/err"; rc=$?
 [ $rc = 1 ] && grep -q "truncated" "$t/err" || bad "truncated: rc $rc $(cat "$t/err")"
+# A device entry in no state the library writes (offset 696: dev[0].state of layout 3): the same
+# check as the library's, one line.
+cp "$GPUCAP_LEDGER" "$t/baddev" && printf '\x07' | dd of="$t/baddev" bs=1 seek=696 conv=notrunc 2>/dev/null
+"$gpucap" status --ledger "$t/baddev" > "$t/out" 2> "$t/err"; rc=$?
+[ $rc = 1 ] && grep -q "corrupted device entry 0" "$t/err" && [ "$(wc -l < "$t/err")" = 1 ] ||
+    bad "bad device entry: rc $rc $(cat "$t/err")"
+cp "$GPUCAP_LEDGER" "$t/v99" && printf '\x63' | dd of="$t/v99" bs=1 seek=8 conv=notrunc 2>/dev/null
+"$gpucap" status --ledger "$t/v99" 2> "$t/err"; rc=$?
+[ $rc = 1 ] && grep -q "layout version 99, this gpucap reads version" "$t/err" || bad "v99: rc $rc $(cat "$t/err")"
+# Without --ledger, the settings name it: the ini file's `ledger` as well as GPUCAP_LEDGER.
+printf '[gpucap]\nledger = %s\n' "$GPUCAP_LEDGER" > "$t/ini"
+env -u GPUCAP_LEDGER GPUCAP_CONFIG="$t/ini" "$gpucap" status > "$t/out" 2> "$t/err"; rc=$?
+[ $rc = 0 ] && grep -qF "ledger $GPUCAP_LEDGER" "$t/out" || bad "ledger from the ini file: rc $rc $(cat "$t/err")"
+GPUCAP_LEDGER=off "$gpucap" status 2> "$t/err"; rc=$?
+[ $rc = 1 ] && grep -q "no ledger to show" "$t/err" || bad "off: rc $rc $(cat "$t/err")"
 "$gpucap" status --ledger "$t/none" 2> "$t/err"; rc=$?
 [ $rc = 1 ] && grep -q "cannot be opened" "$t/err" || bad "missing: rc $rc"
 exit $fail

@@ -414,6 +414,23 @@ static void case_context(void)
     card_within_budget();
 }
 
+/* Ordinal 0 is card 1 and ordinal 1 card 0 (ctest: CUDA_VISIBLE_DEVICES=1,0). */
+static void case_twodev(void)
+{
+    CUcontext c1 = make_context(1);
+    (void)c1;
+    CUdeviceptr a, b;
+    CHECK_RC(api.cuMemAlloc_v2(&a, 40 * MiB), CUDA_SUCCESS);
+    CUstream s = stream();
+    CUdeviceptr q;
+    CHECK_RC(api.cuMemAllocAsync(&q, 16 * MiB, s), CUDA_SUCCESS);
+    make_context(0);
+    CHECK_RC(api.cuMemAlloc_v2(&b, 24 * MiB), CUDA_SUCCESS);
+    expect_on(1, 0, 56 * MiB, "ordinal 1 = card 0");
+    expect_on(0, 1, 24 * MiB, "ordinal 0 = card 1");
+    CHECK_RC(api.cuMemAlloc_v2(&b, 48 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -433,37 +450,17 @@ int main(int argc, char **argv)
     }
     make_context(0);
     fill(&api, route);
-    if (strcmp(c, "array") == 0)
-        case_array();
-    else if (strcmp(c, "mipmap") == 0)
-        case_mipmap();
-    else if (strcmp(c, "poolkeep") == 0)
-        case_poolkeep();
-    else if (strcmp(c, "poolnew") == 0)
-        case_poolnew();
-    else if (strcmp(c, "pool13") == 0)
-        case_pool13();
-    else if (strcmp(c, "graph") == 0)
-        case_graph();
-    else if (strcmp(c, "graphcapture") == 0)
-        case_graphcapture();
-    else if (strcmp(c, "context") == 0)
-        case_context();
-    else if (strcmp(c, "twodev") == 0) {
-        /* Ordinal 0 is card 1 and ordinal 1 card 0 (ctest: CUDA_VISIBLE_DEVICES=1,0). */
-        CUcontext c1 = make_context(1);
-        (void)c1;
-        CUdeviceptr a, b;
-        CHECK_RC(api.cuMemAlloc_v2(&a, 40 * MiB), CUDA_SUCCESS);
-        CUstream s = stream();
-        CUdeviceptr q;
-        CHECK_RC(api.cuMemAllocAsync(&q, 16 * MiB, s), CUDA_SUCCESS);
-        make_context(0);
-        CHECK_RC(api.cuMemAlloc_v2(&b, 24 * MiB), CUDA_SUCCESS);
-        expect_on(1, 0, 56 * MiB, "ordinal 1 = card 0");
-        expect_on(0, 1, 24 * MiB, "ordinal 0 = card 1");
-        CHECK_RC(api.cuMemAlloc_v2(&b, 48 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
-    } else
-        REQUIRE(0, "unknown case %s", c);
+    static const struct test_case cases[] = {
+        {"array", case_array},
+        {"mipmap", case_mipmap},
+        {"poolkeep", case_poolkeep},
+        {"poolnew", case_poolnew},
+        {"pool13", case_pool13},
+        {"graph", case_graph},
+        {"graphcapture", case_graphcapture},
+        {"context", case_context},
+        {"twodev", case_twodev},
+    };
+    RUN_CASE(cases, c);
     return test_result();
 }

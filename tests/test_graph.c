@@ -240,13 +240,11 @@ int main(int argc, char **argv)
         return 1;
     }
     ctx = make_context(0);
-    if (strcmp(argv[1], "nodriver") == 0)
-        case_nodriver();
-    else if (strcmp(argv[1], "teardown") == 0)
-        case_teardown();
-    else if (strcmp(argv[1], "threads") == 0)
-        case_threads();
-    else
-        REQUIRE(0, "unknown case %s", argv[1]);
+    static const struct test_case cases[] = {
+        {"nodriver", case_nodriver},
+        {"teardown", case_teardown},
+        {"threads", case_threads},
+    };
+    RUN_CASE(cases, argv[1]);
     return test_result();
 }

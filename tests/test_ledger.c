@@ -305,21 +305,15 @@ int main(int argc, char **argv)
     unlink(getenv("GPUCAP_LEDGER"));
     unlink(getenv("FAKECUDA_RECORD"));
     const char *c = argv[1];
-    if (!strcmp(c, "compete"))
-        case_compete();
-    else if (!strcmp(c, "sigkill"))
-        case_sigkill();
-    else if (!strcmp(c, "pidreuse"))
-        case_pidreuse();
-    else if (!strcmp(c, "fork"))
-        case_fork();
-    else if (!strcmp(c, "orders"))
-        case_orders();
-    else if (!strcmp(c, "disagree"))
-        case_disagree();
-    else if (!strcmp(c, "mode"))
-        case_mode();
-    else
-        REQUIRE(0, "unknown case %s", c);
+    static const struct test_case cases[] = {
+        {"compete", case_compete},
+        {"sigkill", case_sigkill},
+        {"pidreuse", case_pidreuse},
+        {"fork", case_fork},
+        {"orders", case_orders},
+        {"disagree", case_disagree},
+        {"mode", case_mode},
+    };
+    RUN_CASE(cases, c);
     return test_result();
 }

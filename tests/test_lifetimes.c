@@ -551,41 +551,25 @@ int main(int argc, char **argv)
 {
     self = argv[0];
     const char *c = argc > 1 ? argv[1] : "";
-    if (strcmp(c, "ctxdestroy") == 0)
-        case_ctxdestroy();
-    else if (strcmp(c, "primary") == 0)
-        case_primary();
-    else if (strcmp(c, "poolfree") == 0)
-        case_poolfree();
-    else if (strcmp(c, "poolmany") == 0)
-        case_poolmany();
-    else if (strcmp(c, "exit") == 0)
-        case_exit();
-    else if (strcmp(c, "kill") == 0)
-        case_kill();
-    else if (strcmp(c, "exec") == 0)
-        case_exec();
-    else if (strcmp(c, "exec_child") == 0)
-        case_exec_child();
-    else if (strcmp(c, "limit") == 0)
-        case_limit();
-    else if (strcmp(c, "limit_small") == 0)
-        case_limit_small();
-    else if (strcmp(c, "pending") == 0)
-        case_pending();
-    else if (strcmp(c, "unrecoverable") == 0)
-        case_unrecoverable();
-    else if (strcmp(c, "unrecoverable_child") == 0)
-        case_unrecoverable_child();
-    else if (strcmp(c, "sparse") == 0)
-        case_sparse();
-    else if (strcmp(c, "failafter") == 0)
-        case_failafter();
-    else if (strcmp(c, "forkctx") == 0)
-        case_forkctx();
-    else if (strcmp(c, "startzero") == 0)
-        case_startzero();
-    else
-        REQUIRE(0, "unknown case '%s'", c);
+    static const struct test_case cases[] = {
+        {"ctxdestroy", case_ctxdestroy},
+        {"primary", case_primary},
+        {"poolfree", case_poolfree},
+        {"poolmany", case_poolmany},
+        {"exit", case_exit},
+        {"kill", case_kill},
+        {"exec", case_exec},
+        {"exec_child", case_exec_child},
+        {"limit", case_limit},
+        {"limit_small", case_limit_small},
+        {"pending", case_pending},
+        {"unrecoverable", case_unrecoverable},
+        {"unrecoverable_child", case_unrecoverable_child},
+        {"sparse", case_sparse},
+        {"failafter", case_failafter},
+        {"forkctx", case_forkctx},
+        {"startzero", case_startzero},
+    };
+    RUN_CASE(cases, c);
     return test_result();
 }

@@ -272,6 +272,60 @@ static void test_identity(void)
     CHECK(!gpc_settings_any_limit(&s), "an identity alone made a limit");
 }
 
+/* The typed reads: a choice by its enum name, and the default for an unset or malformed value. */
+static void test_typed(void)
+{
+    const char *a[] = {"GPUCAP_CONFIG=", "GPUCAP_MODE=audit", "GPUCAP_REPORT_FORMAT=json", "GPUCAP_LOG_LEVEL=debug",
+                       "GPUCAP_BACKTRACE=yes", "GPUCAP_FAIL_AFTER=7", "GPUCAP_REPORT=-", NULL};
+    load(a);
+    CHECK(gpc_opt_enum(&s, GPC_OPT_MODE) == GPC_MODE_AUDIT, "mode audit");
+    CHECK(gpc_opt_enum(&s, GPC_OPT_REPORT_FORMAT) == GPC_REPORT_JSON, "report format json");
+    CHECK(gpc_opt_enum(&s, GPC_OPT_LOG_LEVEL) == GPC_LOG_DEBUG && gpc_log_threshold == GPC_LOG_DEBUG, "debug");
+    CHECK(gpc_opt_bool(&s, GPC_OPT_BACKTRACE), "backtrace yes");
+    CHECK(gpc_opt_int(&s, GPC_OPT_FAIL_AFTER, -1) == 7, "fail_after 7");
+    CHECK(strcmp(gpc_opt_string(&s, GPC_OPT_REPORT), "-") == 0, "report -");
+
+    const char *b[] = {"GPUCAP_CONFIG=", "GPUCAP_MODE=loose", "GPUCAP_REPORT_FORMAT=xml", "GPUCAP_LOG_LEVEL=loud",
+                       "GPUCAP_BACKTRACE=maybe", "GPUCAP_FAIL_AFTER=-3", "GPUCAP_FAIL_SEED=x", NULL};
+    load(b);
+    CHECK(gpc_opt_enum(&s, GPC_OPT_MODE) == GPC_MODE_ENFORCE, "a bad mode is not enforce");
+    CHECK(gpc_opt_enum(&s, GPC_OPT_REPORT_FORMAT) == GPC_REPORT_TEXT, "a bad format is not text");
+    CHECK(gpc_opt_enum(&s, GPC_OPT_LOG_LEVEL) == GPC_LOG_WARN && gpc_log_threshold == GPC_LOG_WARN,
+          "a bad log level is not warn");
+    CHECK(!gpc_opt_bool(&s, GPC_OPT_BACKTRACE), "a bad bool is not its default");
+    CHECK(gpc_opt_int(&s, GPC_OPT_FAIL_AFTER, -1) == -1, "a bad int without a default is not the fallback");
+    CHECK(gpc_opt_int(&s, GPC_OPT_FAIL_SEED, 5) == 0, "a bad int is not its default");
+    CHECK(gpc_opt_string(&s, GPC_OPT_REPORT) == NULL, "an unset string without a default is not NULL");
+
+    /* Each choices string lists its enum's names in the enum's order. */
+    CHECK(strcmp(gpc_option_defs[GPC_OPT_MODE].choices, "enforce|audit") == 0, "mode choices %s",
+          gpc_option_defs[GPC_OPT_MODE].choices);
+    CHECK(strcmp(gpc_option_defs[GPC_OPT_LOG_LEVEL].choices, "error|warn|info|debug") == 0, "log choices");
+    CHECK(strcmp(gpc_option_defs[GPC_OPT_REPORT_FORMAT].choices, "text|json") == 0, "format choices");
+}
+
+static int sunk_errors;
+static char sunk_last[1024];
+static void count_lines(enum gpc_log_level level, const char *line, void *arg)
+{
+    sunk_errors += level == GPC_LOG_ERROR && arg == &sunk_errors;
+    snprintf(sunk_last, sizeof sunk_last, "%s", line);
+}
+
+/* The loader's message sink: each line goes to it, none to stderr; without one, stderr again. */
+static void test_sink(void)
+{
+    const char *a[] = {"GPUCAP_CONFIG=", "GPUCAP_MEMORY_LIMIT=lots", "GPUCAP_MODE=loose", NULL};
+    capture_begin();
+    gpc_settings_load_to(&s, (char *const *)a, count_lines, &sunk_errors);
+    capture_end();
+    CHECK(captured[0] == '\0', "the loader printed with a sink: %s", captured);
+    CHECK(sunk_errors == 2 && s.errors == 2, "sink counted %d, loader %d", sunk_errors, s.errors);
+    CHECK(strstr(sunk_last, "GPUCAP_MODE") && !strstr(sunk_last, "gpucap: "), "sink line: %s", sunk_last);
+    load(a);
+    CHECK(strstr(captured, "gpucap: error: ") && sunk_errors == 2, "without a sink: %s", captured);
+}
+
 int main(void)
 {
     int fd = mkstemp(ini_path);
@@ -281,6 +335,8 @@ int main(void)
     test_ini();
     test_uuid();
     test_identity();
+    test_typed();
+    test_sink();
     unlink(ini_path);
     if (failures)
         printf("%d check(s) failed\n", failures);

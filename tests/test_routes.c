@@ -236,6 +236,9 @@ static void case_getinfo(void)
     CHECK_RC(api.cuMemGetInfo_v2(&freeb, &total), CUDA_ERROR_INVALID_CONTEXT);
 }
 
+static void case_async_stream(void) { case_async(false); }
+static void case_async_pool(void) { case_async(true); }
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -247,25 +250,11 @@ int main(int argc, char **argv)
     make_context(0);
     fill_api(&api, route);
     const char *c = argv[2];
-    if (strcmp(c, "alloc") == 0)
-        case_alloc();
-    else if (strcmp(c, "legacy") == 0)
-        case_legacy();
-    else if (strcmp(c, "pitch") == 0)
-        case_pitch();
-    else if (strcmp(c, "pitchwide") == 0)
-        case_pitchwide();
-    else if (strcmp(c, "managed") == 0)
-        case_managed();
-    else if (strcmp(c, "async") == 0)
-        case_async(false);
-    else if (strcmp(c, "pool") == 0)
-        case_async(true);
-    else if (strcmp(c, "vmm") == 0)
-        case_vmm();
-    else if (strcmp(c, "getinfo") == 0)
-        case_getinfo();
-    else
-        REQUIRE(0, "unknown case %s", c);
+    static const struct test_case cases[] = {
+        {"alloc", case_alloc},         {"legacy", case_legacy},   {"pitch", case_pitch},
+        {"pitchwide", case_pitchwide}, {"managed", case_managed}, {"async", case_async_stream},
+        {"pool", case_async_pool},     {"vmm", case_vmm},         {"getinfo", case_getinfo},
+    };
+    RUN_CASE(cases, c);
     return test_result();
 }

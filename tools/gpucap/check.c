@@ -19,7 +19,7 @@ static const char check_usage[] =
     "origin and the effective budget per device. Exit 0 when all is valid, 1 otherwise.\n"
     "\n";
 
-static void show_value(const struct gpc_option_def *d, const struct gpc_value *v, char *buf, size_t len)
+static void show_value(const struct gpc_value *v, char *buf, size_t len)
 {
     if (!v->set)
         snprintf(buf, len, "(unset)");
@@ -33,7 +33,7 @@ static void show_budget(const struct gpc_settings *s, const char *who, int ordin
 {
     const struct gpc_value *from;
     uint64_t limit = gpc_settings_limit(s, ordinal, uuid, 0, &from);
-    char where[600], a[32];
+    char where[600], a[GPC_SIZE_TEXT];
     if (!from || limit == GPC_UNLIMITED) {
         printf("  %-12s no limit\n", who);
         return;
@@ -103,7 +103,7 @@ int cmd_check(int argc, char **argv)
     for (int i = 0; i < GPC_OPT__COUNT; i++) {
         const struct gpc_option_def *d = &gpc_option_defs[i];
         char val[300], where[600];
-        show_value(d, &s.opt[i], val, sizeof val);
+        show_value(&s.opt[i], val, sizeof val);
         printf("  %-14s = %-24s %s\n", d->key, val,
                s.opt[i].set ? gpc_value_origin(&s, &s.opt[i], (enum gpc_opt)i, -1, where, sizeof where) : "");
     }
@@ -111,7 +111,7 @@ int cmd_check(int argc, char **argv)
         char val[300], where[600];
         char key[96];
         snprintf(key, sizeof key, "[device.%s] memory_limit", s.uuid_limit[i].uuid);
-        show_value(&gpc_option_defs[GPC_OPT_MEMORY_LIMIT], &s.uuid_limit[i].v, val, sizeof val);
+        show_value(&s.uuid_limit[i].v, val, sizeof val);
         printf("  %-14s = %-24s %s\n", key, val,
                gpc_value_origin(&s, &s.uuid_limit[i].v, GPC_OPT_MEMORY_LIMIT, -1, where, sizeof where));
     }
@@ -121,7 +121,7 @@ int cmd_check(int argc, char **argv)
         char val[300], where[600];
         char key[48];
         snprintf(key, sizeof key, "[device.%d] memory_limit", dev);
-        show_value(&gpc_option_defs[GPC_OPT_MEMORY_LIMIT], &s.dev_limit[dev], val, sizeof val);
+        show_value(&s.dev_limit[dev], val, sizeof val);
         printf("  %-14s = %-24s %s\n", key, val,
                gpc_value_origin(&s, &s.dev_limit[dev], GPC_OPT_MEMORY_LIMIT, dev, where, sizeof where));
     }
@@ -138,7 +138,7 @@ int cmd_check(int argc, char **argv)
         show_budget(&s, s.uuid_limit[i].uuid, -1, s.uuid_limit[i].uuid);
     if (s.env_bad)
         printf("  an unknown GPUCAP_* variable puts every budget at 0\n");
-    if (s.opt[GPC_OPT_MODE].set && !s.opt[GPC_OPT_MODE].bad && s.opt[GPC_OPT_MODE].u.e == 1)
+    if (gpc_opt_enum(&s, GPC_OPT_MODE) == GPC_MODE_AUDIT)
         printf("  audit mode: nothing is denied, would-be denials are logged and counted\n");
     if (s.errors) {
         printf("%d error%s: see the lines above\n", s.errors, s.errors == 1 ? "" : "s");

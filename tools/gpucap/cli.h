@@ -44,8 +44,9 @@ int cli_find_lib(const char *given, char *buf, size_t len, char *tried, size_t t
 void cli_settings_quiet(struct gpc_settings *s, char *const *envp);
 /*
  * main.c: maps a ledger file read-only. Returns the mapping (munmap with sizeof(struct gpc_ledger))
- * or NULL with *why set: cannot be opened, truncated, not a ledger, another layout version. Only
- * the header is checked: in audit mode a device's use may legitimately exceed its limit.
+ * or NULL with *why set: cannot be opened, truncated, or refused by gpc_ledger_check (the library's
+ * own check: not a ledger, another layout version, a corrupted header or device entry). A device's
+ * use above its limit is no fault: audit mode admits past it.
  */
 const struct gpc_ledger *cli_map_ledger(const char *path, char *why, size_t len);
 

@@ -95,6 +95,8 @@ static void check_driver(void)
 
 typedef int nvret;
 typedef void *nvdev;
+/* The nvmlReturn_t codes told apart here (nvml.h is not needed to build gpucap). */
+enum { NV_ERROR_NOT_SUPPORTED = 3, NV_ERROR_FUNCTION_NOT_FOUND = 13 };
 
 static void check_nvml(void)
 {
@@ -116,7 +118,7 @@ static void check_nvml(void)
     SYM(nvret(*)(nvdev, unsigned *, unsigned *), nvmlDeviceGetMigMode);
     SYM(const char *(*)(nvret), nvmlErrorString);
 #undef SYM
-    nvret rc = nvmlInit_v2 ? nvmlInit_v2() : 13;
+    nvret rc = nvmlInit_v2 ? nvmlInit_v2() : NV_ERROR_FUNCTION_NOT_FOUND;
     if (rc != 0) {
         line("FAIL", "NVML: nvmlInit failed (%s); the driver is not loaded or does not match NVML",
              nvmlErrorString ? nvmlErrorString(rc) : "missing entry point");
@@ -137,7 +139,7 @@ static void check_nvml(void)
         nvdev d;
         if (nvmlDeviceGetHandleByIndex_v2(i, &d) != 0)
             continue;
-        char name[96] = "?", uuid[96] = "?", a[32];
+        char name[96] = "?", uuid[96] = "?", a[GPC_SIZE_TEXT];
         unsigned long long mem[3] = {0, 0, 0}; /* nvmlMemory_t: total, free, used */
         if (nvmlDeviceGetName)
             nvmlDeviceGetName(d, name, sizeof name);
@@ -146,8 +148,8 @@ static void check_nvml(void)
         if (nvmlDeviceGetMemoryInfo)
             nvmlDeviceGetMemoryInfo(d, mem);
         unsigned cur = 0, pending = 0;
-        nvret mig = nvmlDeviceGetMigMode ? nvmlDeviceGetMigMode(d, &cur, &pending) : 3;
-        const char *migs = mig == 3 ? "MIG not supported" : mig != 0 ? "MIG mode unknown"
+        nvret mig = nvmlDeviceGetMigMode ? nvmlDeviceGetMigMode(d, &cur, &pending) : NV_ERROR_NOT_SUPPORTED;
+        const char *migs = mig == NV_ERROR_NOT_SUPPORTED ? "MIG not supported" : mig != 0 ? "MIG mode unknown"
                            : cur ? "MIG enabled: gpucap caps the MIG instance the process sees"
                            : pending ? "MIG enabled after the next GPU reset" : "MIG supported, disabled";
         line("INFO", "card %u: %s %s, %s memory, %s", i, name, uuid, gpc_format_size(mem[0], a, sizeof a), migs);

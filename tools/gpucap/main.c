@@ -187,7 +187,10 @@ static void add_tried(char *tried, size_t len, const char *path)
 int cli_find_lib(const char *given, char *buf, size_t len, char *tried, size_t tried_len)
 {
     tried[0] = '\0';
-    const char *env = getenv("GPUCAP_LIB");
+    extern char **environ;
+    struct gpc_settings s;
+    cli_settings_quiet(&s, environ);
+    const char *env = gpc_opt_string(&s, GPC_OPT_LIB);
     const char *first[] = {given, env && *env ? env : NULL};
     for (int i = 0; i < 2; i++) {
         if (!first[i])
@@ -230,22 +233,16 @@ int cli_find_lib(const char *given, char *buf, size_t len, char *tried, size_t t
     return -ENOENT;
 }
 
+static void discard(enum gpc_log_level level, const char *line, void *arg)
+{
+    (void)level, (void)line, (void)arg;
+}
+
 void cli_settings_quiet(struct gpc_settings *s, char *const *envp)
 {
-    fflush(stderr);
-    int saved = dup(STDERR_FILENO);
-    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (saved >= 0 && null >= 0)
-        dup2(null, STDERR_FILENO);
     int threshold = gpc_log_threshold;
-    gpc_settings_load(s, envp);
+    gpc_settings_load_to(s, envp, discard, NULL);
     gpc_log_threshold = threshold;
-    if (saved >= 0) {
-        dup2(saved, STDERR_FILENO);
-        close(saved);
-    }
-    if (null >= 0)
-        close(null);
 }
 
 const struct gpc_ledger *cli_map_ledger(const char *path, char *why, size_t len)
@@ -261,28 +258,20 @@ const struct gpc_ledger *cli_map_ledger(const char *path, char *why, size_t len)
         snprintf(why, len, "is not a regular file");
         return NULL;
     }
-    if ((uint64_t)st.st_size < 16) {
+    if ((uint64_t)st.st_size < sizeof(uint64_t) * 2) {
         close(fd);
         snprintf(why, len, "truncated (shorter than its header)");
         return NULL;
     }
-    /* Mapping past the end is fine as long as we read nothing there: the size is checked first. */
+    /* Mapping past the end is fine as long as we read nothing there: gpc_ledger_check reads the
+     * header only once the size holds it. */
     const struct gpc_ledger *l = mmap(NULL, sizeof *l, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
     if (l == MAP_FAILED) {
         snprintf(why, len, "cannot be mapped (%s)", strerror(errno));
         return NULL;
     }
-    const char *bad = NULL;
-    if (l->magic != GPC_LEDGER_MAGIC)
-        bad = "not a gpucap ledger (wrong magic number)";
-    else if (l->version != GPC_LEDGER_VERSION)
-        snprintf(why, len, "layout version %u, this gpucap reads version %u", l->version, GPC_LEDGER_VERSION), bad = why;
-    else if ((uint64_t)st.st_size < sizeof *l)
-        snprintf(why, len, "truncated (%llu bytes, a ledger has %zu)", (unsigned long long)st.st_size, sizeof *l),
-            bad = why;
-    else if (l->size != sizeof *l || l->ndevices != GPC_LEDGER_DEVICES || l->nprocs != GPC_LEDGER_PROCS)
-        bad = "corrupted header (sizes do not match this layout)";
+    const char *bad = gpc_ledger_check(l, (uint64_t)st.st_size, why, (unsigned)len);
     if (bad) {
         if (bad != why)
             snprintf(why, len, "%s", bad);

@@ -198,7 +198,7 @@ static double time_step(double span)
 
 static void panel(FILE *f, const struct series *s, double y0, bool audit)
 {
-    char a[32], b[32], c[32];
+    char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], c[GPC_SIZE_TEXT];
     double x0 = LEFT, x1 = W - RIGHT, ytop = y0 + TOP, ybot = y0 + PANEL_H - BOTTOM;
     uint64_t tstart = s->n ? s->p[0].t_ns : 0, tend = s->n ? s->p[s->n - 1].t_ns : 0;
     double span = (double)(tend - tstart) / 1e9;

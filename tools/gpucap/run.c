@@ -118,6 +118,12 @@ static void write_report(const char *ledger, const char *dir, const char *dest, 
         munmap((void *)l, sizeof *l);
 }
 
+/* A flag's value becomes the variable of its settings row, which the child's library reads. */
+static void set_row(enum gpc_opt o, const char *text)
+{
+    setenv(gpc_option_defs[o].env, text, 1);
+}
+
 static int set_size(const char *opt, const char *name, const char *text)
 {
     struct gpc_size sz;
@@ -131,16 +137,14 @@ static int set_size(const char *opt, const char *name, const char *text)
     return 0;
 }
 
-static int set_count(const char *name, const char *text)
+static int set_count(const char *flag, enum gpc_opt o, const char *text)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(text, &end, 10);
-    if (errno || end == text || *end || v < 0) {
-        fprintf(stderr, "gpucap run: %s: '%s' is not a whole number >= 0\n", name, text);
+    struct gpc_value v;
+    if (gpc_option_parse(o, text, &v) != 0) {
+        fprintf(stderr, "gpucap run: %s: '%s' is not a whole number >= 0\n", flag, text);
         return -1;
     }
-    setenv(name, text, 1);
+    set_row(o, text);
     return 0;
 }
 
@@ -161,18 +165,15 @@ int cmd_run(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *lib_opt = NULL, *report = getenv("GPUCAP_REPORT");
-    bool json = false, audit = false;
-    const char *fmt = getenv("GPUCAP_REPORT_FORMAT");
-    if (fmt && strcmp(fmt, "json") == 0)
-        json = true;
+    const char *lib_opt = NULL, *report = NULL;
+    bool json = false;
     /* '+': stop at the first non-option, CMD's own options are CMD's. */
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "+m:d:ar:jbh", longopts, NULL)) != -1) {
         switch (c) {
         case 'm':
-            if (set_size("--memory", "GPUCAP_MEMORY_LIMIT", optarg) != 0)
+            if (set_size("--memory", gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, optarg) != 0)
                 return CLI_USAGE;
             break;
         case 'd': {
@@ -182,14 +183,13 @@ int cmd_run(int argc, char **argv)
             if (!eq || end != eq || dev < 0 || dev >= GPC_MAX_DEVICES)
                 return die("--device-memory takes DEV=SIZE, DEV a device ordinal (0, 1, ...)");
             char name[64];
-            snprintf(name, sizeof name, "GPUCAP_MEMORY_LIMIT_%ld", dev);
+            snprintf(name, sizeof name, "%s_%ld", gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, dev);
             if (set_size("--device-memory", name, eq + 1) != 0)
                 return CLI_USAGE;
             break;
         }
         case 'a':
-            audit = true;
-            setenv("GPUCAP_MODE", "audit", 1);
+            set_row(GPC_OPT_MODE, "audit");
             break;
         case 'r':
             report = optarg;
@@ -198,24 +198,22 @@ int cmd_run(int argc, char **argv)
             json = true;
             break;
         case OPT_FAIL_AFTER:
-            if (set_count("--fail-after", optarg) != 0)
+            if (set_count("--fail-after", GPC_OPT_FAIL_AFTER, optarg) != 0)
                 return CLI_USAGE;
-            setenv("GPUCAP_FAIL_AFTER", optarg, 1);
             break;
         case OPT_FAIL_RATE: {
             uint64_t r;
             if (gpc_fault_parse_rate(optarg, &r) != 0)
                 return die("--fail-rate takes a share from 0 to 1 (0.05) or a percentage (5%)");
-            setenv("GPUCAP_FAIL_RATE", optarg, 1);
+            set_row(GPC_OPT_FAIL_RATE, optarg);
             break;
         }
         case OPT_SEED:
-            if (set_count("--seed", optarg) != 0)
+            if (set_count("--seed", GPC_OPT_FAIL_SEED, optarg) != 0)
                 return CLI_USAGE;
-            setenv("GPUCAP_FAIL_SEED", optarg, 1);
             break;
         case 'b':
-            setenv("GPUCAP_BACKTRACE", "1", 1);
+            set_row(GPC_OPT_BACKTRACE, "1");
             break;
         case OPT_LIB:
             lib_opt = optarg;
@@ -240,16 +238,17 @@ int cmd_run(int argc, char **argv)
         return 1;
     }
 
-    /* A mode given in the environment counts as given here (for the report's wording). */
-    const char *mode = getenv("GPUCAP_MODE");
-    if (mode && strcasecmp(mode, "audit") == 0)
-        audit = true;
-
+    /* The settings as CMD will read them: a mode or report format from the environment or the ini
+     * file counts as given here (for the report), and GPUCAP_REPORT is taken as --report. */
     extern char **environ;
     struct gpc_settings s;
     cli_settings_quiet(&s, environ);
+    bool audit = gpc_opt_enum(&s, GPC_OPT_MODE) == GPC_MODE_AUDIT;
+    json = json || gpc_opt_enum(&s, GPC_OPT_REPORT_FORMAT) == GPC_REPORT_JSON;
+    if (!report && s.opt[GPC_OPT_REPORT].src == GPC_SRC_ENV)
+        report = gpc_opt_string(&s, GPC_OPT_REPORT);
     if (!gpc_settings_any_limit(&s))
-        setenv("GPUCAP_MEMORY_LIMIT", "100%", 1);
+        set_row(GPC_OPT_MEMORY_LIMIT, "100%");
 
     const char *tmp = getenv("TMPDIR");
     char dir[PATH_MAX], ledger[PATH_MAX + 16];
@@ -260,13 +259,13 @@ int cmd_run(int argc, char **argv)
         return 1;
     }
     snprintf(ledger, sizeof ledger, "%s/ledger", dir);
-    setenv("GPUCAP_LEDGER", ledger, 1);
+    set_row(GPC_OPT_LEDGER, ledger);
     /* With a report, the processes of the run write their usage timelines into the run's directory. */
     if (report && *report)
-        setenv("GPUCAP_TIMELINE", dir, 1);
+        set_row(GPC_OPT_TIMELINE, dir);
     /* The one report of the run is ours; the processes of the run write none. */
-    unsetenv("GPUCAP_REPORT");
-    unsetenv("GPUCAP_REPORT_FORMAT");
+    unsetenv(gpc_option_defs[GPC_OPT_REPORT].env);
+    unsetenv(gpc_option_defs[GPC_OPT_REPORT_FORMAT].env);
     prepend_preload(lib);
 
     sigset_t block, old;

@@ -12,14 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 static const char status_usage[] =
     "usage: gpucap status [--ledger FILE] [--json]\n"
     "\n"
-    "Shows the ledger (FILE, else GPUCAP_LEDGER, else /tmp/gpucap-<euid>.ledger): per device its\n"
-    "budget, use and peak; per process its use, peak and whether it is alive. Read-only.\n"
+    "Shows the ledger (FILE, else the ledger setting: GPUCAP_LEDGER or `ledger` in the ini file, else\n"
+    "/tmp/gpucap-<euid>.ledger): per device its budget, use and peak; per process its use, peak and whether it is alive. Read-only.\n"
     "Exit 0, or 1 when the ledger cannot be read (the reason is said).\n"
     "\n";
 
@@ -39,22 +38,6 @@ static uint64_t dead_share(const struct gpc_ledger *l, int dv)
             sum += atomic_load(&p->used[dv]);
     }
     return sum;
-}
-
-static const struct gpc_ledger *open_ledger(const char *path, char *why, size_t len)
-{
-    const struct gpc_ledger *l = cli_map_ledger(path, why, len);
-    struct stat st;
-    if (l && stat(path, &st) == 0) {
-        const char *bad = gpc_ledger_check(l, (uint64_t)st.st_size, why, (unsigned)len);
-        if (bad) {
-            if (bad != why)
-                snprintf(why, len, "%s", bad);
-            munmap((void *)l, sizeof *l);
-            return NULL;
-        }
-    }
-    return l;
 }
 
 /* A string field of the ledger as text: bounded by the field, and anything but a name's
@@ -122,15 +105,13 @@ int cmd_status(int argc, char **argv)
             return CLI_USAGE;
         }
     }
-    char def[64];
+    char named[512];
     if (!path) {
-        const char *env = getenv("GPUCAP_LEDGER");
-        if (env && *env) {
-            path = env;
-        } else {
-            snprintf(def, sizeof def, "/tmp/gpucap-%u.ledger", (unsigned)geteuid());
-            path = def;
-        }
+        extern char **environ;
+        struct gpc_settings s;
+        cli_settings_quiet(&s, environ);
+        gpc_ledger_path(&s, named, sizeof named);
+        path = named;
     }
     if (strcmp(path, "off") == 0) {
         fprintf(stderr, "gpucap status: GPUCAP_LEDGER=off: every process has a private budget, there is no "
@@ -138,7 +119,7 @@ int cmd_status(int argc, char **argv)
         return 1;
     }
     char why[256];
-    const struct gpc_ledger *l = open_ledger(path, why, sizeof why);
+    const struct gpc_ledger *l = cli_map_ledger(path, why, sizeof why);
     if (!l) {
         fprintf(stderr, "gpucap status: ledger %s %s\n", path, why);
         return 1;
@@ -156,7 +137,7 @@ int cmd_status(int argc, char **argv)
         const struct gpc_ledger_dev *d = &l->dev[i];
         if (atomic_load(&d->state) != 1)
             continue;
-        char uuid[48], a[32], b[32], c[32], p[32];
+        char uuid[GPC_UUID_TEXT], a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], c[GPC_SIZE_TEXT], p[GPC_SIZE_TEXT];
         gpc_uuid_format(d->uuid, uuid);
         uint64_t limit = atomic_load(&d->slot.limit), used = atomic_load(&d->slot.used),
                  peak = atomic_load(&d->slot.peak), dead = dead_share(l, i);
@@ -173,7 +154,7 @@ int cmd_status(int argc, char **argv)
                    (unsigned long long)atomic_load(&d->slot.denials));
         } else {
             budget_text(limit, a, sizeof a);
-            char x[32];
+            char x[GPC_SIZE_TEXT];
             printf("device %s  budget %s  in use %s (contexts %s)  peak %s  (card %s, %llu denials)\n", uuid, a,
                    gpc_format_size(used, b, sizeof b), gpc_format_size(atomic_load(&d->slot.contexts), x, sizeof x),
                    gpc_format_size(peak, c, sizeof c), gpc_format_size(d->physical, p, sizeof p),
@@ -198,7 +179,7 @@ int cmd_status(int argc, char **argv)
             uint64_t used = atomic_load(&p->used[dv]), peak = atomic_load(&p->peak[dv]);
             if (atomic_load(&l->dev[dv].state) != 1 || (used == 0 && peak == 0 && atomic_load(&p->limit[dv]) == 0))
                 continue;
-            char uuid[48], a[32], b[32];
+            char uuid[GPC_UUID_TEXT], a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT];
             gpc_uuid_format(l->dev[dv].uuid, uuid);
             if (json)
                 printf("%s{\"pid\":%d,\"alive\":%s,\"uuid\":\"%s\",\"in_use\":%llu,\"peak\":%llu}", procs ? "," : "",

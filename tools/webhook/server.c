@@ -61,7 +61,7 @@
     "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-KX-ALL:+ECDHE-ECDSA:+ECDHE-RSA:-CIPHER-ALL:+AES-128-GCM:"     \
     "+AES-256-GCM:+CHACHA20-POLY1305:-MAC-ALL:+AEAD"
 
-void gpc_log(const char *fmt, ...)
+void wh_log(const char *fmt, ...)
 {
     char line[2200];
     va_list ap;
@@ -86,14 +86,14 @@ static void log_limited(const char *line)
     pthread_mutex_lock(&limited_lock);
     if (now - limited_since >= LOG_WINDOW) {
         if (limited_dropped)
-            gpc_log("%u more lines of client errors in the last %d s not shown (rate limit)", limited_dropped,
+            wh_log("%u more lines of client errors in the last %d s not shown (rate limit)", limited_dropped,
                     LOG_WINDOW);
         limited_since = now;
         limited_said = limited_dropped = 0;
     }
     if (line && limited_said < LOG_BURST) {
         limited_said++;
-        gpc_log("%s", line);
+        wh_log("%s", line);
     } else if (line) {
         limited_dropped++;
     }
@@ -227,7 +227,7 @@ static void log_creds(const char *verb, const struct creds *c)
     if (gnutls_fingerprint(GNUTLS_DIG_SHA256, &c->chain[0].cert, digest, &size) == 0)
         for (size_t i = 0; i < size; i++)
             snprintf(hex + 3 * i, sizeof hex - 3 * i, "%02X%s", digest[i], i + 1 < size ? ":" : "");
-    gpc_log("%s certificate, sha256 fingerprint %s", verb, hex);
+    wh_log("%s certificate, sha256 fingerprint %s", verb, hex);
 }
 
 static int pick_cert(gnutls_session_t session, const gnutls_datum_t *req_ca_dn, int nreqs,
@@ -255,7 +255,7 @@ static int reload(struct watch *w, bool first)
     struct file_sig cs, ks;
     if (sig_of(w->cert, &cs) != 0 || sig_of(w->key, &ks) != 0) {
         if (first || !w->failed)
-            gpc_log("cannot stat %s or %s: %s%s", w->cert, w->key, strerror(errno),
+            wh_log("cannot stat %s or %s: %s%s", w->cert, w->key, strerror(errno),
                     first ? "" : "; keeping the previous certificate");
         w->failed = true;
         return first ? -1 : 0;
@@ -267,7 +267,7 @@ static int reload(struct watch *w, bool first)
     if (!c) {
         /* Remember these files so that a bad pair is reported once, not every interval. */
         if (first || !w->failed || !sig_eq(&cs, &w->cert_sig) || !sig_eq(&ks, &w->key_sig))
-            gpc_log("cannot load %s with %s: %s%s", w->cert, w->key, why,
+            wh_log("cannot load %s with %s: %s%s", w->cert, w->key, why,
                     first ? "" : "; keeping the previous certificate");
         w->cert_sig = cs;
         w->key_sig = ks;
@@ -543,7 +543,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     struct gpc_admission_result res;
     gpc_admission_handle(cfg, up->buf, up->len, &res);
-    gpc_log("%s", res.log);
+    wh_log("%s", res.log);
     enum MHD_Result rc = res.body ? reply(conn, (unsigned)res.status, res.content_type, res.body, res.body_len, NULL)
                                   : text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
     gpc_admission_result_free(&res);
@@ -605,11 +605,11 @@ int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *
     struct sockaddr_storage addr;
     socklen_t addrlen;
     if (parse_listen(opt->listen, &addr, &addrlen) != 0) {
-        gpc_log("listen \"%s\": expected HOST:PORT, [IPV6]:PORT or :PORT with a numeric host and port", opt->listen);
+        wh_log("listen \"%s\": expected HOST:PORT, [IPV6]:PORT or :PORT with a numeric host and port", opt->listen);
         return -1;
     }
     if (!MHD_is_feature_supported(MHD_FEATURE_HTTPS_CERT_CALLBACK)) {
-        gpc_log("this libmicrohttpd has no TLS certificate callback");
+        wh_log("this libmicrohttpd has no TLS certificate callback");
         return -1;
     }
     struct watch w = {.cert = opt->cert, .key = opt->key};
@@ -617,7 +617,7 @@ int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *
         return -1;
     slots = calloc(opt->max_connections, sizeof *slots);
     if (!slots) {
-        gpc_log("out of memory");
+        wh_log("out of memory");
         creds_free(atomic_load(&current));
         atomic_store(&current, NULL);
         return -1;
@@ -636,7 +636,7 @@ int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *
         opt->max_connections_per_ip, MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
         MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_END);
     if (!d) {
-        gpc_log("cannot listen on %s: %s", opt->listen, strerror(errno));
+        wh_log("cannot listen on %s: %s", opt->listen, strerror(errno));
         creds_free(atomic_load(&current));
         atomic_store(&current, NULL);
         free(slots);
@@ -645,7 +645,7 @@ int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     char host[64] = "?";
     getnameinfo((struct sockaddr *)&addr, addrlen, host, sizeof host, NULL, 0, NI_NUMERICHOST);
-    gpc_log("listening on https://%s%s%s:%u with %u threads; image %s, preload %s, default-memory %s, "
+    wh_log("listening on https://%s%s%s:%u with %u threads; image %s, preload %s, default-memory %s, "
             "max-memory %s", addr.ss_family == AF_INET6 ? "[" : "", host, addr.ss_family == AF_INET6 ? "]" : "",
             info ? info->port : 0, opt->threads, opt->admission.image,
             opt->admission.preload == GPC_PRELOAD_ENV ? "env" : "file",
@@ -665,7 +665,7 @@ int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *
             reload(&w, false);
         }
     }
-    gpc_log("stopping");
+    wh_log("stopping");
     MHD_stop_daemon(d);
     free(slots);
     slots = NULL;

@@ -27,7 +27,7 @@ struct gpc_server_options {
  */
 int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *stop);
 
-/* The one log sink of the webhook: a line on stderr with the prefix. */
-void gpc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The one log sink of the webhook: a line on stderr with the prefix (wh_: not the library's gpc_log). */
+void wh_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif
