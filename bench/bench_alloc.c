@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bench_alloc.c THREADS PAIRS: median nanoseconds per cuMemAlloc_v2 + cuMemFree_v2 pair.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bench_graph.c THREADS LAUNCHES [plain|alloc]: median nanoseconds per cuGraphLaunch.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bench_track.c [LIVE]: the pointer table (libgpucap/track.c, compiled in) with LIVE records held
  * (default one million): ns per add and per take while that many are live, bytes of table per

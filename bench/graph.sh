@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/graph.sh [BUILD]: ns per cuGraphLaunch on the fake driver (median of 7 runs each), for a
 # graph without allocation nodes and for one with an allocation node (2 MiB, freed inside):
 # without gpucap, with a private budget (GPUCAP_LEDGER=off) and with the shared ledger (the

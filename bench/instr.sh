@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/instr.sh [BUILD]: instructions per 4 KiB cuMemAlloc_v2+cuMemFree_v2 pair, counted exactly by
 # callgrind (the difference between a run of 2N and one of N pairs, 1 thread), without gpucap, with a
 # private budget (GPUCAP_LEDGER=off) and with the shared ledger; and what gpucap adds.

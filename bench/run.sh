@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/run.sh [BUILD]: ns per cuMemAlloc_v2+cuMemFree_v2 pair on the fake driver (median of 7
 # runs each): without gpucap, with a private budget (GPUCAP_LEDGER=off), and with the shared ledger
 # (the default), on 1 and 8 threads, and as 4 processes sharing one ledger.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # install.cmake: what `cmake --install` puts where, and the packages CPack builds from it.
 #
 #   <libdir>/gpucap/libgpucap.so      the library, in a private directory (preloaded by path)

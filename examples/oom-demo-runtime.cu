@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // oom-demo-runtime: the oom-demo on the CUDA runtime API (what most applications use): allocate
 // in 256 MiB steps until cudaMalloc says cudaErrorMemoryAllocation, the way a job meets its cap.
 //

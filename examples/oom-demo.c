@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * oom-demo: allocate device memory in 256 MiB steps until the driver says out of memory, the way
  * a job meets its cap. Run it under gpucap:

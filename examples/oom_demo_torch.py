@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """oom_demo_torch.py: what a PyTorch job sees under a gpucap budget.
 
     gpucap run --memory 2GiB --report - -- python3 oom_demo_torch.py

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * api.c: the small public API (include/gpucap.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * backtrace.c: the call stack of a denied allocation (GPUCAP_BACKTRACE=1).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * charge.c: the steps every allocating hook shares.
  *

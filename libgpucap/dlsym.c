@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dlsym.c: the dlsym and dlvsym interposers.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * faults.c: fault injection, for testing an application's out-of-memory handling.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * glibc_floor.h: keeps libgpucap.so loadable with glibc 2.17 (CentOS 7, UBI 8, Ubuntu 20.04 CUDA
  * images) although it is built against a current glibc. Included first in every file of the library

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hooklist.h: the one table of driver entry points that gpucap interposes.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hooks_array.c: CUDA arrays and mipmapped arrays (textures, surfaces).
  *

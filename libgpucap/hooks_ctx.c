@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hooks_ctx.c: the memory contexts take, which no allocation call reports.
  *

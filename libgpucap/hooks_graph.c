@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hooks_graph.c: memory of CUDA graphs (allocation nodes), with graph launches left at full speed.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hooks_info.c: the calls that report memory, answered with the budget.
  *

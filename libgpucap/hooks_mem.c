@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hooks_mem.c: the allocation calls that return a device pointer, and their frees.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hooks_nvml.c: NVML's memory figures, answered with the budget, so that nvidia-smi, pynvml and
  * PyTorch inside the container see the budget as the card.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hooks_vmm.c: virtual memory management (cuMemCreate and friends).
  *

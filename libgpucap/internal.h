@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * internal.h: what the files of libgpucap share, grouped by the file that owns each declaration.
  * Everything not declared here is static to its file. Nothing here is exported: the library is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ledger.c: the crash-safe record of usage that the processes of one container share.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ledger.h: the layout of the shared ledger file, read by the library (ledger.c) and by
  * `gpucap status` (tools/). Fixed size, no pointers; atomics and process-shared robust mutexes only.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ledger_check.c: what the library (ledger.c) and `gpucap status` share about a ledger: its path,
  * whether a mapped file is a usable ledger, and whether the process of an entry is alive.

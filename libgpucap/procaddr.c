@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * procaddr.c: cuGetProcAddress, the route by which the CUDA runtime and every NVIDIA library reach
  * the driver, and the name -> hook table that the dlsym redirect uses too.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * reclaim.c: memory kept for reuse, given back before a denial.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * report_exit.c: the report that a process writes at exit when GPUCAP_REPORT is set.
  *

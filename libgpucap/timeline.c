@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * timeline.c: how each device's usage moved over time, for the report.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * track.c: what each device pointer, VMM handle and VMM mapping was charged, so a free releases
  * exactly that.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * units.h: the project's one size parser (units.c), shared by the library and the tools.
  */

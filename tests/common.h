@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * common.h: what the test programs share: the exit-code convention, checks, and a table of driver
  * entry points filled through one of the three routes a program can take to the driver.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_check.sh GPUCAP: `gpucap check`: a valid file passes and shows each value's origin and
 # the effective budget per device; bad values, unknown keys and bad syntax fail with the line
 # number; the environment over the file; unknown GPUCAP_* variables; a bad fault rate.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_doctor.sh GPUCAP PROBE_LIB: `gpucap doctor` on a machine without a GPU (the fake driver):
 # it runs, says the driver is a fake, fails the device-node check, passes the export check of the
 # built library and fails it for a library that lacks the hooks; preload and limit checks.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_edges.sh GPUCAP CLI_ALLOC: what a new user meets first: help texts (no "%%", the settings
 # table only in `gpucap --help`), a bad --memory named once, a broken "[gpucap" line reported as a
 # syntax error, `gpucap check FILE` of a missing file, per-device keys shown with their section,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_faults.sh GPUCAP CLI_ALLOC: fault injection: fail_after fails exactly the attempts after
 # the N-th; fail_rate with a seed fails the same attempts in every run and others with another
 # seed; injected failures never reach the driver and count as denials; backtraces of denials name

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_plot.sh GPUCAP CLI_ALLOC: the usage timeline. `gpucap run --report FILE.svg` draws a run
 # of several processes (the SVG parses; it shows the budget line, one mark per denial and the peak
 # labelled with the report's figure); the JSON report carries the timeline (its highest point is

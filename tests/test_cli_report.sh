@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_report.sh GPUCAP CLI_ALLOC: the report of `gpucap run` (text and JSON) for a run of
 # several processes, its figures checked against the fake driver's own record (one record file for
 # all processes); audit mode denies nothing and reports the peak the job needs; GPUCAP_REPORT

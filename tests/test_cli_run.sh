@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_run.sh GPUCAP CLI_ALLOC: `gpucap run`: the exit status and the signal of the command
 # pass through, signals sent to gpucap reach the command, an existing LD_PRELOAD is kept after the
 # library, the run has a ledger of its own (removed afterwards), usage errors, --help generated

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_status.sh GPUCAP CLI_ALLOC: `gpucap status`: devices by UUID with budget, use and peak;
 # the part of the use that context reserves make up; the identity block (pod, container, version);
 # processes alive and dead; JSON; a corrupted, truncated or foreign ledger is one line, exit 1.

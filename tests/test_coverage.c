@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_coverage.c: the memory that no plain allocation call reports, through every route.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_crowd.c [N]: N processes (default 500) start together on one ledger and each allocates
  * 1 MiB, holding it until all have tried: none may be denied (a contended ledger lock is retried,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_ctor.c: hooks called from another library's constructor (before anything in gpucap has run)
  * enforce the budget; hooks called from an atexit handler after gpucap's destructor do not crash.

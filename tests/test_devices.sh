@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # test_devices.sh PROBE: budgets of several devices across processes that number them differently
 # (FAKECUDA_DEVICES=2 and a shared FAKECUDA_RECORD set by ctest). PROBE is probe_budget.
 #  - per-ordinal limits follow the process's own ordinals (CUDA_VISIBLE_DEVICES reorders them);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_dlsym.c: the dlsym/dlvsym interposers redirect exactly the hooked names asked of a libcuda
  * handle and are invisible otherwise: other names and handles get the real answer, and RTLD_NEXT

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_exporter.sh EXPORTER CLI_ALLOC: gpucap-exporter over HTTP on a directory laid out like the
 # kubelet's, with ledgers written by processes under the library (identity from GPUCAP_POD_*):
 # promtool accepts the exposition; each container's figures match what the fake driver recorded for

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """test_exporter_manifests.py EXPORTER EXAMPLES_DIR: the exporter's Kubernetes manifests, alert rules
 and Grafana dashboard load and fit together: the DaemonSet mounts the kubelet's pod directory
 read-only where --root points, the PodMonitor scrapes its port with the tenant's labels kept, the

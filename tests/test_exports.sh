@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # test_exports.sh LIB SRCDIR: the library exports exactly the names of its version script, and the
 # version script lists exactly the hooks of hooklist.h (GPC_HOOKS, GPC_NVML_HOOKS) plus dlsym, dlvsym and the public API.
 set -u

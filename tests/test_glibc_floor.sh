@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_glibc_floor.sh LIB: libgpucap.so loads with glibc 2.17 or newer (x86-64, aarch64): no symbol it takes
 # from glibc has a version newer than GLIBC_2.17, and it names libdl.so.2 and libpthread.so.0, where
 # glibc before 2.34 defines dlopen and the pthread functions it calls (libgpucap/glibc_floor.h).

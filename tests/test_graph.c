@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_graph.c: graph memory and graph launches, against the fake card's record.
  *

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_invisible.sh: preloaded into processes that never touch CUDA (as through /etc/ld.so.preload),
 # the library prints nothing, reads no settings, creates no file and starts no thread, even with
 # broken settings.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_ledger.c CASE: one budget shared by processes through the ledger file.
  *

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_ledger_files.sh: ledgers that cannot be used (garbage, truncated, another layout version, not
 # writable, a symlink, an impossible path, another user's file) each give one error line naming the
 # file and the reason, leave the file as it was, and the process is still capped (private budget).

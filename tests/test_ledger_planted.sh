@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_ledger_planted.sh: ledgers another user could have planted or could still reach are refused,
 # with one error line naming the file and the reason, the file left as it was, and the process
 # still capped (private budget): a file open to every user (0666, also in group mode), a file of

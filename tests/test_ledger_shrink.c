@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_ledger_shrink.c: a ledger file shrunk by another process while this one has it mapped (any
  * access past the file's end would raise SIGBUS). The process survives, says so in one error line,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_lifetimes.c CASE: gpucap's figures against the fake card's record over the lifetimes of
  * contexts and processes (issue: exact accounting over every lifetime). After each step

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_lock.sh PROBE CLI PLATFORM_FILE: the platform's lock, through the test copy of the library
 # (TEST_PRELOAD_LOCK, built with PLATFORM_FILE as its platform path). Each escape a tenant can try
 # from the environment is refused with one line, each tightening is honoured, memory_limit_max and

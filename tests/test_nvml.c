@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_nvml.c: NVML's memory figures under gpucap.
  *

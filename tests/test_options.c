@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_options.c: the settings, without a driver: every size form, percentages, malformed values
  * (one clear error line and the safe state, a budget of 0), the ini file, the environment over the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_procaddr.c: cuGetProcAddress answers as the driver would, with our hooks in place of the
  * driver's functions for the names we budget.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_report_file.sh GPUCAP CLI_ALLOC: the report file (GPUCAP_REPORT at exit, `gpucap run
 # --report`) is never written through a link: a symbolic link at its name is refused (its target
 # untouched, a dangling one not created), a hard link is replaced, not written through; a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_routes.c: every budgeted call through every route to the driver.
  *

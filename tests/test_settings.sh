@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_settings.sh: settings as a process sees them through the preloaded library: the budget that
 # each form gives, the one-time notice without a limit, the error and the safe state for a bad
 # value, the ini file and the environment over it, per-device limits, and the denial line.

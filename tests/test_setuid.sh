@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_setuid.sh CLIENT: the library in a secure-execution process. A setuid-root copy of a CUDA
 # client linked with libgpucap is run by an unprivileged user (65534) whose GPUCAP_REPORT,
 # GPUCAP_LEDGER and GPUCAP_CONFIG name root-only files: nothing is created or truncated, nothing

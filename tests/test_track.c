@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_track.c: the pointer table (libgpucap/track.c, compiled in) against a reference.
  *

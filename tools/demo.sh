@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # tools/demo.sh [BUILD]: the main job. Runs examples/oom-demo under a 1 GiB gpucap budget: on the
 # real driver when this machine has an NVIDIA GPU, else on the fake driver the tests build.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # tools/setup.sh: installs what gpucap needs to build and test, from Debian packages, when missing.
 # The CUDA toolkit (cuda.h) is expected under /usr/local/cuda (or found by CMake's FindCUDAToolkit).
 set -euo pipefail

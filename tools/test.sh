@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # tools/test.sh: the whole test suite, as CI runs it: set-up, a normal build and its tests, then the
 # suite again under AddressSanitizer + UndefinedBehaviorSanitizer and under ThreadSanitizer, the
 # aarch64 cross build with its single-process tests under qemu-user, and a bounded fuzzing run of

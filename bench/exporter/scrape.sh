@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # scrape.sh: how long one scrape of gpucap-exporter takes on a node with many gpucap containers
 # (a benchmark, not a timed test).
 #

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # load.sh: load benchmark of gpucap-webhook over loopback TLS (a benchmark, not a timed test).
 #
 # usage: bench/webhook/load.sh PATH/TO/gpucap-webhook [SECONDS] [CONNECTIONS]

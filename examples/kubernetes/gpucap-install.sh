@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # gpucap-install.sh: the installer image's entry point (installer-daemonset.yaml).
 #
 # Puts /opt/gpucap/libgpucap.so at $INSTALL_VAR_LIB/gpucap/libgpucap.so and, when the node has

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # stage-library.sh BUILD ROOT: lays out the gpucap library image's whole file tree in ROOT from a
 # build tree: /usr/local/gpucap/lib/libgpucap.so, /usr/local/gpucap/bin/gpucap (which copies both
 # into a pod: `gpucap inject`), and the C library files the CLI needs to run in an image FROM

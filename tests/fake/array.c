@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * array.c: CUDA arrays and mipmapped arrays, charged to the current context's device. An array
  * takes width * max(height,1) * max(depth,1) * channels * bytes-per-element, rounded up to

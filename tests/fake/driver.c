@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * driver.c: the fake driver's frame. It owns the configuration (FAKECUDA_* and
  * CUDA_VISIBLE_DEVICES, read once), the per-entry-point call counters, cuInit, device queries,

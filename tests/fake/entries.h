@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * entries.h: the one list of driver entry points the fake exports. Each row is
  * X(exported symbol, base name asked of cuGetProcAddress, version that introduced

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fake_internal.h: what the fake driver's files share, grouped by the file that owns each
  * declaration. Every function here runs inside libcuda.so.1 only; the fake NVML reaches the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fakecuda.h: the inspection API of the fake libcuda.so.1 (tests/fake). Tests read the fake's
  * own record of what is really allocated on each physical device and compare it with what

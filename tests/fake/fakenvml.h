@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fakenvml.h: the few NVML types and entry points the fake libnvidia-ml.so.1 provides, declared
  * with the layouts and codes of the real nvml.h (not shipped with the toolkit here).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * graph.c: CUDA graphs, as far as memory goes. Memory nodes get their address when added; a
  * launch (synchronous here) makes the graph's allocations live and runs its free nodes. Each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * memory.c: device allocations that are not VMM, arrays or graphs: linear (cuMemAlloc*, pitched,
  * managed, legacy 32-bit), stream-ordered pools, host memory, and the pointer queries.

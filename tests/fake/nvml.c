@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nvml.c: the fake libnvidia-ml.so.1. It reads the same record as the fake libcuda (through the
  * exported fakecuda_* functions), so with FAKECUDA_RECORD set it sees one card with every

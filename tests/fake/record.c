@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * record.c: the fake card's physical truth. Per physical device it keeps capacity, outstanding
  * bytes, peak and allocation/free counts; per process a slot (pid + start time, so a reused pid

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * selftest.c: checks the fake driver against the behaviour its sources describe: the record,
  * contexts, pools, VMM reference counts, arrays, graphs, cuGetProcAddress variants, CUDA_VISIBLE_DEVICES, cross-process sharing and crash recovery,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * vmm.c: the virtual memory management calls. cuMemCreate takes physical memory (from the record
  * only for a device location); cuMemAddressReserve/cuMemMap/cuMemUnmap move address space only.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // cudart_loop.cu: the CUDA runtime path of the GPU suite (tests/gpu/run.sh).
 // Prints "info_total=<cudaMemGetInfo total> info_free=<free> allocated=<bytes> err=<name of the
 // error that stopped the loop>" and, with a second argument "hold", sleeps holding the memory

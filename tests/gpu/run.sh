@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/gpu/run.sh: gpucap against a real NVIDIA driver. Builds the project, then runs each check
 # with libgpucap.so preloaded and a 2 GiB budget on one card, printing "PASS name: figures",
 # "FAIL name: ..." or "SKIP name: reason" (a tool that is not installed: torch, cupy, jax, nvcc).

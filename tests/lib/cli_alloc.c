@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cli_alloc.c OP...: a CUDA program for the `gpucap` command's tests, driven by its arguments.
  *   a<N>      allocate N MiB with cuMemAlloc_v2 and keep it (a denial is recorded, not fatal)

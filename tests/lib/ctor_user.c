@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ctor_user.c: a library that uses the driver from its constructor and from an atexit handler, as
  * some libraries do: gpucap's hooks must work before its own constructor has run and after its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* probe_a.c: a library that looks up the next definition of a symbol it defines itself. */
 #include <dlfcn.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * probe_budget.c DEVICE BYTES: prints what a program sees on DEVICE under the current settings:
  * "total=<cuDeviceTotalMem_v2> info_total=<cuMemGetInfo_v2 total> free=<free> alloc=<CUresult of

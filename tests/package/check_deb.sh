@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/package/check_deb.sh [BUILD]: the .deb as a platform engineer meets it. Configures BUILD
 # (default build-pkg) for the prefix /usr, builds the package with CPack (and the .rpm where rpmbuild
 # is installed), installs the .deb with dpkg -i, then against the INSTALLED files only: --version

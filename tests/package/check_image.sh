@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/package/check_image.sh [BUILD]: the library image with Debian's buildah, as far as this
 # machine allows. The Dockerfile's bases (nvidia/cuda, busybox, ubuntu) need a registry, which CI
 # machines cannot reach; so this builds the library image's final stage from BUILD's files, laid

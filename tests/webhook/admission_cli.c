@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * admission_cli.c: the webhook's request handler as a filter, for the Python patch test.
  *

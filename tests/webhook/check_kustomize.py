@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """check_kustomize.py: the kustomize overlays in examples/overlays render with `kubectl kustomize`,
 and what they render is what each promises.
 

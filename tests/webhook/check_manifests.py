@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """check_manifests.py: every YAML file of examples/kubernetes parses, and says what the README says.
 
 usage: check_manifests.py EXAMPLES_DIR [ADMISSION_CLI [FIXTURES_DIR]]

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """check_patch.py: the webhook's patches applied with a real JSON Patch implementation.
 
 usage: check_patch.py ADMISSION_CLI FIXTURE_DIR [--escape NAME | --escapes]

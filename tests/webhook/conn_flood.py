@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """conn_flood.py: 1100 idle connections from one address; /healthz from another still answers.
 
 usage: conn_flood.py PATH/TO/gpucap-webhook EXAMPLES_DIR [--sanitized]

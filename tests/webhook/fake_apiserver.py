@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """fake_apiserver.py: a Kubernetes API server reduced to GET /api/v1/namespaces/NAME, over TLS on loopback.
 
 usage: fake_apiserver.py PORT_FILE CERT KEY TOKEN

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # fuzz.sh: builds the webhook's libFuzzer harness with clang and runs it for a bounded time.
 #
 # usage: tests/webhook/fuzz.sh SECONDS [WORKDIR]

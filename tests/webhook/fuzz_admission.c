@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_admission.c: libFuzzer harness over the webhook's request handler.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """harness.py: starts gpucap-webhook on loopback for the hostile-client tests, and reads its memory.
 
 Imported by hostile_bodies.py and conn_flood.py. A throwaway CA signs a certificate for 127.0.0.1;

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """hostile_bodies.py: request bodies built to exhaust the webhook's memory; its peak stays under the manifest.
 
 usage: hostile_bodies.py PATH/TO/gpucap-webhook EXAMPLES_DIR [--sanitized]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """match_conditions.py: evaluates the webhook configuration's matchConditions on pods, with cel-python.
 
 usage: match_conditions.py MUTATINGWEBHOOK_YAML < pods.json

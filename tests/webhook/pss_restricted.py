@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """pss_restricted.py: the Pod Security Standards' rules for the `restricted` level, as a function.
 
 The published list (kubernetes.io/docs/concepts/security/pod-security-standards): the baseline

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_admission.c: the webhook's request handler over the fixtures, then over broken input.
  *

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_inject.sh GPUCAP: `gpucap inject`, the init container's copy tool: the files of contract 2
 # (library, CLI, ld.so.preload, one locked ini per container, ledger directories) with their modes,
 # the ini read back by `gpucap check`, and usage errors that write nothing.

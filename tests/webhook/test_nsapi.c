@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_nsapi.c: the Namespace-annotation policy (nsapi.c) against fake_apiserver.py over TLS.
  *

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_nsapi.sh TEST_NSAPI ADMISSION_CLI: the platform's per-namespace policy from Namespace
 # annotations, read through a fake API server (fake_apiserver.py) on loopback over TLS with a
 # throwaway CA: test_nsapi.c checks the lookups and the cache; then the handler with that policy

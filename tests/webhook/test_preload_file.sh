@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_preload_file.sh GPUCAP CLI_ALLOC: the injection of contract 2 end to end, without Kubernetes.
 # `gpucap inject` fills a volume; inside a private mount namespace (unshare: the machine's real
 # /etc, /usr/local and /run are never written) its files are bind-mounted read-only where a GPU

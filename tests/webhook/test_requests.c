@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_requests.c: the schedulers' requests as budgets (tools/webhook/requests.c), one table row per
  * case: KAI's fraction and memory annotations, the container they apply to (first, named, init),

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # tls_roundtrip.sh: gpucap-webhook over real TLS on loopback, with curl and openssl.
 #
 # usage: tls_roundtrip.sh PATH/TO/gpucap-webhook

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # tls_suites.sh: the protocol versions and cipher suites gpucap-webhook accepts, one openssl s_client each.
 #
 # usage: tls_suites.sh PATH/TO/gpucap-webhook

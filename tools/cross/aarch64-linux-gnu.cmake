@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # CMake toolchain for libgpucap on aarch64 (Grace Hopper nodes) with Debian's cross compiler
 # (gcc-aarch64-linux-gnu); tests run under qemu-user. Used by tools/cross/aarch64.sh, which also
 # fetches the arm64 build of inih into GPUCAP_ARM64_SYSROOT.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # tools/cross/aarch64.sh [BUILD_DIR]: builds libgpucap.so, the fake driver and the tests for aarch64
 # (Grace Hopper nodes) with Debian's cross compiler, and runs the single-process tests under
 # qemu-user: every call route, coverage of arrays/pools/graphs/contexts, NVML, cuGetProcAddress,

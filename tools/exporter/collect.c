@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * collect.c: one scrape of gpucap-exporter: find every container's ledger under the kubelet's pod
  * directory, copy it, check it, and write the metrics.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * collect.h: what gpucap-exporter's scrape (collect.c) gives its server (main.c).
  */

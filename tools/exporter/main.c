@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * main.c: gpucap-exporter, the node exporter: settings, HTTP, the exporter's own metrics.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check.c: `gpucap check [FILE]`: validates the environment and an ini file exactly as the library
  * reads them (gpc_settings_load, the same table and parsers), prints every setting with its value

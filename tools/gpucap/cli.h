@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cli.h: what the files of the `gpucap` command share. main.c dispatches to one cmd_* per
  * subcommand; every setting the command reads or passes on is a row of libgpucap's options table.

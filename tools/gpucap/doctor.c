@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * doctor.c: `gpucap doctor`: the checks to run on a node or in a pod before trusting a cap. Each is
  * one line, PASS, WARN, FAIL or INFO, with what to do next when it is not a pass. Nothing here

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * inject.c: `gpucap inject`: the init container the webhook adds to a GPU pod (TEAM contract 2).
  * From the gpucap image it copies the library and this CLI into the pod's emptyDir, writes the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * main.c: the `gpucap` command: dispatch, --help (generated from libgpucap's options table, the
  * same rows the library reads), --help-man (gpucap(1), from the same texts; the build runs it),

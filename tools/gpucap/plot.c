@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * plot.c: the usage timeline of a run: gathered from the run's processes, put into its report,
  * and drawn as an SVG picture (`gpucap run --report usage.svg`, `gpucap plot report.json`).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * status.c: `gpucap status [--ledger FILE] [--json]`: the ledger as it is now, read-only: whose it
  * is (pod, container, the writer's gpucap version); per device (by UUID) budget, in use and peak; per process pid, in use, peak and whether it is alive.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * admission.c: the decision and the JSONPatch for one AdmissionReview.
  *

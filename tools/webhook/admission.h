@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * admission.h: the webhook's request handler (admission.c), shared by the server, the unit tests
  * and the fuzzer. It does no I/O of its own: bytes of a request body in, an HTTP status and a body

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nsapi.c: the per-namespace budget policy from annotations on the Namespace objects, read from the
  * Kubernetes API: GET /api/v1/namespaces/NAME with the service account's token, the TLS peer

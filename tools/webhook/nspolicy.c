@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nspolicy.c: the per-namespace budget policy, from a file the platform owns (a ConfigMap mounted
  * into the webhook). One ini section per namespace:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * requests.c: the GPU shares that schedulers already ask for, read as gpucap budgets, so that a
  * cluster whose pods are written for KAI Scheduler or HAMi gets them enforced unchanged.

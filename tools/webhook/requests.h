@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * requests.h: the GPU shares that schedulers already ask for (requests.c): KAI Scheduler's pod
  * annotations and HAMi-style container resources, read as gpucap budgets. Pure functions over the

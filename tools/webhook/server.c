@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * server.c: HTTPS for the webhook: routing, request bodies, certificate reload, the log.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * server.h: the webhook's HTTPS server (server.c), started by main.c.
  */
