@@ -25,6 +25,7 @@
 
 #include "collect.h"
 #include "gpucap_version.h"
+#include "listen.h"
 
 enum opt_id { OPT_LISTEN, OPT_ROOT, OPT_COUNT };
 
@@ -176,37 +177,11 @@ static void on_mhd_error(void *cls, const char *fmt, va_list ap)
     say("microhttpd: %s", line);
 }
 
-static int parse_listen(const char *text, struct sockaddr_storage *ss, socklen_t *len)
-{
-    char host[128], port[16];
-    const char *colon = strrchr(text, ':');
-    if (!colon || !colon[1] || strlen(colon + 1) >= sizeof port || (size_t)(colon - text) >= sizeof host)
-        return -EINVAL;
-    memcpy(host, text, (size_t)(colon - text));
-    host[colon - text] = '\0';
-    snprintf(port, sizeof port, "%s", colon + 1);
-    size_t n = strlen(host);
-    if (host[0] == '[') {
-        if (n < 2 || host[n - 1] != ']')
-            return -EINVAL;
-        memmove(host, host + 1, n - 2);
-        host[n - 2] = '\0';
-    }
-    struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV, .ai_socktype = SOCK_STREAM};
-    struct addrinfo *ai;
-    if (getaddrinfo(host[0] ? host : NULL, port, &hints, &ai) != 0)
-        return -EINVAL;
-    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-    *len = ai->ai_addrlen;
-    freeaddrinfo(ai);
-    return 0;
-}
-
 static int serve(const char *listen)
 {
     struct sockaddr_storage addr;
     socklen_t addrlen;
-    if (parse_listen(listen, &addr, &addrlen) != 0) {
+    if (gpc_parse_listen(listen, &addr, &addrlen) != 0) {
         say("listen \"%s\": expected HOST:PORT, [IPV6]:PORT or :PORT with a numeric host and port", listen);
         return 2;
     }

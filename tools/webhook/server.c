@@ -37,6 +37,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "listen.h"
+
 #define MAX_CHAIN 8
 #define MAX_PEM (1u << 20)
 
@@ -575,37 +577,11 @@ static void on_mhd_error(void *cls, const char *fmt, va_list ap)
 
 /* ---- the daemon ---- */
 
-static int parse_listen(const char *text, struct sockaddr_storage *ss, socklen_t *len)
-{
-    char host[128], port[16];
-    const char *colon = strrchr(text, ':');
-    if (!colon || strlen(colon + 1) == 0 || strlen(colon + 1) >= sizeof port || (size_t)(colon - text) >= sizeof host)
-        return -EINVAL;
-    memcpy(host, text, (size_t)(colon - text));
-    host[colon - text] = '\0';
-    strcpy(port, colon + 1);
-    if (host[0] == '[') {
-        size_t n = strlen(host);
-        if (n < 2 || host[n - 1] != ']')
-            return -EINVAL;
-        memmove(host, host + 1, n - 2);
-        host[n - 2] = '\0';
-    }
-    struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV, .ai_socktype = SOCK_STREAM};
-    struct addrinfo *ai;
-    if (getaddrinfo(host[0] ? host : NULL, port, &hints, &ai) != 0)
-        return -EINVAL;
-    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-    *len = ai->ai_addrlen;
-    freeaddrinfo(ai);
-    return 0;
-}
-
 int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *stop)
 {
     struct sockaddr_storage addr;
     socklen_t addrlen;
-    if (parse_listen(opt->listen, &addr, &addrlen) != 0) {
+    if (gpc_parse_listen(opt->listen, &addr, &addrlen) != 0) {
         wh_log("listen \"%s\": expected HOST:PORT, [IPV6]:PORT or :PORT with a numeric host and port", opt->listen);
         return -1;
     }

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* listen.c: the listen address of gpucap's HTTP servers (listen.h). */
+#include "listen.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <string.h>
+
+int gpc_parse_listen(const char *text, struct sockaddr_storage *ss, socklen_t *len)
+{
+    char host[128], port[16];
+    const char *colon = strrchr(text, ':');
+    if (!colon || !colon[1] || strlen(colon + 1) >= sizeof port || (size_t)(colon - text) >= sizeof host)
+        return -EINVAL;
+    memcpy(host, text, (size_t)(colon - text));
+    host[colon - text] = '\0';
+    snprintf(port, sizeof port, "%s", colon + 1);
+    size_t n = strlen(host);
+    if (host[0] == '[') {
+        if (n < 2 || host[n - 1] != ']')
+            return -EINVAL;
+        memmove(host, host + 1, n - 2);
+        host[n - 2] = '\0';
+    }
+    struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *ai;
+    if (getaddrinfo(host[0] ? host : NULL, port, &hints, &ai) != 0)
+        return -EINVAL;
+    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+    *len = ai->ai_addrlen;
+    freeaddrinfo(ai);
+    return 0;
+}
