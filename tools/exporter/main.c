@@ -25,7 +25,7 @@
 
 #include "collect.h"
 #include "gpucap_version.h"
-#include "listen.h"
+#include "http.h"
 
 enum opt_id { OPT_LISTEN, OPT_ROOT, OPT_COUNT };
 
@@ -120,18 +120,11 @@ static char *scrape(size_t *len, bool *ok)
 
 /* ---- HTTP ---- */
 
+/* A text response from a C string. */
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const char *type, const char *body,
                              const char *allow)
 {
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
-    if (!r)
-        return MHD_NO;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    if (allow)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
-    enum MHD_Result rc = MHD_queue_response(conn, status, r);
-    MHD_destroy_response(r);
-    return rc;
+    return gpc_http_reply(conn, status, type, body, strlen(body), allow);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,

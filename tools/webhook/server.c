@@ -37,7 +37,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "listen.h"
+#include "http.h"
 
 #define MAX_CHAIN 8
 #define MAX_PEM (1u << 20)
@@ -388,24 +388,9 @@ struct upload {
     size_t dropped; /* bytes past the limit, read and thrown away */
 };
 
-/* allow: the Allow header of a 405, else NULL. */
-static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const char *type, const char *body,
-                             size_t len, const char *allow)
-{
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
-    if (!r)
-        return MHD_NO;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    if (allow)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
-    enum MHD_Result rc = MHD_queue_response(conn, status, r);
-    MHD_destroy_response(r);
-    return rc;
-}
-
 static enum MHD_Result text(struct MHD_Connection *conn, unsigned status, const char *msg)
 {
-    return reply(conn, status, "text/plain", msg, strlen(msg), NULL);
+    return gpc_http_reply(conn, status, "text/plain", msg, strlen(msg), NULL);
 }
 
 static enum MHD_Result too_big(struct MHD_Connection *conn)
@@ -468,13 +453,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         set_deadline(conn, BODY_DEADLINE);
     if (strcmp(url, "/healthz") == 0) {
         if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-            return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "use GET\n", 8, "GET, HEAD");
+            return gpc_http_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "use GET\n", 8, "GET, HEAD");
         return text(conn, MHD_HTTP_OK, "ok\n");
     }
     if (strcmp(url, "/mutate") != 0)
         return text(conn, MHD_HTTP_NOT_FOUND, "not found: POST /mutate or GET /healthz\n");
     if (strcmp(method, "POST") != 0)
-        return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "use POST\n", 9, "POST");
+        return gpc_http_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "use POST\n", 9, "POST");
 
     struct upload *up = *state;
     if (!up) {
@@ -547,7 +532,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     struct gpc_admission_result res;
     gpc_admission_handle(cfg, up->buf, up->len, &res);
     wh_log("%s", res.log);
-    enum MHD_Result rc = res.body ? reply(conn, (unsigned)res.status, res.content_type, res.body, res.body_len, NULL)
+    enum MHD_Result rc = res.body ? gpc_http_reply(conn, (unsigned)res.status, res.content_type, res.body, res.body_len, NULL)
                                   : text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
     gpc_admission_result_free(&res);
     return rc;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* listen.c: the listen address of gpucap's HTTP servers (listen.h). */
-#include "listen.h"
+/* http.c: what gpucap's two HTTP servers share (http.h). */
+#include "http.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -31,4 +31,18 @@ int gpc_parse_listen(const char *text, struct sockaddr_storage *ss, socklen_t *l
     *len = ai->ai_addrlen;
     freeaddrinfo(ai);
     return 0;
+}
+
+enum MHD_Result gpc_http_reply(struct MHD_Connection *conn, unsigned status, const char *type, const char *body,
+                               size_t len, const char *allow)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (allow)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    enum MHD_Result rc = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return rc;
 }
