@@ -22,6 +22,13 @@ for base in "$TEST_BUILD/tests" /var/tmp /tmp; do
 done
 [ -n "$w" ] || { echo "skip: no directory here honours setuid for uid 65534"; exit 77; }
 trap 'rm -rf "$w"' EXIT
+# A setuid program ignores LD_LIBRARY_PATH: the client finds the library and the fake driver in the
+# build tree by its RPATH, so uid 65534 must be able to read them there (a checkout under a 0700
+# directory, as mktemp -d makes, cannot be reached).
+for lib in $(ldd "$client" | sed -n 's/.*=> \(\/[^ ]*\).*/\1/p'); do
+    as_user test -r "$lib" ||
+        { echo "skip: uid 65534 cannot read $lib (a directory above it is closed to other users)"; exit 77; }
+done
 fail=0
 bad() { echo "FAIL $*"; fail=1; }
 cp "$client" "$w/client" && chmod 4755 "$w/client"
