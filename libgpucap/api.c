@@ -18,12 +18,14 @@ GPC_EXPORT int gpucap_device_usage(int ordinal, struct gpucap_usage *out)
     if (!out || ordinal < 0 || ordinal >= GPC_MAX_DEVICES)
         return -EINVAL;
     gpc_init();
-    struct gpc_slot *s = gpc_budget_slot(gpc_device_budget_if_ready(ordinal));
+    int id = gpc_device_budget_if_ready(ordinal);
+    struct gpc_slot *s = gpc_budget_slot(id);
     if (!s)
         return -ENOENT;
+    gpc_budget_flush_counts();
     out->limit = atomic_load(&s->limit);
-    out->used = atomic_load(&s->used);
-    out->peak = atomic_load(&s->peak);
+    out->used = gpc_budget_in_use(id);
+    out->peak = id >= 0 ? gpc_ledger_peak(gpc_ledger, id) : 0;
     out->allocations = atomic_load(&s->allocs);
     out->frees = atomic_load(&s->frees);
     out->denials = atomic_load(&s->denials);

@@ -1,18 +1,47 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * budget.c: reservation arithmetic.
+ * budget.c: admission, by budget leases.
  *
- * A budget is a ledger device entry (ledger.h). Two ways to admit, one rule: an allocation is
- * admitted only if used + bytes stays within the limit at the instant it is counted, so the sum of
- * admitted bytes never exceeds the limit under any interleaving.
- *  - private budget (one process): a single compare-and-swap on `used`, no lock, no system call;
- *  - shared ledger (several processes): under the entry's robust process-shared mutex, where this
- *    process's own share is recorded with the total, so a process that dies at any instant leaves
- *    figures from which its share can be taken back (ledger.c). Nothing inside the lock can block.
+ * A budget is a ledger device entry (ledger.h), in the shared ledger or in a private one. No
+ * process admits against the device total one allocation at a time: each holds a lease per device,
+ * granted from the total under the entry's robust lock, and admits inside it with one
+ * compare-and-swap on a word of its own (its spare: the part of the lease not admitted); a free is
+ * one compare-and-swap on the same word. So the allocation path takes no lock, makes no system call
+ * and writes no cache line that another process writes.
+ *
+ * A lease grows by a chunk (1/64 of the limit; a private budget takes the whole limit at once), and
+ * gives back what it holds spare beyond two chunks. Before any denial the spare of every process on
+ * the ledger is taken back, so a denial means the budget is full of admitted bytes, not of spare.
+ *
+ * Why the sum of what is admitted never exceeds the limit, under any interleaving of threads and
+ * processes (the argument to check when changing anything here):
+ *  1. For each process P and device d, at every instant: admitted(P) + spare(P) <= lease(P), where
+ *     admitted(P) counts every reservation from the moment its compare-and-swap succeeds to the
+ *     moment its release's compare-and-swap succeeds. An admission moves bytes from spare to
+ *     admitted in one compare-and-swap that fails rather than take spare below zero; a release
+ *     moves them back (never above the lease: it is clamped); growing a lease adds to the lease
+ *     before the spare; taking spare back lowers the spare (compare-and-swap) before the lease.
+ *  2. A lease changes only under d's lock, and d's `leased` is the sum of the leases, kept under
+ *     the same lock: a grow is checked there against the limit (audit mode excepted).
+ *  3. Taking spare back (from this or another process) never takes more than the spare: the
+ *     compare-and-swap works on the word it read, and any concurrent admission or release makes it
+ *     fail and read again; the lease then drops by exactly what the spare lost.
+ * So sum admitted <= sum lease = leased <= limit.
+ *
+ * Crash safety: a process's share in the total is its lease, which only lock holders write. A dead
+ * process's share is its lease, taken back whole (ledger.c). A lock holder that dies leaves the
+ * lock to the next locker with EOWNERDEAD: the total is recomputed from the leases, and a take-back
+ * of another process's spare that was half done is completed from the journal in the device entry
+ * (ledger.c, recover_device). What is in use (the figures) is the sum of lease - spare over the
+ * processes: exact, whatever is spare.
+ *
+ * The allocation and free counts are batched per thread (64 events) off the shared line.
  */
 #include "internal.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <sys/mman.h>
 #include <time.h>
 
 static struct gpc_slot deny_slot; /* limit 0 */
@@ -21,7 +50,7 @@ struct gpc_slot *gpc_budget_slot(int id)
 {
     if (id == GPC_BUDGET_DENY)
         return &deny_slot;
-    if (id < 0)
+    if (id < 0 || !gpc_ledger)
         return NULL;
     return &gpc_ledger->dev[id].slot;
 }
@@ -49,68 +78,267 @@ bool gpc_budget_fits(uint64_t used, uint64_t bytes, uint64_t limit)
     return bytes <= limit && used <= limit - bytes;
 }
 
-static int reserve_private(struct gpc_slot *s, uint64_t bytes)
+/* ---- allocation and free counts, per thread ---- */
+
+#define COUNT_BATCH 64
+#define COUNT_THREADS 1024
+
+/* A thread's counts not yet added to the ledger. Only its thread writes them (plain loads and
+ * stores); the exit flush may exchange them from another thread. */
+struct counts {
+    _Atomic uint32_t pending;
+    _Atomic uint32_t dirty; /* bit per device entry */
+    _Atomic uint32_t allocs[GPC_LEDGER_DEVICES], frees[GPC_LEDGER_DEVICES];
+};
+
+static pthread_key_t counts_key;
+static pthread_once_t counts_once = PTHREAD_ONCE_INIT;
+static atomic_bool counts_key_ok;
+static struct counts *_Atomic count_blocks[COUNT_THREADS];
+
+static void flush(struct counts *c)
 {
-    uint64_t limit = atomic_load_explicit(&s->limit, memory_order_relaxed);
-    uint64_t used = atomic_load_explicit(&s->used, memory_order_relaxed);
-    do {
-        if (!gpc_budget_fits(used, bytes, limit))
-            return -ENOMEM;
-    } while (!atomic_compare_exchange_weak_explicit(&s->used, &used, used + bytes, memory_order_acq_rel,
-                                                    memory_order_relaxed));
-    max_into(&s->peak, used + bytes);
-    return 0;
+    uint32_t dirty = atomic_exchange_explicit(&c->dirty, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->pending, 0, memory_order_relaxed);
+    struct gpc_ledger *l = gpc_ledger;
+    while (dirty && l) {
+        int id = __builtin_ctz(dirty);
+        dirty &= dirty - 1;
+        uint32_t a = atomic_exchange_explicit(&c->allocs[id], 0, memory_order_relaxed);
+        uint32_t f = atomic_exchange_explicit(&c->frees[id], 0, memory_order_relaxed);
+        if (a)
+            atomic_fetch_add_explicit(&l->dev[id].slot.allocs, a, memory_order_relaxed);
+        if (f)
+            atomic_fetch_add_explicit(&l->dev[id].slot.frees, f, memory_order_relaxed);
+    }
 }
 
-static uint64_t minus(uint64_t a, uint64_t b);
+static void thread_gone(void *arg)
+{
+    struct counts *c = arg;
+    flush(c);
+    for (int i = 0; i < COUNT_THREADS; i++) {
+        struct counts *want = c;
+        if (atomic_compare_exchange_strong(&count_blocks[i], &want, NULL))
+            break;
+    }
+    munmap(c, sizeof *c);
+}
+
+static void counts_key_make(void)
+{
+    atomic_store_explicit(&counts_key_ok, pthread_key_create(&counts_key, thread_gone) == 0, memory_order_release);
+}
+
+/* The calling thread's block, made on its first count; NULL when none can be had. */
+static struct counts *counts_new(void)
+{
+    pthread_once(&counts_once, counts_key_make);
+    if (!atomic_load_explicit(&counts_key_ok, memory_order_acquire))
+        return NULL;
+    struct counts *c = mmap(NULL, sizeof *c, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (c == MAP_FAILED)
+        return NULL;
+    for (int i = 0; i < COUNT_THREADS; i++) {
+        struct counts *none = NULL;
+        if (atomic_compare_exchange_strong(&count_blocks[i], &none, c)) {
+            pthread_setspecific(counts_key, c);
+            return c;
+        }
+    }
+    munmap(c, sizeof *c);
+    return NULL; /* more threads than blocks: the thread counts straight into the ledger */
+}
+
+static inline void bump(_Atomic uint32_t *x)
+{
+    atomic_store_explicit(x, atomic_load_explicit(x, memory_order_relaxed) + 1, memory_order_relaxed);
+}
+
+static void count(int id, bool freed)
+{
+    struct counts *c = atomic_load_explicit(&counts_key_ok, memory_order_acquire) ? pthread_getspecific(counts_key) : NULL;
+    if (gpc_unlikely(!c) && !(c = counts_new())) {
+        struct gpc_slot *s = &gpc_ledger->dev[id].slot;
+        atomic_fetch_add_explicit(freed ? &s->frees : &s->allocs, 1, memory_order_relaxed);
+        return;
+    }
+    bump(freed ? &c->frees[id] : &c->allocs[id]);
+    atomic_store_explicit(&c->dirty, atomic_load_explicit(&c->dirty, memory_order_relaxed) | 1u << id,
+                          memory_order_relaxed);
+    bump(&c->pending);
+    if (gpc_unlikely(atomic_load_explicit(&c->pending, memory_order_relaxed) >= COUNT_BATCH))
+        flush(c);
+}
+
+void gpc_budget_flush_counts(void)
+{
+    for (int i = 0; i < COUNT_THREADS; i++) {
+        struct counts *c = atomic_load(&count_blocks[i]);
+        if (c)
+            flush(c);
+    }
+}
+
+static void counts_after_fork(void)
+{
+    /* The parent's counts are the parent's: the child's threads start from zero. */
+    for (int i = 0; i < COUNT_THREADS; i++) {
+        struct counts *c = atomic_load(&count_blocks[i]);
+        if (!c)
+            continue;
+        atomic_store(&c->pending, 0);
+        atomic_store(&c->dirty, 0);
+        for (int id = 0; id < GPC_LEDGER_DEVICES; id++)
+            atomic_store(&c->allocs[id], 0), atomic_store(&c->frees[id], 0);
+    }
+}
+
+void gpc_budget_atfork(void)
+{
+    pthread_atfork(NULL, NULL, counts_after_fork);
+}
+
+/* ---- leases ---- */
+
+/* Spare that this process keeps before giving some back, per device entry (set when its lease
+ * grows): two chunks in a shared ledger, never in a private budget. */
+static _Atomic uint64_t keep_at_most[GPC_LEDGER_DEVICES];
+#define CHUNK_MIN (UINT64_C(2) << 20)
+
+static uint64_t chunk_of(uint64_t limit)
+{
+    uint64_t c = limit / 64;
+    return c > CHUNK_MIN ? c : CHUNK_MIN;
+}
+
+/* The fast path: takes `bytes` from the spare of share s. True when admitted. */
+static inline bool take_spare(struct gpc_ledger_share *s, uint64_t bytes, uint64_t *after)
+{
+    uint64_t w = atomic_load_explicit(&s->spare, memory_order_relaxed);
+    while ((w & GPC_SPARE_MASK) >= bytes) {
+        if (atomic_compare_exchange_weak_explicit(&s->spare, &w, w - bytes, memory_order_acquire,
+                                                  memory_order_relaxed)) {
+            *after = w - bytes;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* This process's peak, after an admission left the spare word at `after`. */
+static inline void note_peak(struct gpc_ledger_share *s, uint64_t after)
+{
+    uint64_t lease = atomic_load_explicit(&s->lease, memory_order_acquire);
+    uint64_t now = atomic_load_explicit(&s->spare, memory_order_relaxed);
+    /* A lock holder changed the lease meanwhile: it notes the peak itself. */
+    if (((now ^ after) >> GPC_SPARE_BITS) | ((now >> GPC_SPARE_BITS) & 1))
+        return;
+    uint64_t spare = now & GPC_SPARE_MASK, in_use = lease > spare ? lease - spare : 0;
+    if (in_use > atomic_load_explicit(&s->peak, memory_order_relaxed))
+        max_into(&s->peak, in_use);
+}
 
 /*
- * Writers of a shared entry's figures, this process's share and its shadow hold the entry's lock:
- * under it a plain (relaxed) load and store does what a locked read-modify-write would, without
- * one more locked operation on the entry's cache line, which every process on the ledger writes.
+ * Under device id's lock: grows share s by `grow` bytes, of which `bytes` are admitted at once and
+ * the rest is spare. The generation is odd while lease and spare change together.
  */
-static inline void add_locked(_Atomic uint64_t *x, uint64_t v)
+static void lease_grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int id, uint64_t grow, uint64_t bytes)
 {
-    atomic_store_explicit(x, atomic_load_explicit(x, memory_order_relaxed) + v, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->spare, GPC_SPARE_GEN, memory_order_acq_rel);
+    uint64_t lease = atomic_load_explicit(&s->lease, memory_order_relaxed) + grow;
+    atomic_store_explicit(&s->lease, lease, memory_order_release);
+    atomic_store_explicit(&d->slot.leased, atomic_load_explicit(&d->slot.leased, memory_order_relaxed) + grow,
+                          memory_order_relaxed);
+    uint64_t w = atomic_fetch_add_explicit(&s->spare, GPC_SPARE_GEN + (grow - bytes), memory_order_acq_rel);
+    w += GPC_SPARE_GEN + (grow - bytes);
+    atomic_store_explicit(&gpc_ledger_mine[id], lease, memory_order_relaxed);
+    note_peak(s, w);
 }
 
-/* Under device id's lock: applies the releases that earlier calls could not (lock timed out). */
-static inline void apply_pending(int id, struct gpc_ledger_proc *p, struct gpc_ledger_dev *d)
+/*
+ * Under the lock of d: takes the spare of share s (of process entry `victim`) down to `keep`, and
+ * its lease and d's total down by as much. Returns what it took.
+ */
+static uint64_t take_back(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int victim, uint64_t keep)
 {
-    if (gpc_likely(atomic_load_explicit(&gpc_ledger_pending[id], memory_order_relaxed) == 0))
-        return;
-    uint64_t bytes = atomic_exchange_explicit(&gpc_ledger_pending[id], 0, memory_order_relaxed);
-    atomic_store_explicit(&gpc_ledger_mine[id],
-                          minus(atomic_load_explicit(&gpc_ledger_mine[id], memory_order_relaxed), bytes),
-                          memory_order_relaxed);
-    atomic_store_explicit(&p->used[id], minus(atomic_load_explicit(&p->used[id], memory_order_relaxed), bytes),
-                          memory_order_relaxed);
-    atomic_store_explicit(&d->slot.used, minus(atomic_load_explicit(&d->slot.used, memory_order_relaxed), bytes),
-                          memory_order_relaxed);
+    uint64_t w = atomic_load_explicit(&s->spare, memory_order_relaxed), after;
+    do {
+        if ((w & GPC_SPARE_MASK) <= keep)
+            return 0;
+        after = (w & ~GPC_SPARE_MASK) + GPC_SPARE_GEN + keep; /* odd: lease and spare change */
+        /* The journal first: if this process dies past the compare-and-swap, the next locker
+         * finishes the take from it (ledger.c). */
+        atomic_store_explicit(&d->victim_spare, w, memory_order_relaxed);
+        atomic_store_explicit(&d->victim_spare_after, after, memory_order_relaxed);
+        atomic_store_explicit(&d->victim_lease, atomic_load_explicit(&s->lease, memory_order_relaxed),
+                              memory_order_relaxed);
+        atomic_store_explicit(&d->victim, victim + 1, memory_order_release);
+    } while (!atomic_compare_exchange_weak_explicit(&s->spare, &w, after, memory_order_acq_rel, memory_order_relaxed));
+    uint64_t took = (w & GPC_SPARE_MASK) - keep;
+    atomic_store_explicit(&s->lease, atomic_load_explicit(&s->lease, memory_order_relaxed) - took,
+                          memory_order_release);
+    uint64_t leased = atomic_load_explicit(&d->slot.leased, memory_order_relaxed);
+    atomic_store_explicit(&d->slot.leased, leased > took ? leased - took : 0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->spare, GPC_SPARE_GEN, memory_order_acq_rel); /* even again */
+    atomic_store_explicit(&d->victim, 0, memory_order_release);
+    return took;
 }
 
-static int reserve_shared(int id, uint64_t bytes)
+/* Under the lock: takes back the spare of every process on device id. */
+static void take_all_spare(struct gpc_ledger *l, struct gpc_ledger_dev *d, int id)
 {
-    int me = gpc_ledger_me();
-    if (me < 0)
-        return -ENOMEM;
+    uint32_t n = atomic_load(&l->procs_used);
+    for (uint32_t i = 0; i < n && i < GPC_LEDGER_PROCS; i++)
+        if (atomic_load_explicit(&l->proc[i].pid, memory_order_relaxed) != 0)
+            take_back(d, &l->proc[i].share[id], (int)i, 0);
+}
+
+/* Under the lock: grows this process's lease enough to admit `bytes` at once. True if it did. */
+static bool grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int id, uint64_t bytes, bool unchecked)
+{
+    uint64_t limit = atomic_load_explicit(&d->slot.limit, memory_order_relaxed);
+    uint64_t leased = atomic_load_explicit(&d->slot.leased, memory_order_relaxed);
+    uint64_t by = bytes;
+    if (!unchecked && !gpc_budget_fits(leased, bytes, limit))
+        return false;
+    if (!gpc_ledger_shared) {
+        /* A private budget has nobody to share with: all of it at once. */
+        by = limit > leased && limit - leased > bytes ? limit - leased : bytes;
+        atomic_store_explicit(&keep_at_most[id], UINT64_MAX, memory_order_relaxed);
+    } else if (!unchecked) {
+        uint64_t chunk = chunk_of(limit);
+        if (chunk > bytes && gpc_budget_fits(leased, chunk, limit))
+            by = chunk;
+        atomic_store_explicit(&keep_at_most[id], 2 * chunk, memory_order_relaxed);
+    }
+    lease_grow(d, s, id, by, bytes);
+    return true;
+}
+
+/* Admission that the spare could not make: under the lock, grow the lease; if the budget is
+ * leased out, take back everyone's spare and try again; then reap dead processes once. */
+static int reserve_slow(int id, uint64_t bytes, bool unchecked)
+{
     for (int attempt = 0; attempt < 2; attempt++) {
         struct gpc_ledger_dev *d = gpc_ledger_lock_dev(id, "the allocation is denied");
-        if (!d)
+        int me = gpc_ledger_me();
+        if (!d || me < 0) {
+            if (d)
+                gpc_ledger_unlock(d);
             return -ENOMEM;
-        struct gpc_ledger_proc *p = &gpc_ledger->proc[me];
-        apply_pending(id, p, d);
-        uint64_t used = atomic_load_explicit(&d->slot.used, memory_order_relaxed);
-        bool ok = gpc_budget_fits(used, bytes, atomic_load_explicit(&d->slot.limit, memory_order_relaxed));
-        if (ok) {
-            /* Own share first: after a crash here, recovery recomputes the total from the shares. */
-            uint64_t mine = atomic_load_explicit(&p->used[id], memory_order_relaxed) + bytes;
-            atomic_store_explicit(&p->used[id], mine, memory_order_relaxed);
-            add_locked(&gpc_ledger_mine[id], bytes);
-            atomic_store_explicit(&d->slot.used, used + bytes, memory_order_relaxed);
-            max_into(&d->slot.peak, used + bytes);
-            max_into(&p->peak[id], mine);
-            add_locked(&d->slot.allocs, 1);
+        }
+        struct gpc_ledger *l = gpc_ledger; /* after the lock: a rebuilt ledger is the one to use */
+        struct gpc_ledger_share *s = &l->proc[me].share[id];
+        uint64_t after;
+        bool ok = take_spare(s, bytes, &after); /* another thread of ours grew it meanwhile */
+        if (ok)
+            note_peak(s, after);
+        if (!ok)
+            ok = grow(d, s, id, bytes, unchecked);
+        if (!ok && gpc_ledger_shared) {
+            take_all_spare(l, d, id);
+            ok = grow(d, s, id, bytes, false);
         }
         gpc_ledger_unlock(d);
         if (ok)
@@ -122,37 +350,65 @@ static int reserve_shared(int id, uint64_t bytes)
     return -ENOMEM;
 }
 
-int gpc_budget_reserve(int id, uint64_t bytes)
+static int reserve(int id, uint64_t bytes, bool unchecked)
 {
     if (id == GPC_BUDGET_NONE)
         return 0;
-    gpc_ledger_check_broken();
-    struct gpc_slot *s = gpc_budget_slot(id);
-    bool shared = gpc_ledger_shared; /* reserve_shared counts the allocation under the lock */
-    int rc = id == GPC_BUDGET_DENY ? -ENOMEM : shared ? reserve_shared(id, bytes) : reserve_private(s, bytes);
-    if (gpc_unlikely(rc != 0 && shared && atomic_load_explicit(&gpc_ledger_broken, memory_order_relaxed))) {
-        /* The file was shrunk during this call (its figures read as zeros): admit on the private budget. */
+    int rc = -ENOMEM;
+    if (id >= 0) {
         gpc_ledger_check_broken();
-        s = gpc_budget_slot(id);
-        rc = reserve_private(s, bytes);
-        shared = false;
+        int me = gpc_ledger_me();
+        uint64_t after;
+        if (gpc_likely(me >= 0)) {
+            struct gpc_ledger_share *s = &gpc_ledger->proc[me].share[id];
+            if (gpc_likely(take_spare(s, bytes, &after))) {
+                note_peak(s, after);
+                rc = 0;
+            } else {
+                rc = reserve_slow(id, bytes, unchecked);
+            }
+        }
+        if (gpc_unlikely(rc != 0 && atomic_load_explicit(&gpc_ledger_broken, memory_order_relaxed))) {
+            /* The file was shrunk during this call (its figures read as zeros): admit on the
+             * private budget that this process moves to now. */
+            gpc_ledger_check_broken();
+            rc = reserve_slow(id, bytes, unchecked);
+        }
     }
-    max_into(&s->largest, bytes);
-    if (rc != 0) {
-        count_denial(s);
+    struct gpc_slot *slot = gpc_budget_slot(id);
+    if (gpc_unlikely(bytes > atomic_load_explicit(&slot->largest, memory_order_relaxed)))
+        max_into(&slot->largest, bytes);
+    if (gpc_unlikely(rc != 0)) {
+        count_denial(slot);
         gpc_timeline_note(id, true);
         return rc;
     }
-    if (!shared)
-        atomic_fetch_add_explicit(&s->allocs, 1, memory_order_relaxed);
+    count(id, false);
     gpc_timeline_note(id, false);
     return 0;
 }
 
-static uint64_t minus(uint64_t a, uint64_t b)
+int gpc_budget_reserve(int id, uint64_t bytes)
 {
-    /* Never below zero, whatever a caller does: a wrapped figure would read as "all used". */
-    return a >= b ? a - b : 0;
+    return reserve(id, bytes, false);
+}
+
+/* When the spare has grown past what a process keeps: gives some back, if the lock is free now (a
+ * free never waits; the spare stays this process's, and is taken back before any denial). */
+static void give_back_spare(int id)
+{
+    struct gpc_ledger_dev *d = gpc_ledger_trylock_dev(id);
+    if (!d)
+        return;
+    int me = gpc_ledger_me();
+    if (me >= 0) {
+        uint64_t limit = atomic_load_explicit(&d->slot.limit, memory_order_relaxed);
+        struct gpc_ledger_share *s = &gpc_ledger->proc[me].share[id];
+        take_back(d, s, me, chunk_of(limit));
+        atomic_store_explicit(&gpc_ledger_mine[id], atomic_load_explicit(&s->lease, memory_order_relaxed),
+                              memory_order_relaxed);
+    }
+    gpc_ledger_unlock(d);
 }
 
 void gpc_budget_release(int id, uint64_t bytes)
@@ -160,39 +416,23 @@ void gpc_budget_release(int id, uint64_t bytes)
     if (id < 0)
         return;
     gpc_ledger_check_broken();
-    struct gpc_ledger_dev *d = &gpc_ledger->dev[id];
-    if (!gpc_ledger_shared) {
-        atomic_fetch_add_explicit(&d->slot.frees, 1, memory_order_relaxed);
-        uint64_t used = atomic_load_explicit(&d->slot.used, memory_order_relaxed);
-        while (!atomic_compare_exchange_weak_explicit(&d->slot.used, &used, minus(used, bytes), memory_order_acq_rel,
-                                                      memory_order_relaxed))
-            ;
-        gpc_timeline_note(id, false);
-        return;
-    }
     int me = gpc_ledger_me();
     if (me < 0)
-        return; /* logged; this process holds no share */
-    d = gpc_ledger_lock_dev(id, "the release is kept and applied at the next lock");
-    if (!d) {
-        /* Never lost: the driver call does not wait longer, the ledger learns it later. (The count
-         * of frees is added at once: the lock's holder is stuck, so nothing races with it.) */
-        atomic_fetch_add_explicit(&gpc_ledger->dev[id].slot.frees, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&gpc_ledger_pending[id], bytes, memory_order_relaxed);
-        return;
-    }
-    struct gpc_ledger_proc *p = &gpc_ledger->proc[me];
-    apply_pending(id, p, d);
-    add_locked(&d->slot.frees, 1);
-    atomic_store_explicit(&p->used[id], minus(atomic_load_explicit(&p->used[id], memory_order_relaxed), bytes),
-                          memory_order_relaxed);
-    atomic_store_explicit(&gpc_ledger_mine[id],
-                          minus(atomic_load_explicit(&gpc_ledger_mine[id], memory_order_relaxed), bytes),
-                          memory_order_relaxed);
-    atomic_store_explicit(&d->slot.used, minus(atomic_load_explicit(&d->slot.used, memory_order_relaxed), bytes),
-                          memory_order_relaxed);
-    gpc_ledger_unlock(d);
+        return; /* logged; this process holds no lease */
+    struct gpc_ledger_share *s = &gpc_ledger->proc[me].share[id];
+    uint64_t w = atomic_load_explicit(&s->spare, memory_order_relaxed), spare;
+    do {
+        /* Never above the lease, whatever a caller does: spare past it would admit past it. */
+        uint64_t lease = atomic_load_explicit(&s->lease, memory_order_acquire);
+        spare = (w & GPC_SPARE_MASK) + bytes;
+        if (spare > lease)
+            spare = lease;
+    } while (!atomic_compare_exchange_weak_explicit(&s->spare, &w, (w & ~GPC_SPARE_MASK) | spare,
+                                                    memory_order_release, memory_order_relaxed));
+    count(id, true);
     gpc_timeline_note(id, false);
+    if (gpc_unlikely(spare > atomic_load_explicit(&keep_at_most[id], memory_order_relaxed)))
+        give_back_spare(id);
 }
 
 /* ---- audit mode and fault injection (asked for by `gpucap`; see charge.c) ---- */
@@ -201,31 +441,7 @@ int gpc_budget_reserve_unchecked(int id, uint64_t bytes)
 {
     if (id < 0)
         return 0;
-    gpc_ledger_check_broken();
-    struct gpc_ledger_dev *d = &gpc_ledger->dev[id];
-    if (!gpc_ledger_shared) {
-        atomic_fetch_add_explicit(&d->slot.allocs, 1, memory_order_relaxed);
-        uint64_t used = atomic_fetch_add_explicit(&d->slot.used, bytes, memory_order_acq_rel) + bytes;
-        max_into(&d->slot.peak, used);
-        gpc_timeline_note(id, false);
-        return 0;
-    }
-    int me = gpc_ledger_me();
-    if (me < 0 || !(d = gpc_ledger_lock_dev(id, "the allocation is denied")))
-        return -ENOMEM;
-    struct gpc_ledger_proc *p = &gpc_ledger->proc[me];
-    apply_pending(id, p, d);
-    uint64_t mine = atomic_load_explicit(&p->used[id], memory_order_relaxed) + bytes;
-    uint64_t used = atomic_load_explicit(&d->slot.used, memory_order_relaxed) + bytes;
-    atomic_store_explicit(&p->used[id], mine, memory_order_relaxed);
-    add_locked(&gpc_ledger_mine[id], bytes);
-    add_locked(&d->slot.allocs, 1);
-    atomic_store_explicit(&d->slot.used, used, memory_order_relaxed);
-    max_into(&d->slot.peak, used);
-    max_into(&p->peak[id], mine);
-    gpc_ledger_unlock(d);
-    gpc_timeline_note(id, false);
-    return 0;
+    return reserve(id, bytes, true);
 }
 
 void gpc_budget_note_denial(int id, uint64_t bytes)
@@ -243,4 +459,15 @@ void gpc_budget_note_contexts(int id, int64_t delta)
     struct gpc_slot *s = gpc_budget_slot(id);
     if (s && id >= 0)
         atomic_fetch_add_explicit(&s->contexts, (uint64_t)delta, memory_order_relaxed);
+}
+
+/* ---- figures ---- */
+
+uint64_t gpc_budget_in_use(int id)
+{
+    if (id < 0 || !gpc_ledger)
+        return 0;
+    uint64_t in_use = gpc_ledger_in_use(gpc_ledger, id);
+    max_into(&gpc_ledger->dev[id].slot.peak, in_use); /* the device's peak: the sums seen */
+    return in_use;
 }

@@ -10,10 +10,10 @@
 
 #include <limits.h>
 
-static void apply_budget(struct gpc_slot *s, uint64_t *free_b, uint64_t *total_b)
+static void apply_budget(int id, uint64_t *free_b, uint64_t *total_b)
 {
-    uint64_t limit = atomic_load_explicit(&s->limit, memory_order_relaxed);
-    uint64_t used = atomic_load_explicit(&s->used, memory_order_relaxed);
+    uint64_t limit = atomic_load_explicit(&gpc_budget_slot(id)->limit, memory_order_relaxed);
+    uint64_t used = gpc_budget_in_use(id);
     uint64_t total = limit < *total_b ? limit : *total_b;
     uint64_t left = used >= limit ? 0 : limit - used;
     uint64_t free = left < *free_b ? left : *free_b;
@@ -21,13 +21,13 @@ static void apply_budget(struct gpc_slot *s, uint64_t *free_b, uint64_t *total_b
     *total_b = total;
 }
 
-/* The figures of the current context's device, or NULL when it has no budget. */
-static struct gpc_slot *current_slot(void)
+/* The budget of the current context's device, or GPC_BUDGET_NONE. */
+static int current_budget(void)
 {
     CUdevice dev;
     if (!gpc_enforcing() || gpc_current_device(&dev) != CUDA_SUCCESS)
-        return NULL;
-    return gpc_budget_slot(gpc_device_budget(dev));
+        return GPC_BUDGET_NONE;
+    return gpc_device_budget(dev);
 }
 
 static struct gpc_slot *device_slot(CUdevice dev)
@@ -47,10 +47,10 @@ static void info_begin(void)
 /* The driver's figures, widened, in *free and *total: true when the budget's replace them there. */
 static bool info_budget(uint64_t *free, uint64_t *total)
 {
-    struct gpc_slot *s = current_slot();
-    if (!s)
+    int id = current_budget();
+    if (id == GPC_BUDGET_NONE)
         return false;
-    apply_budget(s, free, total);
+    apply_budget(id, free, total);
     return true;
 }
 

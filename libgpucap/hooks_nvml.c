@@ -114,30 +114,30 @@ static void read_cuda_uuids(void)
     n_cuda = n;
 }
 
-/* The budget of an NVML device, or NULL when it has none we can tell. */
-static struct gpc_slot *nvml_slot(nvmlDevice_t device)
+/* The budget of an NVML device, or GPC_BUDGET_NONE when it has none we can tell. */
+static int nvml_budget(nvmlDevice_t device)
 {
     if (!gpc_enforcing() || !real_nvml.nvmlDeviceGetUUID)
-        return NULL;
+        return GPC_BUDGET_NONE;
     char uuid[96];
     if (real_nvml.nvmlDeviceGetUUID(device, uuid, sizeof uuid) != NVML_SUCCESS)
-        return NULL;
+        return GPC_BUDGET_NONE;
     pthread_once(&uuid_once, read_cuda_uuids);
     for (int i = 0; i < n_cuda; i++)
         if (cuda_uuid[i][0] && strcasecmp(cuda_uuid[i], uuid) == 0) {
             /* The tenant's use without processes that died since the last look (rate-limited). */
             gpc_ledger_reap_lazy();
-            return gpc_budget_slot(gpc_device_budget(i));
+            return gpc_device_budget(i);
         }
-    return NULL;
+    return GPC_BUDGET_NONE;
 }
 
 /* total, used, free of a budget given the card's total. */
-static void figures(struct gpc_slot *s, unsigned long long card_total, unsigned long long *total,
-                    unsigned long long *used, unsigned long long *free_b)
+static void figures(int id, unsigned long long card_total, unsigned long long *total, unsigned long long *used,
+                    unsigned long long *free_b)
 {
-    uint64_t limit = atomic_load_explicit(&s->limit, memory_order_relaxed);
-    uint64_t u = atomic_load_explicit(&s->used, memory_order_relaxed);
+    uint64_t limit = atomic_load_explicit(&gpc_budget_slot(id)->limit, memory_order_relaxed);
+    uint64_t u = gpc_budget_in_use(id);
     uint64_t t = limit < card_total ? limit : card_total;
     *total = t;
     *used = u;
@@ -150,10 +150,10 @@ GPC_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_
     if (!real_nvml.nvmlDeviceGetMemoryInfo)
         return NVML_ERROR_FUNCTION_NOT_FOUND;
     nvmlReturn_t rc = real_nvml.nvmlDeviceGetMemoryInfo(device, memory);
-    struct gpc_slot *s;
-    if (rc != NVML_SUCCESS || !memory || !(s = nvml_slot(device)))
+    int id;
+    if (rc != NVML_SUCCESS || !memory || (id = nvml_budget(device)) == GPC_BUDGET_NONE)
         return rc;
-    figures(s, memory->total, &memory->total, &memory->used, &memory->free);
+    figures(id, memory->total, &memory->total, &memory->used, &memory->free);
     return rc;
 }
 
@@ -163,10 +163,10 @@ GPC_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemo
     if (!real_nvml.nvmlDeviceGetMemoryInfo_v2)
         return NVML_ERROR_FUNCTION_NOT_FOUND;
     nvmlReturn_t rc = real_nvml.nvmlDeviceGetMemoryInfo_v2(device, memory);
-    struct gpc_slot *s;
-    if (rc != NVML_SUCCESS || !memory || !(s = nvml_slot(device)))
+    int id;
+    if (rc != NVML_SUCCESS || !memory || (id = nvml_budget(device)) == GPC_BUDGET_NONE)
         return rc;
-    figures(s, memory->total, &memory->total, &memory->used, &memory->free);
+    figures(id, memory->total, &memory->total, &memory->used, &memory->free);
     memory->reserved = 0;
     return rc;
 }

@@ -159,9 +159,9 @@ bool gpc_pools_trim(int device)
 /* True when `bytes` more would not fit the device's budget now (a hint: admission decides). */
 static bool would_deny(int device, uint64_t bytes)
 {
-    struct gpc_slot *s = gpc_budget_slot(gpc_device_budget(device));
-    return s && !gpc_budget_fits(atomic_load_explicit(&s->used, memory_order_relaxed), bytes,
-                                 atomic_load_explicit(&s->limit, memory_order_relaxed));
+    int id = gpc_device_budget(device);
+    struct gpc_slot *s = gpc_budget_slot(id);
+    return s && bytes && !gpc_budget_fits(gpc_budget_in_use(id), bytes, atomic_load_explicit(&s->limit, memory_order_relaxed));
 }
 
 /*

@@ -31,6 +31,7 @@ static void start(void)
     gpc_track_atfork();
     gpc_device_atfork();
     gpc_ctx_atfork();
+    gpc_budget_atfork();
     /* What pools and graph memory keep for reuse is given back before a denial (charge.c). */
     gpc_reclaim_register(gpc_pools_trim);
     gpc_reclaim_register(gpc_graphs_trim);
@@ -60,6 +61,8 @@ void gpc_init_slow(void)
 __attribute__((destructor)) static void stop(void)
 {
     atomic_store(&gpc_passthrough, true);
-    if (atomic_load(&gpc_initialized))
+    if (atomic_load(&gpc_initialized) && gpc_ledger) {
+        gpc_budget_flush_counts();
         gpc_ledger_leave();
+    }
 }

@@ -268,8 +268,9 @@ int gpc_ledger_reap(void);
 /*
  * Set by the SIGBUS guard when the ledger file was shrunk under this process (the mapping now holds
  * zero pages). gpc_ledger_recover() then moves the process to a private budget with the same entry
- * indices, its limits and what it holds (gpc_ledger_mine, kept by budget.c outside the mapping),
- * and says so once. Budget calls check it on the shared path only.
+ * indices, its limits and its leases (gpc_ledger_mine, kept by budget.c outside the mapping: the
+ * spare part of a lease is charged as in use from then on), and says so once. Budget calls check
+ * it on the shared path only.
  */
 extern atomic_bool gpc_ledger_broken;
 extern _Atomic uint64_t gpc_ledger_mine[GPC_LEDGER_DEVICES];
@@ -283,9 +284,6 @@ static inline void gpc_ledger_check_broken(void)
 void gpc_ledger_reap_lazy(void);
 /* At normal exit: takes this process's share and limits out of the ledger and frees its entry. */
 void gpc_ledger_leave(void);
-/* Releases this process could not apply (lock not obtained in time), applied under the next lock
- * of that device (budget.c); per device entry, reset in a fork child. */
-extern _Atomic uint64_t gpc_ledger_pending[GPC_LEDGER_DEVICES];
 /*
  * Locks device entry `id` of the ledger (robust, bounded wait) and returns it, or NULL after
  * logging "...; <consequence>" (with the holder's pid when the wait timed out). A ledger whose lock
@@ -293,6 +291,8 @@ extern _Atomic uint64_t gpc_ledger_pending[GPC_LEDGER_DEVICES];
  * gpc_ledger after the call), never one taken before.
  */
 struct gpc_ledger_dev *gpc_ledger_lock_dev(int id, const char *consequence);
+/* Locks device entry `id` if it is free now (a dead owner's entry is recovered), else NULL, quietly. */
+struct gpc_ledger_dev *gpc_ledger_trylock_dev(int id);
 void gpc_ledger_unlock(struct gpc_ledger_dev *d);
 
 /* ---- budget.c: reservation arithmetic ---- */
@@ -300,16 +300,22 @@ void gpc_ledger_unlock(struct gpc_ledger_dev *d);
 #define GPC_BUDGET_NONE (-1) /* no limit for that device: nothing is counted */
 #define GPC_BUDGET_DENY (-2) /* a budget of 0 after a bad setting: everything is denied */
 /*
- * Admits `bytes` if the device's used + bytes stays within its limit: 0, or -ENOMEM (nothing
- * changed, denial counted). Private budgets: one compare-and-swap. Shared ones: under the device's
- * robust lock, with this process's share recorded too; before denying, dead processes' shares are
- * reclaimed and admission is tried once more.
+ * Admits `bytes` if what is admitted on the device stays within its limit: 0, or -ENOMEM (nothing
+ * changed, denial counted). Inside this process's lease: one compare-and-swap. Otherwise the lease
+ * grows under the device's robust lock; before denying, every process's spare and dead processes'
+ * shares are taken back and admission is tried again.
  */
 int gpc_budget_reserve(int id, uint64_t bytes);
 /* The admission rule: `bytes` more on top of `used` stays within `limit` (computed without wrapping). */
 bool gpc_budget_fits(uint64_t used, uint64_t bytes, uint64_t limit);
-/* Gives back bytes admitted earlier. */
+/* Gives back bytes admitted earlier (no lock: into this process's lease). */
 void gpc_budget_release(int id, uint64_t bytes);
+/* What the processes on budget `id` have in use (0 for none); the device's peak follows it. */
+uint64_t gpc_budget_in_use(int id);
+/* Adds every thread's batched allocation and free counts to the ledger (for a report). */
+void gpc_budget_flush_counts(void);
+/* Registers the fork handler of the batched counts (at start-up). */
+void gpc_budget_atfork(void);
 /* Adds `delta` bytes to the part of a budget's use that context reserves make up (figures only). */
 void gpc_budget_note_contexts(int id, int64_t delta);
 /* The figures of a budget (NULL for GPC_BUDGET_NONE). */

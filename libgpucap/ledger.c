@@ -8,15 +8,16 @@
  * per device, keyed by the device UUID so that processes with different CUDA_VISIBLE_DEVICES agree,
  * and one entry per process with its share of each device.
  *
- * Crash safety: admission and release happen under the device entry's robust mutex, and a process
- * records its own share with the total. If a process dies holding the lock, the next locker gets
- * EOWNERDEAD and recomputes the total from the shares. A process takes its own share out at normal
+ * Crash safety: each process holds a lease per device (budget.c), granted and taken back under the
+ * device entry's robust mutex, which is its share of the total. If a process dies holding the
+ * lock, the next locker gets EOWNERDEAD, finishes a take-back the dead one had journalled, and
+ * recomputes the total from the leases. A process takes its own share out at normal
  * exit (gpc_ledger_leave); a dead process's share is taken back (it was freed on the card when it
  * died) by gpc_ledger_reap(), which budget.c calls before any denial and the figure queries call
  * rate-limited; a process is dead when its pid is gone or now belongs to a process with another
  * start time. An exec'd image takes over its pid's entry from zero. Whenever a process leaves,
  * the device limits are recomputed from those still there. No wait is longer than LOCK_WAIT_MS
- * (a release that times out stays pending in the process); there is never an exit(). A lock left
+ * (releases take no lock); there is never an exit(). A lock left
  * not recoverable makes the ledger broken: it is rebuilt under a fresh file (repair()).
  *
  * The file is created whole under a temporary name and moved into place, so no process ever maps
@@ -84,17 +85,52 @@ static void init_robust(pthread_mutex_t *m)
     pthread_mutexattr_destroy(&a);
 }
 
-/* The owner died inside the critical section: the total is rebuilt from the shares. */
-static void recover_device(struct gpc_ledger *l, struct gpc_ledger_dev *d)
+/*
+ * A take-back of spare (budget.c, take_back) journalled in entry d and not finished, whoever was
+ * doing it: finishes it. The generation of the victim's spare tells whether the compare-and-swap
+ * was done (only lock holders move it), its lease whether the lease was lowered after it.
+ */
+static void finish_take_back(struct gpc_ledger *l, struct gpc_ledger_dev *d, int id)
+{
+    int32_t victim = atomic_load(&d->victim);
+    if (victim <= 0 || victim > GPC_LEDGER_PROCS) {
+        atomic_store(&d->victim, 0);
+        return;
+    }
+    struct gpc_ledger_share *s = &l->proc[victim - 1].share[id];
+    uint64_t before = atomic_load(&d->victim_spare), after = atomic_load(&d->victim_spare_after);
+    uint64_t lease = atomic_load(&d->victim_lease), took = (before & GPC_SPARE_MASK) - (after & GPC_SPARE_MASK);
+    if ((atomic_load(&s->spare) >> GPC_SPARE_BITS) == (after >> GPC_SPARE_BITS) && atomic_load(&s->lease) == lease)
+        atomic_store(&s->lease, lease >= took ? lease - took : 0);
+    atomic_store(&d->victim, 0);
+}
+
+/*
+ * Device entry d after its lock's owner died inside it: a journalled take-back is finished, every
+ * generation left odd is made even (only a lock holder leaves one so), and the total is rebuilt
+ * from the leases. Also used on a ledger copied from a broken one.
+ */
+static void settle_device(struct gpc_ledger *l, struct gpc_ledger_dev *d)
 {
     int id = (int)(d - l->dev);
+    finish_take_back(l, d, id);
     uint64_t sum = 0;
-    for (int i = 0; i < GPC_LEDGER_PROCS; i++)
+    for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
+        struct gpc_ledger_share *s = &l->proc[i].share[id];
+        if ((atomic_load(&s->spare) >> GPC_SPARE_BITS) & 1)
+            atomic_fetch_add(&s->spare, GPC_SPARE_GEN);
         if (atomic_load(&l->proc[i].pid) != 0)
-            sum += atomic_load(&l->proc[i].used[id]);
-    atomic_store(&d->slot.used, sum);
-    gpc_log(GPC_LOG_WARN, "ledger %s: a process died holding device entry %d; its total was rebuilt (%llu bytes)",
-            ledger_path, id, (unsigned long long)sum);
+            sum += atomic_load(&s->lease);
+    }
+    atomic_store(&d->slot.leased, sum);
+}
+
+/* The owner died inside the critical section: the total is rebuilt from the leases. */
+static void recover_device(struct gpc_ledger *l, struct gpc_ledger_dev *d)
+{
+    settle_device(l, d);
+    gpc_log(GPC_LOG_WARN, "ledger %s: a process died holding device entry %d; its total was rebuilt (%llu bytes "
+            "leased)", ledger_path, (int)(d - l->dev), (unsigned long long)atomic_load(&d->slot.leased));
 }
 
 /*
@@ -195,6 +231,25 @@ struct gpc_ledger_dev *gpc_ledger_lock_dev(int id, const char *consequence)
             return NULL;
     }
     return NULL;
+}
+
+struct gpc_ledger_dev *gpc_ledger_trylock_dev(int id)
+{
+    struct gpc_ledger *l = gpc_ledger;
+    struct gpc_ledger_dev *d = &l->dev[id];
+    int rc = pthread_mutex_trylock(&d->lock);
+    if (rc == EOWNERDEAD) {
+        recover_device(l, d);
+        pthread_mutex_consistent(&d->lock);
+        rc = 0;
+    }
+    if (rc != 0)
+        return NULL;
+    if (gpc_unlikely(atomic_load_explicit(&l->broken, memory_order_relaxed))) {
+        pthread_mutex_unlock(&d->lock);
+        return NULL;
+    }
+    return d;
 }
 
 void gpc_ledger_unlock(struct gpc_ledger_dev *d)
@@ -305,10 +360,17 @@ void gpc_ledger_recover(void)
             memcpy(d->uuid, my_devs[i].uuid, 16);
             d->physical = my_devs[i].physical;
             atomic_store(&d->slot.limit, my_devs[i].limit);
-            atomic_store(&d->slot.used, mine);
+            atomic_store(&d->slot.leased, mine);
             atomic_store(&d->slot.peak, mine);
             atomic_store(&d->state, 1);
+            /* The lease whole, as in use: what of it was spare is lost with the file. */
+            if (my_proc >= 0)
+                atomic_store(&m->proc[my_proc].share[i].lease, mine);
             held += mine;
+        }
+        if (my_proc >= 0) {
+            atomic_store(&m->proc[my_proc].pid, getpid());
+            atomic_store(&m->procs_used, (uint32_t)my_proc + 1);
         }
         gpc_ledger = m;
     }
@@ -469,7 +531,7 @@ static void copy_figures(struct gpc_ledger *l, const struct gpc_ledger *old)
         memcpy(n->uuid, o->uuid, sizeof n->uuid);
         n->physical = o->physical;
         atomic_store(&n->slot.limit, atomic_load(&o->slot.limit));
-        atomic_store(&n->slot.used, atomic_load(&o->slot.used));
+        atomic_store(&n->slot.leased, atomic_load(&o->slot.leased));
         atomic_store(&n->slot.peak, atomic_load(&o->slot.peak));
         atomic_store(&n->slot.allocs, atomic_load(&o->slot.allocs));
         atomic_store(&n->slot.frees, atomic_load(&o->slot.frees));
@@ -477,6 +539,10 @@ static void copy_figures(struct gpc_ledger *l, const struct gpc_ledger *old)
         atomic_store(&n->slot.largest, atomic_load(&o->slot.largest));
         atomic_store(&n->slot.first_denial_ns, atomic_load(&o->slot.first_denial_ns));
         atomic_store(&n->slot.contexts, atomic_load(&o->slot.contexts));
+        atomic_store(&n->victim_spare, atomic_load(&o->victim_spare));
+        atomic_store(&n->victim_spare_after, atomic_load(&o->victim_spare_after));
+        atomic_store(&n->victim_lease, atomic_load(&o->victim_lease));
+        atomic_store(&n->victim, atomic_load(&o->victim));
         atomic_store(&n->state, 1);
     }
     for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
@@ -484,12 +550,17 @@ static void copy_figures(struct gpc_ledger *l, const struct gpc_ledger *old)
         struct gpc_ledger_proc *n = &l->proc[i];
         atomic_store(&n->start_time, atomic_load(&o->start_time));
         for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
-            atomic_store(&n->used[d], atomic_load(&o->used[d]));
-            atomic_store(&n->peak[d], atomic_load(&o->peak[d]));
-            atomic_store(&n->limit[d], atomic_load(&o->limit[d]));
+            atomic_store(&n->share[d].lease, atomic_load(&o->share[d].lease));
+            atomic_store(&n->share[d].spare, atomic_load(&o->share[d].spare));
+            atomic_store(&n->share[d].peak, atomic_load(&o->share[d].peak));
+            atomic_store(&n->share[d].limit, atomic_load(&o->share[d].limit));
         }
         atomic_store(&n->pid, atomic_load(&o->pid));
     }
+    atomic_store(&l->procs_used, atomic_load(&old->procs_used));
+    /* Whatever the broken locks were in the middle of is settled in the copy. */
+    for (int d = 0; d < GPC_LEDGER_DEVICES; d++)
+        settle_device(l, &l->dev[d]);
 }
 
 /*
@@ -554,7 +625,12 @@ static struct gpc_ledger *map_fresh(const struct gpc_ledger *old)
     return l;
 }
 
-/* Writes this process's share, as the old file holds it, into its entry of `l`. */
+/*
+ * Moves this process's leases, as the old file holds them, into its entry of `l`. The old spare is
+ * emptied as it is read: an admission that still reads the old file finds none there and goes to
+ * the lock (which is the new file's), and a release that still lands there is lost to the new
+ * file, which then charges those bytes until the process leaves (never under-charged).
+ */
 static void carry_my_share(struct gpc_ledger *l, struct gpc_ledger *old)
 {
     if (my_proc < 0)
@@ -563,16 +639,23 @@ static void carry_my_share(struct gpc_ledger *l, struct gpc_ledger *old)
     atomic_store(&n->start_time, atomic_load(&o->start_time));
     atomic_store(&n->pid, atomic_load(&o->pid));
     for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
-        /* The old lock, where it still works, so that no admission on the old file is missed. */
+        /* The old lock, where it still works, so that no lease changes on the old file meanwhile. */
         int orc = lock_robust(&old->dev[d].lock, NULL, NULL, NULL);
-        uint64_t mine = atomic_load(&o->used[d]);
         const char *why = "this process's share on this device is not carried over";
         if (lock_robust(&l->dev[d].lock, l, &l->dev[d], why) == 0) {
-            uint64_t had = atomic_load(&n->used[d]), used = atomic_load(&l->dev[d].slot.used);
-            used = used >= had ? used - had : 0;
-            atomic_store(&l->dev[d].slot.used, used + mine);
-            atomic_store(&n->used[d], mine);
-            atomic_store(&n->limit[d], atomic_load(&o->limit[d]));
+            struct gpc_ledger_share *os = &o->share[d], *ns = &n->share[d];
+            uint64_t w = atomic_load(&os->spare);
+            while (!atomic_compare_exchange_weak(&os->spare, &w, (w & ~GPC_SPARE_MASK) + 2 * GPC_SPARE_GEN))
+                ;
+            uint64_t lease = atomic_load(&os->lease), had = atomic_load(&ns->lease);
+            uint64_t leased = atomic_load(&l->dev[d].slot.leased);
+            leased = leased >= had ? leased - had : 0;
+            atomic_fetch_add(&ns->spare, GPC_SPARE_GEN);
+            atomic_store(&ns->lease, lease);
+            atomic_store(&l->dev[d].slot.leased, leased + lease);
+            uint64_t nw = atomic_load(&ns->spare);
+            atomic_store(&ns->spare, (nw & ~GPC_SPARE_MASK) + GPC_SPARE_GEN + (w & GPC_SPARE_MASK));
+            atomic_store(&ns->limit, atomic_load(&os->limit));
             pthread_mutex_unlock(&l->dev[d].lock);
         }
         if (orc == 0)
@@ -619,19 +702,14 @@ out:
 
 /* ---- processes ---- */
 
-_Atomic uint64_t gpc_ledger_pending[GPC_LEDGER_DEVICES];
-
 static void forget_me(void)
 {
-    /* A fork child is another process: it claims its own entry when it first needs one, and the
-     * parent's pending releases are the parent's. */
+    /* A fork child is another process: it claims its own entry when it first needs one. */
     my_proc = -1;
     left = false;
     pthread_mutex_init(&me_lock, NULL);
-    for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
+    for (int d = 0; d < GPC_LEDGER_DEVICES; d++)
         atomic_store(&gpc_ledger_mine[d], 0);
-        atomic_store_explicit(&gpc_ledger_pending[d], 0, memory_order_relaxed);
-    }
 }
 
 /* The device limit becomes the smallest that a process holding an entry asks for; none: unchanged.
@@ -642,7 +720,7 @@ static void recompute_limit(int d)
     bool any = false;
     for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
         struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
-        uint64_t theirs = atomic_load(&p->limit[d]);
+        uint64_t theirs = atomic_load(&p->share[d].limit);
         if (theirs == 0 || atomic_load(&p->pid) == 0)
             continue;
         any = true;
@@ -671,7 +749,7 @@ static int clear_share(int i, int32_t pid, uint64_t start, bool limits, const ch
     int rc = 0;
     for (int d = 0; d < GPC_LEDGER_DEVICES && rc >= 0; d++) {
         struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
-        if (atomic_load(&p->used[d]) == 0 && (!limits || atomic_load(&p->limit[d]) == 0))
+        if (atomic_load(&p->share[d].lease) == 0 && (!limits || atomic_load(&p->share[d].limit) == 0))
             continue;
         struct gpc_ledger_dev *dev = gpc_ledger_lock_dev(d, consequence);
         if (!dev) {
@@ -679,19 +757,27 @@ static int clear_share(int i, int32_t pid, uint64_t start, bool limits, const ch
             continue;
         }
         p = &gpc_ledger->proc[i]; /* the ledger may have moved to a rebuilt file */
+        struct gpc_ledger_share *s = &p->share[d];
         if (atomic_load(&p->pid) != pid || atomic_load(&p->start_time) != start) {
             rc = -1;
         } else {
-            uint64_t share = atomic_exchange(&p->used[d], 0);
-            uint64_t used = atomic_load(&dev->slot.used);
-            used = used >= share ? used - share : 0;
-            atomic_store(&dev->slot.used, used);
+            /* Lease and spare to zero together (the generation odd meanwhile, for readers). */
+            atomic_fetch_add(&s->spare, GPC_SPARE_GEN);
+            uint64_t share = atomic_exchange(&s->lease, 0);
+            uint64_t w = atomic_load(&s->spare);
+            atomic_store(&s->spare, (w & ~GPC_SPARE_MASK) + GPC_SPARE_GEN);
+            uint64_t leased = atomic_load(&dev->slot.leased);
+            atomic_store(&dev->slot.leased, leased >= share ? leased - share : 0);
             /* Context reserves are counted per device, not per process: the part of them that left
              * with this share is not known, but they can never be more than what is in use. */
-            if (atomic_load(&dev->slot.contexts) > used)
-                atomic_store(&dev->slot.contexts, used);
-            atomic_store(&p->peak[d], 0);
-            if (limits && atomic_exchange(&p->limit[d], 0) != 0)
+            uint64_t in_use = gpc_ledger_in_use(gpc_ledger, d);
+            if (atomic_load(&dev->slot.contexts) > in_use)
+                atomic_store(&dev->slot.contexts, in_use);
+            /* Its peak stays in the device's. */
+            uint64_t peak = atomic_exchange(&s->peak, 0), cur = atomic_load(&dev->slot.peak);
+            if (peak > cur)
+                atomic_store(&dev->slot.peak, peak);
+            if (limits && atomic_exchange(&s->limit, 0) != 0)
                 recompute_limit(d);
         }
         gpc_ledger_unlock(dev);
@@ -736,11 +822,17 @@ int gpc_ledger_me(void)
             if (atomic_load(&p->pid) != 0 || !atomic_compare_exchange_strong(&p->pid, &zero, pid))
                 continue;
             for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
-                atomic_store(&p->used[d], 0);
-                atomic_store(&p->peak[d], 0);
-                atomic_store(&p->limit[d], 0);
+                struct gpc_ledger_share *s = &p->share[d];
+                atomic_store(&s->lease, 0);
+                atomic_store(&s->spare, atomic_load(&s->spare) & ~GPC_SPARE_MASK & ~GPC_SPARE_GEN);
+                atomic_store(&s->peak, 0);
+                atomic_store(&s->limit, 0);
             }
             atomic_store(&p->start_time, start);
+            /* Readers scan the entries below procs_used. */
+            uint32_t used = atomic_load(&gpc_ledger->procs_used);
+            while (used < (uint32_t)i + 1 && !atomic_compare_exchange_weak(&gpc_ledger->procs_used, &used, i + 1))
+                ;
             my_proc = i;
             break;
         }
@@ -807,7 +899,7 @@ int gpc_ledger_reap(void)
             continue;
         uint64_t took = 0;
         for (int d = 0; d < GPC_LEDGER_DEVICES; d++)
-            took += atomic_load(&p->used[d]);
+            took += gpc_ledger_share_in_use(&p->share[d]);
         /* Share by share under each device's lock: taking one twice takes nothing the second time.
          * An entry is freed only once it holds nothing. Its start time goes first: a process
          * claiming the entry next is "claiming" until it writes its own. */
@@ -842,20 +934,6 @@ void gpc_ledger_reap_lazy(void)
     uint64_t now = now_ms(), last = atomic_load_explicit(&last_ms, memory_order_relaxed);
     if (now - last < REAP_EVERY_MS || !atomic_compare_exchange_strong(&last_ms, &last, now))
         return;
-    /* Releases this process could not apply earlier (a lock timed out) go in before the figure. */
-    for (int id = 0; my_proc >= 0 && id < GPC_LEDGER_DEVICES; id++) {
-        struct gpc_ledger_dev *d;
-        if (atomic_load(&gpc_ledger_pending[id]) == 0 || !(d = gpc_ledger_lock_dev(id, NULL)))
-            continue;
-        uint64_t bytes = atomic_exchange(&gpc_ledger_pending[id], 0);
-        struct gpc_ledger_proc *p = &gpc_ledger->proc[my_proc];
-        uint64_t mine = atomic_load(&p->used[id]), used = atomic_load(&d->slot.used);
-        atomic_store(&p->used[id], mine >= bytes ? mine - bytes : 0);
-        atomic_store(&d->slot.used, used >= bytes ? used - bytes : 0);
-        mine = atomic_load(&gpc_ledger_mine[id]); /* its shadow follows (written under this lock) */
-        atomic_store(&gpc_ledger_mine[id], mine >= bytes ? mine - bytes : 0);
-        gpc_ledger_unlock(d);
-    }
     gpc_ledger_reap();
 }
 
@@ -941,7 +1019,7 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
         return -EAGAIN;
     /* Our limit goes into our entry first, then the device's limit is recomputed under its lock:
      * of two processes registering at once, the second to lock sees both limits. */
-    atomic_store(&l->proc[me].limit[found], limit);
+    atomic_store(&l->proc[me].share[found].limit, limit);
     /* Kept here too, for a private budget if the file is broken later (the smaller limit). */
     uint64_t now = atomic_load(&l->dev[found].slot.limit);
     memcpy(my_devs[found].uuid, uuid, 16);
@@ -964,7 +1042,7 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
     uint64_t lowest = limit;
     for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
         struct gpc_ledger_proc *p = &l->proc[i];
-        uint64_t theirs = atomic_load(&p->limit[found]);
+        uint64_t theirs = atomic_load(&p->share[found].limit);
         int32_t pid = atomic_load(&p->pid);
         if (i == me || theirs == 0 || pid == 0 || theirs == limit ||
             !entry_alive(i, pid, atomic_load(&p->start_time)))

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * ledger_check.c: what the library (ledger.c) and `gpucap status` share about a ledger: its path,
- * whether a mapped file is a usable ledger, and whether the process of an entry is alive.
+ * ledger_check.c: what the library (ledger.c) and the tools share about a ledger: its path, whether
+ * a mapped file is a usable ledger, what is in use on a device, and whether the process of an entry
+ * is alive.
  */
 #include "internal.h"
 
@@ -48,6 +49,47 @@ const char *gpc_ledger_check(const struct gpc_ledger *l, uint64_t file_size, cha
         }
     }
     return NULL;
+}
+
+uint64_t gpc_ledger_share_in_use(const struct gpc_ledger_share *s)
+{
+    uint64_t lease = 0, spare = 0;
+    for (int tries = 0; tries < 64; tries++) {
+        uint64_t w = atomic_load_explicit(&s->spare, memory_order_acquire);
+        lease = atomic_load_explicit(&s->lease, memory_order_acquire);
+        uint64_t again = atomic_load_explicit(&s->spare, memory_order_acquire);
+        spare = again & GPC_SPARE_MASK;
+        /* The generation moved or is odd: a lock holder is changing both; read again. */
+        if (!((w ^ again) >> GPC_SPARE_BITS) && !((again >> GPC_SPARE_BITS) & 1))
+            break;
+    }
+    return lease > spare ? lease - spare : 0;
+}
+
+static uint32_t procs_used(const struct gpc_ledger *l)
+{
+    uint32_t n = atomic_load_explicit(&l->procs_used, memory_order_acquire);
+    return n < GPC_LEDGER_PROCS ? n : GPC_LEDGER_PROCS;
+}
+
+uint64_t gpc_ledger_in_use(const struct gpc_ledger *l, int dev)
+{
+    uint64_t sum = 0;
+    for (uint32_t i = 0, n = procs_used(l); i < n; i++)
+        if (atomic_load_explicit(&l->proc[i].pid, memory_order_relaxed) != 0)
+            sum += gpc_ledger_share_in_use(&l->proc[i].share[dev]);
+    return sum;
+}
+
+uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev)
+{
+    uint64_t peak = atomic_load_explicit(&l->dev[dev].slot.peak, memory_order_relaxed);
+    for (uint32_t i = 0, n = procs_used(l); i < n; i++) {
+        uint64_t theirs = atomic_load_explicit(&l->proc[i].share[dev].peak, memory_order_relaxed);
+        if (atomic_load_explicit(&l->proc[i].pid, memory_order_relaxed) != 0 && theirs > peak)
+            peak = theirs;
+    }
+    return peak;
 }
 
 /* Field 22 of /proc/<pid>/stat: start time in clock ticks since boot; 0 if unreadable. */

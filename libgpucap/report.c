@@ -79,11 +79,14 @@ struct figures {
     uint64_t limit, used, peak, allocs, frees, denials, largest, first_denial_ns;
 };
 
-static void read_slot(const struct gpc_slot *s, struct figures *f)
+static void read_figures(const struct gpc_ledger *l, int id, struct figures *f)
 {
+    const struct gpc_slot *s = &l->dev[id].slot;
     f->limit = atomic_load(&s->limit);
-    f->used = atomic_load(&s->used);
-    f->peak = atomic_load(&s->peak);
+    f->used = gpc_ledger_in_use(l, id);
+    f->peak = gpc_ledger_peak(l, id);
+    if (f->used > f->peak)
+        f->peak = f->used;
     f->allocs = atomic_load(&s->allocs);
     f->frees = atomic_load(&s->frees);
     f->denials = atomic_load(&s->denials);
@@ -179,7 +182,7 @@ int gpc_report_write_timeline(int fd, const struct gpc_ledger *l, bool json, boo
         if (atomic_load(&d->state) != 1)
             continue;
         struct figures f;
-        read_slot(&d->slot, &f);
+        read_figures(l, i, &f);
         const struct gpc_timeline *mine = NULL;
         for (int t = 0; t < ntl && !mine; t++)
             if (memcmp(tl[t].uuid, d->uuid, sizeof tl[t].uuid) == 0)

@@ -31,6 +31,7 @@ __attribute__((destructor)) static void report_at_exit(void)
         gpc_timeline_write_file();
     if (!atomic_load(&gpc_initialized) || !path || !path[0])
         return;
+    gpc_budget_flush_counts();
     struct gpc_exit_report r = {
         .json = gpc_opt_enum(&gpc_settings, GPC_OPT_REPORT_FORMAT) == GPC_REPORT_JSON,
         .audit = gpc_opt_enum(&gpc_settings, GPC_OPT_MODE) == GPC_MODE_AUDIT};

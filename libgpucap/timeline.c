@@ -79,7 +79,7 @@ void gpc_timeline_record(int id, bool denied)
     struct gpc_slot *s = gpc_budget_slot(id);
     if (id < 0 || id >= TL_DEVICES || !s)
         return;
-    uint64_t used = atomic_load_explicit(&s->used, memory_order_relaxed), t = now_ns();
+    uint64_t used = gpc_budget_in_use(id), t = now_ns();
     pthread_mutex_lock(&tl_lock);
     uint64_t at = t > t0 ? t - t0 : 0;
     while (at / width >= TL_BUCKETS)

@@ -146,9 +146,11 @@ static void forge(struct gpc_ledger *l, int slot, int32_t pid, uint64_t start, u
 {
     struct gpc_ledger_proc *p = &l->proc[slot];
     atomic_store(&p->start_time, start);
-    atomic_store(&p->used[0], bytes);
+    atomic_store(&p->share[0].lease, bytes); /* all of it in use: no spare */
     atomic_store(&p->pid, pid);
-    atomic_fetch_add(&l->dev[0].slot.used, bytes);
+    atomic_fetch_add(&l->dev[0].slot.leased, bytes);
+    if (atomic_load(&l->procs_used) < (uint32_t)slot + 1)
+        atomic_store(&l->procs_used, (uint32_t)slot + 1);
 }
 
 static uint64_t my_start_time(pid_t pid)
@@ -186,8 +188,8 @@ static void case_pidreuse(void)
     CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
     CHECK(atomic_load(&l->proc[GPC_LEDGER_PROCS - 2].pid) == getppid(), "a live process was reclaimed");
     /* Clean up the forged live entry by hand. */
-    atomic_fetch_sub(&l->dev[0].slot.used, 40 * MiB);
-    atomic_store(&l->proc[GPC_LEDGER_PROCS - 2].used[0], 0);
+    atomic_fetch_sub(&l->dev[0].slot.leased, 40 * MiB);
+    atomic_store(&l->proc[GPC_LEDGER_PROCS - 2].share[0].lease, 0);
     atomic_store(&l->proc[GPC_LEDGER_PROCS - 2].pid, 0);
 }
 

@@ -242,15 +242,16 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
         memcpy(o->uuid, e->uuid, sizeof o->uuid);
         o->physical = e->physical;
         o->limit = atomic_load(&e->slot.limit);
-        o->used = atomic_load(&e->slot.used);
+        o->used = gpc_ledger_in_use(l, d);
         o->contexts = atomic_load(&e->slot.contexts);
-        o->peak = atomic_load(&e->slot.peak);
+        o->peak = gpc_ledger_peak(l, d);
         o->denials = atomic_load(&e->slot.denials);
         o->allocs = atomic_load(&e->slot.allocs);
         for (int p = 0; p < GPC_LEDGER_PROCS; p++) {
             const struct gpc_ledger_proc *pr = &l->proc[p];
             if (atomic_load(&pr->pid) != 0 &&
-                (atomic_load(&pr->used[d]) || atomic_load(&pr->limit[d]) || atomic_load(&pr->peak[d])))
+                (atomic_load(&pr->share[d].lease) || atomic_load(&pr->share[d].limit) ||
+                 atomic_load(&pr->share[d].peak)))
                 o->procs++;
         }
     }

@@ -35,8 +35,9 @@ static uint64_t dead_share(const struct gpc_ledger *l, int dv)
     uint64_t sum = 0;
     for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
         const struct gpc_ledger_proc *p = &l->proc[i];
-        if (atomic_load(&p->pid) != 0 && atomic_load(&p->used[dv]) != 0 && !alive(p))
-            sum += atomic_load(&p->used[dv]);
+        uint64_t in_use = gpc_ledger_share_in_use(&p->share[dv]);
+        if (atomic_load(&p->pid) != 0 && in_use != 0 && !alive(p))
+            sum += in_use;
     }
     return sum;
 }
@@ -140,8 +141,8 @@ int cmd_status(int argc, char **argv)
             continue;
         char uuid[GPC_UUID_TEXT], a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], c[GPC_SIZE_TEXT], p[GPC_SIZE_TEXT];
         gpc_uuid_format(d->uuid, uuid);
-        uint64_t limit = atomic_load(&d->slot.limit), used = atomic_load(&d->slot.used),
-                 peak = atomic_load(&d->slot.peak), dead = dead_share(l, i);
+        uint64_t limit = atomic_load(&d->slot.limit), used = gpc_ledger_in_use(l, i), peak = gpc_ledger_peak(l, i),
+                 dead = dead_share(l, i);
         used = used > dead ? used - dead : 0;
         if (json) {
             printf("%s{\"uuid\":\"%s\",\"physical\":%llu,\"budget\":", shown ? "," : "", uuid,
@@ -177,8 +178,9 @@ int cmd_status(int argc, char **argv)
             continue;
         bool live = alive(p);
         for (int dv = 0; dv < GPC_LEDGER_DEVICES; dv++) {
-            uint64_t used = atomic_load(&p->used[dv]), peak = atomic_load(&p->peak[dv]);
-            if (atomic_load(&l->dev[dv].state) != 1 || (used == 0 && peak == 0 && atomic_load(&p->limit[dv]) == 0))
+            const struct gpc_ledger_share *s = &p->share[dv];
+            uint64_t used = gpc_ledger_share_in_use(s), peak = atomic_load(&s->peak);
+            if (atomic_load(&l->dev[dv].state) != 1 || (used == 0 && peak == 0 && atomic_load(&s->limit) == 0))
                 continue;
             char uuid[GPC_UUID_TEXT], a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT];
             gpc_uuid_format(l->dev[dv].uuid, uuid);
