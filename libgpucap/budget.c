@@ -41,7 +41,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <sys/mman.h>
 #include <time.h>
 
 static struct gpc_slot deny_slot; /* limit 0 */
@@ -83,14 +82,19 @@ bool gpc_budget_fits(uint64_t used, uint64_t bytes, uint64_t limit)
 #define COUNT_BATCH 64
 #define COUNT_THREADS 1024
 
-/* A thread's counts not yet added to the ledger. Only its thread writes them (plain loads and
- * stores); the exit flush may exchange them from another thread. */
+/*
+ * A thread's counts not yet added to the ledger. Only its thread adds to them (plain loads and
+ * stores of relaxed atomics); a flush from another thread (at exit) exchanges them. Initial-exec
+ * thread-local storage: one instruction to reach, no __tls_get_addr (the library is preloaded, and
+ * 264 bytes fit the static TLS glibc keeps for a library opened later).
+ */
 struct counts {
     _Atomic uint32_t pending;
-    _Atomic uint32_t dirty; /* bit per device entry */
+    bool registered;
     _Atomic uint32_t allocs[GPC_LEDGER_DEVICES], frees[GPC_LEDGER_DEVICES];
 };
 
+static __thread struct counts my_counts __attribute__((tls_model("initial-exec")));
 static pthread_key_t counts_key;
 static pthread_once_t counts_once = PTHREAD_ONCE_INIT;
 static atomic_bool counts_key_ok;
@@ -98,21 +102,20 @@ static struct counts *_Atomic count_blocks[COUNT_THREADS];
 
 static void flush(struct counts *c)
 {
-    uint32_t dirty = atomic_exchange_explicit(&c->dirty, 0, memory_order_relaxed);
     atomic_store_explicit(&c->pending, 0, memory_order_relaxed);
     struct gpc_ledger *l = gpc_ledger;
-    while (dirty && l) {
-        int id = __builtin_ctz(dirty);
-        dirty &= dirty - 1;
+    for (int id = 0; l && id < GPC_LEDGER_DEVICES; id++) {
+        if (!atomic_load_explicit(&c->allocs[id], memory_order_relaxed) &&
+            !atomic_load_explicit(&c->frees[id], memory_order_relaxed))
+            continue;
         uint32_t a = atomic_exchange_explicit(&c->allocs[id], 0, memory_order_relaxed);
         uint32_t f = atomic_exchange_explicit(&c->frees[id], 0, memory_order_relaxed);
-        if (a)
-            atomic_fetch_add_explicit(&l->dev[id].slot.allocs, a, memory_order_relaxed);
-        if (f)
-            atomic_fetch_add_explicit(&l->dev[id].slot.frees, f, memory_order_relaxed);
+        atomic_fetch_add_explicit(&l->dev[id].slot.allocs, a, memory_order_relaxed);
+        atomic_fetch_add_explicit(&l->dev[id].slot.frees, f, memory_order_relaxed);
     }
 }
 
+/* At thread exit (the key's destructor): its counts go in, its block leaves the list. */
 static void thread_gone(void *arg)
 {
     struct counts *c = arg;
@@ -122,7 +125,6 @@ static void thread_gone(void *arg)
         if (atomic_compare_exchange_strong(&count_blocks[i], &want, NULL))
             break;
     }
-    munmap(c, sizeof *c);
 }
 
 static void counts_key_make(void)
@@ -130,24 +132,20 @@ static void counts_key_make(void)
     atomic_store_explicit(&counts_key_ok, pthread_key_create(&counts_key, thread_gone) == 0, memory_order_release);
 }
 
-/* The calling thread's block, made on its first count; NULL when none can be had. */
-static struct counts *counts_new(void)
+/* A thread's first count: its block joins the list that the flush at exit walks. */
+static void counts_register(struct counts *c)
 {
+    c->registered = true;
     pthread_once(&counts_once, counts_key_make);
     if (!atomic_load_explicit(&counts_key_ok, memory_order_acquire))
-        return NULL;
-    struct counts *c = mmap(NULL, sizeof *c, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (c == MAP_FAILED)
-        return NULL;
+        return; /* then its counts go in at every batch only */
     for (int i = 0; i < COUNT_THREADS; i++) {
         struct counts *none = NULL;
         if (atomic_compare_exchange_strong(&count_blocks[i], &none, c)) {
             pthread_setspecific(counts_key, c);
-            return c;
+            return;
         }
     }
-    munmap(c, sizeof *c);
-    return NULL; /* more threads than blocks: the thread counts straight into the ledger */
 }
 
 static inline void bump(_Atomic uint32_t *x)
@@ -155,17 +153,12 @@ static inline void bump(_Atomic uint32_t *x)
     atomic_store_explicit(x, atomic_load_explicit(x, memory_order_relaxed) + 1, memory_order_relaxed);
 }
 
-static void count(int id, bool freed)
+static inline void count(int id, bool freed)
 {
-    struct counts *c = atomic_load_explicit(&counts_key_ok, memory_order_acquire) ? pthread_getspecific(counts_key) : NULL;
-    if (gpc_unlikely(!c) && !(c = counts_new())) {
-        struct gpc_slot *s = &gpc_ledger->dev[id].slot;
-        atomic_fetch_add_explicit(freed ? &s->frees : &s->allocs, 1, memory_order_relaxed);
-        return;
-    }
+    struct counts *c = &my_counts;
+    if (gpc_unlikely(!c->registered))
+        counts_register(c);
     bump(freed ? &c->frees[id] : &c->allocs[id]);
-    atomic_store_explicit(&c->dirty, atomic_load_explicit(&c->dirty, memory_order_relaxed) | 1u << id,
-                          memory_order_relaxed);
     bump(&c->pending);
     if (gpc_unlikely(atomic_load_explicit(&c->pending, memory_order_relaxed) >= COUNT_BATCH))
         flush(c);
@@ -173,6 +166,7 @@ static void count(int id, bool freed)
 
 void gpc_budget_flush_counts(void)
 {
+    flush(&my_counts);
     for (int i = 0; i < COUNT_THREADS; i++) {
         struct counts *c = atomic_load(&count_blocks[i]);
         if (c)
@@ -182,16 +176,14 @@ void gpc_budget_flush_counts(void)
 
 static void counts_after_fork(void)
 {
-    /* The parent's counts are the parent's: the child's threads start from zero. */
-    for (int i = 0; i < COUNT_THREADS; i++) {
-        struct counts *c = atomic_load(&count_blocks[i]);
-        if (!c)
-            continue;
-        atomic_store(&c->pending, 0);
-        atomic_store(&c->dirty, 0);
-        for (int id = 0; id < GPC_LEDGER_DEVICES; id++)
-            atomic_store(&c->allocs[id], 0), atomic_store(&c->frees[id], 0);
-    }
+    /* The parent's counts are the parent's: the child's one thread starts from zero, and the
+     * blocks of the parent's other threads are gone. */
+    for (int i = 0; i < COUNT_THREADS; i++)
+        atomic_store(&count_blocks[i], NULL);
+    atomic_store(&my_counts.pending, 0);
+    for (int id = 0; id < GPC_LEDGER_DEVICES; id++)
+        atomic_store(&my_counts.allocs[id], 0), atomic_store(&my_counts.frees[id], 0);
+    my_counts.registered = false;
 }
 
 void gpc_budget_atfork(void)
