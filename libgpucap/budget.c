@@ -238,12 +238,16 @@ static inline void note_peak(struct gpc_ledger_share *s, uint64_t after)
 static void lease_grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int id, uint64_t grow, uint64_t bytes)
 {
     atomic_fetch_add_explicit(&s->spare, GPC_SPARE_GEN, memory_order_acq_rel);
+    GPC_CRASH_POINT(1);
     uint64_t lease = atomic_load_explicit(&s->lease, memory_order_relaxed) + grow;
     atomic_store_explicit(&s->lease, lease, memory_order_release);
+    GPC_CRASH_POINT(2);
     atomic_store_explicit(&d->slot.leased, atomic_load_explicit(&d->slot.leased, memory_order_relaxed) + grow,
                           memory_order_relaxed);
+    GPC_CRASH_POINT(3);
     uint64_t w = atomic_fetch_add_explicit(&s->spare, GPC_SPARE_GEN + (grow - bytes), memory_order_acq_rel);
     w += GPC_SPARE_GEN + (grow - bytes);
+    GPC_CRASH_POINT(4);
     atomic_store_explicit(&gpc_ledger_mine[id], lease, memory_order_relaxed);
     note_peak(s, w);
 }
@@ -266,13 +270,18 @@ static uint64_t take_back(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, 
         atomic_store_explicit(&d->victim_lease, atomic_load_explicit(&s->lease, memory_order_relaxed),
                               memory_order_relaxed);
         atomic_store_explicit(&d->victim, victim + 1, memory_order_release);
+        GPC_CRASH_POINT(5);
     } while (!atomic_compare_exchange_weak_explicit(&s->spare, &w, after, memory_order_acq_rel, memory_order_relaxed));
+    GPC_CRASH_POINT(6);
     uint64_t took = (w & GPC_SPARE_MASK) - keep;
     atomic_store_explicit(&s->lease, atomic_load_explicit(&s->lease, memory_order_relaxed) - took,
                           memory_order_release);
+    GPC_CRASH_POINT(7);
     uint64_t leased = atomic_load_explicit(&d->slot.leased, memory_order_relaxed);
     atomic_store_explicit(&d->slot.leased, leased > took ? leased - took : 0, memory_order_relaxed);
+    GPC_CRASH_POINT(8);
     atomic_fetch_add_explicit(&s->spare, GPC_SPARE_GEN, memory_order_acq_rel); /* even again */
+    GPC_CRASH_POINT(9);
     atomic_store_explicit(&d->victim, 0, memory_order_release);
     return took;
 }
@@ -452,6 +461,22 @@ void gpc_budget_note_contexts(int id, int64_t delta)
     if (s && id >= 0)
         atomic_fetch_add_explicit(&s->contexts, (uint64_t)delta, memory_order_relaxed);
 }
+
+#ifdef GPC_CRASH_POINTS
+#include <signal.h>
+#include <stdlib.h>
+
+void gpc_crash_point(int n)
+{
+    static int at = -1;
+    if (at < 0) {
+        const char *e = getenv("GPC_TEST_CRASH_AT");
+        at = e ? atoi(e) : 0;
+    }
+    if (n == at)
+        raise(SIGKILL);
+}
+#endif
 
 /* ---- figures ---- */
 

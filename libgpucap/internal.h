@@ -296,6 +296,14 @@ struct gpc_ledger_dev *gpc_ledger_trylock_dev(int id);
 void gpc_ledger_unlock(struct gpc_ledger_dev *d);
 
 /* ---- budget.c: reservation arithmetic ---- */
+/* In the crash-test copy of the library only: the process dies (SIGKILL) at step n of a locked
+ * lease operation when GPC_TEST_CRASH_AT=n. Nothing in the real library. */
+#ifdef GPC_CRASH_POINTS
+void gpc_crash_point(int n);
+#define GPC_CRASH_POINT(n) gpc_crash_point(n)
+#else
+#define GPC_CRASH_POINT(n) ((void)0)
+#endif
 /* Budget ids are ledger device indices, or one of these. */
 #define GPC_BUDGET_NONE (-1) /* no limit for that device: nothing is counted */
 #define GPC_BUDGET_DENY (-2) /* a budget of 0 after a bad setting: everything is denied */
