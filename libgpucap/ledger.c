@@ -763,11 +763,15 @@ static int clear_share(int i, int32_t pid, uint64_t start, bool limits, const ch
         } else {
             /* Lease and spare to zero together (the generation odd meanwhile, for readers). */
             atomic_fetch_add(&s->spare, GPC_SPARE_GEN);
+            GPC_CRASH_POINT(10);
             uint64_t share = atomic_exchange(&s->lease, 0);
+            GPC_CRASH_POINT(11);
             uint64_t w = atomic_load(&s->spare);
             atomic_store(&s->spare, (w & ~GPC_SPARE_MASK) + GPC_SPARE_GEN);
+            GPC_CRASH_POINT(12);
             uint64_t leased = atomic_load(&dev->slot.leased);
             atomic_store(&dev->slot.leased, leased >= share ? leased - share : 0);
+            GPC_CRASH_POINT(13);
             /* Context reserves are counted per device, not per process: the part of them that left
              * with this share is not known, but they can never be more than what is in use. */
             uint64_t in_use = gpc_ledger_in_use(gpc_ledger, d);
