@@ -38,8 +38,15 @@ priv=$(four GPUCAP_MEMORY_LIMIT=32GiB GPUCAP_LEDGER=off LD_PRELOAD=$lib)
 shared=$(four GPUCAP_MEMORY_LIMIT=32GiB GPUCAP_LEDGER=$ledger LD_PRELOAD=$lib)
 printf '%-12s %12s %12s %12s %14.1f %14.1f\n' "4 processes" "$none" "$priv" "$shared" \
     "$(awk -v a="$priv" -v b="$none" 'BEGIN{print a-b}')" "$(awk -v a="$shared" -v b="$none" 'BEGIN{print a-b}')"
-# 500 processes starting at once on one fresh ledger: time from the start signal to each one's
-# first successful allocation (each has its own fake card; the ledger is what they share).
-rm -f "$ledger"
-GPUCAP_MEMORY_LIMIT=1GiB GPUCAP_CONTEXT_RESERVE=0 FAKECUDA_MEM=2GiB GPUCAP_LEDGER=$ledger LD_PRELOAD=$lib \
-    "$build/bench/bench_crowd" 500 --bench
+# 500 processes starting at once: time from the start signal to each one's first successful
+# allocation (each has its own fake card), without gpucap, with private budgets, and on one fresh
+# shared ledger.
+crowd() { # crowd LABEL [ENV...]
+    local label=$1; shift
+    rm -f "$ledger"
+    printf '%-8s ' "$label"
+    env GPUCAP_MEMORY_LIMIT=1GiB GPUCAP_CONTEXT_RESERVE=0 FAKECUDA_MEM=2GiB "$@" "$build/bench/bench_crowd" 500 --bench
+}
+crowd none -u LD_PRELOAD
+crowd private GPUCAP_LEDGER=off LD_PRELOAD=$lib
+crowd ledger GPUCAP_LEDGER=$ledger LD_PRELOAD=$lib

@@ -9,8 +9,9 @@
  * one compare-and-swap on the same word. So the allocation path takes no lock, makes no system call
  * and writes no cache line that another process writes.
  *
- * A lease grows by a chunk (1/64 of the limit; a private budget takes the whole limit at once), and
- * gives back what it holds spare beyond two chunks. Before any denial the spare of every process on
+ * A lease grows by what is asked plus as much again as the process already holds, up to a chunk
+ * (1/64 of the limit, at least 2 MiB; a private budget takes the whole limit at once), and gives
+ * back what it holds spare beyond two chunks. Before any denial the spare of every process on
  * the ledger is taken back, so a denial means the budget is full of admitted bytes, not of spare.
  *
  * Why the sum of what is admitted never exceeds the limit, under any interleaving of threads and
@@ -308,21 +309,31 @@ static bool grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int id, u
         by = limit > leased && limit - leased > bytes ? limit - leased : bytes;
         atomic_store_explicit(&keep_at_most[id], UINT64_MAX, memory_order_relaxed);
     } else if (!unchecked) {
-        uint64_t chunk = chunk_of(limit);
-        if (chunk > bytes && gpc_budget_fits(leased, chunk, limit))
-            by = chunk;
+        /* Spare in proportion to what the process already holds, up to a chunk: a process that
+         * allocates once (a crowd starting) leases what it asks for, one that allocates often
+         * soon leases a chunk ahead. */
+        uint64_t chunk = chunk_of(limit), lease = atomic_load_explicit(&s->lease, memory_order_relaxed);
+        uint64_t ahead = lease < chunk ? lease : chunk;
+        if (ahead && gpc_budget_fits(leased, bytes + ahead, limit) && bytes + ahead > bytes)
+            by = bytes + ahead;
         atomic_store_explicit(&keep_at_most[id], 2 * chunk, memory_order_relaxed);
     }
     lease_grow(d, s, id, by, bytes);
     return true;
 }
 
+#define LOCK_TRIES 5
+
 /* Admission that the spare could not make: under the lock, grow the lease; if the budget is
  * leased out, take back everyone's spare and try again; then reap dead processes once. */
 static int reserve_slow(int id, uint64_t bytes, bool unchecked)
 {
     for (int attempt = 0; attempt < 2; attempt++) {
-        struct gpc_ledger_dev *d = gpc_ledger_lock_dev(id, "the allocation is denied");
+        /* A crowd starting at once on few cores can keep a holder off the CPU past one bound: the
+         * wait is repeated a few times (quietly but for the last) before the allocation is denied. */
+        struct gpc_ledger_dev *d = NULL;
+        for (int wait = 0; wait < LOCK_TRIES && !d; wait++)
+            d = gpc_ledger_lock_dev(id, wait < LOCK_TRIES - 1 ? NULL : "the allocation is denied");
         int me = gpc_ledger_me();
         if (!d || me < 0) {
             if (d)

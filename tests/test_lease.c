@@ -94,8 +94,11 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "child") == 0)
         return child();
     make_context(0);
-    CUdeviceptr mine;
+    CUdeviceptr mine, more;
     CHECK_RC(cuMemAlloc_v2(&mine, MiB), CUDA_SUCCESS);
+    /* A second allocation grows the lease with spare ahead; freed, it leaves more spare. */
+    CHECK_RC(cuMemAlloc_v2(&more, 2 * MiB), CUDA_SUCCESS);
+    CHECK_RC(cuMemFree_v2(more), CUDA_SUCCESS);
     struct gpc_ledger *l = map_ledger();
     uint64_t w = atomic_load(&l->proc[0].share[0].spare);
     REQUIRE(atomic_load(&l->proc[0].pid) == getpid() && (w & GPC_SPARE_MASK) > 0,
