@@ -348,7 +348,8 @@ static int reserve_slow(int id, uint64_t bytes, bool unchecked)
             note_peak(s, after);
         if (!ok)
             ok = grow(d, s, id, bytes, unchecked);
-        if (!ok && gpc_ledger_shared) {
+        if (!ok) {
+            /* (In a private budget only a fork child meets another entry: its parent's, copied.) */
             take_all_spare(l, d, id);
             ok = grow(d, s, id, bytes, false);
         }
