@@ -261,7 +261,13 @@ void gpc_ledger_identify(void);
 int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit, int ordinal);
 /* This process's entry (claimed on first use, again after fork; an exec'd image takes over the
  * entry of its pid and start time from zero), or -ENOSPC when the table is full (logged). */
-int gpc_ledger_me(void);
+extern _Atomic int gpc_ledger_index;
+int gpc_ledger_claim(void);
+static inline int gpc_ledger_me(void)
+{
+    int me = atomic_load_explicit(&gpc_ledger_index, memory_order_relaxed);
+    return gpc_likely(me >= 0) ? me : gpc_ledger_claim();
+}
 /* Gives back the budget of dead processes and recomputes the limits they set; returns how many
  * were reclaimed. */
 int gpc_ledger_reap(void);

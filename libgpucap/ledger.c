@@ -57,7 +57,8 @@
 struct gpc_ledger *gpc_ledger;
 bool gpc_ledger_shared;
 static char ledger_path[512];
-static int my_proc = -1;
+static int my_proc = -1; /* under me_lock; gpc_ledger_index mirrors it for the allocation path */
+_Atomic int gpc_ledger_index = -1;
 static bool left; /* gpc_ledger_leave ran: this process claims no entry any more */
 static pthread_mutex_t me_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -706,6 +707,7 @@ static void forget_me(void)
 {
     /* A fork child is another process: it claims its own entry when it first needs one. */
     my_proc = -1;
+    atomic_store(&gpc_ledger_index, -1);
     left = false;
     pthread_mutex_init(&me_lock, NULL);
     for (int d = 0; d < GPC_LEDGER_DEVICES; d++)
@@ -798,10 +800,8 @@ static bool unstarted_entries(void)
     return false;
 }
 
-int gpc_ledger_me(void)
+int gpc_ledger_claim(void)
 {
-    if (gpc_likely(my_proc >= 0))
-        return my_proc;
     pthread_mutex_lock(&me_lock);
     static bool atfork_done;
     if (!atfork_done) {
@@ -858,6 +858,7 @@ int gpc_ledger_me(void)
         gpc_log(GPC_LOG_ERROR, "ledger %s: the process table is full (%d of %d entries held by live processes); "
                 "allocations of this process are denied until one leaves", ledger_path, live, GPC_LEDGER_PROCS);
     }
+    atomic_store_explicit(&gpc_ledger_index, my_proc, memory_order_relaxed);
     pthread_mutex_unlock(&me_lock);
     return my_proc >= 0 ? my_proc : -ENOSPC;
 }
@@ -955,6 +956,7 @@ void gpc_ledger_leave(void)
     pthread_mutex_lock(&me_lock);
     left = true;
     my_proc = -1;
+    atomic_store(&gpc_ledger_index, -1);
     pthread_mutex_unlock(&me_lock);
 }
 
