@@ -7,7 +7,11 @@
  *   compete   4 processes x 4 threads allocate at random against one budget: the card's peak
  *             (all processes) never passes it, and every byte is back at the end;
  *   sigkill   200 SIGKILLs at random moments of busy processes; afterwards the whole budget can be
- *             allocated again and the ledger returns to exactly zero in use;
+ *             allocated again, the ledger returns to exactly zero in use and its total to the
+ *             sum of the leases. With TEST_CRASH_STEPS set (and the crash-test copy of the
+ *             library), each process also dies by itself at step 1 + seed % 13 of the locked
+ *             lease operations the first time it gets there (libgpucap/budget.c, ledger.c), so
+ *             deaths inside the lock meet admissions and take-backs of the others;
  *   pidreuse  a ledger entry whose pid is alive but whose start time differs is a dead process:
  *             its share is reclaimed; a live one's is not;
  *   fork      a fork child (no exec) gets its own entry; its share goes when it dies;
@@ -63,6 +67,11 @@ static pid_t spawn_churn(unsigned seed, long iterations, int threads)
     pid_t pid = fork();
     if (pid != 0)
         return pid;
+    if (getenv("TEST_CRASH_STEPS")) {
+        char n[16];
+        snprintf(n, sizeof n, "%u", 1 + seed % 13);
+        setenv("GPC_TEST_CRASH_AT", n, 1);
+    }
     ctx = make_context(0);
     pthread_t t[8];
     for (int i = 0; i < threads; i++)
@@ -79,12 +88,22 @@ static int wait_ok(pid_t pid)
     return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
+static struct gpc_ledger *map_ledger(void);
+
 /* After everything: the whole budget is there again (reclaiming dead shares if needed), then 0. */
 static void expect_whole_budget_back(void)
 {
     CUdeviceptr p;
     CHECK_RC(cuMemAlloc_v2(&p, LIMIT), CUDA_SUCCESS);
     CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
+    const struct gpc_ledger *l = map_ledger();
+    uint64_t sum = 0;
+    for (int i = 0; i < GPC_LEDGER_PROCS; i++)
+        if (atomic_load(&l->proc[i].pid) != 0)
+            sum += atomic_load(&l->proc[i].share[0].lease);
+    CHECK(sum == atomic_load(&l->dev[0].slot.leased), "the leases sum to %llu, the total says %llu",
+          (unsigned long long)sum, (unsigned long long)atomic_load(&l->dev[0].slot.leased));
+    munmap((void *)l, sizeof *l);
     CHECK(usage(0).used == 0, "ledger still holds %llu bytes", (unsigned long long)usage(0).used);
     CHECK(fakecuda_outstanding(0) == 0, "card still holds %llu", (unsigned long long)fakecuda_outstanding(0));
 }
