@@ -84,11 +84,15 @@ static CUresult charge_begin(struct gpc_charge *c, int device, uint64_t bytes, c
         return CUDA_SUCCESS;
     }
     if (device < 0) {
-        CUcontext ctx;
+        CUcontext ctx = NULL;
         CUdevice d;
         /* No current context: let the driver give its own error. */
-        if (gpc_current_ctx_device(&ctx, &d) != CUDA_SUCCESS)
+        if (gpc_unlikely(!gpc_real.cuCtxGetCurrent)) {
+            if (gpc_current_device(&d) != CUDA_SUCCESS)
+                return CUDA_SUCCESS;
+        } else if (gpc_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx || gpc_ctx_device(ctx, &d) != CUDA_SUCCESS) {
             return CUDA_SUCCESS;
+        }
         c->ctx = (uint64_t)(uintptr_t)ctx;
         c->have_ctx = ctx != NULL;
         c->device = device = d;

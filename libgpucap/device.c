@@ -7,7 +7,7 @@
  * device's UUID, so processes that number devices differently (CUDA_VISIBLE_DEVICES subsets,
  * reorderings, UUID lists) share one budget per card. Devices without a limit are passed through.
  * The device of an allocation is the current context's; a process that sees a single device skips
- * asking the driver for it, and a process with several asks once per context (see ctx_device).
+ * asking the driver for it, and a process with several asks once per context (see ctx_slots).
  */
 #include "internal.h"
 
@@ -22,7 +22,7 @@ struct device {
 
 static struct device devices[GPC_MAX_DEVICES];
 static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_int single_device = -1; /* -1 unknown, 0 several, 1 exactly one */
+atomic_int gpc_single_device = -1; /* -1 unknown, 0 several, 1 exactly one */
 
 /*
  * The device of each context, so that an allocation asks the driver only for its current context
@@ -34,7 +34,9 @@ static atomic_int single_device = -1; /* -1 unknown, 0 several, 1 exactly one */
  * epoch, read before asking): an answer about a context torn down since is never stored. A handle
  * is reused by the driver only after a teardown, and every teardown and creation hook forgets
  * (hooks_ctx.c), before the new context's handle reaches the caller, so a slot never names the
- * device of an earlier context at that address.
+ * device of an earlier context at that address. What it cannot see: a context torn down and
+ * another made at its address both by routes no hook sees (the driver's private entry points);
+ * the hooks cover every exported and cuGetProcAddress route.
  */
 #define CTX_SLOTS 64
 #define CTX_PROBE 4
@@ -153,13 +155,13 @@ int gpc_device_budget_if_ready(int ordinal)
 /* True when the process sees exactly one device (asked of the driver once). */
 static bool one_device(void)
 {
-    int single = atomic_load_explicit(&single_device, memory_order_relaxed);
+    int single = atomic_load_explicit(&gpc_single_device, memory_order_relaxed);
     if (gpc_likely(single >= 0))
         return single == 1;
     int n = 0;
     if (GPC_CALL_REAL(cuDeviceGetCount, (&n)) != CUDA_SUCCESS)
         return false;
-    atomic_store(&single_device, n == 1);
+    atomic_store(&gpc_single_device, n == 1);
     return n == 1;
 }
 
@@ -168,8 +170,9 @@ static unsigned ctx_hash(uint64_t handle)
     return (unsigned)(((handle >> 4) * UINT64_C(0x9e3779b97f4a7c15)) >> 58) % CTX_SLOTS;
 }
 
-/* Asks the driver for the device of the current context `handle`, and remembers it. */
-static CUresult ctx_device_slow(uint64_t handle, CUdevice *dev)
+/* Asks the driver for the device of the current context `handle`, and remembers it. Out of line:
+ * the lookup that precedes it saves no registers. */
+__attribute__((noinline, cold)) static CUresult ctx_device_slow(uint64_t handle, CUdevice *dev)
 {
     uint64_t epoch = atomic_load(&ctx_epoch);
     CUresult rc = GPC_CALL_REAL(cuCtxGetDevice, (dev));
@@ -179,23 +182,24 @@ static CUresult ctx_device_slow(uint64_t handle, CUdevice *dev)
     unsigned h = ctx_hash(handle);
     pthread_mutex_lock(&ctx_lock);
     if (atomic_load(&ctx_epoch) == epoch) {
-        /* The first empty slot of the probe, else the home slot is replaced. */
+        /* Its own slot (another thread filled it) or the first empty one, else the home slot. */
         unsigned at = h;
-        for (unsigned p = 0; p < CTX_PROBE; p++)
-            if (atomic_load_explicit(&ctx_slots[(h + p) % CTX_SLOTS], memory_order_relaxed) == 0) {
+        for (unsigned p = 0; p < CTX_PROBE; p++) {
+            uint64_t old = atomic_load_explicit(&ctx_slots[(h + p) % CTX_SLOTS], memory_order_relaxed);
+            if (old == 0 || (old & CTX_HANDLE_MASK) == handle) {
                 at = (h + p) % CTX_SLOTS;
                 break;
             }
+        }
         atomic_store_explicit(&ctx_slots[at], word, memory_order_relaxed);
     }
     pthread_mutex_unlock(&ctx_lock);
     return rc;
 }
 
-/* The device of `ctx`, the calling thread's current context. */
-static CUresult ctx_device(CUcontext ctx, CUdevice *dev)
+CUresult gpc_ctx_device_lookup(CUcontext ctx, CUdevice *dev)
 {
-    if (gpc_likely(one_device())) {
+    if (one_device()) {
         *dev = 0;
         return CUDA_SUCCESS;
     }
@@ -213,32 +217,20 @@ static CUresult ctx_device(CUcontext ctx, CUdevice *dev)
     return ctx_device_slow(handle, dev);
 }
 
-CUresult gpc_current_ctx_device(CUcontext *ctx, CUdevice *dev)
-{
-    *ctx = NULL;
-    if (gpc_unlikely(!gpc_real.cuCtxGetCurrent)) {
-        /* No handle to look up: the driver's answer for the current context, as before the cache. */
-        if (!one_device())
-            return GPC_CALL_REAL(cuCtxGetDevice, (dev));
-        *dev = 0;
-        return CUDA_SUCCESS;
-    }
-    CUresult rc = gpc_real.cuCtxGetCurrent(ctx);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!*ctx)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    return ctx_device(*ctx, dev);
-}
-
 CUresult gpc_current_device(CUdevice *dev)
 {
     if (gpc_likely(one_device())) {
         *dev = 0;
         return CUDA_SUCCESS;
     }
-    CUcontext ctx;
-    return gpc_current_ctx_device(&ctx, dev);
+    CUcontext ctx = NULL;
+    /* Without cuCtxGetCurrent there is no handle to look up: the driver's answer, uncached. */
+    if (gpc_unlikely(!gpc_real.cuCtxGetCurrent))
+        return GPC_CALL_REAL(cuCtxGetDevice, (dev));
+    CUresult rc = gpc_real.cuCtxGetCurrent(&ctx);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return ctx ? gpc_ctx_device_lookup(ctx, dev) : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 void gpc_ctx_devices_forget(void)

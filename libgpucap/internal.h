@@ -333,8 +333,22 @@ int gpc_device_budget_if_ready(int ordinal);
  * driver call; otherwise one cuCtxGetCurrent, and cuCtxGetDevice once per context (cached).
  */
 CUresult gpc_current_device(CUdevice *dev);
-/* gpc_current_device that also gives the current context (*ctx NULL when not known). */
-CUresult gpc_current_ctx_device(CUcontext *ctx, CUdevice *dev);
+/* 1 when the process sees exactly one device, 0 several, -1 not asked yet (for gpc_ctx_device). */
+extern atomic_int gpc_single_device;
+/* gpc_ctx_device past its test for a single device (the per-context cache). */
+CUresult gpc_ctx_device_lookup(CUcontext ctx, CUdevice *dev);
+/*
+ * The device of `ctx`, which must be the calling thread's current context (not NULL): CUDA_SUCCESS,
+ * or the driver's error. No driver call once the context was seen (device.c caches it per context).
+ */
+static inline CUresult gpc_ctx_device(CUcontext ctx, CUdevice *dev)
+{
+    if (gpc_likely(atomic_load_explicit(&gpc_single_device, memory_order_relaxed) == 1)) {
+        *dev = 0;
+        return CUDA_SUCCESS;
+    }
+    return gpc_ctx_device_lookup(ctx, dev);
+}
 /*
  * Forgets the device of every context: call it after a context was made or torn down (its handle
  * may be one an earlier context had, on another device), before the caller gets the new handle.
