@@ -354,7 +354,7 @@ static inline CUresult gpc_ctx_device(CUcontext ctx, CUdevice *dev)
  * may be one an earlier context had, on another device), before the caller gets the new handle.
  */
 void gpc_ctx_devices_forget(void);
-/* Registers the fork handler of the set-up lock (at start-up). */
+/* Registers the fork handler of the set-up and context-cache locks (at start-up). */
 void gpc_device_atfork(void);
 
 /* ---- track.c: what each pointer and handle was charged ---- */
