@@ -1,13 +1,15 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# bench/instr.sh [BUILD]: instructions per 4 KiB cuMemAlloc_v2+cuMemFree_v2 pair, counted exactly by
-# callgrind (the difference between a run of 2N and one of N pairs, 1 thread), without gpucap, with a
-# private budget (GPUCAP_LEDGER=off) and with the shared ledger; and what gpucap adds.
+# bench/instr.sh [BUILD] [DEVICES]: instructions per 4 KiB cuMemAlloc_v2+cuMemFree_v2 pair, counted
+# exactly by callgrind (the difference between a run of 2N and one of N pairs, 1 thread), without
+# gpucap, with a private budget (GPUCAP_LEDGER=off) and with the shared ledger; and what gpucap adds.
+# DEVICES (default 1): the devices the fake driver shows (a process with several looks up the device
+# of its context).
 set -eu
 build=${1:-build}
 lib=$build/lib/libgpucap.so
 prog=$build/bench/bench_alloc
-export LD_LIBRARY_PATH=$build/fake FAKECUDA_MEM=64GiB GPUCAP_CONFIG=/dev/null
+export LD_LIBRARY_PATH=$build/fake FAKECUDA_MEM=64GiB GPUCAP_CONFIG=/dev/null FAKECUDA_DEVICES=${2:-1}
 ledger=$(mktemp -u /tmp/gpucap-instr-XXXXXX.ledger)
 tmp=$(mktemp -d)
 trap 'rm -rf "$ledger" "$tmp"' EXIT

@@ -73,6 +73,7 @@ static CUresult charge_begin(struct gpc_charge *c, int device, uint64_t bytes, c
     c->bytes = bytes;
     c->device = device;
     c->no_fault = no_fault;
+    c->have_ctx = false;
     if (!gpc_enforcing()) {
         /* Fault injection works without a budget too (after gpc_init: the settings are loaded). */
         if (gpc_unlikely(gpc_fault_armed(&gpc_settings)) && !no_fault && atomic_load(&gpc_initialized) &&
@@ -83,10 +84,17 @@ static CUresult charge_begin(struct gpc_charge *c, int device, uint64_t bytes, c
         return CUDA_SUCCESS;
     }
     if (device < 0) {
+        CUcontext ctx = NULL;
         CUdevice d;
         /* No current context: let the driver give its own error. */
-        if (gpc_current_device(&d) != CUDA_SUCCESS)
+        if (gpc_unlikely(!gpc_real.cuCtxGetCurrent)) {
+            if (gpc_current_device(&d) != CUDA_SUCCESS)
+                return CUDA_SUCCESS;
+        } else if (gpc_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx || gpc_ctx_device(ctx, &d) != CUDA_SUCCESS) {
             return CUDA_SUCCESS;
+        }
+        c->ctx = (uint64_t)(uintptr_t)ctx;
+        c->have_ctx = ctx != NULL;
         c->device = device = d;
     }
     int budget = gpc_device_budget(device);
@@ -126,7 +134,8 @@ CUresult gpc_charge_begin_context(struct gpc_charge *c, int device, uint64_t byt
     return charge_begin(c, device, bytes, call, true);
 }
 
-/* The context an allocation belongs to (the calling thread's current one): its teardown frees it. */
+/* The context an allocation belongs to (the calling thread's current one): its teardown frees it.
+ * Read at begin when the device was the current context's; a call for a named device reads it here. */
 static uint64_t current_ctx(void)
 {
     CUcontext ctx = NULL;
@@ -147,7 +156,7 @@ void gpc_charge_end(struct gpc_charge *c, CUresult rc, enum gpc_map_kind kind, u
         gpc_budget_note_contexts(c->budget, (int64_t)c->bytes);
     struct gpc_track t = {.bytes = c->bytes, .device = c->device, .refs = 1};
     if (kind == GPC_MAP_PTR || kind == GPC_MAP_ARRAY)
-        t.ctx = current_ctx();
+        t.ctx = c->have_ctx ? c->ctx : current_ctx();
     if (gpc_track_add(kind, key, &t) != 0)
         gpc_log(GPC_LOG_ERROR, "out of memory for bookkeeping: %llu bytes on device %d stay charged for good",
                 (unsigned long long)c->bytes, c->device);

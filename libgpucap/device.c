@@ -7,7 +7,7 @@
  * device's UUID, so processes that number devices differently (CUDA_VISIBLE_DEVICES subsets,
  * reorderings, UUID lists) share one budget per card. Devices without a limit are passed through.
  * The device of an allocation is the current context's; a process that sees a single device skips
- * asking the driver for it.
+ * asking the driver for it, and a process with several asks once per context (see ctx_slots).
  */
 #include "internal.h"
 
@@ -22,12 +22,50 @@ struct device {
 
 static struct device devices[GPC_MAX_DEVICES];
 static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_int single_device = -1; /* -1 unknown, 0 several, 1 exactly one */
+atomic_int gpc_single_device = -1; /* -1 unknown, 0 several, 1 exactly one */
 
-static void setup_prepare(void) { pthread_mutex_lock(&setup_lock); }
-static void setup_parent(void) { pthread_mutex_unlock(&setup_lock); }
-/* Another thread may have held the lock at fork(): the child starts with it free. */
-static void setup_child(void) { pthread_mutex_init(&setup_lock, NULL); }
+/*
+ * The device of each context, so that an allocation asks the driver only for its current context
+ * (cuCtxGetCurrent) and not also for that context's device. One word per slot, read without a
+ * lock: the handle in the low 48 bits (user-space addresses; a handle above them is not cached),
+ * the device ordinal above; 0 is empty. A slot is written under ctx_lock only, by a fill or by
+ * gpc_ctx_devices_forget, which empties every slot and bumps ctx_epoch. A fill asks the driver
+ * first, outside the lock, and stores its answer only when no forget ran meanwhile (the same
+ * epoch, read before asking): an answer about a context torn down since is never stored. A handle
+ * is reused by the driver only after a teardown, and every teardown and creation hook forgets
+ * (hooks_ctx.c), before the new context's handle reaches the caller, so a slot never names the
+ * device of an earlier context at that address. What it cannot see: a context torn down and
+ * another made at its address both by routes no hook sees (the driver's private entry points);
+ * the hooks cover every exported and cuGetProcAddress route.
+ */
+#define CTX_SLOTS 64
+#define CTX_PROBE 4
+#define CTX_HANDLE_BITS 48
+#define CTX_HANDLE_MASK ((UINT64_C(1) << CTX_HANDLE_BITS) - 1)
+static _Atomic uint64_t ctx_slots[CTX_SLOTS];
+static _Atomic uint64_t ctx_epoch;
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void setup_prepare(void)
+{
+    pthread_mutex_lock(&setup_lock);
+    pthread_mutex_lock(&ctx_lock);
+}
+static void setup_parent(void)
+{
+    pthread_mutex_unlock(&ctx_lock);
+    pthread_mutex_unlock(&setup_lock);
+}
+/* Another thread may have held a lock at fork(): the child starts with them free, and with no
+ * context known (the parent's are not the child's). */
+static void setup_child(void)
+{
+    pthread_mutex_init(&setup_lock, NULL);
+    pthread_mutex_init(&ctx_lock, NULL);
+    atomic_fetch_add(&ctx_epoch, 1);
+    for (int i = 0; i < CTX_SLOTS; i++)
+        atomic_store_explicit(&ctx_slots[i], 0, memory_order_relaxed);
+}
 
 void gpc_device_atfork(void)
 {
@@ -114,22 +152,92 @@ int gpc_device_budget_if_ready(int ordinal)
     return atomic_load_explicit(&d->ready, memory_order_acquire) ? d->budget : GPC_BUDGET_NONE;
 }
 
-CUresult gpc_current_device(CUdevice *dev)
+/* True when the process sees exactly one device (asked of the driver once). */
+static bool one_device(void)
 {
-    int single = atomic_load_explicit(&single_device, memory_order_relaxed);
-    if (gpc_likely(single == 1)) {
+    int single = atomic_load_explicit(&gpc_single_device, memory_order_relaxed);
+    if (gpc_likely(single >= 0))
+        return single == 1;
+    int n = 0;
+    if (GPC_CALL_REAL(cuDeviceGetCount, (&n)) != CUDA_SUCCESS)
+        return false;
+    atomic_store(&gpc_single_device, n == 1);
+    return n == 1;
+}
+
+static unsigned ctx_hash(uint64_t handle)
+{
+    return (unsigned)(((handle >> 4) * UINT64_C(0x9e3779b97f4a7c15)) >> 58) % CTX_SLOTS;
+}
+
+/* Asks the driver for the device of the current context `handle`, and remembers it. Out of line:
+ * the lookup that precedes it saves no registers. */
+__attribute__((noinline, cold)) static CUresult ctx_device_slow(uint64_t handle, CUdevice *dev)
+{
+    uint64_t epoch = atomic_load(&ctx_epoch);
+    CUresult rc = GPC_CALL_REAL(cuCtxGetDevice, (dev));
+    if (rc != CUDA_SUCCESS || (handle & ~CTX_HANDLE_MASK) || *dev < 0 || *dev >= GPC_MAX_DEVICES)
+        return rc;
+    uint64_t word = handle | (uint64_t)*dev << CTX_HANDLE_BITS;
+    unsigned h = ctx_hash(handle);
+    pthread_mutex_lock(&ctx_lock);
+    if (atomic_load(&ctx_epoch) == epoch) {
+        /* Its own slot (another thread filled it) or the first empty one, else the home slot. */
+        unsigned at = h;
+        for (unsigned p = 0; p < CTX_PROBE; p++) {
+            uint64_t old = atomic_load_explicit(&ctx_slots[(h + p) % CTX_SLOTS], memory_order_relaxed);
+            if (old == 0 || (old & CTX_HANDLE_MASK) == handle) {
+                at = (h + p) % CTX_SLOTS;
+                break;
+            }
+        }
+        atomic_store_explicit(&ctx_slots[at], word, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&ctx_lock);
+    return rc;
+}
+
+CUresult gpc_ctx_device_lookup(CUcontext ctx, CUdevice *dev)
+{
+    if (one_device()) {
         *dev = 0;
         return CUDA_SUCCESS;
     }
-    if (single < 0) {
-        int n = 0;
-        if (GPC_CALL_REAL(cuDeviceGetCount, (&n)) == CUDA_SUCCESS) {
-            atomic_store(&single_device, n == 1);
-            if (n == 1) {
-                *dev = 0;
-                return CUDA_SUCCESS;
-            }
+    uint64_t handle = (uint64_t)(uintptr_t)ctx;
+    unsigned h = ctx_hash(handle);
+    for (unsigned p = 0; p < CTX_PROBE; p++) {
+        uint64_t word = atomic_load_explicit(&ctx_slots[(h + p) % CTX_SLOTS], memory_order_relaxed);
+        if ((word & CTX_HANDLE_MASK) == handle) {
+            *dev = (CUdevice)(word >> CTX_HANDLE_BITS);
+            return CUDA_SUCCESS;
         }
+        if (word == 0)
+            break;
     }
-    return GPC_CALL_REAL(cuCtxGetDevice, (dev));
+    return ctx_device_slow(handle, dev);
+}
+
+CUresult gpc_current_device(CUdevice *dev)
+{
+    if (gpc_likely(one_device())) {
+        *dev = 0;
+        return CUDA_SUCCESS;
+    }
+    CUcontext ctx = NULL;
+    /* Without cuCtxGetCurrent there is no handle to look up: the driver's answer, uncached. */
+    if (gpc_unlikely(!gpc_real.cuCtxGetCurrent))
+        return GPC_CALL_REAL(cuCtxGetDevice, (dev));
+    CUresult rc = gpc_real.cuCtxGetCurrent(&ctx);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return ctx ? gpc_ctx_device_lookup(ctx, dev) : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+void gpc_ctx_devices_forget(void)
+{
+    pthread_mutex_lock(&ctx_lock);
+    atomic_fetch_add(&ctx_epoch, 1);
+    for (int i = 0; i < CTX_SLOTS; i++)
+        atomic_store_explicit(&ctx_slots[i], 0, memory_order_relaxed);
+    pthread_mutex_unlock(&ctx_lock);
 }

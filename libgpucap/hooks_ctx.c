@@ -16,6 +16,10 @@
  * associated with the context", cuDevicePrimaryCtxReset destroys all allocations of the primary
  * context, and the last cuDevicePrimaryCtxRelease resets it. So every charge recorded with that
  * context (pointers, arrays, pool allocations, graph memory) is released with it, on every path.
+ * A driver may give a destroyed context's handle to the next context made, maybe on another
+ * device. So creations and teardowns run one at a time (life_lock, held across the driver call):
+ * a teardown has released what was recorded with the handle before the handle can come back, and
+ * each of them forgets the cached device of every context (device.c).
  * Default by device class, when the setting is unset: what a CUDA 12/13 context with lazy module
  * loading takes on such cards, rounded up: 512 MiB on cards of 64 GiB or more (H100/H200/B200
  * class), 384 MiB from 24 GiB (A100-40GB, L40, RTX 4090/5090), 256 MiB below. Only an estimate:
@@ -71,16 +75,30 @@ static uint64_t reserve_for(CUdevice dev)
     return gpc_context_reserve(dev, physical);
 }
 
+/* Context creations and teardowns, one at a time (see the top). Taken before primary_lock. */
+static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Primary contexts: our count of retains per ordinal, and what the first one charged. */
 static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
 static int primary_refs[GPC_MAX_DEVICES];
 static uint64_t primary_charged[GPC_MAX_DEVICES];
 static CUcontext primary_handle[GPC_MAX_DEVICES]; /* the same handle across retain/release cycles */
 
-static void primary_prepare(void) { pthread_mutex_lock(&primary_lock); }
-static void primary_parent(void) { pthread_mutex_unlock(&primary_lock); }
-/* Another thread may have held the lock at fork(): the child starts with it free. */
-static void primary_child(void) { pthread_mutex_init(&primary_lock, NULL); }
+static void primary_prepare(void)
+{
+    pthread_mutex_lock(&life_lock);
+    pthread_mutex_lock(&primary_lock);
+}
+static void primary_parent(void)
+{
+    pthread_mutex_unlock(&primary_lock);
+    pthread_mutex_unlock(&life_lock);
+}
+/* Another thread may have held a lock at fork(): the child starts with them free. */
+static void primary_child(void)
+{
+    pthread_mutex_init(&primary_lock, NULL);
+    pthread_mutex_init(&life_lock, NULL);
+}
 
 void gpc_ctx_atfork(void)
 {
@@ -110,8 +128,12 @@ static CUresult ctx_begin(struct gpc_charge *c, CUdevice dev, const char *call)
         CUresult rc = ctx_begin(&c, dev, #name);                                  \
         if (rc != CUDA_SUCCESS)                                                   \
             return rc;                                                            \
+        pthread_mutex_lock(&life_lock);                                           \
         rc = GPC_CALL_REAL(name, args);                                           \
+        if (rc == CUDA_SUCCESS)                                                   \
+            gpc_ctx_devices_forget();                                             \
         gpc_charge_end(&c, rc, GPC_MAP_CTX, rc == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pctx : 0); \
+        pthread_mutex_unlock(&life_lock);                                         \
         return rc;                                                                \
     }
 
@@ -126,11 +148,15 @@ CTX_CREATE(cuCtxCreate_v4, (CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
     GPC_EXPORT CUresult name(type ctx)                                            \
     {                                                                             \
         struct gpc_track t;                                                       \
+        pthread_mutex_lock(&life_lock);                                           \
         bool known = gpc_free_begin(GPC_MAP_CTX, (uint64_t)(uintptr_t)ctx, &t);   \
         CUresult rc = GPC_CALL_REAL(name, (ctx));                                 \
         gpc_free_end(known, GPC_MAP_CTX, (uint64_t)(uintptr_t)ctx, &t, rc);       \
-        if (rc == CUDA_SUCCESS)                                                   \
+        if (rc == CUDA_SUCCESS) {                                                 \
+            gpc_ctx_devices_forget();                                             \
             forget_ctx((CUcontext)ctx);                                           \
+        }                                                                         \
+        pthread_mutex_unlock(&life_lock);                                         \
         return rc;                                                                \
     }
 
@@ -144,8 +170,12 @@ GPC_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, 
     CUresult rc = ctx_begin(&c, dev, "cuGreenCtxCreate");
     if (rc != CUDA_SUCCESS)
         return rc;
+    pthread_mutex_lock(&life_lock);
     rc = GPC_CALL_REAL(cuGreenCtxCreate, (phCtx, desc, dev, flags));
+    if (rc == CUDA_SUCCESS)
+        gpc_ctx_devices_forget();
     gpc_charge_end(&c, rc, GPC_MAP_CTX, rc == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*phCtx : 0);
+    pthread_mutex_unlock(&life_lock);
     return rc;
 }
 
@@ -155,6 +185,7 @@ GPC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     if (!gpc_enforcing() || dev < 0 || dev >= GPC_MAX_DEVICES)
         return GPC_CALL_REAL(cuDevicePrimaryCtxRetain, (pctx, dev));
     /* Serialised per process: the first retain, and only it, charges; retains are rare. */
+    pthread_mutex_lock(&life_lock);
     pthread_mutex_lock(&primary_lock);
     struct gpc_charge c = {.budget = GPC_BUDGET_NONE};
     CUresult rc = CUDA_SUCCESS;
@@ -167,12 +198,14 @@ GPC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
             if (primary_refs[dev]++ == 0) {
                 primary_charged[dev] = c.budget == GPC_BUDGET_NONE ? 0 : c.bytes;
                 gpc_budget_note_contexts(c.budget, (int64_t)primary_charged[dev]);
+                gpc_ctx_devices_forget();
             }
         } else if (c.budget != GPC_BUDGET_NONE) {
             gpc_budget_release(c.budget, c.bytes);
         }
     }
     pthread_mutex_unlock(&primary_lock);
+    pthread_mutex_unlock(&life_lock);
     return rc;
 }
 
@@ -206,9 +239,13 @@ static void primary_drop(CUdevice dev, bool all)
     GPC_EXPORT CUresult name(CUdevice dev)                       \
     {                                                            \
         gpc_init();                                              \
+        pthread_mutex_lock(&life_lock);                          \
         CUresult rc = GPC_CALL_REAL(name, (dev));                \
-        if (rc == CUDA_SUCCESS)                                  \
+        if (rc == CUDA_SUCCESS) {                                \
+            gpc_ctx_devices_forget();                            \
             primary_drop(dev, all);                              \
+        }                                                        \
+        pthread_mutex_unlock(&life_lock);                        \
         return rc;                                               \
     }
 

@@ -116,6 +116,9 @@ static void load_config(void)
             bad_setting("FAKECUDA_DRIVER_VERSION", v, "want e.g. 13000");
     }
     cfg.stub = (v = getenv("FAKECUDA_STUB")) && strcmp(v, "1") == 0;
+    cfg.ctx_reuse = (v = getenv("FAKECUDA_CTX_REUSE")) && strcmp(v, "1") == 0;
+    if ((v = getenv("FAKECUDA_CTX_DESTROY_DELAY_MS")) && *v && !parse_int(v, 0, 10000, &cfg.destroy_delay_ms))
+        bad_setting("FAKECUDA_CTX_DESTROY_DELAY_MS", v, "want 0 to 10000");
     if ((v = getenv("FAKECUDA_RECORD")) && *v)
         cfg.record_path = strdup(v);
     pthread_atfork(after_fork_prepare, after_fork_parent, after_fork_child);
@@ -466,29 +469,48 @@ static CUresult push_ctx(struct fk_ctx *c)
     return CUDA_SUCCESS;
 }
 
+/* With FAKECUDA_CTX_REUSE=1, the most recently made context that was destroyed (its handle is
+ * given out again, possibly for another device); else NULL. Under fk_mu. */
+static struct fk_ctx *ctx_reusable(void)
+{
+    if (!fk_config()->ctx_reuse)
+        return NULL;
+    for (struct fk_ctx *c = all_ctx; c; c = c->next)
+        if (!c->alive)
+            return c;
+    return NULL;
+}
+
 static CUresult ctx_create(CUcontext *pctx, CUdevice dev, bool green)
 {
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
     FK_DEVICE(dev, phys);
-    struct fk_ctx *c = calloc(1, sizeof *c);
+    fk_lock();
+    struct fk_ctx *c = ctx_reusable();
+    bool reused = c != NULL;
     if (!c)
+        c = calloc(1, sizeof *c);
+    if (!c) {
+        fk_unlock();
         return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     c->ordinal = dev;
     c->phys = phys;
     c->green = green;
-    fk_lock();
     CUresult rc = green || tls_depth < FK_STACK_MAX ? ctx_activate(c) : CUDA_ERROR_INVALID_VALUE;
     if (rc == CUDA_SUCCESS) {
-        c->next = all_ctx;
-        all_ctx = c;
-        ctx_register(c);
+        if (!reused) {
+            c->next = all_ctx;
+            all_ctx = c;
+            ctx_register(c);
+        }
         if (!green)
             push_ctx(c);
         *pctx = (CUcontext)c;
     }
     fk_unlock();
-    if (rc != CUDA_SUCCESS)
+    if (rc != CUDA_SUCCESS && !reused)
         free(c);
     return rc;
 }
@@ -535,6 +557,9 @@ static CUresult ctx_destroy(CUcontext ctx)
     if (tls_depth && tls_stack[tls_depth - 1] == c)
         tls_depth--;
     fk_unlock();
+    /* The context is gone (its handle may be given out again) before the call returns. */
+    if (cfg.destroy_delay_ms)
+        usleep((useconds_t)cfg.destroy_delay_ms * 1000);
     return CUDA_SUCCESS;
 }
 
@@ -1015,4 +1040,10 @@ FK_EXPORT uint64_t fakecuda_calls(const char *exported_name)
         if (strcmp(procs[i].sym, exported_name) == 0)
             return atomic_load_explicit(&fk_calls[i], memory_order_relaxed);
     return UINT64_MAX;
+}
+
+FK_EXPORT void *fakecuda_ctx_create(int ordinal)
+{
+    CUcontext c = NULL;
+    return fk_initialized() && ctx_create(&c, ordinal, false) == CUDA_SUCCESS ? (void *)c : NULL;
 }

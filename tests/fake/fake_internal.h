@@ -38,6 +38,8 @@ struct fk_config {
     uint64_t ctx_bytes;              /* FAKECUDA_CTX_BYTES */
     int driver_version;              /* FAKECUDA_DRIVER_VERSION */
     bool stub;                       /* FAKECUDA_STUB=1 */
+    bool ctx_reuse;                  /* FAKECUDA_CTX_REUSE=1: a new context takes a destroyed one's handle */
+    long destroy_delay_ms;           /* FAKECUDA_CTX_DESTROY_DELAY_MS: cuCtxDestroy returns that late */
     const char *record_path;         /* FAKECUDA_RECORD, NULL: private record */
     const char *error;               /* first bad setting, reported by cuInit; NULL when fine */
 };
@@ -78,7 +80,8 @@ struct fk_ctx {
     int refs;            /* primary: retain count */
     unsigned flags;      /* primary: flags for cuDevicePrimaryCtxGetState */
     uint64_t charged;    /* FAKECUDA_CTX_BYTES this context holds on the record */
-    struct fk_ctx *next; /* all contexts ever made, never freed (stale handles stay checkable) */
+    struct fk_ctx *next; /* all contexts ever made, never freed (stale handles stay checkable;
+                            FAKECUDA_CTX_REUSE=1: a destroyed one is made again, as a driver may) */
 };
 
 /* The calling thread's current context if alive, else NULL. Under fk_mu. */

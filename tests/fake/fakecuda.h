@@ -26,6 +26,10 @@ uint64_t fakecuda_capacity(int phys_dev);
 /* Calls of that exported entry point in this process (every call counts, failed ones too);
  * UINT64_MAX for a name the fake does not export, so a misspelt name cannot pass a test. */
 uint64_t fakecuda_calls(const char *exported_name);
+/* Makes a context on CUDA ordinal `ordinal` and pushes it current, as cuCtxCreate does, but by a
+ * route no interposer sees (a library's private entry into the driver); NULL before cuInit or on
+ * failure. With FAKECUDA_CTX_REUSE=1 it may take the handle of a destroyed context. */
+void *fakecuda_ctx_create(int ordinal);
 /* Sets the peak to the current outstanding. */
 void fakecuda_reset_peak(int phys_dev);
 /* Physical devices on the (fake) machine; CUDA_VISIBLE_DEVICES does not change it. */
