@@ -49,10 +49,27 @@ struct ref {
 };
 static struct ref ref[N];
 
+/*
+ * Records of every shape the table packs differently: context only, aux only, both small enough to
+ * share a word, a count with neither, and those that go whole to the side store (a context and an
+ * aux both large, a size past 2^48, a device or a count out of the packed range).
+ */
+static const uint64_t ctxs[] = {0, 3, 0x7f00deadb000ull, 0xffffff0000000000ull, 0x10000};
+#define NCTX (sizeof ctxs / sizeof ctxs[0])
 static struct gpc_track value(uint64_t i, uint64_t salt)
 {
-    return (struct gpc_track){.bytes = i * 7 + salt, .device = (int32_t)(i % 8), .refs = 1, .aux = salt,
-                              .ctx = 1 + salt % 5};
+    static const int32_t refs[] = {1, 1, 1, 15, 16, 100, -1, 0};
+    static const int32_t devs[] = {0, 1, 7, 63, -1, 127, 128, -129};
+    uint64_t aux = 0;
+    switch ((salt / NCTX) % 5) {
+    case 1: aux = salt & 0xffff; break;
+    case 2: aux = (salt * 0x10001) & 0xffffffffffffull; break;
+    case 3: aux = salt | 1ull << 63; break;
+    case 4: aux = salt; break;
+    }
+    return (struct gpc_track){.bytes = i * 7 + salt + (salt % 11 == 0 ? 1ull << 50 : 0),
+                              .device = (salt / 3) % 4 ? (int32_t)(i % 8) : devs[(salt / 7) % 8],
+                              .refs = refs[(salt / 13) % 8], .aux = aux, .ctx = ctxs[salt % NCTX]};
 }
 
 static bool same(const struct gpc_track *a, const struct gpc_track *b)
@@ -63,11 +80,18 @@ static bool same(const struct gpc_track *a, const struct gpc_track *b)
 
 static uint64_t live;
 
+struct drained {
+    uint64_t ctx, n, bytes, aux;
+    bool other; /* a record of another context came out */
+};
+
 static void count_drained(const struct gpc_track *t, void *arg)
 {
-    uint64_t *n = arg;
-    (*n)++;
-    (void)t;
+    struct drained *d = arg;
+    d->n++;
+    d->bytes += t->bytes;
+    d->aux += t->aux;
+    d->other |= t->ctx != d->ctx;
 }
 
 static void single(void)
@@ -115,14 +139,17 @@ static void single(void)
         }
         if (op % 500000 == 250000) {
             /* A context's teardown: exactly its records go, and the rest stay findable. */
-            uint64_t ctx = 1 + op % 5, want = 0, n = 0;
+            struct drained want = {.ctx = ctxs[op / 500000 % NCTX]}, got = {.ctx = want.ctx};
             for (uint64_t k = 0; k < N; k++)
-                if (ref[k].in && ref[k].t.ctx == ctx)
-                    want++, ref[k].in = false;
-            gpc_track_drain_ctx(GPC_MAP_PTR, ctx, count_drained, &n);
-            CHECK(n == want, "drain of context %llu: %llu records, want %llu", (unsigned long long)ctx,
-                  (unsigned long long)n, (unsigned long long)want);
-            live -= want;
+                if (ref[k].in && ref[k].t.ctx == want.ctx) {
+                    want.n++, want.bytes += ref[k].t.bytes, want.aux += ref[k].t.aux;
+                    ref[k].in = false;
+                }
+            gpc_track_drain_ctx(GPC_MAP_PTR, want.ctx, count_drained, &got);
+            CHECK(got.n == want.n && got.bytes == want.bytes && got.aux == want.aux && !got.other,
+                  "drain of context %llx: %llu records, want %llu", (unsigned long long)want.ctx,
+                  (unsigned long long)got.n, (unsigned long long)want.n);
+            live -= want.n;
         }
         if (op % 100000 == 0) {
             uint64_t records, bytes;
@@ -142,6 +169,33 @@ static void single(void)
     }
     uint64_t records, bytes;
     gpc_track_stats(GPC_MAP_PTR, &records, &bytes);
+    CHECK(records == 0, "%llu records left", (unsigned long long)records);
+}
+
+/* Counts that leave the packed range (past 15) and come back, on records of every shape. */
+static void counts(void)
+{
+    for (uint64_t salt = 0; salt < 400; salt++) {
+        uint64_t key = key_of(salt);
+        struct gpc_track t = value(salt, salt), got;
+        t.refs = t.refs > 0 ? t.refs : 1;
+        CHECK(gpc_track_add(GPC_MAP_HANDLE, key, &t) == 0, "add failed");
+        int want = t.refs;
+        for (int k = 0; k < 40; k++) {
+            int refs = gpc_track_ref(GPC_MAP_HANDLE, key, +1, &got);
+            CHECK(refs == ++want, "count %d, want %d", refs, want);
+        }
+        while (want > 1) {
+            int refs = gpc_track_ref(GPC_MAP_HANDLE, key, -1, &got);
+            CHECK(refs == --want, "count %d, want %d", refs, want);
+        }
+        CHECK(gpc_track_ref(GPC_MAP_HANDLE, key, -1, &got) == 0, "last reference kept the record");
+        t.refs = 0;
+        CHECK(same(&got, &t), "record of salt %llu changed on the way", (unsigned long long)salt);
+        CHECK(gpc_track_ref(GPC_MAP_HANDLE, key, +1, &got) == -1, "record still there");
+    }
+    uint64_t records, bytes;
+    gpc_track_stats(GPC_MAP_HANDLE, &records, &bytes);
     CHECK(records == 0, "%llu records left", (unsigned long long)records);
 }
 
@@ -169,6 +223,7 @@ static void *worker(void *arg)
 int main(void)
 {
     single();
+    counts();
     pthread_t t[THREADS];
     for (uintptr_t i = 0; i < THREADS; i++)
         pthread_create(&t[i], NULL, worker, (void *)i);
