@@ -54,7 +54,7 @@ enum form { CTX, AUX, CTX_AUX, AUX_CTX, REFS, WIDE = 7 };
 /* Whether device and refs fit their fields (8 and 5 bits, signed). */
 static inline bool small_fields(int32_t device, int32_t refs)
 {
-    return ((uint32_t)device + 128u | (uint64_t)((uint32_t)refs + 16u) << 3) < 256;
+    return (((uint32_t)device + 128u) | (uint64_t)((uint32_t)refs + 16u) << 3) < 256;
 }
 
 /* The first word of a record of form f. */
