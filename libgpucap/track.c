@@ -30,8 +30,8 @@
 #define NSHARDS (1u << SHARD_BITS)
 #define FIRST_BITS 7  /* 128 slots, 3 KiB */
 #define MAX_BITS 31
-#define MOVE_STEP 16  /* old slots moved per operation while a table grows */
-#define UNMAP_STEP (128u << 10) /* the moved part of an old table is unmapped this much at a time */
+#define MOVE_STEP 8   /* old slots moved per operation while a table grows */
+#define UNMAP_STEP (64u << 10) /* the moved part of an old table is unmapped this much at a time */
 #define EMPTY 0u      /* a free slot (no pointer or handle is 0) */
 #define GONE UINT64_MAX /* a record taken out of a table that is being emptied */
 
