@@ -8,15 +8,20 @@
  * across a driver call). Records sit inline in the table, 24 bytes each (the key and two packed
  * words, see pack()), are found by linear probing from the key's home slot, and are removed by
  * backward-shift deletion, so a table never fills with tombstones. A record whose values do not
- * pack (a pool allocation's pool and context both, a size past 2^48, a reference count past 62
- * with a context or an aux) keeps its whole struct gpc_track in a side store of its kind and the
- * index of it in the slot: nothing is ever cut short. Tables are mmap'ed: the allocation path
- * never calls malloc (the host process may be inside its own allocator, or be a malloc
- * interposer) and reads no thread-local variable. A table that passes 3/4 full gets one of twice
- * the size (so a table is 3/8 to 3/4 full: at most 64 bytes per record), and the records move over
- * a few slots per later operation (incremental growth: no call waits for a whole table to be
- * copied); until then a lookup checks both, and the old table is unmapped piece by piece behind
- * the moves (a single munmap of a large table stalls for a long time).
+ * pack (a pool allocation's pool and context both, a size past 2^48, a device outside -128..127,
+ * a reference count outside -16..15 with a context or an aux) keeps its whole struct gpc_track
+ * in a side store of its kind and the index of it in the slot: nothing is ever cut short. Tables
+ * are mmap'ed: the allocation path never calls malloc (the host process may be inside its own
+ * allocator, or be a malloc interposer) and reads no thread-local variable. A table that passes
+ * 3/4 full gets one of twice the size (so a table is 3/8 to 3/4 full: at most 64 bytes per record
+ * but for the short while a shard holds both), and the records move over a few slots per later
+ * operation (incremental growth: no call waits for a whole table to be copied); until then a
+ * lookup checks both, and the old table is unmapped piece by piece behind the moves (one munmap
+ * of a large table stalls the call that makes it: about 100 us per MiB on a VM).
+ *
+ * add and take have a fast path for the common case (the lock free at first try, no growth under
+ * way, a record that packs plainly) with no call and one locked instruction (the lock); any
+ * other case gives up before changing anything and starts again on the general path.
  */
 #include "internal.h"
 
@@ -140,7 +145,7 @@ static inline struct shard *shard_of(enum gpc_map_kind kind, uint64_t h)
 {
     struct shard *s = &shards[kind][h >> (64 - SHARD_BITS)];
     /* An opaque pointer from here on: otherwise GCC keeps kind, the shard index and the array's
-     * address in three registers to rebuild it at each use, and the fast paths need a stack frame. */
+     * address in three registers to rebuild it at each use, and the fast paths run out of them. */
     __asm__("" : "+r"(s));
     return s;
 }
