@@ -41,8 +41,9 @@
 #define GONE UINT64_MAX /* a record taken out of a table that is being emptied */
 
 /*
- * A slot's first word: bytes (48 bits), device (8 bits, signed), form (3 bits), refs (5 bits,
- * signed: -16 to 15). The form says what the second word holds:
+ * A slot's first word: device (bits 0-7, signed), form (8-10), refs (11-15, signed: -16 to 15),
+ * bytes (16-63), so that taking a plain record apart is a byte load, a shift or two and one test.
+ * The form says what the second word holds:
  *   CTX      ctx (aux 0)                    the plain allocation: cuMemAlloc, arrays, contexts
  *   AUX      aux (ctx 0)                    mappings, the memory a pool keeps
  *   CTX_AUX  ctx (low 48 bits), aux (16)    a pool allocation: context and pool slot
@@ -51,9 +52,10 @@
  *   WIDE     the index of the whole record in the kind's side store
  */
 #define BYTES_MASK ((UINT64_C(1) << 48) - 1)
-#define DEV_SHIFT 48
-#define FORM_SHIFT 56
-#define REFS_SHIFT 59
+#define FORM_SHIFT 8
+#define FORM_MASK (UINT64_C(7) << FORM_SHIFT)
+#define REFS_SHIFT 11
+#define BYTES_SHIFT 16
 enum form { CTX, AUX, CTX_AUX, AUX_CTX, REFS, WIDE = 7 };
 
 /* Whether device and refs fit their fields (8 and 5 bits, signed). */
@@ -65,8 +67,8 @@ static inline bool small_fields(int32_t device, int32_t refs)
 /* The first word of a record of form f. */
 static inline uint64_t word_a(uint64_t bytes, int32_t device, enum form f, int32_t refs)
 {
-    return bytes | (uint64_t)(uint8_t)device << DEV_SHIFT | (uint64_t)f << FORM_SHIFT |
-           (uint64_t)(int64_t)refs << REFS_SHIFT;
+    return bytes << BYTES_SHIFT | (uint16_t)((uint32_t)refs << REFS_SHIFT) | (uint64_t)f << FORM_SHIFT |
+           (uint8_t)device;
 }
 
 struct slot {
@@ -171,7 +173,7 @@ static inline bool bad_key(uint64_t key)
 
 static inline enum form form_of(uint64_t a)
 {
-    return (enum form)((a >> FORM_SHIFT) & 7);
+    return (enum form)((a & FORM_MASK) >> FORM_SHIFT);
 }
 
 /* Packs *t into a slot's words: true, or false when it needs the side store. */
@@ -204,14 +206,14 @@ static inline bool pack(const struct gpc_track *t, uint64_t *a, uint64_t *b)
 /* The record packed in a, b (not WIDE). */
 static inline void unpack(uint64_t a, uint64_t b, struct gpc_track *t)
 {
-    enum form f = form_of(a);
-    t->bytes = a & BYTES_MASK;
-    t->device = (int32_t)((int64_t)(a << 8) >> 56);
-    t->refs = (int32_t)((int64_t)a >> REFS_SHIFT);
+    t->bytes = a >> BYTES_SHIFT;
+    t->device = (int8_t)a;
+    t->refs = (int16_t)a >> REFS_SHIFT;
     t->ctx = b;
     t->aux = 0;
-    if (gpc_likely(f == CTX))
+    if (gpc_likely(!(a & FORM_MASK))) /* CTX */
         return;
+    enum form f = form_of(a);
     if (f == AUX) {
         t->aux = b, t->ctx = 0;
     } else if (f == CTX_AUX) {
@@ -530,7 +532,7 @@ bool gpc_track_take(enum gpc_map_kind kind, uint64_t key, struct gpc_track *t)
             while (tab[i].key != key && tab[i].key != EMPTY)
                 i = (i + 1) & mask;
             found = tab[i].key == key;
-            fast = !found || form_of(tab[i].a) != WIDE;
+            fast = !found || (tab[i].a & FORM_MASK) != FORM_MASK; /* not WIDE */
             if (gpc_likely(fast) && found) {
                 unpack(tab[i].a, tab[i].b, t);
                 s->count--;
