@@ -472,7 +472,6 @@ int gpc_track_add(enum gpc_map_kind kind, uint64_t key, const struct gpc_track *
     if (gpc_likely(fast)) {
         fast = s->count < s->limit;
         if (gpc_likely(fast)) {
-            s->count++;
             struct slot *tab = s->tab;
             uint32_t mask = s->mask, i = (uint32_t)(h >> s->shift) & mask;
             while (tab[i].key != key && tab[i].key != EMPTY)
@@ -482,8 +481,8 @@ int gpc_track_add(enum gpc_map_kind kind, uint64_t key, const struct gpc_track *
                 tab[i].key = key;
                 tab[i].a = a;
                 tab[i].b = t->ctx;
-            } else {
-                s->count--;
+                __asm__("" : "+r"(s)); /* count loaded again, not kept in a register across the probe */
+                s->count++;
             }
         }
         unlock(s);
