@@ -457,18 +457,14 @@ static __attribute__((noinline)) int add_slow(struct shard *s, uint64_t key, con
 }
 
 /*
- * The fast path: a new key of a plain record (form CTX) into a table with room and no old table,
- * its lock free. Anything else (a lock held, a replacement, a growth, a record that packs another
- * way) goes to add_slow, which starts again from the top: the fast path changes nothing when it
- * gives up. No call and no stack frame on the way.
+ * The fast path's table work: a new key into a table with room and no old table, its lock free at
+ * the first try. True when done; false, having changed nothing, for anything else (a lock held, a
+ * replacement, a growth), which add_slow then does from the top. *b is read after the probe.
  */
-int gpc_track_add(enum gpc_map_kind kind, uint64_t key, const struct gpc_track *t)
+static inline __attribute__((always_inline)) bool try_add(struct shard *s, uint64_t key, uint64_t h, uint64_t a,
+                                                          const uint64_t *b)
 {
-    uint64_t h = hash(key), a = word_a(t->bytes, t->device, CTX, t->refs);
-    struct shard *s = shard_of(kind, h);
-    bool fast = !bad_key(key) && !((t->bytes >> 48) | t->aux) && small_fields(t->device, t->refs) &&
-                !atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire);
-    __asm__("" : "+r"(a)); /* one register across the probe, not the three it is made of */
+    bool fast = !atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire);
     if (gpc_likely(fast)) {
         fast = s->count < s->limit;
         if (gpc_likely(fast)) {
@@ -480,14 +476,34 @@ int gpc_track_add(enum gpc_map_kind kind, uint64_t key, const struct gpc_track *
             if (gpc_likely(fast)) {
                 tab[i].key = key;
                 tab[i].a = a;
-                tab[i].b = t->ctx;
+                tab[i].b = *b;
                 __asm__("" : "+r"(s)); /* count loaded again, not kept in a register across the probe */
                 s->count++;
             }
         }
         unlock(s);
     }
-    return gpc_likely(fast) ? 0 : add_slow(s, key, t);
+    return fast;
+}
+
+/* gpc_track_add of a record that is not plain (form CTX). */
+static __attribute__((noinline)) int add_other(struct shard *s, uint64_t key, const struct gpc_track *t)
+{
+    struct slot n;
+    if (bad_key(key) || !pack(t, &n.a, &n.b))
+        return add_slow(s, key, t);
+    return try_add(s, key, hash(key), n.a, &n.b) ? 0 : add_slow(s, key, t);
+}
+
+/* The fast path: a plain record (form CTX: a cuMemAlloc) goes straight to try_add. */
+int gpc_track_add(enum gpc_map_kind kind, uint64_t key, const struct gpc_track *t)
+{
+    uint64_t h = hash(key), a = word_a(t->bytes, t->device, CTX, t->refs);
+    struct shard *s = shard_of(kind, h);
+    if (gpc_unlikely(bad_key(key) || ((t->bytes >> 48) | t->aux) || !small_fields(t->device, t->refs)))
+        return add_other(s, key, t);
+    __asm__("" : "+r"(a)); /* one register across the probe, not the three it is made of */
+    return gpc_likely(try_add(s, key, h, a, &t->ctx)) ? 0 : add_slow(s, key, t);
 }
 
 /* gpc_track_take, every case. */
