@@ -4,8 +4,10 @@
  *
  * Random adds, takes, replacements, reference counts and context drains at scale (hundreds of
  * thousands of live records, so every shard grows several times, with takes landing while records
- * still move to the bigger table), each result compared with a plain array that knows what is in.
- * Then threads working on keys of their own at once, and at the end the table must be empty.
+ * still move to the bigger table), each result compared with a plain array that knows what is in,
+ * on records of every shape the table packs and of those it keeps whole in its side store. Then
+ * reference counts across the packed range, then threads working on keys of their own at once
+ * while another drains a context none of them uses, and at the end the table must be empty.
  */
 #include "internal.h"
 
@@ -202,17 +204,21 @@ static void counts(void)
 #define THREADS 4
 #define PER 50000
 
+/* Each thread on keys of its own: adds, counts up and down, takes, with records of every shape. */
 static void *worker(void *arg)
 {
     uint64_t base = (uint64_t)(uintptr_t)arg * PER;
-    for (int round = 0; round < 3; round++) {
+    for (uint64_t round = 0; round < 3; round++) {
         for (uint64_t i = base; i < base + PER; i++) {
-            struct gpc_track t = value(i, (uint64_t)round);
+            struct gpc_track t = value(i, i * 3 + round), got;
             if (gpc_track_add(GPC_MAP_ARRAY, key_of(i), &t) != 0)
+                __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);
+            if (t.refs > 0 && (gpc_track_ref(GPC_MAP_ARRAY, key_of(i), +1, &got) != t.refs + 1 ||
+                               gpc_track_ref(GPC_MAP_ARRAY, key_of(i), -1, &got) != t.refs))
                 __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);
         }
         for (uint64_t i = base; i < base + PER; i++) {
-            struct gpc_track got, want = value(i, (uint64_t)round);
+            struct gpc_track got, want = value(i, i * 3 + round);
             if (!gpc_track_take(GPC_MAP_ARRAY, key_of(i), &got) || !same(&got, &want))
                 __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);
         }
@@ -220,15 +226,32 @@ static void *worker(void *arg)
     return NULL;
 }
 
+static int working;
+
+/* Meanwhile, teardowns of a context no record has: every shard locked and walked, nothing taken. */
+static void *drainer(void *arg)
+{
+    struct drained d = {.ctx = 0x1234567};
+    while (__atomic_load_n(&working, __ATOMIC_ACQUIRE))
+        gpc_track_drain_ctx(GPC_MAP_ARRAY, d.ctx, count_drained, &d);
+    if (d.n)
+        __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);
+    return arg;
+}
+
 int main(void)
 {
     single();
     counts();
-    pthread_t t[THREADS];
+    pthread_t t[THREADS], d;
+    working = 1;
+    pthread_create(&d, NULL, drainer, NULL);
     for (uintptr_t i = 0; i < THREADS; i++)
         pthread_create(&t[i], NULL, worker, (void *)i);
     for (int i = 0; i < THREADS; i++)
         pthread_join(t[i], NULL);
+    __atomic_store_n(&working, 0, __ATOMIC_RELEASE);
+    pthread_join(d, NULL);
     uint64_t records, bytes;
     gpc_track_stats(GPC_MAP_ARRAY, &records, &bytes);
     CHECK(records == 0, "threads left %llu records", (unsigned long long)records);
