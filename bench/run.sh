@@ -47,6 +47,6 @@ crowd() { # crowd LABEL [ENV...]
     printf '%-8s ' "$label"
     env GPUCAP_MEMORY_LIMIT=1GiB GPUCAP_CONTEXT_RESERVE=0 FAKECUDA_MEM=2GiB "$@" "$build/bench/bench_crowd" 500 --bench
 }
-crowd none -u LD_PRELOAD
+crowd none
 crowd private GPUCAP_LEDGER=off LD_PRELOAD=$lib
 crowd ledger GPUCAP_LEDGER=$ledger LD_PRELOAD=$lib

@@ -260,9 +260,10 @@ void gpc_ledger_unlock(struct gpc_ledger_dev *d)
 
 /* ---- attaching ---- */
 
+/* `l` is fresh memory from mmap (anonymous, or a file just extended by ftruncate): already zero,
+ * so only what is not zero is written (a megabyte of zeros would be touched for nothing). */
 static void init_ledger(struct gpc_ledger *l)
 {
-    memset(l, 0, sizeof *l);
     l->version = GPC_LEDGER_VERSION;
     l->size = sizeof *l;
     l->ndevices = GPC_LEDGER_DEVICES;
