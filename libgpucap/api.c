@@ -25,7 +25,7 @@ GPC_EXPORT int gpucap_device_usage(int ordinal, struct gpucap_usage *out)
     gpc_budget_flush_counts();
     out->limit = atomic_load(&s->limit);
     out->used = gpc_budget_in_use(id);
-    out->peak = id >= 0 ? gpc_ledger_peak(gpc_ledger, id) : 0;
+    out->peak = gpc_budget_peak(id);
     out->allocations = atomic_load(&s->allocs);
     out->frees = atomic_load(&s->frees);
     out->denials = atomic_load(&s->denials);

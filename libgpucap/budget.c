@@ -500,3 +500,11 @@ uint64_t gpc_budget_in_use(int id)
     max_into(&gpc_ledger->dev[id].slot.peak, in_use); /* the device's peak: the sums seen */
     return in_use;
 }
+
+uint64_t gpc_budget_peak(int id)
+{
+    if (id < 0 || !gpc_ledger)
+        return 0;
+    uint64_t in_use = gpc_budget_in_use(id), peak = gpc_ledger_peak(gpc_ledger, id);
+    return peak > in_use ? peak : in_use;
+}

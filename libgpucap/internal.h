@@ -326,6 +326,8 @@ bool gpc_budget_fits(uint64_t used, uint64_t bytes, uint64_t limit);
 void gpc_budget_release(int id, uint64_t bytes);
 /* What the processes on budget `id` have in use (0 for none); the device's peak follows it. */
 uint64_t gpc_budget_in_use(int id);
+/* The device's peak of budget `id` (gpc_ledger_peak, and what is in use now). */
+uint64_t gpc_budget_peak(int id);
 /* Adds every thread's batched allocation and free counts to the ledger (for a report). */
 void gpc_budget_flush_counts(void);
 /* Registers the fork handler of the batched counts (at start-up). */
