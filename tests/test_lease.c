@@ -18,20 +18,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ledger.h"
+#include "ledger_test.h"
 
 #define LIMIT (64 * MiB)
 #define STEPS 13
-
-static struct gpc_ledger *map_ledger(void)
-{
-    int fd = open(getenv("GPUCAP_LEDGER"), O_RDWR);
-    REQUIRE(fd >= 0, "open ledger");
-    void *m = mmap(NULL, sizeof(struct gpc_ledger), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    REQUIRE(m != MAP_FAILED, "mmap ledger");
-    return m;
-}
 
 /* The child: 63 MiB, then a normal exit (which gives its share back). */
 static int child(void)
@@ -52,10 +42,7 @@ static void exact(const struct gpc_ledger *l, int step, const char *when)
     CHECK_RC(cuMemGetInfo_v2(&free_b, &total), CUDA_SUCCESS);
     CHECK(free_b == LIMIT - held, "step %d, %s: cuMemGetInfo free %zu, want %llu", step, when, free_b,
           (unsigned long long)(LIMIT - held));
-    uint64_t sum = 0;
-    for (int i = 0; i < GPC_LEDGER_PROCS; i++)
-        if (atomic_load(&l->proc[i].pid) != 0)
-            sum += atomic_load(&l->proc[i].share[0].lease);
+    uint64_t sum = leases_sum(l, 0);
     CHECK(sum == atomic_load(&l->dev[0].slot.leased), "step %d, %s: the leases sum to %llu, the total says %llu",
           step, when, (unsigned long long)sum, (unsigned long long)atomic_load(&l->dev[0].slot.leased));
     for (int i = 0; i < GPC_LEDGER_PROCS; i++) {

@@ -31,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ledger.h"
+#include "ledger_test.h"
 
 #define LIMIT (64 * MiB)
 
@@ -88,8 +88,6 @@ static int wait_ok(pid_t pid)
     return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
-static struct gpc_ledger *map_ledger(void);
-
 /* After everything: the whole budget is there again (reclaiming dead shares if needed), then 0. */
 static void expect_whole_budget_back(void)
 {
@@ -97,10 +95,7 @@ static void expect_whole_budget_back(void)
     CHECK_RC(cuMemAlloc_v2(&p, LIMIT), CUDA_SUCCESS);
     CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
     const struct gpc_ledger *l = map_ledger();
-    uint64_t sum = 0;
-    for (int i = 0; i < GPC_LEDGER_PROCS; i++)
-        if (atomic_load(&l->proc[i].pid) != 0)
-            sum += atomic_load(&l->proc[i].share[0].lease);
+    uint64_t sum = leases_sum(l, 0);
     CHECK(sum == atomic_load(&l->dev[0].slot.leased), "the leases sum to %llu, the total says %llu",
           (unsigned long long)sum, (unsigned long long)atomic_load(&l->dev[0].slot.leased));
     munmap((void *)l, sizeof *l);
@@ -147,17 +142,6 @@ static void case_sigkill(void)
            (unsigned long long)LIMIT);
     CHECK(fakecuda_peak(0) <= LIMIT, "the card held %llu > budget", (unsigned long long)fakecuda_peak(0));
     expect_whole_budget_back();
-}
-
-/* Maps the ledger of this test (GPUCAP_LEDGER) to forge entries. */
-static struct gpc_ledger *map_ledger(void)
-{
-    int fd = open(getenv("GPUCAP_LEDGER"), O_RDWR);
-    REQUIRE(fd >= 0, "open ledger: %s", strerror(errno));
-    void *m = mmap(NULL, sizeof(struct gpc_ledger), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    REQUIRE(m != MAP_FAILED, "mmap ledger");
-    return m;
 }
 
 /* Writes a fake process entry holding `bytes` of device entry 0 into the ledger. */

@@ -45,7 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ledger.h"
+#include "ledger_test.h"
 
 #define LIMIT (256 * MiB)
 
@@ -329,17 +329,6 @@ static void case_limit_small(void)
     CHECK_RC(cuMemAlloc_v2(&p, 32 * MiB), CUDA_SUCCESS);
     CHECK(usage(0).limit == 64 * MiB, "the smaller limit does not apply: %llu MiB",
           (unsigned long long)(usage(0).limit / MiB));
-}
-
-/* Maps the test's ledger file. */
-static struct gpc_ledger *map_ledger(void)
-{
-    int fd = open(getenv("GPUCAP_LEDGER"), O_RDWR);
-    REQUIRE(fd >= 0, "open ledger");
-    void *m = mmap(NULL, sizeof(struct gpc_ledger), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    REQUIRE(m != MAP_FAILED, "mmap ledger");
-    return m;
 }
 
 /* The log lines written to stderr while fn() runs. */
