@@ -13,13 +13,14 @@
 #include "common/options.h"
 #include "common/units.h"
 #include "core/budget.h"
+#include "core/fork.h"
 #include "core/state.h"
 #include "core/track.h"
+#include "driver/resolve.h"
 #include "charge/charge.h"
 #include "charge/device.h"
 #include "charge/graph.h"
 #include "charge/pool.h"
-#include "driver/resolve.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -88,14 +89,9 @@ static int primary_refs[GPC_MAX_DEVICES];
 static uint64_t primary_charged[GPC_MAX_DEVICES];
 static CUcontext primary_handle[GPC_MAX_DEVICES]; /* the same handle across retain/release cycles */
 
-static void primary_prepare(void) { pthread_mutex_lock(&primary_lock); }
-static void primary_parent(void) { pthread_mutex_unlock(&primary_lock); }
-/* Another thread may have held the lock at fork(): the child starts with it free. */
-static void primary_child(void) { pthread_mutex_init(&primary_lock, NULL); }
-
 void gpc_context_atfork(void)
 {
-    pthread_atfork(primary_prepare, primary_parent, primary_child);
+    gpc_fork_guard((pthread_mutex_t *const[]){&primary_lock}, 1, NULL);
 }
 
 CUresult gpc_context_primary_begin(struct gpc_charge *c, CUdevice dev)

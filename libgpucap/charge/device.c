@@ -17,6 +17,7 @@
 #include "common/options.h"
 #include "common/units.h"
 #include "core/budget.h"
+#include "core/fork.h"
 #include "core/ledger_map.h"
 #include "core/state.h"
 #include "driver/resolve.h"
@@ -62,22 +63,10 @@ static _Atomic uint64_t ctx_slots[CTX_SLOTS];
 static _Atomic uint64_t ctx_epoch;
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void setup_prepare(void)
-{
-    pthread_mutex_lock(&setup_lock);
-    pthread_mutex_lock(&ctx_lock);
-}
-static void setup_parent(void)
-{
-    pthread_mutex_unlock(&ctx_lock);
-    pthread_mutex_unlock(&setup_lock);
-}
-/* Another thread may have held a lock at fork(): the child starts with them free, and with no
- * context known (the parent's are not the child's). */
+/* The child starts with the locks free (fork.c) and with no context known (the parent's are not the
+ * child's). */
 static void setup_child(void)
 {
-    pthread_mutex_init(&setup_lock, NULL);
-    pthread_mutex_init(&ctx_lock, NULL);
     atomic_fetch_add(&ctx_epoch, 1);
     for (int i = 0; i < CTX_SLOTS; i++)
         atomic_store_explicit(&ctx_slots[i], 0, memory_order_relaxed);
@@ -85,7 +74,7 @@ static void setup_child(void)
 
 void gpc_device_atfork(void)
 {
-    pthread_atfork(setup_prepare, setup_parent, setup_child);
+    gpc_fork_guard((pthread_mutex_t *const[]){&setup_lock, &ctx_lock}, 2, setup_child);
 }
 
 static int setup(int ordinal)

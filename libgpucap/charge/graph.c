@@ -46,24 +46,15 @@
 
 #define MAX_GDEVS GPC_GRAPH_DEVS
 #define MAX_NEEDS 1024       /* executable graphs with allocation nodes */
-#define EXEC_SLOTS 4096      /* executable graphs (a power of two) */
-#define EXEC_SLOT_BITS 12
-#define EXEC_PROBES 64       /* a lookup reads at most this many slots */
+#define EXEC_SLOTS GPC_GRAPH_EXEC_SLOTS
 #define GRAPH_GRANULE ((uint64_t)2 << 20)
 #define UNSURE_EVERY 64
 
 #define KEY_GONE ((uintptr_t)1) /* a removed slot: lookups go on past it, inserts reuse it */
-#define INFO_NONE 0u            /* no allocation node */
-#define INFO_UNSURE UINT32_MAX  /* not inspected, or not in the table */
-/* Any other info is 1 + the index of the graph's needs in needs[]. */
+#define INFO_NONE GPC_GRAPH_INFO_NONE
+#define INFO_UNSURE GPC_GRAPH_INFO_UNSURE
 
-struct exec_slot {
-    _Atomic uintptr_t key; /* CUgraphExec; 0: never used; KEY_GONE: removed */
-    _Atomic uint32_t info;
-    CUcontext ctx;         /* current at instantiation (under table_lock) */
-};
-
-static struct exec_slot execs[EXEC_SLOTS];
+struct gpc_graph_exec gpc_graph_execs[EXEC_SLOTS];
 static struct gpc_graph_need needs[MAX_NEEDS];  /* written under table_lock before the slot is published */
 static bool need_used[MAX_NEEDS];     /* under table_lock */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER; /* inserts and removals */
@@ -103,25 +94,6 @@ static uint64_t round_granule(uint64_t n)
 
 /* ---- the table of executable graphs: lock-free lookups, inserts and removals under table_lock ---- */
 
-static inline uint32_t slot_of(uintptr_t key)
-{
-    return (uint32_t)(((uint64_t)key * 0x9E3779B97F4A7C15ull) >> (64 - EXEC_SLOT_BITS));
-}
-
-/* The info of executable graph `key`: INFO_NONE, INFO_UNSURE (also when unknown), or 1 + index. */
-static inline uint32_t exec_info(uintptr_t key)
-{
-    uint32_t i = slot_of(key);
-    for (int p = 0; p < EXEC_PROBES; p++, i = (i + 1) & (EXEC_SLOTS - 1)) {
-        uintptr_t k = atomic_load_explicit(&execs[i].key, memory_order_acquire);
-        if (k == key)
-            return atomic_load_explicit(&execs[i].info, memory_order_acquire);
-        if (k == 0)
-            break;
-    }
-    return INFO_UNSURE;
-}
-
 static void info_free(uint32_t info)
 {
     if (info != INFO_NONE && info != INFO_UNSURE)
@@ -131,18 +103,18 @@ static void info_free(uint32_t info)
 /* Records `key` with `info` (replacing a stale record of the same handle). Under table_lock. */
 static void exec_put(uintptr_t key, uint32_t info, CUcontext ctx)
 {
-    struct exec_slot *free_slot = NULL;
-    uint32_t i = slot_of(key);
-    for (int p = 0; p < EXEC_PROBES; p++, i = (i + 1) & (EXEC_SLOTS - 1)) {
-        uintptr_t k = atomic_load_explicit(&execs[i].key, memory_order_relaxed);
+    struct gpc_graph_exec *free_slot = NULL;
+    uint32_t i = gpc_graphs_slot_of(key);
+    for (int p = 0; p < GPC_GRAPH_PROBES; p++, i = (i + 1) & (EXEC_SLOTS - 1)) {
+        uintptr_t k = atomic_load_explicit(&gpc_graph_execs[i].key, memory_order_relaxed);
         if (k == key) {
-            info_free(atomic_load_explicit(&execs[i].info, memory_order_relaxed));
-            execs[i].ctx = ctx;
-            atomic_store_explicit(&execs[i].info, info, memory_order_release);
+            info_free(atomic_load_explicit(&gpc_graph_execs[i].info, memory_order_relaxed));
+            gpc_graph_execs[i].ctx = ctx;
+            atomic_store_explicit(&gpc_graph_execs[i].info, info, memory_order_release);
             return;
         }
         if ((k == 0 || k == KEY_GONE) && !free_slot)
-            free_slot = &execs[i];
+            free_slot = &gpc_graph_execs[i];
         if (k == 0)
             break;
     }
@@ -159,7 +131,7 @@ static void exec_put(uintptr_t key, uint32_t info, CUcontext ctx)
     atomic_store_explicit(&free_slot->key, key, memory_order_release);
 }
 
-static void slot_drop(struct exec_slot *s)
+static void slot_drop(struct gpc_graph_exec *s)
 {
     info_free(atomic_load_explicit(&s->info, memory_order_relaxed));
     atomic_store_explicit(&s->info, INFO_UNSURE, memory_order_relaxed);
@@ -169,11 +141,11 @@ static void slot_drop(struct exec_slot *s)
 static void exec_remove(uintptr_t key)
 {
     pthread_mutex_lock(&table_lock);
-    uint32_t i = slot_of(key);
-    for (int p = 0; p < EXEC_PROBES; p++, i = (i + 1) & (EXEC_SLOTS - 1)) {
-        uintptr_t k = atomic_load_explicit(&execs[i].key, memory_order_relaxed);
+    uint32_t i = gpc_graphs_slot_of(key);
+    for (int p = 0; p < GPC_GRAPH_PROBES; p++, i = (i + 1) & (EXEC_SLOTS - 1)) {
+        uintptr_t k = atomic_load_explicit(&gpc_graph_execs[i].key, memory_order_relaxed);
         if (k == key) {
-            slot_drop(&execs[i]);
+            slot_drop(&gpc_graph_execs[i]);
             break;
         }
         if (k == 0)
@@ -260,9 +232,9 @@ void gpc_graphs_forget_ctx(CUcontext ctx)
 {
     pthread_mutex_lock(&table_lock);
     for (int i = 0; i < EXEC_SLOTS; i++) {
-        uintptr_t k = atomic_load_explicit(&execs[i].key, memory_order_relaxed);
-        if (k > KEY_GONE && execs[i].ctx == ctx)
-            slot_drop(&execs[i]);
+        uintptr_t k = atomic_load_explicit(&gpc_graph_execs[i].key, memory_order_relaxed);
+        if (k > KEY_GONE && gpc_graph_execs[i].ctx == ctx)
+            slot_drop(&gpc_graph_execs[i]);
     }
     pthread_mutex_unlock(&table_lock);
     if (!atomic_load(&any_graph_memory))
@@ -495,9 +467,7 @@ void gpc_graphs_exec_destroyed(CUgraphExec exec)
 
 /* ---- launching, uploading and trimming ---- */
 
-/* Launches of graphs that may take memory, and every launch before the library is set up. */
-static __attribute__((noinline)) CUresult launch_slow(const char *call, gpc_launch_fn *real, CUgraphExec exec,
-                                                      CUstream s, uint32_t info)
+CUresult gpc_graphs_launch_slow(const char *call, gpc_launch_fn *real, CUgraphExec exec, CUstream s, uint32_t info)
 {
     bool counted = gpc_counting();
     gpc_launch_fn fn = *real;
@@ -520,17 +490,6 @@ static __attribute__((noinline)) CUresult launch_slow(const char *call, gpc_laun
     rc = fn(exec, s);
     hold_end(&h);
     return rc;
-}
-
-CUresult gpc_graphs_launch(const char *call, gpc_launch_fn *real, CUgraphExec exec, CUstream s)
-{
-    /* The common case, a graph without allocation nodes:
-     * one lookup, then the driver. Kept apart from launch_slow so that it saves no registers. */
-    uint32_t info = exec_info((uintptr_t)exec);
-    gpc_launch_fn fn = *real;
-    if (gpc_likely(info == INFO_NONE && fn))
-        return fn(exec, s);
-    return launch_slow(call, real, exec, s, info);
 }
 
 CUresult gpc_graphs_device_trim(CUdevice device)

@@ -34,6 +34,7 @@
 #include "common/ledger.h"
 #include "common/log.h"
 #include "core/budget.h"
+#include "core/fork.h"
 #include "core/state.h"
 #include "core/track.h"
 #include "driver/resolve.h"
@@ -64,16 +65,13 @@ static atomic_int npools; /* slots ever used (a high-water mark: scans stop ther
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
-static void before_fork(void) { pthread_mutex_lock(&table_lock); }
-static void after_fork_parent(void) { pthread_mutex_unlock(&table_lock); }
 static void after_fork_child(void)
 {
     /* A pool lock another thread held at fork() stays held forever in the child: start clean. */
     for (int i = 0; i < MAX_POOLS; i++)
         pthread_mutex_init(&pools[i].lock, NULL);
-    pthread_mutex_init(&table_lock, NULL);
 }
-static void register_fork(void) { pthread_atfork(before_fork, after_fork_parent, after_fork_child); }
+static void register_fork(void) { gpc_fork_guard((pthread_mutex_t *const[]){&table_lock}, 1, after_fork_child); }
 
 static uint64_t round_granule(uint64_t n)
 {

@@ -7,7 +7,7 @@
  * everywhere. It is built into a small static library (gpucap_units) that the tools link too; it
  * allocates nothing and touches no global state, so it is safe inside a preloaded library.
  */
-#include "units.h"
+#include "common/units.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -141,15 +141,19 @@ GPC_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESC
     return array_create(pHandle, pAllocateArray, pAllocateArray, true, "cuArray3DCreate_v2");
 }
 
-GPC_EXPORT CUresult cuArrayDestroy(CUarray hArray)
-{
-    gpc_init();
-    struct gpc_track t;
-    bool known = gpc_free_begin(GPC_MAP_ARRAY, (uint64_t)(uintptr_t)hArray, &t);
-    CUresult rc = GPC_CALL_REAL(cuArrayDestroy, (hArray));
-    gpc_free_end(known, GPC_MAP_ARRAY, (uint64_t)(uintptr_t)hArray, &t, rc);
-    return rc;
-}
+/* The destroys of both kinds of array: the record leaves the map before the driver call. */
+#define ARRAY_DESTROY(name, type)                                                \
+    GPC_EXPORT CUresult name(type handle)                                        \
+    {                                                                            \
+        gpc_init();                                                              \
+        struct gpc_track t;                                                      \
+        bool known = gpc_free_begin(GPC_MAP_ARRAY, (uint64_t)(uintptr_t)handle, &t); \
+        CUresult rc = GPC_CALL_REAL(name, (handle));                             \
+        gpc_free_end(known, GPC_MAP_ARRAY, (uint64_t)(uintptr_t)handle, &t, rc); \
+        return rc;                                                               \
+    }
+ARRAY_DESTROY(cuArrayDestroy, CUarray)
+ARRAY_DESTROY(cuMipmappedArrayDestroy, CUmipmappedArray)
 
 GPC_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc,
                                            unsigned int numMipmapLevels)
@@ -180,14 +184,4 @@ GPC_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return CUDA_SUCCESS;
-}
-
-GPC_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
-{
-    gpc_init();
-    struct gpc_track t;
-    bool known = gpc_free_begin(GPC_MAP_ARRAY, (uint64_t)(uintptr_t)hMipmappedArray, &t);
-    CUresult rc = GPC_CALL_REAL(cuMipmappedArrayDestroy, (hMipmappedArray));
-    gpc_free_end(known, GPC_MAP_ARRAY, (uint64_t)(uintptr_t)hMipmappedArray, &t, rc);
-    return rc;
 }

@@ -29,6 +29,7 @@
  */
 #include "hooks/init.h"
 
+#include "core/fork.h"
 #include "charge/charge.h"
 #include "charge/context.h"
 #include "charge/device.h"
@@ -43,16 +44,11 @@
  * lock (context.c). */
 static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void life_prepare(void) { pthread_mutex_lock(&life_lock); }
-static void life_parent(void) { pthread_mutex_unlock(&life_lock); }
-/* Another thread may have held the lock at fork(): the child starts with it free. */
-static void life_child(void) { pthread_mutex_init(&life_lock, NULL); }
-
 void gpc_ctx_atfork(void)
 {
-    /* Prepare steps run in reverse order of registration: life_lock first, as the hooks take it. */
+    /* Groups are taken in reverse order of registration: life_lock first, as the hooks take it. */
     gpc_context_atfork();
-    pthread_atfork(life_prepare, life_parent, life_child);
+    gpc_fork_guard((pthread_mutex_t *const[]){&life_lock}, 1, NULL);
 }
 
 #define CTX_CREATE(name, params, args, dev)                                       \

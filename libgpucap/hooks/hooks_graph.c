@@ -6,10 +6,12 @@
  */
 #include "hooks/init.h"
 
+#include "common/defs.h"
 #include "charge/graph.h"
 #include "driver/resolve.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 GPC_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
 {
@@ -21,28 +23,20 @@ GPC_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgrap
     return rc;
 }
 
-GPC_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-                                          char *logBuffer, size_t bufferSize)
-{
-    struct gpc_graph_need need;
-    gpc_init();
-    int how = gpc_graphs_inst_begin(hGraph, &need);
-    CUresult rc = GPC_CALL_REAL(cuGraphInstantiate_v2, (phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize));
-    gpc_graphs_inst_end(rc, phGraphExec, how, &need);
-    return rc;
-}
-
-/* The CUDA 10 entry point (cuGetProcAddress below 11000): same arguments as _v2. */
-GPC_EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-                                       char *logBuffer, size_t bufferSize)
-{
-    struct gpc_graph_need need;
-    gpc_init();
-    int how = gpc_graphs_inst_begin(hGraph, &need);
-    CUresult rc = GPC_CALL_REAL(cuGraphInstantiate, (phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize));
-    gpc_graphs_inst_end(rc, phGraphExec, how, &need);
-    return rc;
-}
+/* _v2 and the CUDA 10 entry point (cuGetProcAddress below 11000), with the same arguments. */
+#define INSTANTIATE(name)                                                                                     \
+    GPC_EXPORT CUresult name(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer, \
+                             size_t bufferSize)                                                               \
+    {                                                                                                         \
+        struct gpc_graph_need need;                                                                           \
+        gpc_init();                                                                                           \
+        int how = gpc_graphs_inst_begin(hGraph, &need);                                                       \
+        CUresult rc = GPC_CALL_REAL(name, (phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize));         \
+        gpc_graphs_inst_end(rc, phGraphExec, how, &need);                                                     \
+        return rc;                                                                                            \
+    }
+INSTANTIATE(cuGraphInstantiate_v2)
+INSTANTIATE(cuGraphInstantiate)
 
 GPC_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
                                                  CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
@@ -70,29 +64,36 @@ GPC_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
     return rc;
 }
 
-GPC_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+/* Launches of graphs that may take memory, and every launch before the library is set up: this
+ * may be the process's first CUDA call. */
+static __attribute__((noinline)) CUresult launch_slow(const char *call, gpc_launch_fn *real, CUgraphExec exec,
+                                                      CUstream s, uint32_t info)
 {
     gpc_init();
-    return gpc_graphs_launch("cuGraphLaunch", &gpc_real.cuGraphLaunch, hGraphExec, hStream);
+    return gpc_graphs_launch_slow(call, real, exec, s, info);
 }
 
-GPC_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+static inline CUresult launch(const char *call, gpc_launch_fn *real, CUgraphExec exec, CUstream s)
 {
-    gpc_init();
-    return gpc_graphs_launch("cuGraphLaunch_ptsz", &gpc_real.cuGraphLaunch_ptsz, hGraphExec, hStream);
+    /* The common case, a graph without allocation nodes (its instantiation set the library up):
+     * one lookup, then the driver. Kept apart from launch_slow so that it saves no registers. */
+    uint32_t info = gpc_graphs_exec_info((uintptr_t)exec);
+    gpc_launch_fn fn = *real;
+    if (gpc_likely(info == GPC_GRAPH_INFO_NONE && fn))
+        return fn(exec, s);
+    return launch_slow(call, real, exec, s, info);
 }
 
-GPC_EXPORT CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
-{
-    gpc_init();
-    return gpc_graphs_launch("cuGraphUpload", &gpc_real.cuGraphUpload, hGraphExec, hStream);
-}
-
-GPC_EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{
-    gpc_init();
-    return gpc_graphs_launch("cuGraphUpload_ptsz", &gpc_real.cuGraphUpload_ptsz, hGraphExec, hStream);
-}
+/* Launches and uploads. */
+#define LAUNCH(name)                                                                \
+    GPC_EXPORT CUresult name(CUgraphExec hGraphExec, CUstream hStream)              \
+    {                                                                               \
+        return launch(#name, &gpc_real.name, hGraphExec, hStream);                  \
+    }
+LAUNCH(cuGraphLaunch)
+LAUNCH(cuGraphLaunch_ptsz)
+LAUNCH(cuGraphUpload)
+LAUNCH(cuGraphUpload_ptsz)
 
 GPC_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device)
 {

@@ -153,29 +153,20 @@ static void figures(int id, unsigned long long card_total, unsigned long long *t
     *free_b = u >= t ? 0 : t - u;
 }
 
-GPC_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
-{
-    pthread_once(&nvml_once, resolve_nvml);
-    if (!real_nvml.nvmlDeviceGetMemoryInfo)
-        return NVML_ERROR_FUNCTION_NOT_FOUND;
-    nvmlReturn_t rc = real_nvml.nvmlDeviceGetMemoryInfo(device, memory);
-    int id;
-    if (rc != NVML_SUCCESS || !memory || (id = nvml_budget(device)) == GPC_BUDGET_NONE)
-        return rc;
-    figures(id, memory->total, &memory->total, &memory->used, &memory->free);
-    return rc;
-}
-
-GPC_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
-{
-    pthread_once(&nvml_once, resolve_nvml);
-    if (!real_nvml.nvmlDeviceGetMemoryInfo_v2)
-        return NVML_ERROR_FUNCTION_NOT_FOUND;
-    nvmlReturn_t rc = real_nvml.nvmlDeviceGetMemoryInfo_v2(device, memory);
-    int id;
-    if (rc != NVML_SUCCESS || !memory || (id = nvml_budget(device)) == GPC_BUDGET_NONE)
-        return rc;
-    figures(id, memory->total, &memory->total, &memory->used, &memory->free);
-    memory->reserved = 0;
-    return rc;
-}
+/* Both versions: the driver's answer, then the budget's figures, then `more` (v2: none reserved). */
+#define MEMORY_INFO(name, type, more)                                                \
+    GPC_EXPORT nvmlReturn_t name(nvmlDevice_t device, type *memory)                  \
+    {                                                                                \
+        pthread_once(&nvml_once, resolve_nvml);                                      \
+        if (!real_nvml.name)                                                         \
+            return NVML_ERROR_FUNCTION_NOT_FOUND;                                    \
+        nvmlReturn_t rc = real_nvml.name(device, memory);                            \
+        int id;                                                                      \
+        if (rc != NVML_SUCCESS || !memory || (id = nvml_budget(device)) == GPC_BUDGET_NONE) \
+            return rc;                                                               \
+        figures(id, memory->total, &memory->total, &memory->used, &memory->free);    \
+        more;                                                                        \
+        return rc;                                                                   \
+    }
+MEMORY_INFO(nvmlDeviceGetMemoryInfo, nvmlMemory_t, (void)0)
+MEMORY_INFO(nvmlDeviceGetMemoryInfo_v2, nvmlMemory_v2_t, memory->reserved = 0)

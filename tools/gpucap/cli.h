@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-/* The tools see the common layer of libgpucap only (tests/layers.sh checks it). */
+/* The tools see the common layer of libgpucap only (tools/check_layers.sh checks it). */
 #include "common/defs.h"
 #include "common/faults.h"
 #include "common/hooklist.h"
