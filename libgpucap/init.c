@@ -35,7 +35,9 @@ static void start(void)
     /* What pools and graph memory keep for reuse is given back before a denial (charge.c). */
     gpc_reclaim_register(gpc_pools_trim);
     gpc_reclaim_register(gpc_graphs_trim);
-    bool any = gpc_settings_any_limit(&gpc_settings);
+    /* A limit the platform declared for the driver (NVIDIA_GPU_MEMORY_LIMIT) is a budget too:
+     * gpucap then enforces min(its own, the driver's), and without its own, the driver's (device.c). */
+    bool any = gpc_settings_any_limit(&gpc_settings) || gpc_drv_declared(environ, NULL) != 0;
     if (!any)
         gpc_log(GPC_LOG_WARN, "loaded with no memory limit: CUDA allocations pass through uncapped (set "
                 "GPUCAP_MEMORY_LIMIT, or memory_limit in %s)", gpc_settings.config_path);

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "hooklist.h"
+#include "drvlimit.h"
 #include "ledger.h"
 #include "units.h"
 

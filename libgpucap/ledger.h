@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #define GPC_LEDGER_MAGIC 0x5247444c43504721ULL /* "!GPCLDGR" */
-#define GPC_LEDGER_VERSION 4u
+#define GPC_LEDGER_VERSION 5u
 #define GPC_LEDGER_DEVICES 32
 #define GPC_LEDGER_PROCS 1024
 
@@ -47,7 +47,11 @@ struct gpc_ledger_dev {
     _Atomic int32_t victim;
     uint32_t pad2;
     _Atomic uint64_t victim_spare, victim_spare_after, victim_lease;
-    char reserved[32];
+    /* v5: the NVIDIA driver's own limit for this container on this card, as a process saw it in
+     * force (drvlimit.h), 0 when none was seen: then only gpucap enforces. The budget (slot.limit)
+     * is never above it: min(gpucap's own, the driver's). */
+    _Atomic uint64_t driver_limit;
+    char reserved[24];
 };
 
 /*
