@@ -11,7 +11,7 @@
  *
  * The NVIDIA driver's own per-container limit (drvlimit.h) is in force on a card when the total
  * the driver reports in a context on it (cuMemGetInfo_v2) is below the card's size
- * (cuDeviceTotalMem_v2), or is no more than the limit the platform declared for the toolkit
+ * (cuDeviceTotalMem_v2), or is exactly the limit the platform declared for the toolkit
  * (NVIDIA_GPU_MEMORY_LIMIT with _REQUEST). Then a percentage resolves against the driver's figure,
  * and the budget is min(gpucap's own, the driver's): gpucap denies first, with its figures and its
  * one line, and nothing is charged twice (gpucap's accounting is unchanged; the driver counts the

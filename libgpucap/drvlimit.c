@@ -62,7 +62,10 @@ bool gpc_drv_in_force(uint64_t card, uint64_t reported, uint64_t declared)
 {
     if (!reported)
         return false;
-    return (card && reported < card) || (declared && reported <= declared);
+    /* The second case covers a driver that reports the limit as the card's size too: it then
+     * reports exactly the hard limit the hook set (whole MiB). A declared limit at or above the
+     * card cannot be told from none, and changes nothing. */
+    return (card && reported < card) || (declared && reported == declared);
 }
 
 const char *gpc_enforced_by(uint64_t driver_limit)
@@ -165,14 +168,24 @@ int gpc_driver_branch(const char *root, char *buf, unsigned len)
     char text[1024];
     if (read_text(root, "/proc/driver/nvidia/version", text, sizeof text) <= 0)
         return -1;
-    /* "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue ..." (also "Open Kernel Module"). */
+    /* "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue ..." or "... Open Kernel Module
+     * for x86_64  615.12  Release Build ...": the first word after "Kernel Module" that is a
+     * dotted number. */
     const char *p = strstr(text, "Kernel Module");
     if (!p)
         return -1;
     p += strlen("Kernel Module");
-    while (*p == ' ')
-        p++;
-    size_t n = strcspn(p, " \n");
-    snprintf(buf, len, "%.*s", (int)n, p);
+    for (;;) {
+        while (*p == ' ')
+            p++;
+        size_t n = strcspn(p, " \n");
+        if (!n)
+            return -1;
+        if (*p >= '0' && *p <= '9' && memchr(p, '.', n)) {
+            snprintf(buf, len, "%.*s", (int)n, p);
+            break;
+        }
+        p += n;
+    }
     return *p >= '0' && *p <= '9' ? atoi(p) : -1;
 }

@@ -35,7 +35,7 @@ uint64_t gpc_drv_declared(char *const *envp, const char **why);
 /*
  * Whether the driver enforces a limit on a card of `card` bytes, given the total it reports in a
  * context on that card (`reported`, 0: unknown) and the declared limit (`declared`, 0: none): the
- * driver reports less than the card, or reports no more than what was declared for it.
+ * driver reports less than the card, or reports exactly what was declared for it.
  */
 bool gpc_drv_in_force(uint64_t card, uint64_t reported, uint64_t declared);
 

@@ -188,7 +188,7 @@ static void case_declared_only(void)
 }
 
 /* A limit that equals the card (so the reported total is not below it) is still seen in force when
- * the platform declared it: the driver reports no more than was declared. */
+ * the platform declared it: the driver reports exactly what was declared. */
 static void case_declared_whole_card(void)
 {
     start();
