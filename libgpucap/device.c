@@ -88,14 +88,13 @@ void gpc_device_atfork(void)
     pthread_atfork(setup_prepare, setup_parent, setup_child);
 }
 
-/* The total the driver reports for `ordinal` in the current context, or 0 when no context on that
- * device is current (the query needs one) or the driver says nothing. */
-static uint64_t driver_reported(int ordinal)
+/* The total the driver reports in the current context, when the caller knows that context is on
+ * the device (`current`; the query needs a context, and asking which one is current would cost the
+ * allocation path a driver call); 0 when not, or when the driver says nothing. */
+static uint64_t driver_reported(bool current)
 {
-    CUdevice cur;
     size_t free_b = 0, total = 0;
-    if (!gpc_real.cuMemGetInfo_v2 || gpc_current_device(&cur) != CUDA_SUCCESS || cur != ordinal ||
-        gpc_real.cuMemGetInfo_v2(&free_b, &total) != CUDA_SUCCESS)
+    if (!current || !gpc_real.cuMemGetInfo_v2 || gpc_real.cuMemGetInfo_v2(&free_b, &total) != CUDA_SUCCESS)
         return 0;
     return total;
 }
@@ -126,7 +125,7 @@ static void note_driver(int budget, int ordinal, uint64_t reported, uint64_t lim
             gpc_format_size(limit, b, sizeof b), gpc_enforced_by(reported));
 }
 
-static int setup(int ordinal)
+static int setup(int ordinal, bool current)
 {
     struct device *d = &devices[ordinal];
     pthread_mutex_lock(&setup_lock);
@@ -149,7 +148,7 @@ static int setup(int ordinal)
     d->declared = gpc_drv_declared(environ, &why);
     if (why)
         gpc_log(GPC_LOG_WARN, "device %d: the driver's limit: %s", ordinal, why);
-    uint64_t reported = driver_reported(ordinal);
+    uint64_t reported = driver_reported(current);
     const struct gpc_value *from;
     bool in_force;
     uint64_t limit = resolve_limit(d, ordinal, reported, &from, &in_force);
@@ -203,13 +202,15 @@ static int setup(int ordinal)
 /* A device set up without a context on it: now, if a context on it is current, asks the driver
  * for its figure once, and when the driver's limit is in force lowers the budget to it (through
  * the ledger, which keeps the smallest limit of its live processes) or makes one. */
-__attribute__((noinline, cold)) static int look_again(int ordinal)
+__attribute__((noinline, cold)) static int look_again(int ordinal, bool current)
 {
     struct device *d = &devices[ordinal];
+    if (!current)
+        return atomic_load(&d->budget);
     pthread_mutex_lock(&setup_lock);
     int budget = atomic_load(&d->budget);
     uint64_t reported;
-    if (atomic_load(&d->ready) != 2 || !(reported = driver_reported(ordinal))) {
+    if (atomic_load(&d->ready) != 2 || !(reported = driver_reported(current))) {
         pthread_mutex_unlock(&setup_lock);
         return budget;
     }
@@ -236,7 +237,7 @@ __attribute__((noinline, cold)) static int look_again(int ordinal)
     return budget;
 }
 
-int gpc_device_budget(int ordinal)
+static int budget_of(int ordinal, bool current)
 {
     if (gpc_unlikely(ordinal < 0 || ordinal >= GPC_MAX_DEVICES)) {
         gpc_log(GPC_LOG_ERROR, "device %d: beyond the %d devices gpucap can budget; denied", ordinal,
@@ -247,7 +248,17 @@ int gpc_device_budget(int ordinal)
     int ready = atomic_load_explicit(&d->ready, memory_order_acquire);
     if (gpc_likely(ready == 1))
         return atomic_load_explicit(&d->budget, memory_order_relaxed);
-    return ready == 2 ? look_again(ordinal) : setup(ordinal);
+    return ready == 2 ? look_again(ordinal, current) : setup(ordinal, current);
+}
+
+int gpc_device_budget(int ordinal)
+{
+    return budget_of(ordinal, false);
+}
+
+int gpc_device_budget_current(int ordinal)
+{
+    return budget_of(ordinal, true);
 }
 
 int gpc_device_budget_if_ready(int ordinal)

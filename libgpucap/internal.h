@@ -348,6 +348,9 @@ void gpc_budget_note_denial(int id, uint64_t bytes);
 /* ---- device.c: device ordinals, their budgets, the device of the current context ---- */
 /* The budget id of device `ordinal` (set up on first use). */
 int gpc_device_budget(int ordinal);
+/* gpc_device_budget for a caller whose current context is on `ordinal` (the device was read from
+ * it): set-up may then ask the driver for its figure there (the driver's own limit, device.c). */
+int gpc_device_budget_current(int ordinal);
 /* The budget id of `ordinal` if it was set up, else GPC_BUDGET_NONE; never sets anything up. */
 int gpc_device_budget_if_ready(int ordinal);
 /*
