@@ -193,7 +193,7 @@ static int setup(int ordinal, bool current)
     atomic_store(&d->budget, budget);
     /* No context on the card now: the driver's figure is asked again at the first call with one,
      * unless a broken setting already denies everything. */
-    bool look_later = !reported && budget != GPC_BUDGET_DENY;
+    bool look_later = !current && budget != GPC_BUDGET_DENY;
     atomic_store_explicit(&d->ready, look_later ? 2 : 1, memory_order_release);
     pthread_mutex_unlock(&setup_lock);
     return budget;
@@ -209,8 +209,15 @@ __attribute__((noinline, cold)) static int look_again(int ordinal, bool current)
         return atomic_load(&d->budget);
     pthread_mutex_lock(&setup_lock);
     int budget = atomic_load(&d->budget);
-    uint64_t reported;
-    if (atomic_load(&d->ready) != 2 || !(reported = driver_reported(current))) {
+    if (atomic_load(&d->ready) != 2) {
+        pthread_mutex_unlock(&setup_lock);
+        return budget;
+    }
+    /* Callers pass `current` only with a context they saw: a driver that answers nothing there
+     * will not answer later either, so this is asked once (the allocation path pays it once). */
+    uint64_t reported = driver_reported(current);
+    if (!reported) {
+        atomic_store_explicit(&d->ready, 1, memory_order_release);
         pthread_mutex_unlock(&setup_lock);
         return budget;
     }
