@@ -12,7 +12,7 @@
 #include "fakenvml.h"
 
 #include "ledger_test.h"
-#include "drvlimit.h"
+#include "common/drvlimit.h"
 
 static CUcontext ctx;
 

@@ -38,9 +38,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "drvlimit.h"
-#include "ledger.h"
-#include "units.h"
+#include "common/drvlimit.h"
+#include "common/ledger.h"
+#include "common/units.h"
 
 #define GPC_UNLIMITED UINT64_MAX
 /* Bounds of one scrape: a node runs at most a few hundred pods (kubelet's max-pods). */

@@ -7,6 +7,7 @@
  * such. Exit 0 when nothing failed, 1 otherwise.
  */
 #include "cli.h"
+#include "common/drvlimit.h"
 #include "gpucap_version.h"
 
 #include <dirent.h>

@@ -9,6 +9,7 @@
  * the reason, exit 1.
  */
 #include "cli.h"
+#include "common/drvlimit.h"
 
 #include <errno.h>
 #include <signal.h>
