@@ -343,9 +343,10 @@ CUresult fk_charge(int phys, uint64_t bytes)
     rec_lock();
     struct fk_slot *s = mine();
     struct fk_devrec *d = &R->dev[phys];
-    if (s && (eager || bytes > d->capacity - d->outstanding || over_driver_limit(phys, bytes)))
+    bool limited = fk_config()->limited; /* the container check costs nothing outside one */
+    if (s && (eager || bytes > d->capacity - d->outstanding || (limited && over_driver_limit(phys, bytes))))
         reap(false);
-    if (!s || bytes > d->capacity - d->outstanding || over_driver_limit(phys, bytes)) {
+    if (!s || bytes > d->capacity - d->outstanding || (limited && over_driver_limit(phys, bytes))) {
         rec_unlock();
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
