@@ -42,6 +42,11 @@ printf 'nvidia/0000:3b:00.0/vidmem max\n' > "$root/sys/fs/cgroup/kubepods/pod1/c
 doc NVIDIA_GPU_MEMORY_LIMIT=4096 NVIDIA_GPU_MEMORY_REQUEST=2048
 want "^WARN  driver limit: declared \(4.00 GiB\) but not in force"
 wont "^PASS  driver limit:"
+# No limit of gpucap's own: the declared one is its budget (the library enforces it).
+doc -u GPUCAP_MEMORY_LIMIT NVIDIA_GPU_MEMORY_LIMIT=4096 NVIDIA_GPU_MEMORY_REQUEST=2048
+want "^PASS  limit: no limit of gpucap's own; the one declared for the driver \(NVIDIA_GPU_MEMORY_LIMIT\) is gpucap's budget"
+doc -u GPUCAP_MEMORY_LIMIT
+want "^FAIL  limit: no memory limit is set"
 # Only one of the two variables: the hook applies none.
 doc NVIDIA_GPU_MEMORY_LIMIT=4096
 want "^WARN  toolkit: only one of NVIDIA_GPU_MEMORY_REQUEST and NVIDIA_GPU_MEMORY_LIMIT is set"

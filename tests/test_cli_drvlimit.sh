@@ -49,6 +49,23 @@ assert d['enforced_by']=='driver + gpucap' and d['driver_limit']==256<<20 and d[
 grep -qx "  enforced by   gpucap" "$t/p.txt" || bad "report plain: $(cat "$t/p.txt")"
 grep -q "budget 512.00 MiB of 1.00 GiB" "$t/p.txt" || bad "report plain budget: $(cat "$t/p.txt")"
 
+# The driver refuses what gpucap admitted: a process of the same container that gpucap does not see
+# (no preload) holds 200 MiB of the driver's 256; gpucap (512 MiB of its own) admits 100 MiB, the
+# driver says out-of-memory, the program gets it unchanged and gpucap charges nothing for it.
+FAKECUDA_RECORD=$t/record FAKECUDA_DRIVER_LIMIT=256MiB "$alloc" a200 s30 > /dev/null 2>&1 &
+hidden=$!
+sleep 0.5
+FAKECUDA_RECORD=$t/record FAKECUDA_DRIVER_LIMIT=256MiB GPUCAP_MEMORY_LIMIT=512MiB GPUCAP_LEDGER=$t/both.ledger \
+    LD_PRELOAD=$TEST_PRELOAD "$alloc" a100 a40 > "$t/out" 2>&1
+wait $hidden
+grep -q "^results=10$" "$t/out" || bad "driver refusal: $(cat "$t/out")"
+"$gpucap" status --json --ledger "$t/both.ledger" > "$t/j"
+python3 -c "
+import json,sys
+d=json.load(open(sys.argv[1]))['devices'][0]
+assert d['denials']==0 and d['budget']==256<<20 and d['enforced_by']=='driver + gpucap', d
+" "$t/j" || bad "driver refusal, gpucap's figures: $(cat "$t/j")"
+
 # The exporter: one container of each kind under a kubelet-like root.
 if [ -n "$exporter" ] && command -v curl > /dev/null; then
     root=$t/pods
