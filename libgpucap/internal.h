@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "hooklist.h"
 #include "ledger.h"
@@ -33,6 +34,8 @@
 #define GPC_MAX_UUID_LIMITS 16
 /* A limit of GPC_UNLIMITED means "no budget for this device". */
 #define GPC_UNLIMITED UINT64_MAX
+/* A uid nobody has: the platform's uid when the platform file's owner is not known. */
+#define GPC_NO_UID ((uid_t)-1)
 
 /*
  * The choices of the GPC_T_ENUM settings. One list per setting gives both its enum and its choices
@@ -136,6 +139,7 @@ struct gpc_settings {
     bool env_bad;        /* an unknown GPUCAP_* variable: every budget is 0 */
     int errors;          /* error lines written */
     bool locked;         /* the platform file locks the settings: the environment may only tighten */
+    uid_t platform_uid;  /* under the lock: the platform file's owner, who alone makes ledgers */
     int refused;         /* overrides refused under the lock (one warning line each) */
     /* Under the lock: the platform file's settings alone, which bound every limit here. */
     const struct gpc_settings *platform;
