@@ -24,7 +24,10 @@
  * a half-initialised ledger. Owner-only by default; GPUCAP_LEDGER_GROUP=1 makes it group-shared. A
  * ledger that cannot be used (corrupted, truncated, another layout version, foreign, open to other
  * users, with a second name, not writable) is one error line naming the file and the reason, and
- * the process then has a private budget.
+ * the process then has a private budget. Under the platform's lock the ledger is the platform's
+ * (gpucap inject makes it, 0666, owned by the platform file's owner): the library never creates
+ * or rebuilds one and never falls back to a private budget, and an unusable one is the error line
+ * and then a denial of every allocation (a private budget per process would multiply the cap).
  *
  * Whoever can write the file can also shrink it, and touching a shared mapping past the end of its
  * file raises SIGBUS. From attach on, a SIGBUS handler guards the mapping (and only it: other faults
