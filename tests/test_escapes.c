@@ -9,7 +9,8 @@
  *                (FAKECUDA_PROC_OLDEST=1): no function, "version not sufficient"
  *   dlvsym       the real dlsym fetched with dlvsym(RTLD_NEXT/RTLD_DEFAULT, "dlsym", "GLIBC_2.x") or
  *                from a libc handle still answers our hooks for a libcuda handle
- *   copy         a copy of libcuda.so.1 under another name, dlopened: recognised by its SONAME
+ *   copy         a copy of libcuda.so.1 (and of libnvidia-ml.so.1) under another name, dlopened:
+ *                recognised by its SONAME
  *   destructor   libgpucap's destructors called by hand through its DT_FINI_ARRAY: still capped,
  *                what was held still counts
  */
@@ -149,15 +150,13 @@ static void dlvsym_case(void)
     through((dlsym_fn)dlsym(libc, "dlsym"), "dlsym(libc, \"dlsym\")");
 }
 
-static void copy_case(void)
+/* dlopens a copy of the file `from` under a name of no meaning; the handle. */
+static void *open_copy(const char *from)
 {
-    make_context(0);
-    Dl_info info;
-    REQUIRE(dladdr((void *)fakecuda_outstanding, &info) && info.dli_fname, "where libcuda.so.1 is");
     char path[] = "/tmp/gpucap-copy-XXXXXX";
     int out = mkstemp(path);
-    int in = open(info.dli_fname, O_RDONLY);
-    REQUIRE(out >= 0 && in >= 0, "copy %s", info.dli_fname);
+    int in = open(from, O_RDONLY);
+    REQUIRE(out >= 0 && in >= 0, "copy %s", from);
     char buf[65536];
     ssize_t n;
     while ((n = read(in, buf, sizeof buf)) > 0)
@@ -166,7 +165,23 @@ static void copy_case(void)
     close(out);
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     unlink(path);
-    REQUIRE(h, "dlopen the copy: %s", dlerror());
+    REQUIRE(h, "dlopen the copy of %s: %s", from, dlerror());
+    return h;
+}
+
+static void copy_case(void)
+{
+    make_context(0);
+    Dl_info info;
+    REQUIRE(dladdr((void *)fakecuda_outstanding, &info) && info.dli_fname, "where libcuda.so.1 is");
+    void *h = open_copy(info.dli_fname);
+    /* NVML likewise: the fake's libnvidia-ml.so.1 lies next to its libcuda.so.1. */
+    char nvml[4096];
+    snprintf(nvml, sizeof nvml, "%.*s/libnvidia-ml.so.1", (int)(strrchr(info.dli_fname, '/') - info.dli_fname),
+             info.dli_fname);
+    void *hn = open_copy(nvml);
+    void *q = dlsym(hn, "nvmlDeviceGetMemoryInfo");
+    CHECK(q == ours("nvmlDeviceGetMemoryInfo"), "the NVML copy's nvmlDeviceGetMemoryInfo is %p, not our hook", q);
     alloc_fn f = (alloc_fn)dlsym(h, "cuMemAlloc_v2");
     CHECK(f == (alloc_fn)ours("cuMemAlloc_v2"), "the copy's cuMemAlloc_v2 is %p, not our hook", (void *)f);
     CUdeviceptr p;
