@@ -13,7 +13,7 @@
  * function only since 2.33 (before, an inline wrapper of __fxstat), and so is fstatat: we make the
  * system calls, whose struct stat is glibc's on both architectures (binding __fxstat@GLIBC_2.2.5 instead breaks the
  * ThreadSanitizer build, whose runtime defines __fxstat unversioned).
- * tests/test_glibc_floor.sh fails on any symbol version newer than 2.17: a new call into glibc
+ * tests/unit/test_glibc_floor.sh fails on any symbol version newer than 2.17: a new call into glibc
  * that shows up there gets its line below.
  */
 #ifndef GPUCAP_GLIBC_FLOOR_H

@@ -672,7 +672,7 @@ void gpc_track_drain_ctx(enum gpc_map_kind kind, uint64_t ctx, void (*fn)(const 
     }
 }
 
-/* ---- for the table test (tests/test_track.c): the shape of the tables ---- */
+/* ---- for the table test (tests/unit/test_track.c): the shape of the tables ---- */
 
 void gpc_track_stats(enum gpc_map_kind kind, uint64_t *records, uint64_t *bytes)
 {
