@@ -137,15 +137,19 @@ static CUresult array_create(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d3
     return CUDA_SUCCESS;
 }
 
-GPC_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray)
-{
-    gpc_init();
-    if (!pHandle || !pAllocateArray)
-        return GPC_CALL_REAL(cuArrayCreate_v2, (pHandle, pAllocateArray));
-    CUDA_ARRAY3D_DESCRIPTOR d = {.Width = pAllocateArray->Width, .Height = pAllocateArray->Height, .Depth = 0,
-                                 .Format = pAllocateArray->Format, .NumChannels = pAllocateArray->NumChannels};
-    return array_create(pHandle, &d, pAllocateArray, ARRAY_2D, "cuArrayCreate_v2");
-}
+/* The 2D creations, v2 and legacy v1: the descriptor as a 3D one of depth 0. */
+#define ARRAY_CREATE_2D(name, desc_type, abi)                                                                   \
+    GPC_EXPORT CUresult name(CUarray *pHandle, const desc_type *pAllocateArray)                                 \
+    {                                                                                                           \
+        gpc_init();                                                                                             \
+        if (!pHandle || !pAllocateArray)                                                                        \
+            return GPC_CALL_REAL(name, (pHandle, pAllocateArray));                                              \
+        CUDA_ARRAY3D_DESCRIPTOR d = {.Width = pAllocateArray->Width, .Height = pAllocateArray->Height, .Depth = 0, \
+                                     .Format = pAllocateArray->Format, .NumChannels = pAllocateArray->NumChannels}; \
+        return array_create(pHandle, &d, pAllocateArray, abi, #name);                                           \
+    }
+ARRAY_CREATE_2D(cuArrayCreate_v2, CUDA_ARRAY_DESCRIPTOR, ARRAY_2D)
+ARRAY_CREATE_2D(cuArrayCreate, CUDA_ARRAY_DESCRIPTOR_v1, ARRAY_2D_V1)
 
 GPC_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray)
 {
@@ -153,16 +157,6 @@ GPC_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESC
     if (!pHandle || !pAllocateArray)
         return GPC_CALL_REAL(cuArray3DCreate_v2, (pHandle, pAllocateArray));
     return array_create(pHandle, pAllocateArray, pAllocateArray, ARRAY_3D, "cuArray3DCreate_v2");
-}
-
-GPC_EXPORT CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *pAllocateArray)
-{
-    gpc_init();
-    if (!pHandle || !pAllocateArray)
-        return GPC_CALL_REAL(cuArrayCreate, (pHandle, pAllocateArray));
-    CUDA_ARRAY3D_DESCRIPTOR d = {.Width = pAllocateArray->Width, .Height = pAllocateArray->Height, .Depth = 0,
-                                 .Format = pAllocateArray->Format, .NumChannels = pAllocateArray->NumChannels};
-    return array_create(pHandle, &d, pAllocateArray, ARRAY_2D_V1, "cuArrayCreate");
 }
 
 GPC_EXPORT CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *pAllocateArray)
@@ -177,15 +171,16 @@ GPC_EXPORT CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIP
 }
 
 /* The destroys of both kinds of array: the record leaves the map before the driver call. */
-#define ARRAY_DESTROY(name, type)                                                \
-    GPC_EXPORT CUresult name(type handle)                                        \
-    {                                                                            \
-        gpc_init();                                                              \
-        struct gpc_track t;                                                      \
-        bool known = gpc_free_begin(GPC_MAP_ARRAY, (uint64_t)(uintptr_t)handle, &t); \
-        CUresult rc = GPC_CALL_REAL(name, (handle));                             \
-        gpc_free_end(known, GPC_MAP_ARRAY, (uint64_t)(uintptr_t)handle, &t, rc); \
-        return rc;                                                               \
+#define ARRAY_DESTROY(name, type)                                                    \
+    GPC_EXPORT CUresult name(type handle)                                            \
+    {                                                                                \
+        gpc_init();                                                                  \
+        uint64_t key = (uint64_t)(uintptr_t)handle;                                  \
+        struct gpc_track t;                                                          \
+        bool known = gpc_free_begin(GPC_MAP_ARRAY, key, &t);                         \
+        CUresult rc = GPC_CALL_REAL(name, (handle));                                 \
+        gpc_free_end(known, GPC_MAP_ARRAY, key, &t, rc);                             \
+        return rc;                                                                   \
     }
 ARRAY_DESTROY(cuArrayDestroy, CUarray)
 ARRAY_DESTROY(cuMipmappedArrayDestroy, CUmipmappedArray)
