@@ -21,7 +21,8 @@
 enum opt_id { OPT_LISTEN, OPT_CERT, OPT_KEY, OPT_DEFAULT_MEMORY, OPT_MAX_MEMORY, OPT_NAMESPACE_POLICY,
               OPT_NAMESPACE_ANNOTATIONS, OPT_KUBE_API, OPT_KUBE_TOKEN, OPT_KUBE_CA, OPT_NAMESPACE_TTL, OPT_IMAGE,
               OPT_PRELOAD, OPT_DRA_CLAIMS, OPT_VISIBLE_DEVICES, OPT_TRUSTED_NAMESPACES, OPT_THREADS,
-              OPT_RELOAD_INTERVAL, OPT_MAX_CONNECTIONS, OPT_MAX_CONNECTIONS_PER_IP, OPT_COUNT };
+              OPT_RELOAD_INTERVAL, OPT_MAX_CONNECTIONS, OPT_MAX_CONNECTIONS_PER_IP, OPT_POD_OPT_OUT, OPT_DRIVER_LIMITS,
+              OPT_DRIVER_LIMITS_LABEL, OPT_COUNT };
 
 enum opt_type { T_STRING, T_PATH, T_SIZE, T_UINT, T_CHOICE };
 
@@ -77,6 +78,16 @@ static const struct row {
                              "open connections in all; about 100 KiB of memory each at most"},
     [OPT_MAX_CONNECTIONS_PER_IP] = {"max-connections-per-ip", "GPUCAP_WEBHOOK_MAX_CONNECTIONS_PER_IP", T_UINT, "64",
                                     1, 4096, "open connections from one address (an API server counts as one)"},
+    [OPT_POD_OPT_OUT] = {"pod-opt-out", "GPUCAP_WEBHOOK_POD_OPT_OUT", T_CHOICE, "false", 0, 0,
+                         "true: a pod's gpucap.io/inject: \"false\" is honoured in every namespace (false: only "
+                         "where the namespace policy allows it)", {"false", "true"}},
+    [OPT_DRIVER_LIMITS] = {"driver-limits", "GPUCAP_WEBHOOK_DRIVER_LIMITS", T_CHOICE, "off", 0, 0,
+                           "also set the NVIDIA driver's per-container limits (NVIDIA_GPU_MEMORY_LIMIT): off, on "
+                           "(every GPU node has them), auto (pods that select nodes with --driver-limits-label)",
+                           {"off", "on", "auto"}},
+    [OPT_DRIVER_LIMITS_LABEL] = {"driver-limits-label", "GPUCAP_WEBHOOK_DRIVER_LIMITS_LABEL", T_STRING,
+                                 GPC_DRIVER_LABEL, 0, 0, "node label (value \"true\") that --driver-limits auto "
+                                 "looks for in a pod's nodeSelector or required node affinity"},
 };
 
 static volatile sig_atomic_t stop;
@@ -231,7 +242,10 @@ int main(int argc, char **argv)
                       .preload = num[OPT_PRELOAD] ? GPC_PRELOAD_ENV : GPC_PRELOAD_FILE,
                       .dra_claims = num[OPT_DRA_CLAIMS] == 1,
                       .visible = (enum gpc_visible_mode)num[OPT_VISIBLE_DEVICES],
-                      .trusted_namespaces = value[OPT_TRUSTED_NAMESPACES]},
+                      .trusted_namespaces = value[OPT_TRUSTED_NAMESPACES],
+                      .pod_opt_out = num[OPT_POD_OPT_OUT] == 1,
+                      .driver = (enum gpc_driver_limits)num[OPT_DRIVER_LIMITS],
+                      .driver_label = value[OPT_DRIVER_LIMITS_LABEL]},
     };
     char err[512];
     if (gpc_admission_check_config(&opt.admission, err, sizeof err) != 0) {

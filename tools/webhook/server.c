@@ -613,6 +613,9 @@ int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *
             opt->admission.preload == GPC_PRELOAD_ENV ? "env" : "file",
             opt->admission.default_memory ? opt->admission.default_memory : "none (annotated pods only)",
             opt->admission.max_memory ? opt->admission.max_memory : "none");
+    char policy[600];
+    gpc_admission_describe(&opt->admission, policy, sizeof policy);
+    wh_log("%s", policy);
 
     /* Sleeps are cut short by the stop signal; the interval is checked in steps of 100 ms. */
     unsigned ticks = 0;
