@@ -387,6 +387,13 @@ def driver_on(cli, fx):
           "gpucap's own cap still injected")
     pod, _ = allowed(cli, [], load(fx, "annotated-bare"), "driver limits off")
     check(driver_env(pod) == (None, None), f"off: no driver variables: {driver_env(pod)}")
+    # A raise on a running pod does not reach the driver's limit (applied at container start): said.
+    review, pod = created(cli, fx, "annotated-bare", ["--driver-limits", "on"])
+    raised = copy.deepcopy(pod)
+    annotations(raised)["gpucap.io/memory"] = "12GiB"
+    _, resp = allowed(cli, ["--driver-limits", "on"], as_update(review, pod, raised), "UPDATE raise, driver limits on")
+    check(any("the driver's limit stays 8192 MiB" in w for w in resp.get("warnings", [])),
+          f"the raise warns that the driver's limit stays: {resp.get('warnings')}")
     r = with_pod(load(fx, "annotated-bare"), lambda p: annotations(p).__setitem__("gpucap.io/memory", "1.5GiB"))
     pod, _ = allowed(cli, ["--driver-limits", "on"], r, "driver limits on, 1.5GiB")
     check(driver_env(pod) == ("1536", "1536"), f"1.5GiB: {driver_env(pod)}")

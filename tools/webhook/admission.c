@@ -1321,6 +1321,18 @@ static enum verdict review_update(struct review *r, json_t *req, json_t *pod, co
         snprintf(ch->name, sizeof ch->name, "%s", name);
         f->nchosen++;
         append_name(f->names, sizeof f->names, name);
+        /* The driver's limit was applied when the container started; a raise does not reach it. */
+        json_t *env = json_object_get(c, "env");
+        for (size_t i = 0; changed && i < json_array_size(env); i++) {
+            json_t *e = json_array_get(env, i);
+            const char *n = json_string_value(json_object_get(e, "name"));
+            const char *mib = json_string_value(json_object_get(e, "value"));
+            struct gpc_size s;
+            if (n && mib && strcmp(n, DRIVER_LIMIT) == 0 && size_of(ch->budget, &s) &&
+                (s.is_percent || s.bytes > strtoull(mib, NULL, 10) << 20))
+                warn(r, "container %s: the driver's limit stays %s MiB (" DRIVER_LIMIT ", applied when the container "
+                        "started); gpucap's budget %s applies below it", name, mib, ch->budget);
+        }
     }
     char *record = budget_record(f);
     if (!record) {
