@@ -68,7 +68,8 @@ code=$("${C[@]}" -o "$T/resp" -w '%{http_code}' -H 'Content-Type: application/js
 uid=$(sed -n 's/^    "uid": "\([^"]*\)",$/\1/p' "$HERE/fixtures/annotated-bare.json")
 [ -n "$uid" ] && grep -q "\"uid\":\"$uid\"" "$T/resp" || fail "uid $uid not echoed: $(cat "$T/resp")"
 grep -q '"patchType":"JSONPatch"' "$T/resp" || fail "no patch: $(cat "$T/resp")"
-grep -q 'allowed: patched containers=train=8GiB max=- preload=file' "$T/log" || fail "no decision line in the log"
+grep -q 'allowed: patched containers=train=8GiB max=25% preload=file' "$T/log" || fail "no decision line in the log"
+grep -q 'policy: no max-memory: the default 25% is the maximum' "$T/log" || fail "the start-up log does not say that the default is the maximum"
 
 expect() { # status, then curl arguments
     local want=$1; shift
