@@ -1325,10 +1325,10 @@ static enum verdict review_update(struct review *r, json_t *req, json_t *pod, co
         json_t *env = json_object_get(c, "env");
         for (size_t i = 0; changed && i < json_array_size(env); i++) {
             json_t *e = json_array_get(env, i);
-            const char *n = json_string_value(json_object_get(e, "name"));
+            const char *var = json_string_value(json_object_get(e, "name"));
             const char *mib = json_string_value(json_object_get(e, "value"));
             struct gpc_size s;
-            if (n && mib && strcmp(n, DRIVER_LIMIT) == 0 && size_of(ch->budget, &s) &&
+            if (var && mib && strcmp(var, DRIVER_LIMIT) == 0 && size_of(ch->budget, &s) &&
                 (s.is_percent || s.bytes > strtoull(mib, NULL, 10) << 20))
                 warn(r, "container %s: the driver's limit stays %s MiB (" DRIVER_LIMIT ", applied when the container "
                         "started); gpucap's budget %s applies below it", name, mib, ch->budget);
@@ -1342,10 +1342,12 @@ static enum verdict review_update(struct review *r, json_t *req, json_t *pod, co
     const char *values[2] = {injected, record};
     patch_annotations(r, p.meta, p.ann, record_keys, values, 2);
     free(record);
-    r->nchosen = f->nchosen;
-    memcpy(r->chosen, f->chosen, sizeof r->chosen);
-    snprintf(r->max, sizeof r->max, "%s", f->max);
-    r->oom |= f->oom;
+    if (f != r) { /* for the log line */
+        r->nchosen = f->nchosen;
+        memcpy(r->chosen, f->chosen, sizeof r->chosen);
+        snprintf(r->max, sizeof r->max, "%s", f->max);
+        r->oom |= f->oom;
+    }
     *what = changed ? "update: budgets resolved again" : "update: budgets recorded";
     return V_ALLOW;
 }
