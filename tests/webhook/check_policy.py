@@ -425,6 +425,14 @@ def driver_auto(cli, fx):
         pod, _ = allowed(cli, ["--namespace-policy", policy_file(tmp, "[ml]\ndriver_limits = on\n")],
                          load(fx, "annotated-bare"), "namespace policy driver_limits = on")
         check(driver_env(pod) == ("8192", "8192"), f"namespace on: {driver_env(pod)}")
+        pod, _ = allowed(cli, ["--driver-limits", "on", "--namespace-policy",
+                               policy_file(tmp, "[ml]\ndriver_limits = off\n")],
+                         load(fx, "annotated-bare"), "namespace policy driver_limits = off under --driver-limits on")
+        check(driver_env(pod) == (None, None), f"namespace off: {driver_env(pod)}")
+        out = subprocess.run([cli, "--image", IMAGE, "--namespace-policy", policy_file(tmp, "[ml]\ndriver_limits = yes\n")],
+                             input=b"{}", capture_output=True)
+        check(out.returncode == 1 and b"driver_limits = yes: not on, off or auto" in out.stderr,
+              f"a bad driver_limits is refused at start: {out.stderr}")
 
 
 def driver_not_applicable(cli, fx):
