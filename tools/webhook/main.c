@@ -67,7 +67,8 @@ static const struct row {
     [OPT_DRA_CLAIMS] = {"dra-claims", "GPUCAP_WEBHOOK_DRA_CLAIMS", T_CHOICE, "false", 0, 0,
                         "true: containers with resources.claims (DRA) are GPU containers", {"false", "true"}},
     [OPT_VISIBLE_DEVICES] = {"visible-devices", "GPUCAP_WEBHOOK_VISIBLE_DEVICES", T_CHOICE, "cap", 0, 0,
-                             "NVIDIA_VISIBLE_DEVICES without a GPU request: cap (a GPU container), deny, ignore",
+                             "NVIDIA_VISIBLE_DEVICES (in env, or possibly from an envFrom) without a GPU request: cap (a "
+                             "GPU container), deny, ignore",
                              {"cap", "deny", "ignore"}},
     [OPT_TRUSTED_NAMESPACES] = {"trusted-namespaces", "GPUCAP_WEBHOOK_TRUSTED_NAMESPACES", T_STRING, NULL, 0, 0,
                                 "comma-separated namespaces whose GPUCAP_* variables and mounts are allowed"},
