@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #define GPC_LEDGER_MAGIC 0x5247444c43504721ULL /* "!GPCLDGR" */
-#define GPC_LEDGER_VERSION 4u
+#define GPC_LEDGER_VERSION 5u
 #define GPC_LEDGER_DEVICES 32
 #define GPC_LEDGER_PROCS 1024
 
@@ -48,7 +48,11 @@ struct gpc_ledger_dev {
     _Atomic int32_t victim;
     uint32_t pad2;
     _Atomic uint64_t victim_spare, victim_spare_after, victim_lease;
-    char reserved[32];
+    /* v5: the NVIDIA driver's own limit for this container on this card, as a process saw it in
+     * force (drvlimit.h), 0 when none was seen: then only gpucap enforces. The budget (slot.limit)
+     * is never above it: min(gpucap's own, the driver's). */
+    _Atomic uint64_t driver_limit;
+    char reserved[24];
 };
 
 /*
@@ -111,6 +115,15 @@ struct gpc_ledger {
     struct gpc_ledger_dev dev[GPC_LEDGER_DEVICES];
     struct gpc_ledger_proc proc[GPC_LEDGER_PROCS];
 };
+
+/* Writes the header and initialises the locks of a fresh (zero) ledger mapping. */
+void gpc_ledger_format(struct gpc_ledger *l);
+/*
+ * Makes a whole, fresh ledger file at `path` with permissions `mode` (the umask does not apply):
+ * written under a temporary name first, so nothing ever sees half a ledger. 0, -EEXIST when
+ * something is at the path already (left as it is), or another -errno.
+ */
+int gpc_ledger_create(const char *path, unsigned mode);
 
 /*
  * Checks a mapped ledger of `file_size` bytes: NULL if it is usable, else the reason, e.g.

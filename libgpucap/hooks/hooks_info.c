@@ -37,7 +37,7 @@ static int current_budget(void)
     CUdevice dev;
     if (!gpc_enforcing() || gpc_current_device(&dev) != CUDA_SUCCESS)
         return GPC_BUDGET_NONE;
-    return gpc_device_budget(dev);
+    return gpc_device_budget_current(dev);
 }
 
 static struct gpc_slot *device_slot(CUdevice dev)
