@@ -424,7 +424,7 @@ static void card_labels(const struct card *c, char *out, size_t len)
     if (c->index >= 0 && n > 0 && (size_t)n < len)
         n += snprintf(out + n, len - (size_t)n, ",gpu=\"%d\"", c->index);
     if (c->model[0] && n > 0 && (size_t)n < len)
-        snprintf(out + n, len - (size_t)n, ",modelName=\"%s\"", c->model);
+        snprintf(out + n, len - (size_t)n, ",model_name=\"%s\"", c->model);
 }
 
 static void write_metrics(struct scan *sc, struct gpc_text *t)
