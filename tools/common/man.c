@@ -21,8 +21,15 @@ void gpc_man_text(FILE *f, const char *text)
 
 void gpc_man_option(FILE *f, const char *flag, const char *arg, const char *text)
 {
-    fputs(".TP\n\\fB\\-\\-", f);
-    gpc_man_text(f, flag);
+    char name[128];
+    snprintf(name, sizeof name, "--%s", flag);
+    gpc_man_item(f, name, arg, text);
+}
+
+void gpc_man_item(FILE *f, const char *name, const char *arg, const char *text)
+{
+    fputs(".TP\n\\fB", f);
+    gpc_man_text(f, name);
     fputs("\\fR", f);
     if (arg) {
         fputs(" \\fI", f);

@@ -15,6 +15,9 @@ void gpc_man_text(FILE *f, const char *text);
  * the text, escaped. */
 void gpc_man_option(FILE *f, const char *flag, const char *arg, const char *text);
 
+/* The same for any item: NAME in bold (a key, a variable), ARG in italics (NULL: none). */
+void gpc_man_item(FILE *f, const char *name, const char *arg, const char *text);
+
 /* ".SH NAME" and the text escaped. */
 void gpc_man_section(FILE *f, const char *name, const char *text);
 
