@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "gpucap_version.h"
-#include "internal.h"
+#include "common/options.h"
+#include "common/units.h"
 #include "man.h"
 
 static const char *type_of(const struct gpc_option_def *d)
