@@ -186,6 +186,8 @@ static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *data, size_t *data_size, void **state)
 {
+    /* The headers are complete (a GET has no body): no deadline while the scrape runs. */
+    gpc_http_guard_deadline(&guard, conn, 0);
     bool metrics = strcmp(url, "/metrics") == 0;
     if (!metrics && strcmp(url, "/healthz") != 0)
         return reply(conn, MHD_HTTP_NOT_FOUND, "text/plain", "not found: GET /metrics or GET /healthz\n", NULL);
