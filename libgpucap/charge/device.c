@@ -132,7 +132,10 @@ static int setup(int ordinal)
             pthread_mutex_unlock(&setup_lock);
             return GPC_BUDGET_DENY;
         }
-        if (budget < 0) {
+        if (budget == -EACCES) {
+            /* Under the lock, a ledger that was refused (ledger.c said why): denied. */
+            budget = GPC_BUDGET_DENY;
+        } else if (budget < 0) {
             gpc_log(GPC_LOG_ERROR, "device %d: the ledger's device table is full (%d cards); allocations on it are "
                     "denied", ordinal, GPC_LEDGER_DEVICES);
             budget = GPC_BUDGET_DENY;

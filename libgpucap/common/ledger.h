@@ -117,6 +117,15 @@ struct gpc_ledger {
     struct gpc_ledger_proc proc[GPC_LEDGER_PROCS];
 };
 
+/* Writes the header and initialises the locks of a fresh (zero) ledger mapping. */
+void gpc_ledger_format(struct gpc_ledger *l);
+/*
+ * Makes a whole, fresh ledger file at `path` with permissions `mode` (the umask does not apply):
+ * written under a temporary name first, so nothing ever sees half a ledger. 0, -EEXIST when
+ * something is at the path already (left as it is), or another -errno.
+ */
+int gpc_ledger_create(const char *path, unsigned mode);
+
 /*
  * Checks a mapped ledger of `file_size` bytes: NULL if it is usable, else the reason, e.g.
  * "truncated", "not a gpucap ledger", "layout version 2, this gpucap reads 1".

@@ -116,6 +116,7 @@ static void load_config(void)
             bad_setting("FAKECUDA_DRIVER_VERSION", v, "want e.g. 13000");
     }
     cfg.stub = (v = getenv("FAKECUDA_STUB")) && strcmp(v, "1") == 0;
+    cfg.proc_oldest = (v = getenv("FAKECUDA_PROC_OLDEST")) && strcmp(v, "1") == 0;
     cfg.ctx_reuse = (v = getenv("FAKECUDA_CTX_REUSE")) && strcmp(v, "1") == 0;
     if ((v = getenv("FAKECUDA_CTX_DESTROY_DELAY_MS")) && *v && !parse_int(v, 0, 10000, &cfg.destroy_delay_ms))
         bad_setting("FAKECUDA_CTX_DESTROY_DELAY_MS", v, "want 0 to 10000");
@@ -1014,6 +1015,9 @@ static CUresult proc_lookup(const char *symbol, void **pfn, int cudaVersion, cuu
             *slot = p;
     }
     const struct fk_proc *pick = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && best_pt ? best_pt : best;
+    for (int i = 0; !pick && known && fk_config()->proc_oldest && i < FK_NENTRIES; i++)
+        if (strcmp(procs[i].base, symbol) == 0 && !procs[i].ptsz)
+            pick = &procs[i]; /* rows are in version order: the first is the oldest */
     *pfn = pick ? pick->fn : NULL;
     if (status)
         *status = pick ? CU_GET_PROC_ADDRESS_SUCCESS

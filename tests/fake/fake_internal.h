@@ -38,6 +38,9 @@ struct fk_config {
     uint64_t ctx_bytes;              /* FAKECUDA_CTX_BYTES */
     int driver_version;              /* FAKECUDA_DRIVER_VERSION */
     bool stub;                       /* FAKECUDA_STUB=1 */
+    bool proc_oldest;                /* FAKECUDA_PROC_OLDEST=1: cuGetProcAddress answers a known name below
+                                      * its first version with its oldest variant (a driver with an older
+                                      * variant than any gpucap knows) */
     bool ctx_reuse;                  /* FAKECUDA_CTX_REUSE=1: a new context takes a destroyed one's handle */
     long destroy_delay_ms;           /* FAKECUDA_CTX_DESTROY_DELAY_MS: cuCtxDestroy returns that late */
     const char *record_path;         /* FAKECUDA_RECORD, NULL: private record */
