@@ -223,6 +223,8 @@ def check_network_policy(docs):
             check(allowed and allowed <= ports, f"NetworkPolicy {p['metadata']['name']}: ingress only to the "
                   f"webhook's port {sorted(ports)}, not {sorted(map(str, allowed))}")
             check(rule.get("from"), f"NetworkPolicy {p['metadata']['name']}: ingress from named sources only")
+        # The base's webhook connects nowhere; egress (to the API server) comes with the
+        # namespace-annotations component, checked by tests/check_overlay_traffic.py.
         check(not p["spec"].get("egress"), f"NetworkPolicy {p['metadata']['name']}: no egress allowed")
 
 
@@ -484,7 +486,8 @@ def main():
     for role in docs.get("ClusterRole", []):
         check(role["rules"] == [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]}],
               f"the webhook's ClusterRole grants get on namespaces only: {role['rules']}")
-    check("ClusterRoleBinding" in docs, "the ClusterRole is bound to the webhook's ServiceAccount")
+    # The base reads no API object: no token, no binding (components/namespace-annotations adds both).
+    check("ClusterRoleBinding" in docs or "ClusterRole" not in docs, "the ClusterRole is bound to the webhook's ServiceAccount")
 
     for ns in docs.get("Namespace", []):
         check(ns["metadata"].get("labels", {}).get("gpucap.io/inject") == "false", "webhook namespace opted out")
@@ -523,7 +526,11 @@ def main():
         names = {v["name"] for v in dep["spec"]["template"]["spec"].get("volumes", [])}
         check("hostPath" not in json.dumps(dep), "the webhook needs no hostPath")
         check("policy" in names, "the namespace policy is mounted")
-        check(c["readinessProbe"]["httpGet"]["path"] == "/healthz", "readiness probe on /healthz")
+        check(c["readinessProbe"]["httpGet"]["path"] == "/readyz", "readiness probe on /readyz")
+        check(c["livenessProbe"]["httpGet"]["path"] == "/livez", "liveness probe on /livez")
+        if env.get("GPUCAP_WEBHOOK_NAMESPACE_ANNOTATIONS") != "true":
+            check(dep["spec"]["template"]["spec"].get("automountServiceAccountToken") is False,
+                  "a webhook that reads no API object gets no API token")
 
     pods = {p["metadata"]["name"]: p for p in docs.get("Pod", [])}
     if cli:
