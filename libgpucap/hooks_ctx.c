@@ -197,11 +197,12 @@ GPC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
             primary_handle[dev] = *pctx;
             if (primary_refs[dev]++ == 0) {
                 primary_charged[dev] = c.budget == GPC_BUDGET_NONE ? 0 : c.bytes;
+                gpc_charge_admitted(&c);
                 gpc_budget_note_contexts(c.budget, (int64_t)primary_charged[dev]);
                 gpc_ctx_devices_forget();
             }
-        } else if (c.budget != GPC_BUDGET_NONE) {
-            gpc_budget_release(c.budget, c.bytes);
+        } else {
+            gpc_charge_refused(&c);
         }
     }
     pthread_mutex_unlock(&primary_lock);
@@ -225,7 +226,7 @@ static void primary_drop(CUdevice dev, bool all)
         if (primary_refs[dev] == 0) {
             int budget = gpc_device_budget_if_ready(dev);
             gpc_budget_note_contexts(budget, -(int64_t)primary_charged[dev]);
-            gpc_budget_release(budget, primary_charged[dev]);
+            gpc_budget_give_back(budget, primary_charged[dev]); /* a context's end is no free */
             primary_charged[dev] = 0;
             reset = true;
         }

@@ -320,6 +320,24 @@ void gpc_crash_point(int n);
  * shares are taken back and admission is tried again.
  */
 int gpc_budget_reserve(int id, uint64_t bytes);
+/* How gpc_budget_admit admits (flags). */
+#define GPC_ADMIT_UNCHECKED 1u  /* audit mode: whatever the limit (see gpc_budget_reserve_unchecked) */
+#define GPC_ADMIT_CONTEXT 2u    /* a context reserve: counted apart, not a request (allocs, largest) */
+#define GPC_ADMIT_DEFER_PEAK 4u /* the peak waits for gpc_budget_admitted (the driver may refuse) */
+#define GPC_UNDO_DRIVER 8u      /* gpc_budget_undo: the driver refused (counted as such) */
+/* gpc_budget_reserve with GPC_ADMIT_* flags. */
+int gpc_budget_admit(int id, uint64_t bytes, unsigned how);
+/* The driver carried out an admission made with GPC_ADMIT_DEFER_PEAK: this process's peak follows. */
+void gpc_budget_admitted(int id);
+/*
+ * Takes back an admission the driver did not carry out (`how`: the admission's GPC_ADMIT_CONTEXT,
+ * and GPC_UNDO_DRIVER when the driver refused it): the bytes back, the allocation uncounted, no free.
+ */
+void gpc_budget_undo(int id, uint64_t bytes, unsigned how);
+/* Gives back bytes that were no allocation of the program (a context, an estimate settled): no free. */
+void gpc_budget_give_back(int id, uint64_t bytes);
+/* At normal exit, before the ledger lets go: adds what this process still holds to held_at_exit. */
+void gpc_budget_note_exit(void);
 /* The admission rule: `bytes` more on top of `used` stays within `limit` (computed without wrapping). */
 bool gpc_budget_fits(uint64_t used, uint64_t bytes, uint64_t limit);
 /* Gives back bytes admitted earlier (no lock: into this process's lease). */
@@ -446,6 +464,26 @@ struct gpc_timeline {
 /* gpc_report_write, with a "timeline" in each JSON device that one of `tl[0..ntl)` matches. */
 int gpc_report_write_timeline(int fd, const struct gpc_ledger *l, bool json, bool audit,
                               const struct gpc_timeline *tl, int ntl);
+/* What `gpucap run` adds to a report: a device's index and name (NVML's), the run's command,
+ * how it ended (exit status, or the signal that killed it) and its wall time. */
+struct gpc_report_device {
+    uint8_t uuid[16];
+    int index;          /* -1: unknown */
+    char name[96];
+};
+struct gpc_report_run {
+    char *const *argv;
+    int argc;
+    int status;         /* exit status when signal is 0 */
+    int signal;         /* the signal that killed the command, or 0 */
+    const char *signal_name;
+    uint64_t wall_ns;
+    const struct gpc_report_device *dev;
+    int ndev;
+};
+/* gpc_report_write_timeline with the run's own facts (`run` may be NULL). */
+int gpc_report_write_run(int fd, const struct gpc_ledger *l, bool json, bool audit, const struct gpc_timeline *tl,
+                         int ntl, const struct gpc_report_run *run);
 /*
  * Writes a report to the file `path` as a new file renamed into place (never through a symbolic
  * link or an existing inode); refuses a directory writable by every user that is not sticky. The
@@ -485,6 +523,11 @@ CUresult gpc_charge_begin(struct gpc_charge *c, int device, uint64_t bytes, cons
 CUresult gpc_charge_begin_context(struct gpc_charge *c, int device, uint64_t bytes, const char *call);
 /* After the driver call: on failure gives the reservation back; on success records `key`. */
 void gpc_charge_end(struct gpc_charge *c, CUresult rc, enum gpc_map_kind kind, uint64_t key);
+/* For hooks that record by themselves: the driver carried out the charge `c` (the peak follows). */
+void gpc_charge_admitted(const struct gpc_charge *c);
+/* For hooks that record by themselves: the driver refused charge `c`; it is taken back and counted
+ * as a refusal by the driver, not as an allocation and a free. */
+void gpc_charge_refused(const struct gpc_charge *c);
 /*
  * For calls whose size is known only afterwards (pitch, arrays), charged with an estimate: after a
  * successful driver call, settles the charge to `actual` bytes and records `key`. Returns
