@@ -26,17 +26,29 @@
 #include "collect.h"
 #include "gpucap_version.h"
 #include "http.h"
+#include "tool.h"
 
-enum opt_id { OPT_LISTEN, OPT_ROOT, OPT_COUNT };
-
-static const struct row {
-    const char *flag, *env, *def, *doc;
-} rows[OPT_COUNT] = {
-    [OPT_LISTEN] = {"listen", "GPUCAP_EXPORTER_LISTEN", ":9477",
+enum opt_id { OPT_LISTEN, OPT_ROOT, OPT_ONCE, OPT_COUNT };
+static const struct tool_flag rows[OPT_COUNT] = {
+    [OPT_LISTEN] = {"listen", 'l', "ADDR", "GPUCAP_EXPORTER_LISTEN", ":9477",
                     "address to serve HTTP on: HOST:PORT, [IPV6]:PORT or :PORT (port 0: any free port)"},
-    [OPT_ROOT] = {"root", "GPUCAP_EXPORTER_ROOT", "/var/lib/kubelet/pods",
-                  "the kubelet's pod directory (mounted read-only): <pod-uid>/volumes/kubernetes.io~empty-dir/"
+    [OPT_ROOT] = {"root", 'r', "DIR", "GPUCAP_EXPORTER_ROOT", "/var/lib/kubelet/pods",
+                  "the kubelet's pod directory (mounted read-only): <pod-uid>/volumes/kubernetes.io~empty-dir/\n"
                   "gpucap-ledger/<container>/gpucap.ledger"},
+    [OPT_ONCE] = {"once", 0, NULL, NULL, NULL, "print one scrape on stdout and exit (0, or 1 when DIR cannot be read)"},
+};
+
+static const struct tool_cmd exporter_cmd = {
+    .name = "gpucap-exporter",
+    .summary = "Prometheus exporter of the gpucap ledgers of a node",
+    .synopsis = "gpucap-exporter [--listen ADDR] [--root DIR] [--once]",
+    .about = "Prometheus exporter of the gpucap ledgers on this node: GET /metrics, GET /healthz. Reads the\n"
+             "ledgers only (no lock, no write). Each option may also be given in the variable shown; a flag\n"
+             "overrides the variable.",
+    .flags = rows,
+    .nflags = OPT_COUNT,
+    .tail = "Exit 0, 1 when it cannot serve (or --once cannot read DIR), 2 for a usage error.\n",
+    .usage_exit = TOOL_EXIT_USAGE,
 };
 
 static volatile sig_atomic_t stop;
@@ -48,41 +60,7 @@ static void on_signal(int sig)
     stop = 1;
 }
 
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void say(const char *fmt, ...)
-{
-    char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "gpucap-exporter: %s\n", line);
-}
-
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: gpucap-exporter [--listen ADDR] [--root DIR] [--once]\n\n"
-               "Prometheus exporter of the gpucap ledgers on this node: GET /metrics, GET /healthz.\n"
-               "Reads the ledgers only (no lock, no write). --once prints one scrape to stdout and exits\n"
-               "(0, or 1 when the root cannot be read). Each option may also be given in the variable\n"
-               "shown; a flag overrides the variable. --version prints the version.\n\n");
-    for (int i = 0; i < OPT_COUNT; i++)
-        fprintf(f, "  --%-8s %s\n  %-10s %s, default %s\n", rows[i].flag, rows[i].doc, "", rows[i].env, rows[i].def);
-}
-
-/* gpucap-exporter(1), generated from the same rows as --help (`--help-man`, run by the build). */
-static void usage_man(FILE *f)
-{
-    fprintf(f, ".TH GPUCAP-EXPORTER 1 \"\" \"gpucap %s\" \"User Commands\"\n", GPUCAP_VERSION_STRING);
-    fputs(".SH NAME\ngpucap\\-exporter \\- Prometheus exporter of the gpucap ledgers of a node\n"
-          ".SH SYNOPSIS\n.B gpucap\\-exporter\n[\\-\\-listen \\fIADDR\\fR] [\\-\\-root \\fIDIR\\fR] [\\-\\-once]\n"
-          ".SH DESCRIPTION\nServes GET /metrics (Prometheus text format) and GET /healthz. Reads the ledgers "
-          "only: no lock, no write. \\-\\-once prints one scrape and exits. Each option may also be given in "
-          "the environment variable shown; a flag overrides the variable.\n.SH OPTIONS\n", f);
-    for (int i = 0; i < OPT_COUNT; i++)
-        fprintf(f, ".TP\n.B \\-\\-%s\n%s (%s, default %s)\n", rows[i].flag, rows[i].doc, rows[i].env, rows[i].def);
-    fputs(".SH SEE ALSO\n.BR gpucap (1),\n.BR gpucap\\-webhook (1)\n", f);
-}
+#define say(...) tool_error("gpucap-exporter", __VA_ARGS__)
 
 /* One scrape with the exporter's own metrics; NULL on allocation failure. */
 static char *scrape(size_t *len, bool *ok)
@@ -202,50 +180,27 @@ static int serve(const char *listen)
     return 0;
 }
 
+static int set_flag(void *arg, int flag, const char *value)
+{
+    const char **val = arg;
+    val[flag] = flag == OPT_ONCE ? "1" : value;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *val[OPT_COUNT];
-    for (int i = 0; i < OPT_COUNT; i++) {
-        const char *env = getenv(rows[i].env);
-        val[i] = env && *env ? env : rows[i].def;
+    tool_env_values(&exporter_cmd, val);
+    int first = tool_parse(&exporter_cmd, argc, argv, set_flag, val);
+    if (first == TOOL_PARSE_EXIT_OK)
+        return 0;
+    if (first < 0)
+        return TOOL_EXIT_USAGE;
+    if (first < argc) {
+        tool_usage_error(&exporter_cmd, "unexpected argument '%s'", argv[first]);
+        return TOOL_EXIT_USAGE;
     }
-    bool once = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        if (strcmp(a, "--help-man") == 0) {
-            usage_man(stdout);
-            return 0;
-        }
-        if (strcmp(a, "--version") == 0) {
-            printf("gpucap-exporter %s\n", GPUCAP_VERSION_STRING);
-            return 0;
-        }
-        if (strcmp(a, "--once") == 0) {
-            once = true;
-            continue;
-        }
-        int found = -1;
-        const char *v = NULL;
-        for (int k = 0; k < OPT_COUNT && found < 0; k++) {
-            size_t n = strlen(rows[k].flag);
-            if (strncmp(a, "--", 2) != 0 || strncmp(a + 2, rows[k].flag, n) != 0)
-                continue;
-            if (a[2 + n] == '=')
-                v = a + 3 + n, found = k;
-            else if (a[2 + n] == '\0' && i + 1 < argc)
-                v = argv[++i], found = k;
-        }
-        if (found < 0) {
-            fprintf(stderr, "gpucap-exporter: unexpected argument '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        val[found] = v;
-    }
+    bool once = val[OPT_ONCE] != NULL;
     root = val[OPT_ROOT];
     if (once) {
         size_t len;
