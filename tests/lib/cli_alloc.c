@@ -103,7 +103,7 @@ int main(int argc, char **argv)
             size_t fr = 0, tot = 0;
             cuMemGetInfo_v2(&fr, &tot);
             CUdeviceptr p = 0;
-            CUresult arc = cuMemAlloc_v2(&p, fr / 100 * strtoull(op + 1, NULL, 10));
+            CUresult arc = cuMemAlloc_v2(&p, fr * strtoull(op + 1, NULL, 10) / 100);
             record(arc, p);
             break;
         }

@@ -164,7 +164,7 @@ static int uuid_parse(const char *text, uint8_t out[16])
 #define PANEL_H 420.0
 #define LEFT 96.0
 #define RIGHT 40.0
-#define TOP 64.0
+#define TOP 84.0
 #define BOTTOM 56.0
 
 /* Writes `t` as SVG text or an attribute value: markup characters as entities, control bytes as '?'. */
@@ -298,8 +298,11 @@ static void panel(FILE *f, const struct series *s, double y0, bool audit)
             fputc(')', f);
         }
     } else {
+        /* No index known: the UUID's first group names the card here, the subtitle has all of it. */
+        char shortid[16];
+        snprintf(shortid, sizeof shortid, "%.12s", s->uuid);
         fputs("device ", f);
-        xml_text(f, s->uuid);
+        xml_text(f, shortid);
     }
     const char *budget = s->budget == GPC_UNLIMITED ? "no budget" : short_size(s->budget, b, sizeof b);
     if (audit)
@@ -309,14 +312,12 @@ static void panel(FILE *f, const struct series *s, double y0, bool audit)
     fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" class=\"sub\">%" PRIu64 " %s%s; card of %s", x0, y0 + 48, s->denials,
             s->denials == 1 ? "denial" : "denials", audit ? " (audit mode: counted, then admitted)" : "",
             short_size(s->physical, c, sizeof c));
-    if (s->index >= 0) {
-        fputs(", ", f);
-        xml_text(f, s->uuid);
-    }
+    fputs(", ", f);
+    xml_text(f, s->uuid);
     fputs("</text>\n", f);
 
-    /* Legend, top right. */
-    double lx = x1 - 300, ly = y0 + 44;
+    /* Legend, on a line of its own under the titles, at the right. */
+    double lx = x1 - 300, ly = y0 + 68;
     fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"16\" height=\"10\" class=\"usagekey\"/>"
                "<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">in use</text>\n", lx, ly - 9, lx + 22, ly);
     fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"budgetkey\"/>"
@@ -365,31 +366,38 @@ static void panel(FILE *f, const struct series *s, double y0, bool audit)
         fprintf(f, " L%.1f %.1f L%.1f %.1f Z\"/>\n", x1, Y(level), x1, Y(0));
     }
 
-    /* The budget, labelled at the left end (the peak's label and the denials are mostly to the
-     * right), and each denial on it. */
-    struct box taken[2];
-    int ntaken = 0;
+    /* Each denial as a mark on the budget line; the boxes of the marks, the labels keep off them
+     * (beyond MAX_MARK_BOXES marks, the whole line's band). */
+#define MAX_MARK_BOXES 64
+    struct box taken[MAX_MARK_BOXES + 2];
+    int ntaken = 0, marks = 0;
     double yd = s->budget != GPC_UNLIMITED ? Y(s->budget) : ytop;
-    if (s->budget != GPC_UNLIMITED) {
-        fprintf(f, "<line class=\"budget\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", x0, yd, x1, yd);
-        char lab[48];
-        snprintf(lab, sizeof lab, "budget %s", short_size(s->budget, a, sizeof a));
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"budgetlabel\">%s</text>\n", x0 + 6, yd - 8, lab);
-        taken[ntaken++] = label_box(x0 + 6, yd - 8, strlen(lab), true);
-    }
-    /* The band the denial marks take: the whole budget line, 12 px above it. */
-    bool any_denial = false;
     for (int i = 0; i < s->n; i++) {
         if (!s->p[i].denials)
             continue;
-        any_denial = true;
         double x = X(s->p[i].t_ns);
         fprintf(f, "<g class=\"denial\"><title>%u denial%s at %.3f s</title>"
                    "<path d=\"M%.1f %.1f l-6 -11 h12 Z\"/></g>\n",
                 s->p[i].denials, s->p[i].denials == 1 ? "" : "s", (double)(s->p[i].t_ns - tstart) / 1e9, x, yd);
+        if (marks++ < MAX_MARK_BOXES)
+            taken[ntaken++] = (struct box){x - 8, yd - 13, x + 8, yd + 1};
+        else
+            taken[0] = (struct box){x0, yd - 13, x1, yd + 1}, ntaken = 1;
     }
-    if (any_denial)
-        taken[ntaken++] = (struct box){x0, yd - 13, x1, yd + 1};
+    /* The budget line, labelled at its right end, else its left end: where no mark is. */
+    if (s->budget != GPC_UNLIMITED) {
+        fprintf(f, "<line class=\"budget\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", x0, yd, x1, yd);
+        char lab[48];
+        snprintf(lab, sizeof lab, "budget %s", short_size(s->budget, a, sizeof a));
+        struct box right = label_box(x1 - 4, yd - 8, strlen(lab), false), left = label_box(x0 + 12, yd - 8, strlen(lab), true);
+        bool right_free = true;
+        for (int k = 0; k < ntaken; k++)
+            right_free = right_free && !overlaps(right, taken[k]);
+        struct box at = right_free ? right : left;
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"budgetlabel\" text-anchor=\"%s\">%s</text>\n",
+                right_free ? x1 - 4 : x0 + 12, yd - 8, right_free ? "end" : "start", lab);
+        taken[ntaken++] = at;
+    }
 
     /* The peak, at the first bucket that reached it (the ledger's figure is the authority); its
      * label where it meets neither the denial marks nor the budget's label. */
@@ -440,11 +448,12 @@ static void svg_write(FILE *f, const struct plot *pl)
                ".xlabel{font-size:12px;fill:#666;text-anchor:middle}\n"
                ".usage,.usagekey{fill:#4c78a8;fill-opacity:0.28;stroke:#1f4e79;stroke-width:2;stroke-linejoin:round}\n"
                ".budget,.budgetkey{stroke:#d62728;stroke-width:2.5;stroke-dasharray:9 6}\n"
-               ".budgetlabel{font-size:13px;font-weight:bold;fill:#d62728;text-anchor:start}\n"
+               ".budgetlabel{font-size:13px;font-weight:bold;fill:#d62728}\n"
                ".denial,.denialkey{fill:#d62728;stroke:#7f0000;stroke-width:1}\n"
                ".legend{font-size:12px;fill:#444}\n"
                ".peak{fill:#1f4e79;stroke:#fff;stroke-width:1.5}\n"
                ".peaklabel{font-size:13px;font-weight:bold;fill:#1f4e79}\n"
+               ".budgetlabel,.peaklabel{paint-order:stroke;stroke:#fff;stroke-width:4px;stroke-linejoin:round}\n"
                "</style>\n<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n");
     if (!pl->n)
         fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" class=\"title\">no device memory was allocated under a budget</text>\n",
@@ -565,8 +574,8 @@ static int plot_from_json(json_t *root, struct plot *pl, char *why, size_t len)
         json_t *budget = json_object_get(d, "budget"), *index = json_object_get(d, "index"),
                *name = json_object_get(d, "name");
         s->budget = json_is_number(budget) ? num(d, "budget", 0) : GPC_UNLIMITED;
-        if (json_is_integer(index) && json_integer_value(index) >= 0 && json_integer_value(index) < 1 << 20)
-            s->index = (int)json_integer_value(index);
+        if (json_is_number(index) && json_number_value(index) >= 0 && json_number_value(index) < 1 << 20)
+            s->index = (int)json_number_value(index);
         if (json_is_string(name))
             snprintf(s->name, sizeof s->name, "%s", json_string_value(name));
         s->peak = num(d, "peak", 0);
@@ -612,7 +621,8 @@ int cmd_plot(int argc, char **argv)
         return CLI_USAGE;
     }
     json_error_t err;
-    json_t *root = json_load_file(argv[optind], 0, &err);
+    /* Integers as reals: a figure beyond 2^63 (a report someone else wrote) loads, and is clamped. */
+    json_t *root = json_load_file(argv[optind], JSON_DECODE_INT_AS_REAL, &err);
     if (!root) {
         fprintf(stderr, "gpucap plot: %s: %s (line %d)\n", argv[optind], err.text, err.line);
         return 1;
