@@ -12,7 +12,15 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "internal.h"
+/* The tools see the common layer of libgpucap only (tests/layers.sh checks it). */
+#include "common/defs.h"
+#include "common/faults.h"
+#include "common/hooklist.h"
+#include "common/ledger.h"
+#include "common/log.h"
+#include "common/options.h"
+#include "common/report.h"
+#include "common/units.h"
 #include "tool.h"
 
 /* Exit codes of the commands other than run: 0 success, 1 the check found a problem (or the command

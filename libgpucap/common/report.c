@@ -1,0 +1,411 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * report.c: the usage report, formatted from a ledger.
+ *
+ * One formatter for both writers: the library at process exit (GPUCAP_REPORT, report_exit.c) and
+ * `gpucap run`, which reads the run's private ledger after the command is gone, so that a run of
+ * several processes has one report. Per device: budget, peak, in use, allocations, frees, denials,
+ * refusals by the driver, context reserves, the largest request and when the first denial came
+ * (ISO 8601, UTC); for `gpucap run`, also the command, how it ended and its wall time. Text for
+ * people, one JSON object for machines: the two say the same things. Written with snprintf into a stack buffer and write(2): it may run in a
+ * destructor of a process in any state, so no malloc and no stdio stream.
+ *
+ * A report file is never written through an existing name: it is made new (O_EXCL, O_NOFOLLOW)
+ * under a temporary name in the same directory and renamed over the report's, so a symbolic or hard
+ * link planted at that name cannot lead the write to another file. A directory that every user can
+ * write is refused unless it is sticky (/tmp): there only a file's owner may rename or remove it,
+ * so nobody else can swap or take the report, and a name another user holds cannot be replaced.
+ */
+#include "common/report.h"
+
+#include "common/defs.h"
+#include "common/ledger.h"
+#include "common/units.h"
+
+#include "gpucap_version.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+struct out {
+    int fd;
+    int err;
+    size_t n;
+    char buf[4096];
+};
+
+static void flush(struct out *o)
+{
+    size_t off = 0;
+    while (off < o->n && !o->err) {
+        ssize_t w = write(o->fd, o->buf + off, o->n - off);
+        if (w < 0 && errno != EINTR)
+            o->err = errno;
+        else if (w > 0)
+            off += (size_t)w;
+    }
+    o->n = 0;
+}
+
+static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct out *o, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof line)
+        n = sizeof line - 1;
+    if (o->n + (size_t)n > sizeof o->buf)
+        flush(o);
+    memcpy(o->buf + o->n, line, (size_t)n);
+    o->n += (size_t)n;
+}
+
+/* Appends n bytes as they are (no line bound). */
+static void put_bytes(struct out *o, const char *p, size_t n)
+{
+    while (n > 0) {
+        if (o->n == sizeof o->buf)
+            flush(o);
+        size_t k = sizeof o->buf - o->n < n ? sizeof o->buf - o->n : n;
+        memcpy(o->buf + o->n, p, k);
+        o->n += k, p += k, n -= k;
+    }
+}
+
+/* A JSON string: quotes, backslashes and control characters escaped (bytes >= 0x80 as they are). */
+static void put_json_string(struct out *o, const char *s)
+{
+    put_bytes(o, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            put_bytes(o, e, 2);
+        } else if (c < 0x20 || c == 0x7f) {
+            put(o, "\\u%04x", c);
+        } else {
+            put_bytes(o, (const char *)&c, 1);
+        }
+    }
+    put_bytes(o, "\"", 1);
+}
+
+/* A word of a command line as a shell would read it back: quoted when it holds anything but
+ * plain characters (control characters shown as '?'). */
+static void put_shell_word(struct out *o, const char *s)
+{
+    bool plain = *s != '\0';
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              strchr("-_./=:,+@%", *p)))
+            plain = false;
+    if (plain) {
+        put_bytes(o, s, strlen(s));
+        return;
+    }
+    put_bytes(o, "'", 1);
+    for (const char *p = s; *p; p++) {
+        if (*p == '\'')
+            put_bytes(o, "'\\''", 4);
+        else if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            put_bytes(o, "?", 1);
+        else
+            put_bytes(o, p, 1);
+    }
+    put_bytes(o, "'", 1);
+}
+
+static void format_time(uint64_t ns, char out[40])
+{
+    time_t t = (time_t)(ns / 1000000000u);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    size_t n = strftime(out, 40, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, 40 - n, ".%03uZ", (unsigned)(ns / 1000000u % 1000u));
+}
+
+struct figures {
+    uint64_t limit, used, peak, allocs, frees, denials, refused, contexts, held_at_exit, largest, first_denial_ns;
+};
+
+static void read_figures(const struct gpc_ledger *l, int id, struct figures *f)
+{
+    const struct gpc_ledger_dev *d = &l->dev[id];
+    const struct gpc_slot *s = &d->slot;
+    f->limit = atomic_load(&s->limit);
+    f->used = gpc_ledger_in_use(l, id);
+    f->peak = gpc_ledger_peak(l, id); /* never below f->used */
+    f->allocs = atomic_load(&s->allocs);
+    f->frees = atomic_load(&s->frees);
+    f->denials = atomic_load(&s->denials);
+    f->refused = atomic_load(&d->refused_driver);
+    f->contexts = atomic_load(&d->context_count);
+    f->held_at_exit = atomic_load(&d->held_at_exit);
+    f->largest = atomic_load(&s->largest);
+    f->first_denial_ns = atomic_load(&s->first_denial_ns);
+}
+
+/* The run's device `uuid` as the caller named it (index, name), or NULL. */
+static const struct gpc_report_device *run_device(const struct gpc_report_run *run, const uint8_t uuid[16])
+{
+    for (int i = 0; run && i < run->ndev; i++)
+        if (memcmp(run->dev[i].uuid, uuid, 16) == 0)
+            return &run->dev[i];
+    return NULL;
+}
+
+static void text_size(struct out *o, const char *label, uint64_t v, const char *note)
+{
+    char a[GPC_SIZE_TEXT];
+    put(o, "  %-17s %s (%llu bytes)%s\n", label, gpc_format_size(v, a, sizeof a), (unsigned long long)v, note);
+}
+
+static void text_device(struct out *o, const struct gpc_ledger_dev *d, const struct figures *f, bool audit,
+                        const struct gpc_report_device *named)
+{
+    char uuid[GPC_UUID_TEXT], a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], when[40], who[160] = "";
+    gpc_uuid_format(d->uuid, uuid);
+    if (named && named->index >= 0)
+        snprintf(who, sizeof who, " (GPU %d%s%s)", named->index, named->name[0] ? ", " : "", named->name);
+    if (f->limit == GPC_UNLIMITED)
+        put(o, "device %s%s: no budget, card %s\n", uuid, who, gpc_format_size(d->physical, b, sizeof b));
+    else
+        put(o, "device %s%s: budget %s of %s\n", uuid, who, gpc_format_size(f->limit, a, sizeof a),
+            gpc_format_size(d->physical, b, sizeof b));
+    text_size(o, "peak", f->peak, audit ? ": the budget this job needs" : "");
+    text_size(o, "in use at end", f->used, "");
+    text_size(o, "held at exit", f->held_at_exit, f->held_at_exit ? ": still allocated when its process exited" : "");
+    put(o, "  %-17s %llu\n", "allocations", (unsigned long long)f->allocs);
+    put(o, "  %-17s %llu\n", "frees", (unsigned long long)f->frees);
+    put(o, "  %-17s %llu%s\n", "denials", (unsigned long long)f->denials,
+        audit && f->denials ? " (would have been denied; admitted in audit mode)" : "");
+    put(o, "  %-17s %llu%s\n", "driver refusals", (unsigned long long)f->refused,
+        f->refused ? " (the driver had no memory for them; not in the peak)" : "");
+    put(o, "  %-17s %llu\n", "context reserves", (unsigned long long)f->contexts);
+    if (audit && f->denials)
+        text_size(o, "sufficient", f->peak, ": a budget of the peak would have denied nothing");
+    text_size(o, "largest request", f->largest, "");
+    if (f->first_denial_ns) {
+        format_time(f->first_denial_ns, when);
+        put(o, "  %-17s %s\n", "first denial", when);
+    } else {
+        put(o, "  %-17s none\n", "first denial");
+    }
+}
+
+/* "timeline":{"start":ISO,"points":[[seconds from start, highest, last, denials],...]} */
+static void json_timeline(struct out *o, const struct gpc_timeline *tl)
+{
+    char when[40];
+    format_time(tl->p[0].t_ns, when);
+    put(o, ",\"timeline\":{\"start\":\"%s\",\"points\":[", when);
+    for (int i = 0; i < tl->n; i++) {
+        uint64_t dt = tl->p[i].t_ns - tl->p[0].t_ns;
+        put(o, "%s[%llu.%06llu,%llu,%llu,%u]", i ? "," : "", (unsigned long long)(dt / 1000000000u),
+            (unsigned long long)(dt / 1000u % 1000000u), (unsigned long long)tl->p[i].max,
+            (unsigned long long)tl->p[i].last, tl->p[i].denials);
+    }
+    put(o, "]}");
+}
+
+static void json_device(struct out *o, const struct gpc_ledger_dev *d, const struct figures *f, bool first,
+                        bool audit, const struct gpc_timeline *tl, const struct gpc_report_device *named)
+{
+    char uuid[GPC_UUID_TEXT], when[40];
+    gpc_uuid_format(d->uuid, uuid);
+    put(o, "%s{\"uuid\":\"%s\",", first ? "" : ",", uuid);
+    if (named && named->index >= 0) {
+        put(o, "\"index\":%d,\"name\":", named->index);
+        put_json_string(o, named->name);
+        put(o, ",");
+    }
+    put(o, "\"physical\":%llu,", (unsigned long long)d->physical);
+    if (f->limit == GPC_UNLIMITED)
+        put(o, "\"budget\":null,");
+    else
+        put(o, "\"budget\":%llu,", (unsigned long long)f->limit);
+    put(o, "\"peak\":%llu,\"in_use\":%llu,\"held_at_exit\":%llu,\"allocations\":%llu,\"frees\":%llu,"
+        "\"denials\":%llu,\"driver_refusals\":%llu,\"context_reserves\":%llu,",
+        (unsigned long long)f->peak, (unsigned long long)f->used, (unsigned long long)f->held_at_exit,
+        (unsigned long long)f->allocs, (unsigned long long)f->frees, (unsigned long long)f->denials,
+        (unsigned long long)f->refused, (unsigned long long)f->contexts);
+    if (audit && f->denials)
+        put(o, "\"sufficient\":%llu,", (unsigned long long)f->peak);
+    else
+        put(o, "\"sufficient\":null,");
+    put(o, "\"largest\":%llu,", (unsigned long long)f->largest);
+    if (f->first_denial_ns) {
+        format_time(f->first_denial_ns, when);
+        put(o, "\"first_denial\":\"%s\"", when);
+    } else {
+        put(o, "\"first_denial\":null");
+    }
+    if (tl && tl->n > 0)
+        json_timeline(o, tl);
+    put(o, "}");
+}
+
+/* The run: its command, how it ended, how long it took (what `gpucap run` knows). */
+static void text_run(struct out *o, const struct gpc_report_run *run)
+{
+    put(o, "%-19s ", "command");
+    for (int i = 0; i < run->argc; i++) {
+        if (i)
+            put_bytes(o, " ", 1);
+        put_shell_word(o, run->argv[i]);
+    }
+    put_bytes(o, "\n", 1);
+    if (run->signal)
+        put(o, "%-19s killed by signal %d (%s)\n", "exit", run->signal, run->signal_name ? run->signal_name : "?");
+    else
+        put(o, "%-19s status %d\n", "exit", run->status);
+    put(o, "%-19s %llu.%03llu s\n", "wall time", (unsigned long long)(run->wall_ns / 1000000000u),
+        (unsigned long long)(run->wall_ns / 1000000u % 1000u));
+}
+
+static void json_run(struct out *o, const struct gpc_report_run *run)
+{
+    put(o, "\"command\":[");
+    for (int i = 0; i < run->argc; i++) {
+        if (i)
+            put_bytes(o, ",", 1);
+        put_json_string(o, run->argv[i]);
+    }
+    if (run->signal) {
+        put(o, "],\"exit\":{\"status\":null,\"signal\":%d,\"signal_name\":", run->signal);
+        put_json_string(o, run->signal_name ? run->signal_name : "");
+        put(o, "},");
+    } else {
+        put(o, "],\"exit\":{\"status\":%d,\"signal\":null,\"signal_name\":null},", run->status);
+    }
+    put(o, "\"wall_seconds\":%llu.%06llu,", (unsigned long long)(run->wall_ns / 1000000000u),
+        (unsigned long long)(run->wall_ns / 1000u % 1000000u));
+}
+
+int gpc_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit)
+{
+    return gpc_report_write_run(fd, l, json, audit, NULL, 0, NULL);
+}
+
+int gpc_report_write_timeline(int fd, const struct gpc_ledger *l, bool json, bool audit,
+                              const struct gpc_timeline *tl, int ntl)
+{
+    return gpc_report_write_run(fd, l, json, audit, tl, ntl, NULL);
+}
+
+int gpc_report_write_run(int fd, const struct gpc_ledger *l, bool json, bool audit, const struct gpc_timeline *tl,
+                         int ntl, const struct gpc_report_run *run)
+{
+    struct out o = {.fd = fd};
+    int shown = 0;
+    if (json) {
+        put(&o, "{\"version\":\"%s\",\"mode\":\"%s\",", GPUCAP_VERSION_STRING, audit ? "audit" : "enforce");
+        if (run)
+            json_run(&o, run);
+        put(&o, "\"devices\":[");
+    } else {
+        put(&o, "gpucap report (gpucap %s)\n", GPUCAP_VERSION_STRING);
+        if (run)
+            text_run(&o, run);
+        put(&o, "%-19s %s\n", "mode", audit ? "audit (nothing was denied: the peak is what the job needs)" : "enforce");
+    }
+    for (int i = 0; l && i < GPC_LEDGER_DEVICES; i++) {
+        const struct gpc_ledger_dev *d = &l->dev[i];
+        if (atomic_load(&d->state) != 1)
+            continue;
+        struct figures f;
+        read_figures(l, i, &f);
+        const struct gpc_timeline *mine = NULL;
+        for (int t = 0; t < ntl && !mine; t++)
+            if (memcmp(tl[t].uuid, d->uuid, sizeof tl[t].uuid) == 0)
+                mine = &tl[t];
+        if (json)
+            json_device(&o, d, &f, shown == 0, audit, mine, run_device(run, d->uuid));
+        else
+            text_device(&o, d, &f, audit, run_device(run, d->uuid));
+        shown++;
+    }
+    if (json)
+        put(&o, "]}\n");
+    else if (!shown)
+        put(&o, "no device memory was allocated under a budget\n");
+    flush(&o);
+    return -o.err;
+}
+
+int gpc_report_file(const char *path, int (*write)(int fd, void *arg), void *arg, char *why, size_t len)
+{
+    char dir[512], tmp[600];
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (slash)
+        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    else
+        snprintf(dir, sizeof dir, ".");
+    int rc = 0, fd = -1, dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    struct stat st;
+    bool exists = false;
+    if (!*base || strlen(path) >= sizeof dir) {
+        rc = -EINVAL;
+        snprintf(why, len, "is not a file name");
+    } else if (dfd < 0 || fstat(dfd, &st) != 0) {
+        rc = -errno;
+        snprintf(why, len, "its directory cannot be opened (%s)", strerror(errno));
+    } else if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
+        rc = -EPERM;
+        snprintf(why, len, "its directory %s is writable by every user and not sticky: refused", dir);
+    } else if ((exists = fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0) && S_ISLNK(st.st_mode)) {
+        rc = -ELOOP;
+        snprintf(why, len, "is a symbolic link: refused (a report is never written through a link)");
+    } else if (exists && !S_ISREG(st.st_mode)) {
+        rc = -EINVAL;
+        snprintf(why, len, "exists and is not a regular file");
+    }
+    for (int i = 0; rc == 0 && fd < 0 && i < 100; i++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        snprintf(tmp, sizeof tmp, ".%s.%d.%ld.tmp", base, (int)getpid(), (long)(ts.tv_nsec + i));
+        fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST) {
+            rc = -errno;
+            snprintf(why, len, "cannot be created (%s)", strerror(errno));
+        }
+    }
+    if (rc == 0 && fd < 0) {
+        rc = -EEXIST;
+        snprintf(why, len, "no temporary name is free beside it");
+    }
+    if (rc == 0) {
+        /* A report that replaces one of ours keeps its permissions. */
+        if (exists && st.st_uid == geteuid())
+            fchmod(fd, st.st_mode & 0777);
+        rc = write(fd, arg);
+        if (rc != 0)
+            snprintf(why, len, "cannot be written (%s)", strerror(-rc));
+        else if (renameat(dfd, tmp, dfd, base) != 0) {
+            rc = -errno;
+            snprintf(why, len, "cannot be replaced (%s)", strerror(errno));
+        }
+        if (rc != 0)
+            unlinkat(dfd, tmp, 0);
+    }
+    if (fd >= 0)
+        close(fd);
+    if (dfd >= 0)
+        close(dfd);
+    return rc;
+}

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * budget.h: reservation arithmetic (budget.c) over the ledger's device entries.
+ */
+#ifndef GPUCAP_CORE_BUDGET_H
+#define GPUCAP_CORE_BUDGET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/ledger.h"
+
+/* In the crash-test copy of the library only: the process dies (SIGKILL) at step n of a locked
+ * lease operation when GPC_TEST_CRASH_AT=n. Nothing in the real library. */
+#ifdef GPC_CRASH_POINTS
+void gpc_crash_point(int n);
+#define GPC_CRASH_POINT(n) gpc_crash_point(n)
+#else
+#define GPC_CRASH_POINT(n) ((void)0)
+#endif
+/* Budget ids are ledger device indices, or one of these. */
+#define GPC_BUDGET_NONE (-1) /* no limit for that device: nothing is counted */
+#define GPC_BUDGET_DENY (-2) /* a budget of 0 after a bad setting: everything is denied */
+/*
+ * Admits `bytes` if what is admitted on the device stays within its limit: 0, or -ENOMEM (nothing
+ * changed, denial counted). Inside this process's lease: one compare-and-swap. Otherwise the lease
+ * grows under the device's robust lock; before denying, every process's spare and dead processes'
+ * shares are taken back and admission is tried again.
+ */
+int gpc_budget_reserve(int id, uint64_t bytes);
+/* How gpc_budget_admit admits (flags). */
+#define GPC_ADMIT_UNCHECKED 1u  /* audit mode: whatever the limit (see gpc_budget_reserve_unchecked) */
+#define GPC_ADMIT_CONTEXT 2u    /* a context reserve: counted apart, not a request (allocs, largest) */
+#define GPC_ADMIT_DEFER_PEAK 4u /* the peak and the timeline wait for gpc_budget_admitted (the driver may refuse) */
+#define GPC_UNDO_DRIVER 8u      /* gpc_budget_undo: the driver refused (counted as such) */
+/* gpc_budget_reserve with GPC_ADMIT_* flags. */
+int gpc_budget_admit(int id, uint64_t bytes, unsigned how);
+/* The driver carried out an admission made with GPC_ADMIT_DEFER_PEAK: this process's peak follows. */
+void gpc_budget_admitted(int id);
+/*
+ * Takes back an admission the driver did not carry out (`how`: the admission's GPC_ADMIT_CONTEXT,
+ * and GPC_UNDO_DRIVER when the driver refused it): the bytes back, the allocation uncounted, no free.
+ */
+void gpc_budget_undo(int id, uint64_t bytes, unsigned how);
+/* Gives back bytes that were no allocation of the program (a context, an estimate settled): no free. */
+void gpc_budget_give_back(int id, uint64_t bytes);
+/* At normal exit, before the ledger lets go: adds what this process still holds to held_at_exit. */
+void gpc_budget_note_exit(void);
+/* The admission rule: `bytes` more on top of `used` stays within `limit` (computed without wrapping). */
+bool gpc_budget_fits(uint64_t used, uint64_t bytes, uint64_t limit);
+/* Gives back bytes admitted earlier (no lock: into this process's lease). */
+void gpc_budget_release(int id, uint64_t bytes);
+/* What the processes on budget `id` have in use (0 for none); the device's peak follows it. */
+uint64_t gpc_budget_in_use(int id);
+/* The device's peak of budget `id` (gpc_ledger_peak, and what is in use now). */
+uint64_t gpc_budget_peak(int id);
+/* Adds every thread's batched allocation and free counts to the ledger (for a report). */
+void gpc_budget_flush_counts(void);
+/* Registers the fork handler of the batched counts (at start-up). */
+void gpc_budget_atfork(void);
+/* Adds `delta` bytes to the part of a budget's use that context reserves make up (figures only). */
+void gpc_budget_note_contexts(int id, int64_t delta);
+/* The figures of a budget (NULL for GPC_BUDGET_NONE). */
+struct gpc_slot *gpc_budget_slot(int id);
+/*
+ * Audit mode: admits `bytes` whatever the limit (used may pass it), so that the peak is what the
+ * job really needs. 0, or -ENOMEM when the shared ledger cannot be locked (logged).
+ */
+int gpc_budget_reserve_unchecked(int id, uint64_t bytes);
+/* Counts a denial decided elsewhere (an injected fault) in the budget's figures. */
+void gpc_budget_note_denial(int id, uint64_t bytes);
+
+#endif
