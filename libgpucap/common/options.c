@@ -279,7 +279,7 @@ static char *read_line(char *str, int num, void *stream)
 }
 
 /* "GPU-" then hex digits and dashes, at least 8 digits: a UUID or a prefix of one. */
-static bool uuid_text(const char *t)
+bool gpc_settings_uuid_text(const char *t)
 {
     if (strncasecmp(t, "GPU-", 4) != 0 || strlen(t) >= GPC_UUID_TEXT)
         return false;
@@ -378,7 +378,7 @@ static int device_section(const char *section)
 {
     if (strncmp(section, "device.", 7) != 0)
         return -ENOENT;
-    if (uuid_text(section + 7))
+    if (gpc_settings_uuid_text(section + 7))
         return SECTION_UUID;
     char *end;
     long n = strtol(section + 7, &end, 10);
@@ -562,7 +562,7 @@ static bool apply_env(struct gpc_settings *s, const char *name, const char *valu
         struct gpc_value *v;
         if (name[n] == '\0') {
             v = &s->opt[i];
-        } else if (name[n] == '_' && (d->flags & GPC_OPTF_PER_DEVICE) && uuid_text(name + n + 1)) {
+        } else if (name[n] == '_' && (d->flags & GPC_OPTF_PER_DEVICE) && gpc_settings_uuid_text(name + n + 1)) {
             v = uuid_value(s, name + n + 1);
             if (!v)
                 return true;

@@ -252,6 +252,20 @@ void tool_man(const struct tool_cmd *c, FILE *f)
     }
 }
 
+void tool_json_string(FILE *f, const char *text)
+{
+    fputc('"', f);
+    for (const char *p = text; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\u%04x", (unsigned char)*p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
 char *tool_field_text(char *out, size_t out_size, const char *field, size_t field_size)
 {
     size_t n = strnlen(field, field_size);

@@ -73,6 +73,9 @@ void tool_version(const char *name);
 /* Each flag's value from its variable (else its default; NULL without one) into values[]. */
 void tool_env_values(const struct tool_cmd *c, const char **values);
 
+/* Writes `text` as a JSON string (quotes included): '"', '\\' and control characters escaped. */
+void tool_json_string(FILE *f, const char *text);
+
 /*
  * A name read from a file someone else writes (a ledger's pod, container, version): at most
  * `field_size` bytes of `field` (no terminator needed there) and at most out_size - 1, every byte

@@ -49,20 +49,6 @@ static void collect(enum gpc_log_level level, const char *line, void *arg)
         snprintf(w->line[w->n++], sizeof w->line[0], "%s%s", level == GPC_LOG_ERROR ? "error: " : "warning: ", line);
 }
 
-static void json_string(const char *t)
-{
-    putchar('"');
-    for (; *t; t++) {
-        if (*t == '"' || *t == '\\')
-            printf("\\%c", *t);
-        else if ((unsigned char)*t < 0x20)
-            printf("\\u%04x", (unsigned char)*t);
-        else
-            putchar(*t);
-    }
-    putchar('"');
-}
-
 static int on_flag(void *arg, int flag, const char *v)
 {
     (void)flag, (void)v;
@@ -103,7 +89,7 @@ static void show_budget(const struct gpc_settings *s, const char *who, int ordin
 static int print_json(const struct gpc_settings *s, const char *file, const struct said *said)
 {
     printf("{\"config\":{\"path\":");
-    json_string(s->config_path);
+    tool_json_string(stdout, s->config_path);
     printf(",\"read\":%s,\"bad\":%s,\"locked\":%s,\"from\":\"%s\"},\"settings\":[", s->config_read ? "true" : "false",
            s->config_bad ? "true" : "false", s->locked ? "true" : "false", file ? "argument" : "environment");
     for (int i = 0; i < GPC_OPT__COUNT; i++) {
@@ -112,12 +98,12 @@ static int print_json(const struct gpc_settings *s, const char *file, const stru
         printf("%s{\"key\":\"%s\",\"variable\":\"%s\",\"value\":", i ? "," : "", gpc_option_defs[i].key,
                gpc_option_defs[i].env);
         if (v->set)
-            json_string(v->text);
+            tool_json_string(stdout, v->text);
         else
             printf("null");
         printf(",\"valid\":%s,\"origin\":", v->bad ? "false" : "true");
         if (v->set)
-            json_string(file && i == GPC_OPT_CONFIG ? "the command line"
+            tool_json_string(stdout, file && i == GPC_OPT_CONFIG ? "the command line"
                                                     : gpc_value_origin(s, v, (enum gpc_opt)i, -1, where, sizeof where));
         else
             printf("null");
@@ -131,12 +117,12 @@ static int print_json(const struct gpc_settings *s, const char *file, const stru
     else if (from->bad)
         printf("0");
     else
-        json_string(from->text);
+        tool_json_string(stdout, from->text);
     printf("},\"errors\":[");
     for (int i = 0; i < said->n; i++) {
         if (i)
             putchar(',');
-        json_string(said->line[i]);
+        tool_json_string(stdout, said->line[i]);
     }
     printf("],\"error_count\":%d,\"ok\":%s}\n", s->errors, s->errors ? "false" : "true");
     return s->errors ? 1 : 0;

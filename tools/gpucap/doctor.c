@@ -48,16 +48,9 @@ static void line(const char *tag, const char *fmt, ...)
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
     if (json) {
-        printf("%s{\"result\":\"%s\",\"message\":\"", shown ? "," : "", tag);
-        for (const char *p = text; *p; p++) {
-            if (*p == '"' || *p == '\\')
-                printf("\\%c", *p);
-            else if ((unsigned char)*p < 0x20)
-                printf("\\u%04x", (unsigned char)*p);
-            else
-                putchar(*p);
-        }
-        printf("\"}");
+        printf("%s{\"result\":\"%s\",\"message\":", shown ? "," : "", tag);
+        tool_json_string(stdout, text);
+        printf("}");
     } else {
         printf("%-4s  %s\n", tag, text);
     }

@@ -182,22 +182,6 @@ static int set_count(const char *flag, enum gpc_opt o, const char *text)
     return 0;
 }
 
-/* "GPU-" and hex digits and dashes, 8 digits at least: a card's UUID or the start of one, as the
- * library's settings take it (GPUCAP_MEMORY_LIMIT_GPU-<uuid>). */
-static bool uuid_text(const char *t, size_t n)
-{
-    if (n < 4 || strncasecmp(t, "GPU-", 4) != 0 || n >= GPC_UUID_TEXT)
-        return false;
-    int digits = 0;
-    for (size_t i = 4; i < n; i++) {
-        if ((t[i] >= '0' && t[i] <= '9') || (t[i] >= 'a' && t[i] <= 'f') || (t[i] >= 'A' && t[i] <= 'F'))
-            digits++;
-        else if (t[i] != '-')
-            return false;
-    }
-    return digits >= 8;
-}
-
 struct run_opts {
     const char *lib, *report;
     int report_fd; /* -1: none */
@@ -211,19 +195,20 @@ static int on_flag(void *arg, int flag, const char *v)
     case F_MEMORY:
         return set_size("--memory", gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, v);
     case F_DEVICE_MEMORY: {
+        /* DEV=SIZE: DEV an ordinal or a UUID (or its start), the names the settings take. */
         const char *eq = strchr(v, '=');
+        char dev[GPC_UUID_TEXT] = "", name[96];
+        if (eq && (size_t)(eq - v) < sizeof dev)
+            snprintf(dev, sizeof dev, "%.*s", (int)(eq - v), v);
         char *end;
-        long dev = eq ? strtol(v, &end, 10) : -1;
-        char name[96];
-        if (eq && end == eq && eq > v && dev >= 0 && dev < GPC_MAX_DEVICES)
-            snprintf(name, sizeof name, "%s_%ld", gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, dev);
-        else if (eq && uuid_text(v, (size_t)(eq - v)))
-            snprintf(name, sizeof name, "%s_%.*s", gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, (int)(eq - v), v);
-        else {
+        long ordinal = dev[0] ? strtol(dev, &end, 10) : -1;
+        bool is_ordinal = dev[0] && !*end && ordinal >= 0 && ordinal < GPC_MAX_DEVICES;
+        if (!is_ordinal && !gpc_settings_uuid_text(dev)) {
             tool_usage_error(&cli_run_cmd, "--device-memory takes DEV=SIZE, DEV a device ordinal (0, 1, ...) or "
                              "UUID (GPU-...), not '%s'", v);
             return -1;
         }
+        snprintf(name, sizeof name, "%s_%s", gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, dev);
         return set_size("--device-memory", name, eq + 1);
     }
     case F_AUDIT:

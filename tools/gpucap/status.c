@@ -193,15 +193,8 @@ int cmd_status(int argc, char **argv)
     cli_age(age, agetext, sizeof agetext);
     if (json) {
         printf("{\"ledger\":");
-        char esc[sizeof named * 2];
-        size_t k = 0;
-        for (const char *p = path; *p && k + 2 < sizeof esc; p++) {
-            if (*p == '"' || *p == '\\')
-                esc[k++] = '\\';
-            esc[k++] = (unsigned char)*p < 0x20 ? '?' : *p;
-        }
-        esc[k] = '\0';
-        printf("\"%s\",\"ledger_from\":\"%s\",\"age_seconds\":%llu,\"live_processes\":%d,\"stale\":%s,", esc, from,
+        tool_json_string(stdout, path);
+        printf(",\"ledger_from\":\"%s\",\"age_seconds\":%llu,\"live_processes\":%d,\"stale\":%s,", from,
                (unsigned long long)(age / 1000000000u), live, live ? "false" : "true");
     } else {
         printf("ledger %s (%s), last written %s ago", path, from, agetext);
@@ -228,9 +221,11 @@ int cmd_status(int argc, char **argv)
         used = used > dead ? used - dead : 0;
         if (json) {
             printf("%s{\"uuid\":\"%s\",", shown ? "," : "", uuid);
-            if (index >= 0)
-                printf("\"index\":%d,\"name\":\"%s\",", index, name);
-            else
+            if (index >= 0) {
+                printf("\"index\":%d,\"name\":", index);
+                tool_json_string(stdout, name);
+                printf(",");
+            } else
                 printf("\"index\":null,\"name\":null,");
             printf("\"physical\":%llu,\"budget\":", (unsigned long long)d->physical);
             if (limit == GPC_UNLIMITED)
