@@ -447,12 +447,11 @@ int gpc_budget_reserve(int id, uint64_t bytes)
 void gpc_budget_admitted(int id)
 {
     int me = gpc_ledger_me();
-    if (id < 0 || me < 0)
+    if (gpc_unlikely(id < 0 || me < 0))
         return;
+    /* As at admission: the pair read now, unless a lock holder is changing it (it notes the peak). */
     struct gpc_ledger_share *s = &gpc_ledger->proc[me].share[id];
-    uint64_t in_use = gpc_ledger_share_in_use(s);
-    if (in_use > atomic_load_explicit(&s->peak, memory_order_relaxed))
-        max_into(&s->peak, in_use);
+    note_peak(s, atomic_load_explicit(&s->spare, memory_order_relaxed));
     timeline_note(id, false);
 }
 
@@ -474,7 +473,7 @@ static void give_back_spare(int id)
     gpc_ledger_unlock(d);
 }
 
-static void give_back(int id, uint64_t bytes, bool freed)
+static inline __attribute__((always_inline)) void give_back(int id, uint64_t bytes, bool freed)
 {
     gpc_ledger_check_broken();
     int me = gpc_ledger_me();
