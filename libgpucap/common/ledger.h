@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #define GPC_LEDGER_MAGIC 0x5247444c43504721ULL /* "!GPCLDGR" */
-#define GPC_LEDGER_VERSION 4u
+#define GPC_LEDGER_VERSION 5u
 #define GPC_LEDGER_DEVICES 32
 #define GPC_LEDGER_PROCS 1024
 
@@ -48,12 +48,14 @@ struct gpc_ledger_dev {
     _Atomic int32_t victim;
     uint32_t pad2;
     _Atomic uint64_t victim_spare, victim_spare_after, victim_lease;
-    /* Figures carved out of what was reserved (zero in a file written before: none counted), so
-     * the layout and its version stay those of v4. */
+    /* v5: the NVIDIA driver's own limit for this container on this card, as a process saw it in
+     * force (drvlimit.h), 0 when none was seen: then only gpucap enforces. The budget (slot.limit)
+     * is never above it: min(gpucap's own, the driver's). */
+    _Atomic uint64_t driver_limit;
+    /* v5: figures of the report (zero in a file of v4: none counted). */
     _Atomic uint64_t refused_driver;  /* requests gpucap admitted and the driver refused */
     _Atomic uint64_t context_count;   /* context reserves charged (not in allocs, largest) */
     _Atomic uint64_t held_at_exit;    /* bytes processes still held when they exited normally */
-    char reserved[8];
 };
 
 /*
@@ -116,6 +118,15 @@ struct gpc_ledger {
     struct gpc_ledger_dev dev[GPC_LEDGER_DEVICES];
     struct gpc_ledger_proc proc[GPC_LEDGER_PROCS];
 };
+
+/* Writes the header and initialises the locks of a fresh (zero) ledger mapping. */
+void gpc_ledger_format(struct gpc_ledger *l);
+/*
+ * Makes a whole, fresh ledger file at `path` with permissions `mode` (the umask does not apply):
+ * written under a temporary name first, so nothing ever sees half a ledger. 0, -EEXIST when
+ * something is at the path already (left as it is), or another -errno.
+ */
+int gpc_ledger_create(const char *path, unsigned mode);
 
 /*
  * Checks a mapped ledger of `file_size` bytes: NULL if it is usable, else the reason, e.g.

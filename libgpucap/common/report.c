@@ -19,6 +19,7 @@
 #include "common/report.h"
 
 #include "common/defs.h"
+#include "common/drvlimit.h"
 #include "common/ledger.h"
 #include "common/units.h"
 
@@ -139,7 +140,8 @@ static void format_time(uint64_t ns, char out[40])
 }
 
 struct figures {
-    uint64_t limit, used, peak, allocs, frees, denials, refused, contexts, held_at_exit, largest, first_denial_ns;
+    uint64_t limit, used, peak, allocs, frees, denials, refused, contexts, held_at_exit, largest, first_denial_ns,
+        driver_limit;
 };
 
 static void read_figures(const struct gpc_ledger *l, int id, struct figures *f)
@@ -157,6 +159,7 @@ static void read_figures(const struct gpc_ledger *l, int id, struct figures *f)
     f->held_at_exit = atomic_load(&d->held_at_exit);
     f->largest = atomic_load(&s->largest);
     f->first_denial_ns = atomic_load(&s->first_denial_ns);
+    f->driver_limit = atomic_load(&l->dev[id].driver_limit);
 }
 
 /* The run's device `uuid` as the caller named it (index, name), or NULL. */
@@ -186,6 +189,13 @@ static void text_device(struct out *o, const struct gpc_ledger_dev *d, const str
     else
         put(o, "device %s%s: budget %s of %s\n", uuid, who, gpc_format_size(f->limit, a, sizeof a),
             gpc_format_size(d->physical, b, sizeof b));
+    if (f->driver_limit) {
+        char lim[GPC_SIZE_TEXT];
+        put(o, "  %-17s %s (the driver's limit %s)\n", "enforced by", gpc_enforced_by(f->driver_limit),
+            gpc_format_size(f->driver_limit, lim, sizeof lim));
+    } else {
+        put(o, "  %-17s %s\n", "enforced by", gpc_enforced_by(0));
+    }
     text_size(o, "peak", f->peak, audit ? ": the budget this job needs" : "");
     text_size(o, "in use at end", f->used, "");
     text_size(o, "held at exit", f->held_at_exit, f->held_at_exit ? ": still allocated when its process exited" : "");
@@ -238,6 +248,11 @@ static void json_device(struct out *o, const struct gpc_ledger_dev *d, const str
         put(o, "\"budget\":null,");
     else
         put(o, "\"budget\":%llu,", (unsigned long long)f->limit);
+    put(o, "\"enforced_by\":\"%s\",", gpc_enforced_by(f->driver_limit));
+    if (f->driver_limit)
+        put(o, "\"driver_limit\":%llu,", (unsigned long long)f->driver_limit);
+    else
+        put(o, "\"driver_limit\":null,");
     put(o, "\"peak\":%llu,\"in_use\":%llu,\"held_at_exit\":%llu,\"allocations\":%llu,\"frees\":%llu,"
         "\"denials\":%llu,\"driver_refusals\":%llu,\"context_reserves\":%llu,",
         (unsigned long long)f->peak, (unsigned long long)f->used, (unsigned long long)f->held_at_exit,

@@ -41,7 +41,7 @@ static int current_budget(void)
     if (!gpc_enforcing() || gpc_opt_enum(&gpc_config, GPC_OPT_MODE) == GPC_MODE_AUDIT ||
         gpc_current_device(&dev) != CUDA_SUCCESS)
         return GPC_BUDGET_NONE;
-    return gpc_device_budget(dev);
+    return gpc_device_budget_current(dev);
 }
 
 static struct gpc_slot *device_slot(CUdevice dev)

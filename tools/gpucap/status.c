@@ -3,13 +3,15 @@
  * status.c: `gpucap status [--ledger FILE] [--json]`: the ledger as it is now, read-only: its path
  * (and where that came from), its age and whether any process of it is alive; whose it is (pod,
  * container, the writer's gpucap version); per device (by UUID, with NVML's index and name) budget,
- * in use, peak and denials; per process pid, command name (/proc/<pid>/comm), age, use, peak and
- * whether it is alive. The file is someone else's: it is copied (cli_read_ledger: no link followed,
- * no FIFO waited on, no mapping that a truncation turns into SIGBUS), nothing is locked or written,
- * so a status never disturbs the processes it looks at. A ledger that cannot be read is one line
- * with the reason, exit 1.
+ * in use, peak and denials, and who enforces it (`enforced by: driver + gpucap` where the NVIDIA
+ * driver's own limit was seen in force, else `gpucap`); per process pid, command name
+ * (/proc/<pid>/comm), age, use, peak and whether it is alive. The file is someone else's: it is
+ * copied (cli_read_ledger: no link followed, no FIFO waited on, no mapping that a truncation turns
+ * into SIGBUS), nothing is locked or written, so a status never disturbs the processes it looks at.
+ * A ledger that cannot be read is one line with the reason, exit 1.
  */
 #include "cli.h"
+#include "common/drvlimit.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -232,6 +234,12 @@ int cmd_status(int argc, char **argv)
                 printf("null");
             else
                 printf("%llu", (unsigned long long)limit);
+            uint64_t drv = atomic_load(&d->driver_limit);
+            printf(",\"enforced_by\":\"%s\",\"driver_limit\":", gpc_enforced_by(drv));
+            if (drv)
+                printf("%llu", (unsigned long long)drv);
+            else
+                printf("null");
             printf(",\"in_use\":%llu,\"contexts\":%llu,\"peak\":%llu,\"denials\":%llu}", (unsigned long long)used,
                    (unsigned long long)atomic_load(&d->slot.contexts), (unsigned long long)peak,
                    (unsigned long long)denials);
@@ -244,6 +252,12 @@ int cmd_status(int argc, char **argv)
                    gpc_format_size(used, b, sizeof b), gpc_format_size(atomic_load(&d->slot.contexts), x, sizeof x),
                    gpc_format_size(peak, c, sizeof c), gpc_format_size(d->physical, p, sizeof p),
                    cli_count(denials, "denial", "denials", den, sizeof den));
+            uint64_t drv = atomic_load(&d->driver_limit);
+            if (drv)
+                printf("  enforced by: %s (the driver's limit %s)\n", gpc_enforced_by(drv),
+                       gpc_format_size(drv, x, sizeof x));
+            else
+                printf("  enforced by: %s\n", gpc_enforced_by(0));
         }
         shown++;
     }
