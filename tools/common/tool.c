@@ -139,6 +139,22 @@ int tool_parse(const struct tool_cmd *c, int argc, char **argv, int (*on_flag)(v
     return optind;
 }
 
+int tool_begin(const struct tool_cmd *c, int argc, char **argv, int (*on_flag)(void *arg, int flag, const char *value),
+               void *arg, int *first)
+{
+    int i = tool_parse(c, argc, argv, on_flag, arg);
+    if (i == TOOL_PARSE_EXIT_OK)
+        return 0;
+    if (i < 0)
+        return c->usage_exit;
+    if (c->max_operands != TOOL_ANY && argc - i > c->max_operands) {
+        tool_usage_error(c, "unexpected argument '%s'", argv[i + c->max_operands]);
+        return c->usage_exit;
+    }
+    *first = i;
+    return -1;
+}
+
 void tool_env_values(const struct tool_cmd *c, const char **values)
 {
     for (int i = 0; i < c->nflags; i++) {

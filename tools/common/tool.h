@@ -44,7 +44,9 @@ struct tool_cmd {
     const char *tail;     /* after the flags: operands, exit status, examples (or NULL) */
     bool stop_at_operand; /* the first operand ends the options (CMD's own are CMD's) */
     int usage_exit;       /* the exit status of a usage error */
+    int max_operands;     /* operands allowed after the options: 0 (the default), N, or TOOL_ANY */
 };
+#define TOOL_ANY (-1)
 
 /* Return values of tool_parse other than an operand's index. */
 #define TOOL_PARSE_EXIT_OK (-1)  /* --help, --version or --help-man was answered: exit 0 */
@@ -58,6 +60,13 @@ struct tool_cmd {
  */
 int tool_parse(const struct tool_cmd *c, int argc, char **argv, int (*on_flag)(void *arg, int flag, const char *value),
                void *arg);
+/*
+ * A program's or command's start: tool_parse, then more operands than c->max_operands are a usage
+ * error. Returns -1 to go on, with *first the index of the first operand; else the exit status to
+ * return at once (0 after --help or --version, c->usage_exit after a usage error, said).
+ */
+int tool_begin(const struct tool_cmd *c, int argc, char **argv, int (*on_flag)(void *arg, int flag, const char *value),
+               void *arg, int *first);
 /* One usage error line: "NAME: message (see 'NAME --help')". */
 void tool_usage_error(const struct tool_cmd *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* One error line "NAME: message", for what is not a usage error. */

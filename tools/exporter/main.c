@@ -191,15 +191,9 @@ int main(int argc, char **argv)
 {
     const char *val[OPT_COUNT];
     tool_env_values(&exporter_cmd, val);
-    int first = tool_parse(&exporter_cmd, argc, argv, set_flag, val);
-    if (first == TOOL_PARSE_EXIT_OK)
-        return 0;
-    if (first < 0)
-        return TOOL_EXIT_USAGE;
-    if (first < argc) {
-        tool_usage_error(&exporter_cmd, "unexpected argument '%s'", argv[first]);
-        return TOOL_EXIT_USAGE;
-    }
+    int first, rc = tool_begin(&exporter_cmd, argc, argv, set_flag, val, &first);
+    if (rc >= 0)
+        return rc;
     bool once = val[OPT_ONCE] != NULL;
     root = val[OPT_ROOT];
     if (once) {

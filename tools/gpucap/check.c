@@ -29,6 +29,7 @@ const struct tool_cmd cli_check_cmd = {
     .nflags = F_COUNT,
     .tail = "Exit 0 when all is valid, 1 otherwise, 2 for a usage error.\n\n" CLI_SETTINGS_NOTE,
     .usage_exit = CLI_USAGE,
+    .max_operands = 1,
 };
 
 /* The error lines of the load, kept for --json (and printed as the library prints them without). */
@@ -131,15 +132,9 @@ static int print_json(const struct gpc_settings *s, const char *file, const stru
 int cmd_check(int argc, char **argv)
 {
     bool json = false;
-    int first = tool_parse(&cli_check_cmd, argc, argv, on_flag, &json);
-    if (first == TOOL_PARSE_EXIT_OK)
-        return 0;
-    if (first < 0)
-        return CLI_USAGE;
-    if (argc - first > 1) {
-        tool_usage_error(&cli_check_cmd, "one FILE at most, not also '%s'", argv[first + 1]);
-        return CLI_USAGE;
-    }
+    int first, rc = tool_begin(&cli_check_cmd, argc, argv, on_flag, &json, &first);
+    if (rc >= 0)
+        return rc;
     const char *file = first < argc ? argv[first] : NULL;
     if (file) {
         /* Said here, about the argument: the library would name GPUCAP_CONFIG, which the user did not set. */

@@ -405,15 +405,9 @@ static int on_flag(void *arg, int flag, const char *v)
 int cmd_doctor(int argc, char **argv)
 {
     struct doctor_opts o = {.root = "/"};
-    int first = tool_parse(&cli_doctor_cmd, argc, argv, on_flag, &o);
-    if (first == TOOL_PARSE_EXIT_OK)
-        return 0;
-    if (first < 0)
-        return CLI_USAGE;
-    if (first < argc) {
-        tool_usage_error(&cli_doctor_cmd, "unexpected argument '%s'", argv[first]);
-        return CLI_USAGE;
-    }
+    int first, rc = tool_begin(&cli_doctor_cmd, argc, argv, on_flag, &o, &first);
+    if (rc >= 0)
+        return rc;
     if (json)
         printf("{\"checks\":[");
     check_nodes();

@@ -53,6 +53,7 @@ const struct tool_cmd cli_inject_cmd = {
     .nflags = F_COUNT,
     .tail = "Exit 0 when every file is in place, 1 on a failure, 2 on a usage error.\n",
     .usage_exit = CLI_USAGE,
+    .max_operands = TOOL_ANY,
 };
 
 struct target {
@@ -183,11 +184,9 @@ int cmd_inject(int argc, char **argv)
     const char *v[F_COUNT] = {0};
     struct target t[MAX_CONTAINERS];
     size_t nt = 0;
-    int first = tool_parse(&cli_inject_cmd, argc, argv, set_flag, v);
-    if (first == TOOL_PARSE_EXIT_OK)
-        return 0;
-    if (first < 0)
-        return CLI_USAGE;
+    int first, rc = tool_begin(&cli_inject_cmd, argc, argv, set_flag, v, &first);
+    if (rc >= 0)
+        return rc;
     const char *to = v[F_TO], *ledgers = v[F_LEDGERS], *max = v[F_MAX], *lib = v[F_LIB];
     for (int i = first; i < argc; i++) {
         const char *a = argv[i];
@@ -232,7 +231,6 @@ int cmd_inject(int argc, char **argv)
     self[n] = '\0';
 
     char path[PATH_MAX];
-    int rc;
     snprintf(path, sizeof path, "%s/lib", to);
     if ((rc = make_dir(path, 0755)) != 0)
         return fail("cannot create", path, rc);

@@ -542,6 +542,7 @@ const struct tool_cmd cli_plot_cmd = {
     .nflags = F_COUNT,
     .tail = "Exit 0, 1 when the report cannot be read or the picture written, 2 for a usage error.\n",
     .usage_exit = CLI_USAGE,
+    .max_operands = 1,
 };
 
 static uint64_t num(json_t *o, const char *key, uint64_t def)
@@ -611,13 +612,11 @@ static int set_output(void *arg, int flag, const char *v)
 int cmd_plot(int argc, char **argv)
 {
     const char *out = NULL;
-    int optind = tool_parse(&cli_plot_cmd, argc, argv, set_output, &out);
-    if (optind == TOOL_PARSE_EXIT_OK)
-        return 0;
-    if (optind < 0)
-        return CLI_USAGE;
-    if (optind != argc - 1) {
-        tool_usage_error(&cli_plot_cmd, optind == argc ? "no REPORT.json given" : "one REPORT.json only");
+    int optind, rc = tool_begin(&cli_plot_cmd, argc, argv, set_output, &out, &optind);
+    if (rc >= 0)
+        return rc;
+    if (optind == argc) {
+        tool_usage_error(&cli_plot_cmd, "no REPORT.json given");
         return CLI_USAGE;
     }
     json_error_t err;
@@ -629,7 +628,7 @@ int cmd_plot(int argc, char **argv)
     }
     struct plot pl = {0};
     char why[160];
-    int rc = plot_from_json(root, &pl, why, sizeof why);
+    rc = plot_from_json(root, &pl, why, sizeof why);
     json_decref(root);
     if (rc != 0) {
         fprintf(stderr, "gpucap plot: %s: %s\n", argv[optind], why);

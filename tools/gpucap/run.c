@@ -66,6 +66,7 @@ const struct tool_cmd cli_run_cmd = {
             "\n" CLI_SETTINGS_NOTE,
     .stop_at_operand = true,
     .usage_exit = TOOL_EXIT_OWN,
+    .max_operands = TOOL_ANY,
 };
 
 static volatile sig_atomic_t child_pid;
@@ -278,11 +279,9 @@ static uint64_t now_ns(void)
 int cmd_run(int argc, char **argv)
 {
     struct run_opts o = {.report_fd = -1};
-    int first = tool_parse(&cli_run_cmd, argc, argv, on_flag, &o);
-    if (first == TOOL_PARSE_EXIT_OK)
-        return 0;
-    if (first < 0)
-        return TOOL_EXIT_OWN;
+    int first, rc = tool_begin(&cli_run_cmd, argc, argv, on_flag, &o, &first);
+    if (rc >= 0)
+        return rc;
     if (first >= argc) {
         tool_usage_error(&cli_run_cmd, "no command to run");
         return TOOL_EXIT_OWN;
@@ -406,6 +405,6 @@ int cmd_run(int argc, char **argv)
         return 128 + sig;
     }
     /* CMD's status wins; a report that could not be written is gpucap's failure when CMD succeeded. */
-    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : TOOL_EXIT_OWN;
+    rc = WIFEXITED(status) ? WEXITSTATUS(status) : TOOL_EXIT_OWN;
     return rc == 0 && report_failed ? TOOL_EXIT_OWN : rc;
 }

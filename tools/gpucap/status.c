@@ -147,15 +147,9 @@ static int on_flag(void *arg, int flag, const char *v)
 int cmd_status(int argc, char **argv)
 {
     struct status_opts o = {0};
-    int first = tool_parse(&cli_status_cmd, argc, argv, on_flag, &o);
-    if (first == TOOL_PARSE_EXIT_OK)
-        return 0;
-    if (first < 0)
-        return CLI_USAGE;
-    if (first < argc) {
-        tool_usage_error(&cli_status_cmd, "unexpected argument '%s'", argv[first]);
-        return CLI_USAGE;
-    }
+    int first, rc = tool_begin(&cli_status_cmd, argc, argv, on_flag, &o, &first);
+    if (rc >= 0)
+        return rc;
     const char *path = o.path;
     bool json = o.json;
     char named[512], from[64] = "--ledger";

@@ -186,15 +186,9 @@ int main(int argc, char **argv)
         const char *env = getenv(rows[i].env);
         from[i] = env && *env ? rows[i].env : "default";
     }
-    int first = tool_parse(&webhook_cmd, argc, argv, set_flag, &g);
-    if (first == TOOL_PARSE_EXIT_OK)
-        return 0;
-    if (first < 0)
-        return TOOL_EXIT_USAGE;
-    if (first < argc) {
-        tool_usage_error(&webhook_cmd, "unexpected argument '%s'", argv[first]);
-        return TOOL_EXIT_USAGE;
-    }
+    int first, rc = tool_begin(&webhook_cmd, argc, argv, set_flag, &g, &first);
+    if (rc >= 0)
+        return rc;
 
     unsigned num[OPT_COUNT] = {0};
     for (int i = 0; i < OPT_COUNT; i++) {
@@ -265,7 +259,7 @@ int main(int argc, char **argv)
     json_object_seed(0); /* before any thread, so the hash seed is chosen once */
     setvbuf(stderr, NULL, _IOLBF, 0);
 
-    int rc = gpc_server_run(&opt, &stop) == 0 ? 0 : 1;
+    rc = gpc_server_run(&opt, &stop) == 0 ? 0 : 1;
     gpc_nspolicy_close(policy);
     gpc_nsapi_close(api);
     return rc;
