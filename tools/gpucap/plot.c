@@ -286,7 +286,7 @@ static void panel(FILE *f, const struct series *s, double y0, bool audit)
         top = s->budget;
     top = !top ? 1 << 20 : top > UINT64_MAX - top / 8 ? UINT64_MAX : top + top / 8;
 #define X(t) (x0 + ((double)((t) - tstart) / 1e9) / span * (x1 - x0))
-#define Y(v) (ybot - (double)(v) / (double)top * (ybot - ytop))
+#define Y(v) (ybot - (double)((v) < top ? (v) : top) / (double)top * (ybot - ytop)) /* clamped: a hostile figure stays inside */
 
     /* Title: which card, and what the picture answers. */
     fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" class=\"title\">", x0, y0 + 28);
