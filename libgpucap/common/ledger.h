@@ -89,12 +89,17 @@ struct gpc_ledger_proc {
  * that attaches, under table_lock (gpc_ledger_identify); `seq` is odd while a write is under way, so
  * a reader that takes no lock (gpucap-exporter) can tell a torn copy. gpucap writes NUL-terminated
  * strings; readers bound them by the field size all the same (the file is the tenant's).
+ * `mode` took the place of a padding word that every writer left 0, so the layout and its version
+ * are unchanged and 0 reads as "not recorded".
  */
 #define GPC_IDENTITY_NAME 64  /* namespace, container name, pod UID: at most 63 characters */
 #define GPC_IDENTITY_POD 256  /* pod name: at most 253 characters */
+#define GPC_IDENTITY_MODE_UNKNOWN 0 /* a writer before the field was used (it was padding, always 0) */
+#define GPC_IDENTITY_MODE_ENFORCE 1
+#define GPC_IDENTITY_MODE_AUDIT 2
 struct gpc_ledger_identity {
     _Atomic uint32_t seq;
-    uint32_t pad;
+    uint32_t mode;              /* GPC_IDENTITY_MODE_*: GPUCAP_MODE of the last writer */
     uint64_t written_ns;        /* CLOCK_REALTIME of the last write */
     char pod_namespace[GPC_IDENTITY_NAME];
     char pod_name[GPC_IDENTITY_POD];

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "gpucap_version.h"
+#include "man.h"
 
 #define MAX_FLAGS 64
 enum { ID_HELP = 1000, ID_VERSION, ID_MAN, ID_BASE = 2000 };
@@ -205,67 +206,48 @@ void tool_help(const struct tool_cmd *c, FILE *f)
         fprintf(f, "\n%s", c->tail);
 }
 
-void tool_man_text(FILE *f, const char *text)
-{
-    bool bol = true;
-    for (const char *p = text; *p; p++) {
-        if (bol && (*p == '.' || *p == '\''))
-            fputs("\\&", f);
-        if (*p == '\\')
-            fputs("\\e", f);
-        else if (*p == '-')
-            fputs("\\-", f);
-        else
-            fputc(*p, f);
-        bol = *p == '\n';
-    }
-}
-
 void tool_man(const struct tool_cmd *c, FILE *f)
 {
-    char upper[64];
+    char upper[64], text[1200];
     size_t i = 0;
     for (; c->name[i] && i < sizeof upper - 1; i++)
         upper[i] = c->name[i] >= 'a' && c->name[i] <= 'z' ? (char)(c->name[i] - 'a' + 'A') : c->name[i];
     upper[i] = '\0';
-    fprintf(f, ".TH %s 1 \"\" \"gpucap %s\" \"User Commands\"\n.SH NAME\n", upper, GPUCAP_VERSION_STRING);
-    tool_man_text(f, c->name);
-    fputs(" \\- ", f);
-    tool_man_text(f, c->summary ? c->summary : "");
-    fputs("\n.SH SYNOPSIS\n.nf\n", f);
-    tool_man_text(f, c->synopsis);
-    fputs("\n.fi\n", f);
-    if (c->about) {
-        fputs(".SH DESCRIPTION\n", f);
-        tool_man_text(f, c->about);
-        fputc('\n', f);
-    }
+    fprintf(f, ".TH %s 1 \"\" \"gpucap %s\" \"User Commands\"\n", upper, GPUCAP_VERSION_STRING);
+    snprintf(text, sizeof text, "%s - %s", c->name, c->summary ? c->summary : "");
+    gpc_man_section(f, "NAME", text);
+    fputs(".SH SYNOPSIS\n.nf\n", f);
+    gpc_man_text(f, c->synopsis);
+    fputc('\n', f);
+    gpc_man_text(f, c->name);
+    fputs(" --version | --help\n.fi\n", f);
+    gpc_man_section(f, "DESCRIPTION", c->man_description ? c->man_description : c->about ? c->about : "");
     fputs(".SH OPTIONS\n", f);
     for (int k = 0; k < c->nflags; k++) {
         const struct tool_flag *fl = &c->flags[k];
-        char head[128];
-        flag_head(fl, head, sizeof head);
-        fputs(".TP\n.B ", f);
-        tool_man_text(f, head + 2);
-        fputc('\n', f);
-        tool_man_text(f, fl->doc);
-        if (fl->env || fl->def) {
-            fputs(" (", f);
-            tool_man_text(f, fl->env ? fl->env : "");
-            fprintf(f, "%s", fl->env && fl->def ? ", " : "");
-            if (fl->def) {
-                fputs("default ", f);
-                tool_man_text(f, fl->def);
-            }
-            fputc(')', f);
-        }
-        fputc('\n', f);
+        int n = snprintf(text, sizeof text, "%s.", fl->doc);
+        if (fl->env && n > 0 && (size_t)n < sizeof text)
+            n += snprintf(text + n, sizeof text - (size_t)n, " Variable %s.", fl->env);
+        if (fl->def && n > 0 && (size_t)n < sizeof text)
+            snprintf(text + n, sizeof text - (size_t)n, " Default %s.", fl->def);
+        gpc_man_option(f, fl->name, fl->arg, text);
     }
-    if (c->tail) {
-        fputs(".SH NOTES\n.nf\n", f);
-        tool_man_text(f, c->tail);
-        fputs(".fi\n", f);
+    gpc_man_option(f, "version", NULL, "Print the version and exit (also -V).");
+    gpc_man_option(f, "help", NULL, "Print the options and exit (also -h).");
+    if (c->man_notes_title && c->man_notes)
+        gpc_man_section(f, c->man_notes_title, c->man_notes);
+    gpc_man_section(f, "EXIT STATUS", c->man_exit ? c->man_exit : c->tail ? c->tail : "");
+    fputs(".SH ENVIRONMENT\n", f);
+    for (int k = 0; k < c->nflags; k++) {
+        if (!c->flags[k].env)
+            continue;
+        snprintf(text, sizeof text, "As --%s; the flag wins.", c->flags[k].name);
+        gpc_man_item(f, c->flags[k].env, NULL, text);
     }
+    if (c->man_files)
+        gpc_man_section(f, "FILES", c->man_files);
+    if (c->man_see_also)
+        fprintf(f, ".SH SEE ALSO\n%s\n", c->man_see_also);
 }
 
 void tool_json_string(FILE *f, const char *text)

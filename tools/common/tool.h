@@ -45,6 +45,12 @@ struct tool_cmd {
     bool stop_at_operand; /* the first operand ends the options (CMD's own are CMD's) */
     int usage_exit;       /* the exit status of a usage error */
     int max_operands;     /* operands allowed after the options: 0 (the default), N, or TOOL_ANY */
+    /* The man page's own sections (tool_man), NULL where there is none: */
+    const char *man_description; /* DESCRIPTION (else `about`) */
+    const char *man_notes_title, *man_notes; /* a section after OPTIONS ("SIZES") */
+    const char *man_exit;        /* EXIT STATUS */
+    const char *man_files;       /* FILES */
+    const char *man_see_also;    /* SEE ALSO, as roff (".BR gpucap (1)") */
 };
 #define TOOL_ANY (-1)
 
@@ -73,10 +79,12 @@ void tool_usage_error(const struct tool_cmd *c, const char *fmt, ...) __attribut
 void tool_error(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The help: usage, about, every flag with its placeholder, variable and default, the tail. */
 void tool_help(const struct tool_cmd *c, FILE *f);
-/* The same as a man page: .TH, NAME (c->summary), SYNOPSIS, DESCRIPTION, OPTIONS, NOTES. */
+/*
+ * The same rows as a man page (common/man.h's roff): .TH, NAME (c->summary), SYNOPSIS, DESCRIPTION,
+ * OPTIONS (each flag with its placeholder, its variable and default), the notes, EXIT STATUS,
+ * ENVIRONMENT (each flag's variable), FILES, SEE ALSO.
+ */
 void tool_man(const struct tool_cmd *c, FILE *f);
-/* Writes `text` as roff body text: backslashes, '-' and leading dots or quotes escaped. */
-void tool_man_text(FILE *f, const char *text);
 /* "NAME VERSION" on stdout. */
 void tool_version(const char *name);
 /* Each flag's value from its variable (else its default; NULL without one) into values[]. */

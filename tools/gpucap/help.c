@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "gpucap_version.h"
+#include "man.h"
 
 static const char usage[] =
     "usage: gpucap COMMAND [ARG...]\n"
@@ -85,7 +86,7 @@ void cli_print_help(FILE *f)
     cli_print_options(f);
 }
 
-/* A command's --help as a verbatim roff block. */
+/* A command's --help as a verbatim roff block under its name. */
 static void man_command(FILE *f, const struct tool_cmd *c)
 {
     char *text = NULL;
@@ -95,25 +96,39 @@ static void man_command(FILE *f, const struct tool_cmd *c)
         return;
     tool_help(c, mem);
     fclose(mem);
-    fputs(".PP\n.nf\n", f);
-    tool_man_text(f, text);
+    fputs(".SS ", f);
+    gpc_man_text(f, c->name);
+    fputs("\n.nf\n", f);
+    gpc_man_text(f, text);
     fputs(".fi\n", f);
     free(text);
 }
 
+/*
+ * gpucap(1), generated: the commands' --help texts and the options table, the same rows as
+ * `gpucap --help`, so the man page cannot drift from the program.
+ */
 void cli_print_man(FILE *f)
 {
     fprintf(f, ".TH GPUCAP 1 \"\" \"gpucap %s\" \"User Commands\"\n", GPUCAP_VERSION_STRING);
     fputs(".SH NAME\ngpucap \\- cap GPU memory per device for CUDA programs\n", f);
-    fputs(".SH SYNOPSIS\n.B gpucap\n.I command\n[\\fIoptions\\fR]\n", f);
+    fputs(".SH SYNOPSIS\n.B gpucap\n.I command\n[\\fIoptions\\fR]\n.br\n.B gpucap\n\\-\\-version | \\-\\-help | "
+          "help [\\fIcommand\\fR]\n", f);
     fputs(".SH DESCRIPTION\n.nf\n", f);
-    tool_man_text(f, usage);
-    fputs(".fi\n.SH COMMANDS\n", f);
+    gpc_man_text(f, usage);
+    fputs(".fi\n.SH OPTIONS\nEach command's options, as its \\-\\-help prints them.\n", f);
     const struct tool_cmd *cmds[] = {&cli_run_cmd, &cli_check_cmd, &cli_doctor_cmd, &cli_status_cmd, &cli_inject_cmd,
                                      &cli_plot_cmd};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         man_command(f, cmds[i]);
-    fputs(".SH SETTINGS\n", f);
+    gpc_man_section(f, "EXIT STATUS",
+                    "gpucap run exits with the command's status, or dies of the signal that ended it; 125 when "
+                    "gpucap itself fails or is used wrongly (no library, a bad option, the report not written), "
+                    "126 when the command cannot be executed, 127 when it is not found, as env(1). The other "
+                    "commands: 0 on success, 1 on failure or a problem found (check: a setting is not valid; "
+                    "doctor: a check failed), 2 for a bad option or argument.");
+    fputs(".SH ENVIRONMENT\nThe settings below are environment variables and keys of the ini file "
+          "(gpucap.ini(5)); \\fBgpucap run\\fR sets them for the command it runs.\n", f);
     char *text = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&text, &len);
@@ -121,13 +136,10 @@ void cli_print_man(FILE *f)
         cli_print_options(mem);
         fclose(mem);
         fputs(".nf\n", f);
-        tool_man_text(f, text);
+        gpc_man_text(f, text);
         fputs(".fi\n", f);
         free(text);
     }
-    fputs(".SH EXIT STATUS\n`gpucap run`: the command's status, or its signal; 125 when gpucap itself fails or is "
-          "used wrongly, 126 when the command cannot be executed, 127 when it is not found (as env(1)). The other "
-          "commands: 0, 1 for a failure or a problem found, 2 for a usage error.\n", f);
     fputs(".SH FILES\n.TP\n.I /etc/gpucap/gpucap.ini\nthe default settings file (GPUCAP_CONFIG names another)\n", f);
-    fputs(".SH SEE ALSO\n.BR gpucap\\-webhook (1),\n.BR gpucap\\-exporter (1)\n", f);
+    fputs(".SH SEE ALSO\n.BR gpucap.ini (5),\n.BR gpucap\\-webhook (1),\n.BR gpucap\\-exporter (1)\n", f);
 }

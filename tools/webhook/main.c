@@ -22,7 +22,8 @@
 enum opt_id { OPT_LISTEN, OPT_CERT, OPT_KEY, OPT_DEFAULT_MEMORY, OPT_MAX_MEMORY, OPT_NAMESPACE_POLICY,
               OPT_NAMESPACE_ANNOTATIONS, OPT_KUBE_API, OPT_KUBE_TOKEN, OPT_KUBE_CA, OPT_NAMESPACE_TTL, OPT_IMAGE,
               OPT_PRELOAD, OPT_DRA_CLAIMS, OPT_VISIBLE_DEVICES, OPT_TRUSTED_NAMESPACES, OPT_THREADS,
-              OPT_RELOAD_INTERVAL, OPT_MAX_CONNECTIONS, OPT_MAX_CONNECTIONS_PER_IP, OPT_COUNT };
+              OPT_RELOAD_INTERVAL, OPT_MAX_CONNECTIONS, OPT_MAX_CONNECTIONS_PER_IP, OPT_POD_OPT_OUT, OPT_DRIVER_LIMITS,
+              OPT_DRIVER_LIMITS_LABEL, OPT_COUNT };
 
 enum opt_type { T_STRING, T_PATH, T_SIZE, T_UINT, T_CHOICE };
 
@@ -61,7 +62,8 @@ static const struct tool_flag rows[OPT_COUNT] = {
     [OPT_DRA_CLAIMS] = {"dra-claims", 0, "true|false", "GPUCAP_WEBHOOK_DRA_CLAIMS", "false",
                         "true: containers with resources.claims (DRA) are GPU containers"},
     [OPT_VISIBLE_DEVICES] = {"visible-devices", 0, "cap|deny|ignore", "GPUCAP_WEBHOOK_VISIBLE_DEVICES", "cap",
-                             "NVIDIA_VISIBLE_DEVICES without a GPU request: cap (a GPU container), deny, ignore"},
+                             "NVIDIA_VISIBLE_DEVICES (in env, or possibly from an envFrom) without a GPU request: cap\n"
+                             "(a GPU container), deny, ignore"},
     [OPT_TRUSTED_NAMESPACES] = {"trusted-namespaces", 0, "NS[,NS...]", "GPUCAP_WEBHOOK_TRUSTED_NAMESPACES", NULL,
                                 "comma-separated namespaces whose GPUCAP_* variables and mounts are allowed"},
     [OPT_THREADS] = {"threads", 0, "N", "GPUCAP_WEBHOOK_THREADS", "4", "worker threads (1 to 256)"},
@@ -71,6 +73,15 @@ static const struct tool_flag rows[OPT_COUNT] = {
                              "open connections in all; about 100 KiB of memory each at most"},
     [OPT_MAX_CONNECTIONS_PER_IP] = {"max-connections-per-ip", 0, "N", "GPUCAP_WEBHOOK_MAX_CONNECTIONS_PER_IP", "64",
                                     "open connections from one address (an API server counts as one)"},
+    [OPT_POD_OPT_OUT] = {"pod-opt-out", 0, "true|false", "GPUCAP_WEBHOOK_POD_OPT_OUT", "false",
+                         "true: a pod's gpucap.io/inject: \"false\" is honoured in every namespace (false: only\n"
+                         "where the namespace policy allows it)"},
+    [OPT_DRIVER_LIMITS] = {"driver-limits", 0, "off|on|auto", "GPUCAP_WEBHOOK_DRIVER_LIMITS", "off",
+                           "also set the NVIDIA driver's per-container limits (NVIDIA_GPU_MEMORY_LIMIT): off, on\n"
+                           "(every GPU node has them), auto (pods that select nodes with --driver-limits-label)"},
+    [OPT_DRIVER_LIMITS_LABEL] = {"driver-limits-label", 0, "LABEL", "GPUCAP_WEBHOOK_DRIVER_LIMITS_LABEL",
+                                 GPC_DRIVER_LABEL, "node label (value \"true\") that --driver-limits auto looks for in\n"
+                                 "a pod's nodeSelector or required node affinity"},
 };
 
 static const struct check_row {
@@ -98,19 +109,35 @@ static const struct check_row {
     [OPT_RELOAD_INTERVAL] = {T_UINT, 1, 3600, {0}},
     [OPT_MAX_CONNECTIONS] = {T_UINT, 1, 4096, {0}},
     [OPT_MAX_CONNECTIONS_PER_IP] = {T_UINT, 1, 4096, {0}},
+    [OPT_POD_OPT_OUT] = {T_CHOICE, 0, 0, {"false", "true"}},
+    [OPT_DRIVER_LIMITS] = {T_CHOICE, 0, 0, {"off", "on", "auto"}},
+    [OPT_DRIVER_LIMITS_LABEL] = {T_STRING, 0, 0, {0}},
 };
 
 static const struct tool_cmd webhook_cmd = {
     .name = "gpucap-webhook",
     .summary = "Kubernetes admission webhook that injects gpucap into GPU pods",
     .synopsis = "gpucap-webhook --cert FILE --key FILE --image IMAGE [OPTION...]",
-    .about = "Mutating admission webhook: POST /mutate, GET /healthz. Each option may also be given in the\n"
-             "environment variable shown; a flag overrides the variable.",
+    .about = "Mutating admission webhook: POST /mutate, GET /livez, /readyz, /healthz, /metrics. Each option\n"
+             "may also be given in the environment variable shown; a flag overrides the variable.",
     .flags = rows,
     .nflags = OPT_COUNT,
     .tail = "Sizes: see `gpucap --help`. Exit 0 when stopped, 1 when it cannot serve, 2 for a usage or\n"
             "setting error.\n",
     .usage_exit = TOOL_EXIT_USAGE,
+    .man_description = "Mutating admission webhook over HTTPS: POST /mutate answers the API server's admission "
+                       "reviews of pods; GET /livez (the process serves), GET /readyz and /healthz (a valid "
+                       "certificate is loaded) and GET /metrics (Prometheus text: admissions by result, their "
+                       "latency, the certificate's expiry). Each option may also be given in the environment "
+                       "variable shown; a flag overrides the variable.",
+    .man_notes_title = "SIZES",
+    .man_notes = gpc_size_forms,
+    .man_exit = "0 after SIGTERM or SIGINT; 1 when it cannot start (address, certificate, key); 2 for a bad "
+                "option, value or policy file.",
+    .man_files = "The certificate and key (--cert, --key; checked again every --reload-interval seconds), the "
+                 "namespace policy (--namespace-policy), the service account's token and CA "
+                 "(/var/run/secrets/kubernetes.io/serviceaccount/, with --namespace-annotations true).",
+    .man_see_also = ".BR gpucap (1),\n.BR gpucap\\-exporter (1),\n.BR gpucap.ini (5)",
 };
 
 static volatile sig_atomic_t stop;
@@ -217,7 +244,10 @@ int main(int argc, char **argv)
                       .preload = num[OPT_PRELOAD] ? GPC_PRELOAD_ENV : GPC_PRELOAD_FILE,
                       .dra_claims = num[OPT_DRA_CLAIMS] == 1,
                       .visible = (enum gpc_visible_mode)num[OPT_VISIBLE_DEVICES],
-                      .trusted_namespaces = value[OPT_TRUSTED_NAMESPACES]},
+                      .trusted_namespaces = value[OPT_TRUSTED_NAMESPACES],
+                      .pod_opt_out = num[OPT_POD_OPT_OUT] == 1,
+                      .driver = (enum gpc_driver_limits)num[OPT_DRIVER_LIMITS],
+                      .driver_label = value[OPT_DRIVER_LIMITS_LABEL]},
     };
     char err[512];
     if (gpc_admission_check_config(&opt.admission, err, sizeof err) != 0) {
