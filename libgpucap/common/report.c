@@ -7,8 +7,10 @@
  * several processes has one report. Per device: budget, peak, in use, allocations, frees, denials,
  * refusals by the driver, context reserves, the largest request and when the first denial came
  * (ISO 8601, UTC); for `gpucap run`, also the command, how it ended and its wall time. Text for
- * people, one JSON object for machines: the two say the same things. Written with snprintf into a stack buffer and write(2): it may run in a
- * destructor of a process in any state, so no malloc and no stdio stream.
+ * people, one JSON object for machines: the two say the same things. Written with snprintf into a
+ * stack buffer and write(2): it may run in a destructor of a process in any state, so no malloc and
+ * no stdio stream. The peak and the allocations are what the driver carried out (core/budget.c
+ * notes them after the driver call); a request the driver refused is counted apart.
  *
  * A report file is never written through an existing name: it is made new (O_EXCL, O_NOFOLLOW)
  * under a temporary name in the same directory and renamed over the report's, so a symbolic or hard
