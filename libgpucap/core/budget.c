@@ -37,6 +37,12 @@
  * processes: exact, whatever is spare.
  *
  * The allocation and free counts are batched per thread (64 events) off the shared line.
+ *
+ * The figures count what the driver carried out: the charge steps admit with GPC_ADMIT_DEFER_PEAK
+ * and note this process's peak and the timeline after the driver call (gpc_budget_admitted); a
+ * request the driver refuses is taken back by gpc_budget_undo, uncounted (a signed batch) and
+ * counted as a refusal by the driver. Context reserves are counted apart from the requests. None
+ * of this touches the admission argument above: the bytes are admitted and released as before.
  */
 #include "core/budget.h"
 
