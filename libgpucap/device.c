@@ -18,6 +18,8 @@
 struct device {
     atomic_int ready;
     int budget; /* ledger index or GPC_BUDGET_NONE / GPC_BUDGET_DENY */
+    uint64_t physical;          /* as the driver said at set-up (0: unknown) */
+    char uuid[GPC_UUID_TEXT];   /* "" when the driver gave none */
 };
 
 static struct device devices[GPC_MAX_DEVICES];
@@ -109,6 +111,8 @@ static int setup(int ordinal)
             uuid.bytes[15] = (char)ordinal;
         }
         budget = gpc_ledger_device((const uint8_t *)uuid.bytes, physical, limit, ordinal);
+        if (budget >= 0)
+            gpc_budget_bind(budget, limit, gpc_settings.locked);
         if (budget == -EAGAIN) {
             /* Contended (a crowd starting) or the process table full: logged; this call is
              * denied and the next one tries again. Never cached as a denial for life. */
@@ -126,6 +130,9 @@ static int setup(int ordinal)
                 gpc_value_origin(&gpc_settings, from, GPC_OPT_MEMORY_LIMIT, ordinal, where, sizeof where));
     }
     d->budget = budget;
+    d->physical = have_physical ? physical : 0;
+    if (have_uuid)
+        memcpy(d->uuid, uuid_text, sizeof d->uuid);
     atomic_store_explicit(&d->ready, 1, memory_order_release);
     pthread_mutex_unlock(&setup_lock);
     return budget;
@@ -150,6 +157,24 @@ int gpc_device_budget_if_ready(int ordinal)
         return GPC_BUDGET_NONE;
     struct device *d = &devices[ordinal];
     return atomic_load_explicit(&d->ready, memory_order_acquire) ? d->budget : GPC_BUDGET_NONE;
+}
+
+void gpc_device_hold(bool hold)
+{
+    if (hold)
+        pthread_mutex_lock(&setup_lock);
+    else
+        pthread_mutex_unlock(&setup_lock);
+}
+
+void gpc_device_each_budget(void (*fn)(int ordinal, int id, const char *uuid, uint64_t physical, void *arg),
+                            void *arg)
+{
+    for (int i = 0; i < GPC_MAX_DEVICES; i++) {
+        struct device *d = &devices[i];
+        if (atomic_load_explicit(&d->ready, memory_order_acquire) && d->budget >= 0)
+            fn(i, d->budget, d->uuid[0] ? d->uuid : NULL, d->physical, arg);
+    }
 }
 
 /* True when the process sees exactly one device (asked of the driver once). */

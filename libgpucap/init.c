@@ -43,6 +43,7 @@ static void start(void)
         gpc_ledger_attach();
         gpc_ledger_identify();
         gpc_timeline_start();
+        gpc_live_start();
     }
     atomic_store(&gpc_passthrough, !any);
     atomic_store_explicit(&gpc_initialized, 1, memory_order_release);

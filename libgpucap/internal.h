@@ -343,6 +343,41 @@ struct gpc_slot *gpc_budget_slot(int id);
 int gpc_budget_reserve_unchecked(int id, uint64_t bytes);
 /* Counts a denial decided elsewhere (an injected fault) in the budget's figures. */
 void gpc_budget_note_denial(int id, uint64_t bytes);
+/*
+ * The limit in force for budget `id` in this process: the ledger's, bounded under the platform's
+ * lock by this process's own (so a limit field raised in the file lifts nothing); 0 for
+ * GPC_BUDGET_DENY, GPC_UNLIMITED for GPC_BUDGET_NONE. What admission and the memory queries use.
+ */
+uint64_t gpc_budget_limit(int id);
+/* This process's own limit for budget `id` (its settings, as last applied); GPC_UNLIMITED if none. */
+uint64_t gpc_budget_own_limit(int id);
+/*
+ * After the ledger entry `id` was registered (device.c): `asked` is this process's limit from its
+ * settings (the ledger's own record of it wins: a limit set live by `gpucap set-memory`); `binds`:
+ * it bounds the ledger's limit field (the platform's lock).
+ */
+void gpc_budget_bind(int id, uint64_t asked, bool binds);
+/*
+ * Applies a new limit for budget `id` under the entry's lock: this process's own limit becomes
+ * `limit`, and so do the asks of the processes that asked for the same figure (all of them when
+ * `by` is GPC_LIMIT_BY_CLI); the ledger's limit is the smallest ask, as at registration. A raise
+ * admits at the next grow; a lowering takes every process's spare back and admits nothing more
+ * while the leases are above it (nothing held is revoked). The change (from, when, by whom) is
+ * recorded in the entry when the limit in force moved. *was / *now (optional): the limit in force
+ * before and after. 0, -EINVAL for a budget that is not a ledger entry, -EAGAIN when the lock was
+ * not obtained (logged).
+ */
+int gpc_budget_set_limit(int id, uint64_t limit, unsigned by, uint64_t *was, uint64_t *now);
+/* When entry `id`'s change count moved since this process looked: if its leases are above the
+ * limit in force, this process gives back whatever it frees until they fit. No lock, no call. */
+void gpc_budget_sync(int id);
+/*
+ * The check for changed limits that budget.c runs at its locked steps (before a lease grows, and
+ * once more before a denial with `now` true) and every 64 counted events per thread. Returns true
+ * when a limit was changed. Registered by live.c at start-up (a lower layer calls up only this way).
+ */
+typedef bool gpc_budget_poll_fn(bool now);
+void gpc_budget_set_poll(gpc_budget_poll_fn *fn);
 
 /* ---- device.c: device ordinals, their budgets, the device of the current context ---- */
 /* The budget id of device `ordinal` (set up on first use). */
@@ -378,6 +413,29 @@ static inline CUresult gpc_ctx_device(CUcontext ctx, CUdevice *dev)
 void gpc_ctx_devices_forget(void);
 /* Registers the fork handler of the set-up and context-cache locks (at start-up). */
 void gpc_device_atfork(void);
+/* Takes (true) or leaves (false) the set-up lock: no device is set up, and no setting read for
+ * one, while it is held. */
+void gpc_device_hold(bool hold);
+/*
+ * For each device ordinal whose budget is a ledger entry: fn(ordinal, budget id, UUID text or
+ * NULL, physical bytes or 0, arg). Call it holding the set-up lock (gpc_device_hold). What live.c walks.
+ */
+void gpc_device_each_budget(void (*fn)(int ordinal, int id, const char *uuid, uint64_t physical, void *arg),
+                            void *arg);
+
+/* ---- live.c: budgets that change while processes run ---- */
+/*
+ * At start-up, after the ledger: notes the settings file read (its identity, to see it rewritten)
+ * and registers the check with budget.c.
+ */
+void gpc_live_start(void);
+/*
+ * Looks for changed limits and applies them: a request of `gpucap set-memory` posted in the ledger
+ * (unlocked settings only), a change another process applied (gpc_budget_sync), and a rewritten
+ * settings file (at most once a second unless `now`; re-read whole, and only its limits applied).
+ * True when a limit of this process changed. Never on the allocation fast path.
+ */
+bool gpc_live_check(bool now);
 
 /* ---- track.c: what each pointer and handle was charged ---- */
 enum gpc_map_kind {

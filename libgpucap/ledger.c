@@ -545,6 +545,11 @@ static void copy_figures(struct gpc_ledger *l, const struct gpc_ledger *old)
         atomic_store(&n->victim_spare_after, atomic_load(&o->victim_spare_after));
         atomic_store(&n->victim_lease, atomic_load(&o->victim_lease));
         atomic_store(&n->victim, atomic_load(&o->victim));
+        atomic_store(&n->limit_was, atomic_load(&o->limit_was));
+        atomic_store(&n->limit_changed_ns, atomic_load(&o->limit_changed_ns));
+        atomic_store(&n->limit_asked, atomic_load(&o->limit_asked));
+        atomic_store(&n->limit_changes, atomic_load(&o->limit_changes));
+        atomic_store(&n->limit_by, atomic_load(&o->limit_by));
         atomic_store(&n->state, 1);
     }
     for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
@@ -1024,6 +1029,11 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
     int me = gpc_ledger_me();
     if (me < 0)
         return -EAGAIN;
+    /* A limit set live by `gpucap set-memory` is this ledger's budget now: a process that starts
+     * later takes it, not the figure its environment still carries (unlocked settings only; under
+     * the lock the platform file, which the later process read, is the authority). */
+    if (!created && !gpc_settings.locked && atomic_load(&l->dev[found].limit_by) == GPC_LIMIT_BY_CLI)
+        limit = atomic_load(&l->dev[found].slot.limit);
     /* Our limit goes into our entry first, then the device's limit is recomputed under its lock:
      * of two processes registering at once, the second to lock sees both limits. */
     atomic_store(&l->proc[me].share[found].limit, limit);

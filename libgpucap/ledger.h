@@ -47,8 +47,18 @@ struct gpc_ledger_dev {
     _Atomic int32_t victim;
     uint32_t pad2;
     _Atomic uint64_t victim_spare, victim_spare_after, victim_lease;
-    char reserved[32];
+    /* Live budget changes (live.c, budget.c), in what was reserved space: a file written before
+     * them holds zeros here, which read as "never changed". Written under `lock`, except
+     * `limit_asked`, which `gpucap set-memory` posts and the process that applies it clears. */
+    _Atomic uint64_t limit_was;         /* the limit before the last change */
+    _Atomic uint64_t limit_changed_ns;  /* CLOCK_REALTIME of the last change; 0: never changed */
+    _Atomic uint64_t limit_asked;       /* a new limit asked by `gpucap set-memory` (unlocked settings); 0: none */
+    _Atomic uint32_t limit_changes;     /* how many changes: a process that sees it move re-reads the limit */
+    _Atomic uint32_t limit_by;          /* who made the last change: GPC_LIMIT_BY_* */
 };
+/* Who changed a limit while processes ran (gpc_ledger_dev.limit_by). */
+#define GPC_LIMIT_BY_PLATFORM 1u /* the platform settings file was rewritten (the node agent) */
+#define GPC_LIMIT_BY_CLI 2u      /* `gpucap set-memory` on a ledger of unlocked settings */
 
 /*
  * One process's part of one device's budget. `lease` is granted from the device's `leased` and
