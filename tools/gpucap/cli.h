@@ -21,6 +21,7 @@ int cmd_doctor(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_inject(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
+int cmd_set_memory(int argc, char **argv);
 
 /*
  * plot.c: the report of `gpucap run` with the timelines its processes wrote into `dir`: an SVG

@@ -10,6 +10,7 @@
  *   gpucap status  show the ledger: budgets, usage and processes
  *   gpucap inject  fill a pod's gpucap volume (the webhook's init container)
  *   gpucap plot    draw a JSON report's usage timeline as an SVG picture
+ *   gpucap set-memory  change the budget of running processes (a `gpucap run`, a ledger)
  */
 #include "cli.h"
 #include "gpucap_version.h"
@@ -35,6 +36,7 @@ static const char usage[] =
     "  status [--ledger FILE]        show the ledger: budgets, usage, processes\n"
     "  inject --to DIR NAME=SIZE...  fill a pod's gpucap volume (the webhook's init container)\n"
     "  plot REPORT.json [-o OUT.svg] draw a JSON report's usage over time as an SVG picture\n"
+    "  set-memory [--pid PID] SIZE   change the budget of running processes (a `gpucap run`, a ledger)\n"
     "  help [COMMAND]                this text, or a command's\n"
     "  --version                     gpucap's version\n"
     "\n"
@@ -325,6 +327,8 @@ int main(int argc, char **argv)
         return cmd_inject(argc, argv);
     if (strcmp(cmd, "plot") == 0)
         return cmd_plot(argc, argv);
+    if (strcmp(cmd, "set-memory") == 0)
+        return cmd_set_memory(argc, argv);
     fprintf(stderr, "gpucap: unknown command '%s'\n\n%s", cmd, usage);
     return CLI_USAGE;
 }

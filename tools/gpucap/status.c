@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * status.c: `gpucap status [--ledger FILE] [--json]`: the ledger as it is now, read-only: whose it
- * is (pod, container, the writer's gpucap version); per device (by UUID) budget, in use and peak; per process pid, in use, peak and whether it is alive.
+ * is (pod, container, the writer's gpucap version); per device (by UUID) budget, in use and peak, a
+ * budget changed live (from, to, when, by whom) and whether the use is above it; per process pid, in
+ * use, peak and whether it is alive.
  * The file is mapped read-only with the layout of ledger.h; nothing is locked or written, so a
  * status never disturbs the processes it looks at. A ledger that cannot be read is one line with
  * the reason, exit 1.
@@ -13,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char status_usage[] =
@@ -77,6 +80,49 @@ static void print_identity(const struct gpc_ledger *l, bool json)
     } else {
         printf("no pod identity (GPUCAP_POD_* not set)  written by gpucap %s\n", ver[0] ? ver : "?");
     }
+}
+
+/* "2026-12-03T08:44:01Z" for a CLOCK_REALTIME figure in ns. */
+static const char *utc_text(uint64_t ns, char *buf, size_t len)
+{
+    time_t t = (time_t)(ns / 1000000000u);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+static const char *changed_by(uint32_t by)
+{
+    return by == GPC_LIMIT_BY_PLATFORM ? "platform" : by == GPC_LIMIT_BY_CLI ? "set-memory" : "unknown";
+}
+
+/* The live change of a device's budget, if any (text: indented lines under the device's). */
+static void print_change(const struct gpc_ledger_dev *d, uint64_t limit, uint64_t used, bool json)
+{
+    uint64_t when = atomic_load(&d->limit_changed_ns), was = atomic_load(&d->limit_was);
+    uint64_t asked = atomic_load(&d->limit_asked);
+    bool above = limit != GPC_UNLIMITED && used > limit;
+    char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], t[32];
+    if (json) {
+        printf(",\"above_budget\":%s", above ? "true" : "false");
+        if (when)
+            printf(",\"budget_changed\":{\"from\":%llu,\"to\":%llu,\"at_ns\":%llu,\"by\":\"%s\",\"changes\":%u}",
+                   (unsigned long long)was, (unsigned long long)limit, (unsigned long long)when,
+                   changed_by(atomic_load(&d->limit_by)), atomic_load(&d->limit_changes));
+        if (asked)
+            printf(",\"budget_asked\":%llu", (unsigned long long)asked);
+        return;
+    }
+    if (when)
+        printf("  budget changed from %s to %s at %s (%s)\n", gpc_format_size(was, a, sizeof a),
+               gpc_format_size(limit, b, sizeof b), utc_text(when, t, sizeof t), changed_by(atomic_load(&d->limit_by)));
+    if (above)
+        printf("  above the budget by %s: nothing more is admitted until the use is below it\n",
+               gpc_format_size(used - limit, a, sizeof a));
+    if (asked)
+        printf("  set-memory asked for %s: applied at the next CUDA memory call of a process\n",
+               gpc_format_size(asked, a, sizeof a));
 }
 
 static void budget_text(uint64_t limit, char *buf, size_t len)
@@ -151,9 +197,11 @@ int cmd_status(int argc, char **argv)
                 printf("null");
             else
                 printf("%llu", (unsigned long long)limit);
-            printf(",\"in_use\":%llu,\"contexts\":%llu,\"peak\":%llu,\"denials\":%llu}", (unsigned long long)used,
+            printf(",\"in_use\":%llu,\"contexts\":%llu,\"peak\":%llu,\"denials\":%llu", (unsigned long long)used,
                    (unsigned long long)atomic_load(&d->slot.contexts), (unsigned long long)peak,
                    (unsigned long long)atomic_load(&d->slot.denials));
+            print_change(d, limit, used, true);
+            printf("}");
         } else {
             budget_text(limit, a, sizeof a);
             char x[GPC_SIZE_TEXT];
@@ -161,6 +209,7 @@ int cmd_status(int argc, char **argv)
                    gpc_format_size(used, b, sizeof b), gpc_format_size(atomic_load(&d->slot.contexts), x, sizeof x),
                    gpc_format_size(peak, c, sizeof c), gpc_format_size(d->physical, p, sizeof p),
                    (unsigned long long)atomic_load(&d->slot.denials));
+            print_change(d, limit, used, false);
         }
         shown++;
     }
