@@ -101,6 +101,7 @@ bool gpc_budget_fits(uint64_t used, uint64_t bytes, uint64_t limit)
 struct counts {
     _Atomic uint32_t pending;
     bool registered;
+    uint8_t batches;    /* batches flushed, for the check of changed limits every POLL_BATCHES */
     _Atomic uint32_t allocs[GPC_LEDGER_DEVICES], frees[GPC_LEDGER_DEVICES];
 };
 
@@ -165,11 +166,14 @@ static inline void bump(_Atomic uint32_t *x)
 
 static bool poll(bool now);
 
-/* A thread's batch is full: its counts go in, and the cheap check for a changed limit runs. */
+/* A thread's batch is full: its counts go in, and every POLL_BATCHES batches (256 counted events
+ * of the thread) the cheap check for a changed limit runs. */
+#define POLL_BATCHES 4
 __attribute__((noinline, cold)) static void batch_done(struct counts *c)
 {
     flush(c);
-    poll(false);
+    if (++c->batches % POLL_BATCHES == 0)
+        poll(false);
 }
 
 static inline void count(int id, bool freed)
@@ -219,6 +223,8 @@ static atomic_bool own_binds[GPC_LEDGER_DEVICES];
 /* The entry's change count when this process last looked (gpc_budget_sync). */
 static _Atomic uint32_t seen_changes[GPC_LEDGER_DEVICES];
 static gpc_budget_poll_fn *_Atomic poll_fn;
+/* The entries this process has a budget on (bit per entry): what the check looks at. */
+static _Atomic uint32_t bound_mask;
 
 static inline uint64_t limit_of(const struct gpc_ledger_dev *d, int id)
 {
@@ -539,6 +545,12 @@ void gpc_budget_bind(int id, uint64_t asked, bool binds)
     atomic_store(&own_limit[id], mine ? mine : asked);
     atomic_store(&seen_changes[id], atomic_load(&gpc_ledger->dev[id].limit_changes));
     atomic_store(&own_binds[id], binds);
+    atomic_fetch_or(&bound_mask, UINT32_C(1) << id);
+}
+
+uint32_t gpc_budget_entries(void)
+{
+    return atomic_load_explicit(&bound_mask, memory_order_relaxed);
 }
 
 /* Under d's lock: this process's lease may have changed; the copy kept outside the mapping follows. */

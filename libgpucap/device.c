@@ -18,11 +18,15 @@
 struct device {
     atomic_int ready;
     int budget; /* ledger index or GPC_BUDGET_NONE / GPC_BUDGET_DENY */
-    uint64_t physical;          /* as the driver said at set-up (0: unknown) */
-    char uuid[GPC_UUID_TEXT];   /* "" when the driver gave none */
 };
 
 static struct device devices[GPC_MAX_DEVICES];
+/* What live.c needs to resolve a device's limit again, apart: the allocation path indexes
+ * `devices`, whose 8-byte entries cost one shift. */
+static struct {
+    uint64_t physical;          /* as the driver said at set-up (0: unknown) */
+    char uuid[GPC_UUID_TEXT];   /* "" when the driver gave none */
+} idents[GPC_MAX_DEVICES];
 static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
 atomic_int gpc_single_device = -1; /* -1 unknown, 0 several, 1 exactly one */
 
@@ -130,9 +134,9 @@ static int setup(int ordinal)
                 gpc_value_origin(&gpc_settings, from, GPC_OPT_MEMORY_LIMIT, ordinal, where, sizeof where));
     }
     d->budget = budget;
-    d->physical = have_physical ? physical : 0;
+    idents[ordinal].physical = have_physical ? physical : 0;
     if (have_uuid)
-        memcpy(d->uuid, uuid_text, sizeof d->uuid);
+        memcpy(idents[ordinal].uuid, uuid_text, sizeof idents[ordinal].uuid);
     atomic_store_explicit(&d->ready, 1, memory_order_release);
     pthread_mutex_unlock(&setup_lock);
     return budget;
@@ -173,7 +177,7 @@ void gpc_device_each_budget(void (*fn)(int ordinal, int id, const char *uuid, ui
     for (int i = 0; i < GPC_MAX_DEVICES; i++) {
         struct device *d = &devices[i];
         if (atomic_load_explicit(&d->ready, memory_order_acquire) && d->budget >= 0)
-            fn(i, d->budget, d->uuid[0] ? d->uuid : NULL, d->physical, arg);
+            fn(i, d->budget, idents[i].uuid[0] ? idents[i].uuid : NULL, idents[i].physical, arg);
     }
 }
 

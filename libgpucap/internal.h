@@ -357,6 +357,8 @@ uint64_t gpc_budget_own_limit(int id);
  * it bounds the ledger's limit field (the platform's lock).
  */
 void gpc_budget_bind(int id, uint64_t asked, bool binds);
+/* The ledger entries this process has a budget on, one bit per entry id (GPC_LEDGER_DEVICES is 32). */
+uint32_t gpc_budget_entries(void);
 /*
  * Applies a new limit for budget `id` under the entry's lock: this process's own limit becomes
  * `limit`, and so do the asks of the processes that asked for the same figure (all of them when

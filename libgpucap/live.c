@@ -200,9 +200,8 @@ bool gpc_live_check(bool now)
         atomic_load_explicit(&gpc_passthrough, memory_order_relaxed))
         return false;
     bool changed = false;
-    for (int id = 0; id < GPC_LEDGER_DEVICES; id++) {
-        if (atomic_load_explicit(&l->dev[id].state, memory_order_relaxed) != 1)
-            continue;
+    for (uint32_t mask = gpc_budget_entries(); mask; mask &= mask - 1) {
+        int id = __builtin_ctz(mask);
         /* Under the lock the file is the authority: a limit posted in the ledger is ignored. */
         if (!gpc_settings.locked && gpc_ledger_shared &&
             gpc_unlikely(atomic_load_explicit(&l->dev[id].limit_asked, memory_order_relaxed)))
