@@ -96,6 +96,8 @@ void gpc_text_printf(struct gpc_text *t, const char *fmt, ...)
 struct dev_rec {
     uint8_t uuid[16];
     uint64_t physical, limit, used, contexts, peak, denials, allocs;
+    /* Live budget changes: the budget before the last one, when (s), how many; used > limit. */
+    uint64_t limit_was, changed_s, changes, above;
     unsigned procs;
 };
 
@@ -247,6 +249,10 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
         o->peak = gpc_ledger_peak(l, d);
         o->denials = atomic_load(&e->slot.denials);
         o->allocs = atomic_load(&e->slot.allocs);
+        o->limit_was = atomic_load(&e->limit_was);
+        o->changed_s = atomic_load(&e->limit_changed_ns) / 1000000000u;
+        o->changes = atomic_load(&e->limit_changes);
+        o->above = o->limit != GPC_UNLIMITED && o->used > o->limit;
         for (int p = 0; p < GPC_LEDGER_PROCS; p++) {
             const struct gpc_ledger_proc *pr = &l->proc[p];
             if (atomic_load(&pr->pid) != 0 &&
@@ -372,24 +378,37 @@ struct dev_family {
     const char *name, *type, *help;
     size_t offset;
     bool finite_only; /* leave out GPC_UNLIMITED (no budget) */
+    bool changed_only; /* only for a budget changed live */
 };
 
 static const struct dev_family dev_families[] = {
     {"gpucap_container_budget_bytes", "gauge",
      "Device memory budget of the container on this card (absent: no budget).", offsetof(struct dev_rec, limit),
-     true},
+     true, false},
     {"gpucap_container_used_bytes", "gauge", "Device memory the container's processes hold on this card.",
-     offsetof(struct dev_rec, used), false},
+     offsetof(struct dev_rec, used), false, false},
     {"gpucap_container_context_reserve_bytes", "gauge",
      "Of gpucap_container_used_bytes, the reserves charged for CUDA contexts.", offsetof(struct dev_rec, contexts),
-     false},
+     false, false},
     {"gpucap_container_peak_bytes", "gauge", "Highest device memory in use by the container on this card.",
-     offsetof(struct dev_rec, peak), false},
+     offsetof(struct dev_rec, peak), false, false},
     {"gpucap_container_denials_total", "counter",
      "Allocations gpucap answered out-of-memory (in audit mode: would have) for the container on this card.",
-     offsetof(struct dev_rec, denials), false},
+     offsetof(struct dev_rec, denials), false, false},
     {"gpucap_container_allocations_total", "counter", "Charges admitted for the container on this card (allocations and context reserves).",
-     offsetof(struct dev_rec, allocs), false},
+     offsetof(struct dev_rec, allocs), false, false},
+    {"gpucap_container_budget_changes_total", "counter",
+     "Live changes of the container's budget on this card (the node agent, gpucap set-memory).",
+     offsetof(struct dev_rec, changes), false, false},
+    {"gpucap_container_budget_previous_bytes", "gauge",
+     "The budget before its last live change (absent: never changed).", offsetof(struct dev_rec, limit_was), true,
+     true},
+    {"gpucap_container_budget_changed_timestamp_seconds", "gauge",
+     "When the budget last changed live, Unix time (absent: never changed).", offsetof(struct dev_rec, changed_s),
+     false, true},
+    {"gpucap_container_above_budget", "gauge",
+     "1 when the container holds more than its budget (after a lowering: nothing more is admitted until it is "
+     "below), else 0.", offsetof(struct dev_rec, above), false, false},
 };
 
 static void write_metrics(struct scan *sc, struct gpc_text *t)
@@ -411,7 +430,7 @@ static void write_metrics(struct scan *sc, struct gpc_text *t)
             for (int d = 0; d < r->ndev; d++) {
                 uint64_t v;
                 memcpy(&v, (const char *)&r->dev[d] + df->offset, sizeof v);
-                if (df->finite_only && v == GPC_UNLIMITED)
+                if ((df->finite_only && v == GPC_UNLIMITED) || (df->changed_only && !r->dev[d].changes))
                     continue;
                 char uuid[GPC_UUID_TEXT];
                 gpc_uuid_format(r->dev[d].uuid, uuid);
