@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "fake_internal.h"
-#include "units.h"
+#include "common/units.h"
 
 _Atomic uint64_t fk_calls[FK_NENTRIES];
 

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "admission.h"
-#include "units.h"
+#include "common/units.h"
 
 static int failures;
 

@@ -7,7 +7,7 @@
 
 #include "apply.h"
 #include "kube.h"
-#include "units.h"
+#include "common/units.h"
 
 #include <stdarg.h>
 

@@ -15,8 +15,8 @@
  */
 #include "apply.h"
 
-#include "ledger.h"
-#include "units.h"
+#include "common/ledger.h"
+#include "common/units.h"
 
 #include <errno.h>
 #include <fcntl.h>

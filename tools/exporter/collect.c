@@ -38,8 +38,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ledger.h"
-#include "units.h"
+#include "common/ledger.h"
+#include "common/units.h"
 
 #define GPC_UNLIMITED UINT64_MAX
 /* Bounds of one scrape: a node runs at most a few hundred pods (kubelet's max-pods). */

@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "units.h"
+#include "common/units.h"
 
 #define ANN_MEMORY "gpucap.io/memory"
 #define ANN_INJECT "gpucap.io/inject"

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * ledger_check.c: what the library (ledger.c) and the tools share about a ledger: its path, whether
+ * a mapped file is a usable ledger, what is in use on a device, and whether the process of an entry
+ * is alive.
+ */
+#include "common/ledger.h"
+#include "common/options.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int gpc_ledger_path(const struct gpc_settings *s, char *buf, size_t len)
+{
+    const char *named = gpc_opt_string(s, GPC_OPT_LEDGER);
+    if (named && named[0])
+        snprintf(buf, len, "%s", named);
+    else
+        snprintf(buf, len, "/tmp/gpucap-%u.ledger", (unsigned)geteuid());
+    return strcmp(buf, "off") == 0 ? -ENOENT : 0;
+}
+
+const char *gpc_ledger_check(const struct gpc_ledger *l, uint64_t file_size, char *buf, unsigned len)
+{
+    if (file_size < sizeof(uint64_t) * 2)
+        return "truncated (shorter than its header)";
+    if (l->magic != GPC_LEDGER_MAGIC)
+        return "not a gpucap ledger (wrong magic number)";
+    if (l->version != GPC_LEDGER_VERSION) {
+        snprintf(buf, len, "layout version %u, this gpucap reads version %u", l->version, GPC_LEDGER_VERSION);
+        return buf;
+    }
+    if (file_size < sizeof *l) {
+        snprintf(buf, len, "truncated (%llu bytes, a ledger has %zu)", (unsigned long long)file_size, sizeof *l);
+        return buf;
+    }
+    if (l->size != sizeof *l || l->ndevices != GPC_LEDGER_DEVICES || l->nprocs != GPC_LEDGER_PROCS)
+        return "corrupted header (sizes do not match this layout)";
+    /* used may pass limit legitimately (audit mode, a limit lowered by a later process). */
+    for (int i = 0; i < GPC_LEDGER_DEVICES; i++) {
+        uint32_t st = atomic_load(&l->dev[i].state);
+        if (st > 1) {
+            snprintf(buf, len, "corrupted device entry %d", i);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+uint64_t gpc_ledger_share_in_use(const struct gpc_ledger_share *s)
+{
+    uint64_t lease = 0, spare = 0;
+    for (int tries = 0; tries < 64; tries++) {
+        uint64_t w = atomic_load_explicit(&s->spare, memory_order_acquire);
+        lease = atomic_load_explicit(&s->lease, memory_order_acquire);
+        uint64_t again = atomic_load_explicit(&s->spare, memory_order_acquire);
+        spare = again & GPC_SPARE_MASK;
+        /* The generation moved or is odd: a lock holder is changing both; read again. */
+        if (!((w ^ again) >> GPC_SPARE_BITS) && !((again >> GPC_SPARE_BITS) & 1))
+            break;
+    }
+    return lease > spare ? lease - spare : 0;
+}
+
+static uint32_t procs_used(const struct gpc_ledger *l)
+{
+    uint32_t n = atomic_load_explicit(&l->procs_used, memory_order_acquire);
+    return n < GPC_LEDGER_PROCS ? n : GPC_LEDGER_PROCS;
+}
+
+uint64_t gpc_ledger_in_use(const struct gpc_ledger *l, int dev)
+{
+    uint64_t sum = 0;
+    for (uint32_t i = 0, n = procs_used(l); i < n; i++)
+        if (atomic_load_explicit(&l->proc[i].pid, memory_order_relaxed) != 0)
+            sum += gpc_ledger_share_in_use(&l->proc[i].share[dev]);
+    return sum;
+}
+
+uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev)
+{
+    uint64_t peak = atomic_load_explicit(&l->dev[dev].slot.peak, memory_order_relaxed);
+    for (uint32_t i = 0, n = procs_used(l); i < n; i++) {
+        uint64_t theirs = atomic_load_explicit(&l->proc[i].share[dev].peak, memory_order_relaxed);
+        if (atomic_load_explicit(&l->proc[i].pid, memory_order_relaxed) != 0 && theirs > peak)
+            peak = theirs;
+    }
+    return peak;
+}
+
+/* Field 22 of /proc/<pid>/stat: start time in clock ticks since boot; 0 if unreadable. */
+uint64_t gpc_proc_start_time(int32_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* The command name may hold spaces and parentheses: count fields after the last ')'. */
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return 0;
+    for (int field = 2; field < 22 && p; field++)
+        p = strchr(p + 1, ' ');
+    return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time)
+{
+    if (pid <= 0)
+        return 0;
+    /* No start time: a claim in progress, or an entry forged to look alive forever (pid 1). The
+     * library gives claims a grace period of its own (ledger.c); nothing else counts it alive. */
+    if (start_time == 0)
+        return 0;
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return 0;
+    uint64_t now = gpc_proc_start_time(pid);
+    return now == 0 || now == start_time;
+}
+

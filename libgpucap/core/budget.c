@@ -1,0 +1,708 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * budget.c: admission, by budget leases.
+ *
+ * A budget is a ledger device entry (ledger.h), in the shared ledger or in a private one. No
+ * process admits against the device total one allocation at a time: each holds a lease per device,
+ * granted from the total under the entry's robust lock, and admits inside it with one
+ * compare-and-swap on a word of its own (its spare: the part of the lease not admitted); a free is
+ * one compare-and-swap on the same word. So the allocation path takes no lock, makes no system call
+ * and writes no cache line that another process writes.
+ *
+ * A lease grows by what is asked plus as much again as the process already holds, up to a chunk
+ * (1/64 of the limit, at least 2 MiB; a private budget takes the whole limit at once), and gives
+ * back what it holds spare beyond two chunks. Before any denial the spare of every process on
+ * the ledger is taken back, so a denial means the budget is full of admitted bytes, not of spare.
+ *
+ * Why the sum of what is admitted never exceeds the limit, under any interleaving of threads and
+ * processes (the argument to check when changing anything here):
+ *  1. For each process P and device d, at every instant: admitted(P) + spare(P) <= lease(P), where
+ *     admitted(P) counts every reservation from the moment its compare-and-swap succeeds to the
+ *     moment its release's compare-and-swap succeeds. An admission moves bytes from spare to
+ *     admitted in one compare-and-swap that fails rather than take spare below zero; a release
+ *     moves them back (never above the lease: it is clamped); growing a lease adds to the lease
+ *     before the spare; taking spare back lowers the spare (compare-and-swap) before the lease.
+ *  2. A lease changes only under d's lock, and d's `leased` is the sum of the leases, kept under
+ *     the same lock: a grow is checked there against the limit (audit mode excepted).
+ *  3. Taking spare back (from this or another process) never takes more than the spare: the
+ *     compare-and-swap works on the word it read, and any concurrent admission or release makes it
+ *     fail and read again; the lease then drops by exactly what the spare lost.
+ * So sum admitted <= sum lease = leased <= limit.
+ *
+ * Crash safety: a process's share in the total is its lease, which only lock holders write. A dead
+ * process's share is its lease, taken back whole (ledger.c). A lock holder that dies leaves the
+ * lock to the next locker with EOWNERDEAD: the total is recomputed from the leases, and a take-back
+ * of another process's spare that was half done is completed from the journal in the device entry
+ * (ledger.c, recover_device). What is in use (the figures) is the sum of lease - spare over the
+ * processes: exact, whatever is spare.
+ *
+ * The allocation and free counts are batched per thread (64 events) off the shared line.
+ *
+ * Live limits (gpc_budget_set_limit, live.c): a limit may change while processes run. A raise
+ * admits at the next lease grow. A lowering, under the lock, takes every process's spare back
+ * (so no lock-free admission is left above the new limit: point 1 still holds with the lower
+ * limit as soon as the leases fit in it) and admits nothing more while the leases are above it:
+ * memory already held stays, and a process that sees the ledger's change count move gives every
+ * freed byte back to the total instead of keeping it as spare, until the leases fit again. Under
+ * the platform's lock the ledger's limit field is bounded by this process's own limit (its
+ * settings, which live.c keeps current): what a tenant writes there can lower, never raise.
+ */
+#include "core/budget.h"
+
+#include "common/defs.h"
+#include "common/ledger.h"
+#include "core/ledger_map.h"
+#include "core/timeline.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+static struct gpc_slot deny_slot; /* limit 0 */
+
+struct gpc_slot *gpc_budget_slot(int id)
+{
+    if (id == GPC_BUDGET_DENY)
+        return &deny_slot;
+    if (id < 0 || !gpc_ledger)
+        return NULL;
+    return &gpc_ledger->dev[id].slot;
+}
+
+/* The timeline records a budget's figure after each change and denial; it never calls back here
+ * (one predictable branch when no report is asked for). */
+static inline void timeline_note(int id, bool denied)
+{
+    if (gpc_unlikely(gpc_timeline_on) && id >= 0 && gpc_ledger)
+        gpc_timeline_record(id, gpc_budget_in_use(id), denied);
+}
+
+static void max_into(_Atomic uint64_t *x, uint64_t v)
+{
+    uint64_t cur = atomic_load_explicit(x, memory_order_relaxed);
+    while (v > cur && !atomic_compare_exchange_weak_explicit(x, &cur, v, memory_order_relaxed, memory_order_relaxed))
+        ;
+}
+
+static void count_denial(struct gpc_slot *s)
+{
+    if (atomic_fetch_add_explicit(&s->denials, 1, memory_order_relaxed) == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t zero = 0;
+        atomic_compare_exchange_strong(&s->first_denial_ns, &zero, (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec);
+    }
+}
+
+bool gpc_budget_fits(uint64_t used, uint64_t bytes, uint64_t limit)
+{
+    /* Written so that it cannot wrap. */
+    return bytes <= limit && used <= limit - bytes;
+}
+
+/* ---- allocation and free counts, per thread ---- */
+
+#define COUNT_BATCH 64
+#define COUNT_THREADS 1024
+
+/*
+ * A thread's counts not yet added to the ledger. Only its thread adds to them (plain loads and
+ * stores of relaxed atomics); a flush from another thread (at exit) exchanges them. Initial-exec
+ * thread-local storage: one instruction to reach, no __tls_get_addr (the library is preloaded, and
+ * 264 bytes fit the static TLS glibc keeps for a library opened later).
+ */
+struct counts {
+    _Atomic uint32_t pending;
+    bool registered;
+    uint8_t batches;    /* batches flushed, for the check of changed limits every POLL_BATCHES */
+    _Atomic uint32_t allocs[GPC_LEDGER_DEVICES], frees[GPC_LEDGER_DEVICES];
+};
+
+static __thread struct counts my_counts __attribute__((tls_model("initial-exec")));
+static pthread_key_t counts_key;
+static pthread_once_t counts_once = PTHREAD_ONCE_INIT;
+static atomic_bool counts_key_ok;
+static struct counts *_Atomic count_blocks[COUNT_THREADS];
+
+static void flush(struct counts *c)
+{
+    atomic_store_explicit(&c->pending, 0, memory_order_relaxed);
+    struct gpc_ledger *l = gpc_ledger;
+    for (int id = 0; l && id < GPC_LEDGER_DEVICES; id++) {
+        if (!atomic_load_explicit(&c->allocs[id], memory_order_relaxed) &&
+            !atomic_load_explicit(&c->frees[id], memory_order_relaxed))
+            continue;
+        uint32_t a = atomic_exchange_explicit(&c->allocs[id], 0, memory_order_relaxed);
+        uint32_t f = atomic_exchange_explicit(&c->frees[id], 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&l->dev[id].slot.allocs, a, memory_order_relaxed);
+        atomic_fetch_add_explicit(&l->dev[id].slot.frees, f, memory_order_relaxed);
+    }
+}
+
+/* At thread exit (the key's destructor): its counts go in, its block leaves the list. */
+static void thread_gone(void *arg)
+{
+    struct counts *c = arg;
+    flush(c);
+    for (int i = 0; i < COUNT_THREADS; i++) {
+        struct counts *want = c;
+        if (atomic_compare_exchange_strong(&count_blocks[i], &want, NULL))
+            break;
+    }
+}
+
+static void counts_key_make(void)
+{
+    atomic_store_explicit(&counts_key_ok, pthread_key_create(&counts_key, thread_gone) == 0, memory_order_release);
+}
+
+/* A thread's first count: its block joins the list that the flush at exit walks. */
+static void counts_register(struct counts *c)
+{
+    c->registered = true;
+    pthread_once(&counts_once, counts_key_make);
+    if (!atomic_load_explicit(&counts_key_ok, memory_order_acquire))
+        return; /* then its counts go in at every batch only */
+    for (int i = 0; i < COUNT_THREADS; i++) {
+        struct counts *none = NULL;
+        if (atomic_compare_exchange_strong(&count_blocks[i], &none, c)) {
+            pthread_setspecific(counts_key, c);
+            return;
+        }
+    }
+}
+
+static inline void bump(_Atomic uint32_t *x)
+{
+    atomic_store_explicit(x, atomic_load_explicit(x, memory_order_relaxed) + 1, memory_order_relaxed);
+}
+
+static bool poll(bool now);
+
+/* A thread's batch is full: its counts go in, and every POLL_BATCHES batches (256 counted events
+ * of the thread) the cheap check for a changed limit runs. */
+#define POLL_BATCHES 4
+__attribute__((noinline, cold)) static void batch_done(struct counts *c)
+{
+    flush(c);
+    if (++c->batches % POLL_BATCHES == 0)
+        poll(false);
+}
+
+static inline void count(int id, bool freed)
+{
+    struct counts *c = &my_counts;
+    if (gpc_unlikely(!c->registered))
+        counts_register(c);
+    bump(freed ? &c->frees[id] : &c->allocs[id]);
+    bump(&c->pending);
+    if (gpc_unlikely(atomic_load_explicit(&c->pending, memory_order_relaxed) >= COUNT_BATCH))
+        batch_done(c);
+}
+
+void gpc_budget_flush_counts(void)
+{
+    flush(&my_counts);
+    for (int i = 0; i < COUNT_THREADS; i++) {
+        struct counts *c = atomic_load(&count_blocks[i]);
+        if (c)
+            flush(c);
+    }
+}
+
+static void counts_after_fork(void)
+{
+    /* The parent's counts are the parent's: the child's one thread starts from zero, and the
+     * blocks of the parent's other threads are gone. */
+    for (int i = 0; i < COUNT_THREADS; i++)
+        atomic_store(&count_blocks[i], NULL);
+    atomic_store(&my_counts.pending, 0);
+    for (int id = 0; id < GPC_LEDGER_DEVICES; id++)
+        atomic_store(&my_counts.allocs[id], 0), atomic_store(&my_counts.frees[id], 0);
+    my_counts.registered = false;
+}
+
+void gpc_budget_atfork(void)
+{
+    pthread_atfork(NULL, NULL, counts_after_fork);
+}
+
+/* ---- the limit in force ---- */
+
+/* This process's own limit per entry (its settings; live.c keeps it current), and whether it bounds
+ * the ledger's (under the platform's lock). */
+static _Atomic uint64_t own_limit[GPC_LEDGER_DEVICES];
+static atomic_bool own_binds[GPC_LEDGER_DEVICES];
+/* The entry's change count when this process last looked (gpc_budget_sync). */
+static _Atomic uint32_t seen_changes[GPC_LEDGER_DEVICES];
+static gpc_budget_poll_fn *_Atomic poll_fn;
+/* The entries this process has a budget on (bit per entry): what the check looks at. */
+static _Atomic uint32_t bound_mask;
+
+static inline uint64_t limit_of(const struct gpc_ledger_dev *d, int id)
+{
+    uint64_t limit = atomic_load_explicit(&d->slot.limit, memory_order_relaxed);
+    if (atomic_load_explicit(&own_binds[id], memory_order_relaxed)) {
+        uint64_t own = atomic_load_explicit(&own_limit[id], memory_order_relaxed);
+        if (own < limit)
+            limit = own;
+    }
+    return limit;
+}
+
+uint64_t gpc_budget_limit(int id)
+{
+    if (id == GPC_BUDGET_DENY)
+        return 0;
+    if (id < 0 || id >= GPC_LEDGER_DEVICES || !gpc_ledger)
+        return GPC_UNLIMITED;
+    return limit_of(&gpc_ledger->dev[id], id);
+}
+
+uint64_t gpc_budget_own_limit(int id)
+{
+    return id >= 0 && id < GPC_LEDGER_DEVICES ? atomic_load(&own_limit[id]) : GPC_UNLIMITED;
+}
+
+void gpc_budget_set_poll(gpc_budget_poll_fn *fn)
+{
+    atomic_store(&poll_fn, fn);
+}
+
+static bool poll(bool now)
+{
+    gpc_budget_poll_fn *fn = atomic_load_explicit(&poll_fn, memory_order_relaxed);
+    return fn ? fn(now) : false;
+}
+
+/* ---- leases ---- */
+
+/* Spare that this process keeps before giving some back, per device entry (set when its lease
+ * grows): two chunks in a shared ledger, never in a private budget. */
+static _Atomic uint64_t keep_at_most[GPC_LEDGER_DEVICES];
+#define CHUNK_MIN (UINT64_C(2) << 20)
+
+static uint64_t chunk_of(uint64_t limit)
+{
+    uint64_t c = limit / 64;
+    return c > CHUNK_MIN ? c : CHUNK_MIN;
+}
+
+/* The fast path: takes `bytes` from the spare of share s. True when admitted. */
+static inline bool take_spare(struct gpc_ledger_share *s, uint64_t bytes, uint64_t *after)
+{
+    uint64_t w = atomic_load_explicit(&s->spare, memory_order_relaxed);
+    while ((w & GPC_SPARE_MASK) >= bytes) {
+        if (atomic_compare_exchange_weak_explicit(&s->spare, &w, w - bytes, memory_order_acquire,
+                                                  memory_order_relaxed)) {
+            *after = w - bytes;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* This process's peak, after an admission left the spare word at `after`. */
+static inline void note_peak(struct gpc_ledger_share *s, uint64_t after)
+{
+    uint64_t lease = atomic_load_explicit(&s->lease, memory_order_acquire);
+    uint64_t now = atomic_load_explicit(&s->spare, memory_order_relaxed);
+    /* A lock holder changed the lease meanwhile: it notes the peak itself. */
+    if (((now ^ after) >> GPC_SPARE_BITS) | ((now >> GPC_SPARE_BITS) & 1))
+        return;
+    uint64_t spare = now & GPC_SPARE_MASK, in_use = lease > spare ? lease - spare : 0;
+    if (in_use > atomic_load_explicit(&s->peak, memory_order_relaxed))
+        max_into(&s->peak, in_use);
+}
+
+/*
+ * Under device id's lock: grows share s by `grow` bytes, of which `bytes` are admitted at once and
+ * the rest is spare. The generation is odd while lease and spare change together.
+ */
+static void lease_grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int id, uint64_t grow, uint64_t bytes)
+{
+    atomic_fetch_add_explicit(&s->spare, GPC_SPARE_GEN, memory_order_acq_rel);
+    GPC_CRASH_POINT(1);
+    uint64_t lease = atomic_load_explicit(&s->lease, memory_order_relaxed) + grow;
+    atomic_store_explicit(&s->lease, lease, memory_order_release);
+    GPC_CRASH_POINT(2);
+    atomic_store_explicit(&d->slot.leased, atomic_load_explicit(&d->slot.leased, memory_order_relaxed) + grow,
+                          memory_order_relaxed);
+    GPC_CRASH_POINT(3);
+    uint64_t w = atomic_fetch_add_explicit(&s->spare, GPC_SPARE_GEN + (grow - bytes), memory_order_acq_rel);
+    w += GPC_SPARE_GEN + (grow - bytes);
+    GPC_CRASH_POINT(4);
+    atomic_store_explicit(&gpc_ledger_mine[id], lease, memory_order_relaxed);
+    note_peak(s, w);
+}
+
+/*
+ * Under the lock of d: takes the spare of share s (of process entry `victim`) down to `keep`, and
+ * its lease and d's total down by as much. Returns what it took.
+ */
+static uint64_t take_back(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int victim, uint64_t keep)
+{
+    uint64_t w = atomic_load_explicit(&s->spare, memory_order_relaxed), after;
+    do {
+        if ((w & GPC_SPARE_MASK) <= keep)
+            return 0;
+        after = (w & ~GPC_SPARE_MASK) + GPC_SPARE_GEN + keep; /* odd: lease and spare change */
+        /* The journal first: if this process dies past the compare-and-swap, the next locker
+         * finishes the take from it (ledger.c). */
+        atomic_store_explicit(&d->victim_spare, w, memory_order_relaxed);
+        atomic_store_explicit(&d->victim_spare_after, after, memory_order_relaxed);
+        atomic_store_explicit(&d->victim_lease, atomic_load_explicit(&s->lease, memory_order_relaxed),
+                              memory_order_relaxed);
+        atomic_store_explicit(&d->victim, victim + 1, memory_order_release);
+        GPC_CRASH_POINT(5);
+    } while (!atomic_compare_exchange_weak_explicit(&s->spare, &w, after, memory_order_acq_rel, memory_order_relaxed));
+    GPC_CRASH_POINT(6);
+    uint64_t took = (w & GPC_SPARE_MASK) - keep;
+    atomic_store_explicit(&s->lease, atomic_load_explicit(&s->lease, memory_order_relaxed) - took,
+                          memory_order_release);
+    GPC_CRASH_POINT(7);
+    uint64_t leased = atomic_load_explicit(&d->slot.leased, memory_order_relaxed);
+    atomic_store_explicit(&d->slot.leased, leased > took ? leased - took : 0, memory_order_relaxed);
+    GPC_CRASH_POINT(8);
+    atomic_fetch_add_explicit(&s->spare, GPC_SPARE_GEN, memory_order_acq_rel); /* even again */
+    GPC_CRASH_POINT(9);
+    atomic_store_explicit(&d->victim, 0, memory_order_release);
+    return took;
+}
+
+/* Under the lock: takes back the spare of every process on device id. */
+static void take_all_spare(struct gpc_ledger *l, struct gpc_ledger_dev *d, int id)
+{
+    uint32_t n = atomic_load(&l->procs_used);
+    for (uint32_t i = 0; i < n && i < GPC_LEDGER_PROCS; i++)
+        if (atomic_load_explicit(&l->proc[i].pid, memory_order_relaxed) != 0)
+            take_back(d, &l->proc[i].share[id], (int)i, 0);
+}
+
+/* Under the lock: grows this process's lease enough to admit `bytes` at once. True if it did. */
+static bool grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int id, uint64_t bytes, bool unchecked)
+{
+    uint64_t limit = limit_of(d, id);
+    uint64_t leased = atomic_load_explicit(&d->slot.leased, memory_order_relaxed);
+    uint64_t by = bytes;
+    if (!unchecked && !gpc_budget_fits(leased, bytes, limit))
+        return false;
+    if (!gpc_ledger_shared) {
+        /* A private budget has nobody to share with: all of it at once. */
+        by = limit > leased && limit - leased > bytes ? limit - leased : bytes;
+        atomic_store_explicit(&keep_at_most[id], UINT64_MAX, memory_order_relaxed);
+    } else if (!unchecked) {
+        /* Spare in proportion to what the process already holds, up to a chunk: a process that
+         * allocates once (a crowd starting) leases what it asks for, one that allocates often
+         * soon leases a chunk ahead. */
+        uint64_t chunk = chunk_of(limit), lease = atomic_load_explicit(&s->lease, memory_order_relaxed);
+        uint64_t ahead = lease < chunk ? lease : chunk;
+        if (ahead && gpc_budget_fits(leased, bytes + ahead, limit) && bytes + ahead > bytes)
+            by = bytes + ahead;
+        atomic_store_explicit(&keep_at_most[id], 2 * chunk, memory_order_relaxed);
+    }
+    lease_grow(d, s, id, by, bytes);
+    return true;
+}
+
+#define LOCK_TRIES 5
+
+/* Admission that the spare could not make: under the lock, grow the lease; if the budget is
+ * leased out, take back everyone's spare and try again; then reap dead processes once. */
+static int reserve_locked(int id, uint64_t bytes, bool unchecked)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        /* A crowd starting at once on few cores can keep a holder off the CPU past one bound: the
+         * wait is repeated a few times (quietly but for the last) before the allocation is denied. */
+        struct gpc_ledger_dev *d = NULL;
+        for (int wait = 0; wait < LOCK_TRIES && !d; wait++)
+            d = gpc_ledger_lock_dev(id, wait < LOCK_TRIES - 1 ? NULL : "the allocation is denied");
+        int me = gpc_ledger_me();
+        if (!d || me < 0) {
+            if (d)
+                gpc_ledger_unlock(d);
+            return -ENOMEM;
+        }
+        struct gpc_ledger *l = gpc_ledger; /* after the lock: a rebuilt ledger is the one to use */
+        struct gpc_ledger_share *s = &l->proc[me].share[id];
+        uint64_t after;
+        bool ok = take_spare(s, bytes, &after); /* another thread of ours grew it meanwhile */
+        if (ok)
+            note_peak(s, after);
+        if (!ok)
+            ok = grow(d, s, id, bytes, unchecked);
+        if (!ok) {
+            /* (In a private budget only a fork child meets another entry: its parent's, copied.) */
+            take_all_spare(l, d, id);
+            ok = grow(d, s, id, bytes, false);
+        }
+        gpc_ledger_unlock(d);
+        if (ok)
+            return 0;
+        /* Before denying: are dead processes holding part of the budget? */
+        if (attempt == 0 && gpc_ledger_reap() == 0)
+            break;
+    }
+    return -ENOMEM;
+}
+
+/* Admission past the spare: a locked step, so a changed limit is looked for first (rate-limited),
+ * and before a denial at once (a raise not seen yet admits now). */
+static int reserve_slow(int id, uint64_t bytes, bool unchecked)
+{
+    poll(false);
+    int rc = reserve_locked(id, bytes, unchecked);
+    if (rc != 0 && poll(true))
+        rc = reserve_locked(id, bytes, unchecked);
+    return rc;
+}
+
+static int reserve(int id, uint64_t bytes, bool unchecked)
+{
+    if (id == GPC_BUDGET_NONE)
+        return 0;
+    int rc = -ENOMEM;
+    if (id >= 0) {
+        gpc_ledger_check_broken();
+        int me = gpc_ledger_me();
+        uint64_t after;
+        if (gpc_likely(me >= 0)) {
+            struct gpc_ledger_share *s = &gpc_ledger->proc[me].share[id];
+            if (gpc_likely(take_spare(s, bytes, &after))) {
+                note_peak(s, after);
+                rc = 0;
+            } else {
+                rc = reserve_slow(id, bytes, unchecked);
+            }
+        }
+        if (gpc_unlikely(rc != 0 && atomic_load_explicit(&gpc_ledger_broken, memory_order_relaxed))) {
+            /* The file was shrunk during this call (its figures read as zeros): admit on the
+             * private budget that this process moves to now. */
+            gpc_ledger_check_broken();
+            rc = reserve_slow(id, bytes, unchecked);
+        }
+    }
+    struct gpc_slot *slot = gpc_budget_slot(id);
+    if (gpc_unlikely(bytes > atomic_load_explicit(&slot->largest, memory_order_relaxed)))
+        max_into(&slot->largest, bytes);
+    if (gpc_unlikely(rc != 0)) {
+        count_denial(slot);
+        timeline_note(id, true);
+        return rc;
+    }
+    count(id, false);
+    timeline_note(id, false);
+    return 0;
+}
+
+int gpc_budget_reserve(int id, uint64_t bytes)
+{
+    return reserve(id, bytes, false);
+}
+
+/* When the spare has grown past what a process keeps: gives some back, if the lock is free now (a
+ * free never waits; the spare stays this process's, and is taken back before any denial). */
+static void give_back_spare(int id)
+{
+    struct gpc_ledger_dev *d = gpc_ledger_trylock_dev(id);
+    if (!d)
+        return;
+    int me = gpc_ledger_me();
+    if (me >= 0) {
+        uint64_t limit = limit_of(d, id);
+        struct gpc_ledger_share *s = &gpc_ledger->proc[me].share[id];
+        /* Above a lowered limit nothing is kept: what is freed goes back to the total. */
+        bool over = atomic_load_explicit(&keep_at_most[id], memory_order_relaxed) == 0;
+        take_back(d, s, me, over ? 0 : chunk_of(limit));
+        if (over && atomic_load_explicit(&d->slot.leased, memory_order_relaxed) <= limit)
+            atomic_store_explicit(&keep_at_most[id], gpc_ledger_shared ? 2 * chunk_of(limit) : UINT64_MAX,
+                                  memory_order_relaxed);
+        atomic_store_explicit(&gpc_ledger_mine[id], atomic_load_explicit(&s->lease, memory_order_relaxed),
+                              memory_order_relaxed);
+    }
+    gpc_ledger_unlock(d);
+}
+
+void gpc_budget_release(int id, uint64_t bytes)
+{
+    if (id < 0)
+        return;
+    gpc_ledger_check_broken();
+    int me = gpc_ledger_me();
+    if (me < 0)
+        return; /* logged; this process holds no lease */
+    struct gpc_ledger_share *s = &gpc_ledger->proc[me].share[id];
+    uint64_t w = atomic_load_explicit(&s->spare, memory_order_relaxed), spare;
+    do {
+        /* Never above the lease, whatever a caller does: spare past it would admit past it. */
+        uint64_t lease = atomic_load_explicit(&s->lease, memory_order_acquire);
+        spare = (w & GPC_SPARE_MASK) + bytes;
+        if (spare > lease)
+            spare = lease;
+    } while (!atomic_compare_exchange_weak_explicit(&s->spare, &w, (w & ~GPC_SPARE_MASK) | spare,
+                                                    memory_order_release, memory_order_relaxed));
+    count(id, true);
+    timeline_note(id, false);
+    if (gpc_unlikely(spare > atomic_load_explicit(&keep_at_most[id], memory_order_relaxed)))
+        give_back_spare(id);
+}
+
+/* ---- live limits ---- */
+
+void gpc_budget_bind(int id, uint64_t asked, bool binds)
+{
+    if (id < 0 || id >= GPC_LEDGER_DEVICES || !gpc_ledger)
+        return;
+    int me = atomic_load(&gpc_ledger_index);
+    uint64_t mine = gpc_ledger_shared && me >= 0 ? atomic_load(&gpc_ledger->proc[me].share[id].limit) : 0;
+    atomic_store(&own_limit[id], mine ? mine : asked);
+    atomic_store(&seen_changes[id], atomic_load(&gpc_ledger->dev[id].limit_changes));
+    atomic_store(&own_binds[id], binds);
+    atomic_fetch_or(&bound_mask, UINT32_C(1) << id);
+}
+
+uint32_t gpc_budget_entries(void)
+{
+    return atomic_load_explicit(&bound_mask, memory_order_relaxed);
+}
+
+/* Under d's lock: this process's lease may have changed; the copy kept outside the mapping follows. */
+static void mirror_mine(struct gpc_ledger *l, int id, int me)
+{
+    if (me >= 0)
+        atomic_store_explicit(&gpc_ledger_mine[id], atomic_load(&l->proc[me].share[id].lease), memory_order_relaxed);
+}
+
+int gpc_budget_set_limit(int id, uint64_t limit, unsigned by, uint64_t *was, uint64_t *now)
+{
+    if (id < 0 || id >= GPC_LEDGER_DEVICES || !gpc_ledger)
+        return -EINVAL;
+    int me = gpc_ledger_me(); /* before the lock: a claim may take device locks */
+    struct gpc_ledger_dev *d = gpc_ledger_lock_dev(id, "the budget changes at the next check");
+    if (!d)
+        return -EAGAIN;
+    struct gpc_ledger *l = gpc_ledger;
+    uint64_t before = limit_of(d, id), ledger_before = atomic_load(&d->slot.limit);
+    uint64_t old_own = atomic_load(&own_limit[id]);
+    /* The processes that asked for what this one asked for read the same settings: they ask for
+     * the new figure now (each checks it against its own settings at its next check). A request
+     * of `gpucap set-memory` is for every process. The smallest ask of those holding an entry
+     * stays the ledger's limit, as at registration. */
+    uint64_t lowest = limit;
+    uint32_t n = atomic_load(&l->procs_used);
+    for (uint32_t i = 0; gpc_ledger_shared && i < n && i < GPC_LEDGER_PROCS; i++) {
+        struct gpc_ledger_share *s = &l->proc[i].share[id];
+        if (atomic_load(&l->proc[i].pid) == 0)
+            continue;
+        uint64_t theirs = atomic_load(&s->limit);
+        if (theirs == 0)
+            continue;
+        if ((int)i == me || by == GPC_LIMIT_BY_CLI || theirs == old_own)
+            atomic_store(&s->limit, theirs = limit);
+        if (theirs < lowest)
+            lowest = theirs;
+    }
+    atomic_store(&own_limit[id], limit);
+    atomic_store(&d->slot.limit, lowest);
+    uint64_t after = limit_of(d, id);
+    if (lowest != ledger_before || after != before) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        atomic_store(&d->limit_was, before);
+        atomic_store(&d->limit_changed_ns, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+        atomic_store(&d->limit_by, by);
+        atomic_fetch_add(&d->limit_changes, 1);
+    }
+    if (after < before) {
+        /* No lock-free admission is left above the new limit; what is held stays. */
+        take_all_spare(l, d, id);
+        mirror_mine(l, id, me);
+        bool over = atomic_load(&d->slot.leased) > after;
+        atomic_store(&keep_at_most[id], over ? 0 : gpc_ledger_shared ? 2 * chunk_of(after) : UINT64_MAX);
+    }
+    atomic_store(&seen_changes[id], atomic_load(&d->limit_changes));
+    gpc_ledger_unlock(d);
+    if (was)
+        *was = before;
+    if (now)
+        *now = after;
+    return 0;
+}
+
+void gpc_budget_sync(int id)
+{
+    if (id < 0 || id >= GPC_LEDGER_DEVICES || !gpc_ledger)
+        return;
+    struct gpc_ledger_dev *d = &gpc_ledger->dev[id];
+    uint32_t changes = atomic_load_explicit(&d->limit_changes, memory_order_relaxed);
+    if (changes == atomic_load_explicit(&seen_changes[id], memory_order_relaxed))
+        return;
+    atomic_store(&seen_changes[id], changes);
+    /* Lowered below what is leased: what this process frees goes back to the total. */
+    if (atomic_load(&d->slot.leased) > limit_of(d, id))
+        atomic_store(&keep_at_most[id], 0);
+}
+
+/* ---- audit mode and fault injection (asked for by `gpucap`; see charge.c) ---- */
+
+int gpc_budget_reserve_unchecked(int id, uint64_t bytes)
+{
+    if (id < 0)
+        return 0;
+    return reserve(id, bytes, true);
+}
+
+void gpc_budget_note_denial(int id, uint64_t bytes)
+{
+    struct gpc_slot *s = gpc_budget_slot(id);
+    if (!s)
+        return;
+    max_into(&s->largest, bytes);
+    count_denial(s);
+    timeline_note(id, true);
+}
+
+void gpc_budget_note_contexts(int id, int64_t delta)
+{
+    struct gpc_slot *s = gpc_budget_slot(id);
+    if (s && id >= 0)
+        atomic_fetch_add_explicit(&s->contexts, (uint64_t)delta, memory_order_relaxed);
+}
+
+#ifdef GPC_CRASH_POINTS
+#include <signal.h>
+#include <stdlib.h>
+
+void gpc_crash_point(int n)
+{
+    static int at = -1;
+    if (at < 0) {
+        const char *e = getenv("GPC_TEST_CRASH_AT");
+        at = e ? atoi(e) : 0;
+    }
+    if (n == at)
+        raise(SIGKILL);
+}
+#endif
+
+/* ---- figures ---- */
+
+uint64_t gpc_budget_in_use(int id)
+{
+    if (id < 0 || !gpc_ledger)
+        return 0;
+    uint64_t in_use = gpc_ledger_in_use(gpc_ledger, id);
+    max_into(&gpc_ledger->dev[id].slot.peak, in_use); /* the device's peak: the sums seen */
+    return in_use;
+}
+
+uint64_t gpc_budget_peak(int id)
+{
+    if (id < 0 || !gpc_ledger)
+        return 0;
+    uint64_t in_use = gpc_budget_in_use(id), peak = gpc_ledger_peak(gpc_ledger, id);
+    return peak > in_use ? peak : in_use;
+}

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * budget.h: reservation arithmetic (budget.c) over the ledger's device entries.
+ */
+#ifndef GPUCAP_CORE_BUDGET_H
+#define GPUCAP_CORE_BUDGET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/ledger.h"
+
+/* In the crash-test copy of the library only: the process dies (SIGKILL) at step n of a locked
+ * lease operation when GPC_TEST_CRASH_AT=n. Nothing in the real library. */
+#ifdef GPC_CRASH_POINTS
+void gpc_crash_point(int n);
+#define GPC_CRASH_POINT(n) gpc_crash_point(n)
+#else
+#define GPC_CRASH_POINT(n) ((void)0)
+#endif
+/* Budget ids are ledger device indices, or one of these. */
+#define GPC_BUDGET_NONE (-1) /* no limit for that device: nothing is counted */
+#define GPC_BUDGET_DENY (-2) /* a budget of 0 after a bad setting: everything is denied */
+/*
+ * Admits `bytes` if what is admitted on the device stays within its limit: 0, or -ENOMEM (nothing
+ * changed, denial counted). Inside this process's lease: one compare-and-swap. Otherwise the lease
+ * grows under the device's robust lock; before denying, every process's spare and dead processes'
+ * shares are taken back and admission is tried again.
+ */
+int gpc_budget_reserve(int id, uint64_t bytes);
+/* The admission rule: `bytes` more on top of `used` stays within `limit` (computed without wrapping). */
+bool gpc_budget_fits(uint64_t used, uint64_t bytes, uint64_t limit);
+/* Gives back bytes admitted earlier (no lock: into this process's lease). */
+void gpc_budget_release(int id, uint64_t bytes);
+/* What the processes on budget `id` have in use (0 for none); the device's peak follows it. */
+uint64_t gpc_budget_in_use(int id);
+/* The device's peak of budget `id` (gpc_ledger_peak, and what is in use now). */
+uint64_t gpc_budget_peak(int id);
+/* Adds every thread's batched allocation and free counts to the ledger (for a report). */
+void gpc_budget_flush_counts(void);
+/* Registers the fork handler of the batched counts (at start-up). */
+void gpc_budget_atfork(void);
+/* Adds `delta` bytes to the part of a budget's use that context reserves make up (figures only). */
+void gpc_budget_note_contexts(int id, int64_t delta);
+/* The figures of a budget (NULL for GPC_BUDGET_NONE). */
+struct gpc_slot *gpc_budget_slot(int id);
+/*
+ * Audit mode: admits `bytes` whatever the limit (used may pass it), so that the peak is what the
+ * job really needs. 0, or -ENOMEM when the shared ledger cannot be locked (logged).
+ */
+int gpc_budget_reserve_unchecked(int id, uint64_t bytes);
+/* Counts a denial decided elsewhere (an injected fault) in the budget's figures. */
+void gpc_budget_note_denial(int id, uint64_t bytes);
+
+/*
+ * The limit in force for budget `id` in this process: the ledger's, bounded under the platform's
+ * lock by this process's own (so a limit field raised in the file lifts nothing); 0 for
+ * GPC_BUDGET_DENY, GPC_UNLIMITED for GPC_BUDGET_NONE. What admission and the memory queries use.
+ */
+uint64_t gpc_budget_limit(int id);
+/* This process's own limit for budget `id` (its settings, as last applied); GPC_UNLIMITED if none. */
+uint64_t gpc_budget_own_limit(int id);
+/*
+ * After the ledger entry `id` was registered (device.c): `asked` is this process's limit from its
+ * settings (the ledger's own record of it wins: a limit set live by `gpucap set-memory`); `binds`:
+ * it bounds the ledger's limit field (the platform's lock).
+ */
+void gpc_budget_bind(int id, uint64_t asked, bool binds);
+/* The ledger entries this process has a budget on, one bit per entry id (GPC_LEDGER_DEVICES is 32). */
+uint32_t gpc_budget_entries(void);
+/*
+ * Applies a new limit for budget `id` under the entry's lock: this process's own limit becomes
+ * `limit`, and so do the asks of the processes that asked for the same figure (all of them when
+ * `by` is GPC_LIMIT_BY_CLI); the ledger's limit is the smallest ask, as at registration. A raise
+ * admits at the next grow; a lowering takes every process's spare back and admits nothing more
+ * while the leases are above it (nothing held is revoked). The change (from, when, by whom) is
+ * recorded in the entry when the limit in force moved. *was / *now (optional): the limit in force
+ * before and after. 0, -EINVAL for a budget that is not a ledger entry, -EAGAIN when the lock was
+ * not obtained (logged).
+ */
+int gpc_budget_set_limit(int id, uint64_t limit, unsigned by, uint64_t *was, uint64_t *now);
+/* When entry `id`'s change count moved since this process looked: if its leases are above the
+ * limit in force, this process gives back whatever it frees until they fit. No lock, no call. */
+void gpc_budget_sync(int id);
+/*
+ * The check for changed limits that budget.c runs at its locked steps (before a lease grows, and
+ * once more before a denial with `now` true) and every 64 counted events per thread. Returns true
+ * when a limit was changed. Registered by live.c at start-up (a lower layer calls up only this way).
+ */
+typedef bool gpc_budget_poll_fn(bool now);
+void gpc_budget_set_poll(gpc_budget_poll_fn *fn);
+
+#endif
