@@ -183,13 +183,16 @@ static inline void bump(_Atomic uint32_t *x)
 static bool poll(bool now);
 
 /* A thread's batch is full: its counts go in, and every POLL_BATCHES batches (256 counted events
- * of the thread) the cheap check for a changed limit runs. */
+ * of the thread) the cheap check for a changed limit runs, at an allocation (applying a change
+ * takes a lock, and a free never waits for one). */
 #define POLL_BATCHES 4
-__attribute__((noinline, cold)) static void batch_done(struct counts *c)
+__attribute__((noinline, cold)) static void batch_done(struct counts *c, bool freed)
 {
     flush(c);
-    if (++c->batches % POLL_BATCHES == 0)
+    if (++c->batches >= POLL_BATCHES && !freed) {
+        c->batches = 0;
         poll(false);
+    }
 }
 
 static inline void count(int id, bool freed)
@@ -200,7 +203,7 @@ static inline void count(int id, bool freed)
     bump(freed ? &c->frees[id] : &c->allocs[id]);
     bump(&c->pending);
     if (gpc_unlikely(atomic_load_explicit(&c->pending, memory_order_relaxed) >= COUNT_BATCH))
-        batch_done(c);
+        batch_done(c, freed);
 }
 
 void gpc_budget_flush_counts(void)
