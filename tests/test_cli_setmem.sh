@@ -51,6 +51,9 @@ GPUCAP_LEDGER=$t/l GPUCAP_MEMORY_LIMIT=64MiB LD_PRELOAD=$TEST_PRELOAD "$alloc" a
 [ $rc = 0 ] && grep -qE "budget 256.00 MiB \(was 64.00 MiB\), in use 0 B$" "$t/idle" || bad "idle ledger: rc $rc $(cat "$t/idle")"
 GPUCAP_LEDGER=$t/l GPUCAP_MEMORY_LIMIT=64MiB LD_PRELOAD=$TEST_PRELOAD "$alloc" a200 > "$t/later" 2>&1
 grep -q "results=0$" "$t/later" || bad "a later process did not take the budget set: $(cat "$t/later")"
+# Once the last process on the ledger has left, a new run's own settings apply again.
+GPUCAP_LEDGER=$t/l GPUCAP_MEMORY_LIMIT=64MiB LD_PRELOAD=$TEST_PRELOAD "$alloc" a200 > "$t/next" 2>&1
+grep -q "results=1$" "$t/next" || bad "a later run still took the budget set: $(cat "$t/next")"
 
 # Refusals.
 "$gpucap" set-memory --ledger "$t/l" lots > /dev/null 2> "$t/err"; rc=$?

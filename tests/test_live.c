@@ -366,7 +366,8 @@ static void case_asked(void)
     info(&f, &t);
     CHECK(t == 128 * MiB && f == 112 * MiB, "after a raise asked: total %zu free %zu", t, f);
     CHECK(atomic_load(&l->dev[0].limit_asked) == 0, "the request is cleared once applied");
-    CHECK(atomic_load(&l->dev[0].limit_by) == GPC_LIMIT_BY_CLI && atomic_load(&l->dev[0].limit_was) == 64 * MiB,
+    CHECK((atomic_load(&l->dev[0].limit_by) & GPC_LIMIT_BY_MASK) == GPC_LIMIT_BY_CLI &&
+              atomic_load(&l->dev[0].limit_was) == 64 * MiB,
           "recorded: by %u was %llu", atomic_load(&l->dev[0].limit_by),
           (unsigned long long)atomic_load(&l->dev[0].limit_was));
     CHECK(alloc(&q, 100 * MiB) == CUDA_SUCCESS, "up to the raised budget");
@@ -385,6 +386,7 @@ static void case_asked(void)
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the later process (status %d)", status);
     CHECK(atomic_load(&l->dev[0].slot.limit) == 32 * MiB, "a later process dragged the limit to %llu",
           (unsigned long long)atomic_load(&l->dev[0].slot.limit));
+    CHECK(atomic_load(&l->dev[0].limit_by) & GPC_LIMIT_HELD, "the figure set holds while a process runs");
 }
 
 static void case_asked_child(void)

@@ -60,6 +60,10 @@ struct gpc_ledger_dev {
 /* Who changed a limit while processes ran (gpc_ledger_dev.limit_by). */
 #define GPC_LIMIT_BY_PLATFORM 1u /* the platform settings file was rewritten (the node agent) */
 #define GPC_LIMIT_BY_CLI 2u      /* `gpucap set-memory` on a ledger of unlocked settings */
+#define GPC_LIMIT_BY_MASK 0xffu
+/* With GPC_LIMIT_BY_CLI: the figure set holds for processes that join the ledger until the last
+ * process on it leaves (a later run's own settings apply again). */
+#define GPC_LIMIT_HELD 0x100u
 
 /*
  * One process's part of one device's budget. `lease` is granted from the device's `leased` and

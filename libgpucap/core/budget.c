@@ -619,6 +619,8 @@ int gpc_budget_set_limit(int id, uint64_t limit, unsigned by, uint64_t *was, uin
         atomic_store(&d->limit_by, by);
         atomic_fetch_add(&d->limit_changes, 1);
     }
+    if (by == GPC_LIMIT_BY_CLI)
+        atomic_store(&d->limit_by, GPC_LIMIT_BY_CLI | GPC_LIMIT_HELD);
     if (after < before) {
         /* No lock-free admission is left above the new limit; what is held stays. */
         take_all_spare(l, d, id);

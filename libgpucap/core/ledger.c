@@ -747,6 +747,9 @@ static void recompute_limit(int d)
     }
     struct gpc_ledger_dev *dev = &gpc_ledger->dev[d];
     uint64_t cur = atomic_load(&dev->slot.limit);
+    /* The last process left: a figure set by `gpucap set-memory` no longer holds for the next. */
+    if (!any)
+        atomic_fetch_and(&dev->limit_by, ~GPC_LIMIT_HELD);
     if (any && lowest != cur) {
         char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT];
         atomic_store(&dev->slot.limit, lowest);
@@ -1040,9 +1043,10 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
     if (me < 0)
         return -EAGAIN;
     /* A limit set live by `gpucap set-memory` is this ledger's budget now: a process that starts
-     * later takes it, not the figure its environment still carries (unlocked settings only; under
-     * the lock the platform file, which the later process read, is the authority). */
-    if (!created && !gpc_config.locked && atomic_load(&l->dev[found].limit_by) == GPC_LIMIT_BY_CLI) {
+     * later takes it, not the figure its environment still carries, until the last process on the
+     * ledger leaves (unlocked settings only; under the lock the platform file, which the later
+     * process read, is the authority). */
+    if (!created && !gpc_config.locked && (atomic_load(&l->dev[found].limit_by) & GPC_LIMIT_HELD)) {
         uint64_t set = atomic_load(&l->dev[found].slot.limit);
         if (set != limit) {
             char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT];

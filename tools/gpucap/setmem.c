@@ -105,12 +105,10 @@ static int apply_here(struct gpc_ledger *l, struct gpc_ledger_dev *d, int id, ui
         atomic_store(&d->slot.limit, limit);
         atomic_store(&d->limit_was, was);
         atomic_store(&d->limit_changed_ns, realtime_ns());
-        atomic_store(&d->limit_by, GPC_LIMIT_BY_CLI);
         atomic_fetch_add(&d->limit_changes, 1);
-    } else if (atomic_load(&d->limit_by) != GPC_LIMIT_BY_CLI) {
-        /* The same figure, now set live: a process that starts later takes it. */
-        atomic_store(&d->limit_by, GPC_LIMIT_BY_CLI);
     }
+    /* The next process to join takes it (until the last one on the ledger leaves). */
+    atomic_store(&d->limit_by, GPC_LIMIT_BY_CLI | GPC_LIMIT_HELD);
     pthread_mutex_unlock(&d->lock);
     return 0;
 }

@@ -94,6 +94,7 @@ static const char *utc_text(uint64_t ns, char *buf, size_t len)
 
 static const char *changed_by(uint32_t by)
 {
+    by &= GPC_LIMIT_BY_MASK;
     return by == GPC_LIMIT_BY_PLATFORM ? "platform" : by == GPC_LIMIT_BY_CLI ? "set-memory" : "unknown";
 }
 
