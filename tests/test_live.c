@@ -227,7 +227,7 @@ static void case_raise(void)
     CHECK(alloc(&big, 48 * MiB) == CUDA_SUCCESS, "up to the new budget");
     struct gpc_ledger *l = map_ledger();
     CHECK(atomic_load(&l->dev[0].limit_was) == 64 * MiB && atomic_load(&l->dev[0].limit_by) == GPC_LIMIT_BY_PLATFORM &&
-              atomic_load(&l->dev[0].limit_changed_ns) != 0,
+              atomic_load(&l->dev[0].limit_changed_s) != 0,
           "the change is recorded: was %llu by %u", (unsigned long long)atomic_load(&l->dev[0].limit_was),
           atomic_load(&l->dev[0].limit_by));
     atomic_store(&sh->step, 4);

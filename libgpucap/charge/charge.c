@@ -105,6 +105,7 @@ static CUresult charge_begin(struct gpc_charge *c, int device, uint64_t bytes, c
         }
         return CUDA_SUCCESS;
     }
+    bool from_ctx = false; /* the device is the current context's */
     if (device < 0) {
         CUcontext ctx = NULL;
         CUdevice d;
@@ -118,8 +119,9 @@ static CUresult charge_begin(struct gpc_charge *c, int device, uint64_t bytes, c
         c->ctx = (uint64_t)(uintptr_t)ctx;
         c->have_ctx = ctx != NULL;
         c->device = device = d;
+        from_ctx = true;
     }
-    int budget = gpc_device_budget(device);
+    int budget = from_ctx ? gpc_device_budget_current(device) : gpc_device_budget(device);
     /* An injected failure is a denial in the figures, and never reaches the budget or the driver. */
     if (gpc_unlikely(gpc_fault_armed(&gpc_config)) && !context &&
         gpc_fault_inject(&gpc_config, call, device, bytes)) {

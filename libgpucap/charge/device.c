@@ -8,10 +8,21 @@
  * reorderings, UUID lists) share one budget per card. Devices without a limit are passed through.
  * The device of an allocation is the current context's; a process that sees a single device skips
  * asking the driver for it, and a process with several asks once per context (see ctx_slots).
+ *
+ * The NVIDIA driver's own per-container limit (drvlimit.h) is in force on a card when the total
+ * the driver reports in a context on it (cuMemGetInfo_v2) is below the card's size
+ * (cuDeviceTotalMem_v2), or is exactly the limit the platform declared for the toolkit
+ * (NVIDIA_GPU_MEMORY_LIMIT with _REQUEST). Then a percentage resolves against the driver's figure,
+ * and the budget is min(gpucap's own, the driver's): gpucap denies first, with its figures and its
+ * one line, and nothing is charged twice (gpucap's accounting is unchanged; the driver counts the
+ * same bytes in its own cgroup). A declared limit not seen in force still caps the budget (the safe
+ * direction) but is not reported as the driver's. Set-up without a context on the card (the
+ * runtime reads cuDeviceTotalMem first) looks again at the first call with one (state 2 below).
  */
 #include "charge/device.h"
 
 #include "common/defs.h"
+#include "common/drvlimit.h"
 #include "common/ledger.h"
 #include "common/log.h"
 #include "common/options.h"
@@ -29,16 +40,23 @@
 #include <string.h>
 
 struct device {
-    atomic_int ready;
-    int budget; /* ledger index or GPC_BUDGET_NONE / GPC_BUDGET_DENY */
+    atomic_int ready; /* 0 not set up; 1 set up; 2 set up, the driver's own limit still to be looked
+                       * for (no context was current on the device at set-up) */
+    atomic_int budget; /* ledger index or GPC_BUDGET_NONE / GPC_BUDGET_DENY */
 };
 
 static struct device devices[GPC_MAX_DEVICES];
-/* Bytes, as the driver said at set-up (0: it did not say), and the UUID text ("" when the driver gave
- * none), for live.c to resolve a limit again. Apart from `devices`, whose 8-byte entries the
- * allocation path indexes. */
+/* Bytes, as the driver said at set-up (0: it did not say). Apart from `devices`, whose 8-byte
+ * entries the allocation path indexes. */
 static _Atomic uint64_t physical_of[GPC_MAX_DEVICES];
-static char uuid_of[GPC_MAX_DEVICES][GPC_UUID_TEXT];
+/* What set-up learnt for the late look at the driver's limit (under setup_lock); apart too. */
+struct device_setup {
+    uint64_t physical, declared;
+    uint8_t uuid[16];
+    char uuid_text[GPC_UUID_TEXT];
+    bool have_uuid;
+};
+static struct device_setup setups[GPC_MAX_DEVICES];
 static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
 atomic_int gpc_single_device = -1; /* -1 unknown, 0 several, 1 exactly one */
 
@@ -90,13 +108,51 @@ void gpc_device_atfork(void)
     pthread_atfork(setup_prepare, setup_parent, setup_child);
 }
 
-static int setup(int ordinal)
+/* The total the driver reports in the current context, when the caller knows that context is on
+ * the device (`current`; the query needs a context, and asking which one is current would cost the
+ * allocation path a driver call); 0 when not, or when the driver says nothing. */
+static uint64_t driver_reported(bool current)
 {
-    struct device *d = &devices[ordinal];
+    size_t free_b = 0, total = 0;
+    if (!current || !gpc_real.cuMemGetInfo_v2 || gpc_real.cuMemGetInfo_v2(&free_b, &total) != CUDA_SUCCESS)
+        return 0;
+    return total;
+}
+
+/* gpucap's budget for the device: its own limit (a percentage of the driver's figure when the
+ * driver's limit is in force, else of the card), never above the driver's limit, nor above a
+ * declared one. *in_force tells whether the driver's is. */
+static uint64_t resolve_limit(const struct device_setup *d, int ordinal, uint64_t reported, const struct gpc_value **from,
+                              bool *in_force)
+{
+    *in_force = gpc_drv_in_force(d->physical, reported, d->declared);
+    uint64_t base = *in_force ? reported : d->physical;
+    uint64_t limit = gpc_settings_limit(&gpc_config, ordinal, d->have_uuid ? d->uuid_text : NULL, base, from);
+    uint64_t cap = *in_force ? reported : d->declared;
+    if (cap && !(*from && (*from)->bad) && (limit == GPC_UNLIMITED || limit > cap))
+        limit = cap;
+    return limit;
+}
+
+static void note_driver(int budget, int ordinal, uint64_t reported, uint64_t limit)
+{
+    if (budget < 0 || !gpc_ledger)
+        return;
+    atomic_store(&gpc_ledger->dev[budget].driver_limit, reported);
+    char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT];
+    gpc_log(GPC_LOG_INFO, "device %d: the driver enforces %s for this container; gpucap's budget is %s "
+            "(enforced by: %s)", ordinal, gpc_format_size(reported, a, sizeof a),
+            gpc_format_size(limit, b, sizeof b), gpc_enforced_by(reported));
+}
+
+static int setup(int ordinal, bool current)
+{
+    struct device *dev = &devices[ordinal];
+    struct device_setup *d = &setups[ordinal];
     pthread_mutex_lock(&setup_lock);
-    if (atomic_load(&d->ready)) {
+    if (atomic_load(&dev->ready)) {
         pthread_mutex_unlock(&setup_lock);
-        return d->budget;
+        return atomic_load(&dev->budget);
     }
     size_t physical = 0;
     bool have_physical = gpc_real.cuDeviceTotalMem_v2 &&
@@ -105,17 +161,26 @@ static int setup(int ordinal)
     CUuuid uuid;
     memset(&uuid, 0, sizeof uuid);
     bool have_uuid = GPC_CALL_REAL(cuDeviceGetUuid_v2, (&uuid, ordinal)) == CUDA_SUCCESS;
-    char uuid_text[GPC_UUID_TEXT];
+    char *uuid_text = d->uuid_text;
     gpc_uuid_format((const uint8_t *)uuid.bytes, uuid_text);
+    d->physical = have_physical ? physical : 0;
+    d->have_uuid = have_uuid;
+    extern char **environ;
+    const char *why = NULL;
+    d->declared = gpc_drv_declared(environ, &why);
+    if (why)
+        gpc_log(GPC_LOG_WARN, "device %d: the driver's limit: %s", ordinal, why);
+    uint64_t reported = driver_reported(current);
     const struct gpc_value *from;
-    uint64_t limit = gpc_settings_limit(&gpc_config, ordinal, have_uuid ? uuid_text : NULL, physical, &from);
+    bool in_force;
+    uint64_t limit = resolve_limit(d, ordinal, reported, &from, &in_force);
     int budget = GPC_BUDGET_NONE;
     if (limit == GPC_UNLIMITED) {
         budget = GPC_BUDGET_NONE;
     } else if (from && from->bad) {
         /* A broken setting caps this process at 0; it does not drag the shared budget down. */
         budget = GPC_BUDGET_DENY;
-    } else if (from && from->u.size.is_percent && !have_physical) {
+    } else if (from && from->u.size.is_percent && !have_physical && !in_force) {
         pthread_mutex_unlock(&setup_lock);
         gpc_log(GPC_LOG_ERROR, "device %d: its memory size is unknown, so '%s' cannot be resolved yet; "
                 "allocations are denied until it can", ordinal, from->text);
@@ -136,7 +201,10 @@ static int setup(int ordinal)
             pthread_mutex_unlock(&setup_lock);
             return GPC_BUDGET_DENY;
         }
-        if (budget < 0) {
+        if (budget == -EACCES) {
+            /* Under the lock, a ledger that was refused (ledger.c said why): denied. */
+            budget = GPC_BUDGET_DENY;
+        } else if (budget < 0) {
             gpc_log(GPC_LOG_ERROR, "device %d: the ledger's device table is full (%d cards); allocations on it are "
                     "denied", ordinal, GPC_LEDGER_DEVICES);
             budget = GPC_BUDGET_DENY;
@@ -145,16 +213,67 @@ static int setup(int ordinal)
         gpc_log(GPC_LOG_INFO, "device %d (%s): budget %s of %s (%s)", ordinal, uuid_text, gpc_format_size(limit, a, sizeof a),
                 gpc_format_size(physical, b, sizeof b),
                 gpc_value_origin(&gpc_config, from, GPC_OPT_MEMORY_LIMIT, ordinal, where, sizeof where));
+        if (in_force)
+            note_driver(budget, ordinal, reported, limit);
     }
-    d->budget = budget;
-    if (have_uuid)
-        memcpy(uuid_of[ordinal], uuid_text, sizeof uuid_of[ordinal]);
-    atomic_store_explicit(&d->ready, 1, memory_order_release);
+    memcpy(d->uuid, uuid.bytes, sizeof d->uuid);
+    atomic_store(&dev->budget, budget);
+    /* No context on the card now: the driver's figure is asked again at the first call with one,
+     * unless a broken setting already denies everything. */
+    bool look_later = !current && budget != GPC_BUDGET_DENY;
+    atomic_store_explicit(&dev->ready, look_later ? 2 : 1, memory_order_release);
     pthread_mutex_unlock(&setup_lock);
     return budget;
 }
 
-int gpc_device_budget(int ordinal)
+/* A device set up without a context on it: now, if a context on it is current, asks the driver
+ * for its figure once, and when the driver's limit is in force lowers the budget to it (through
+ * the ledger, which keeps the smallest limit of its live processes) or makes one. */
+__attribute__((noinline, cold)) static int look_again(int ordinal, bool current)
+{
+    struct device *dev = &devices[ordinal];
+    struct device_setup *d = &setups[ordinal];
+    if (!current)
+        return atomic_load(&dev->budget);
+    pthread_mutex_lock(&setup_lock);
+    int budget = atomic_load(&dev->budget);
+    if (atomic_load(&dev->ready) != 2) {
+        pthread_mutex_unlock(&setup_lock);
+        return budget;
+    }
+    /* Callers pass `current` only with a context they saw: a driver that answers nothing there
+     * will not answer later either, so this is asked once (the allocation path pays it once). */
+    uint64_t reported = driver_reported(current);
+    if (!reported) {
+        atomic_store_explicit(&dev->ready, 1, memory_order_release);
+        pthread_mutex_unlock(&setup_lock);
+        return budget;
+    }
+    const struct gpc_value *from;
+    bool in_force;
+    uint64_t limit = resolve_limit(d, ordinal, reported, &from, &in_force);
+    if (in_force && limit != GPC_UNLIMITED) {
+        uint64_t now = budget >= 0 && gpc_ledger ? atomic_load(&gpc_ledger->dev[budget].slot.limit) : GPC_UNLIMITED;
+        int got = budget;
+        if (budget == GPC_BUDGET_NONE || limit < now)
+            got = gpc_ledger_device(d->uuid, d->physical, limit, ordinal);
+        if (got == -EAGAIN) {
+            pthread_mutex_unlock(&setup_lock); /* contended: asked again at the next call */
+            return budget;
+        }
+        if (got >= 0) {
+            budget = got;
+            gpc_budget_bind(budget, limit, gpc_config.locked);
+            note_driver(budget, ordinal, reported, limit);
+        }
+        atomic_store(&dev->budget, budget);
+    }
+    atomic_store_explicit(&dev->ready, 1, memory_order_release);
+    pthread_mutex_unlock(&setup_lock);
+    return budget;
+}
+
+static int budget_of(int ordinal, bool current)
 {
     if (gpc_unlikely(ordinal < 0 || ordinal >= GPC_MAX_DEVICES)) {
         gpc_log(GPC_LOG_ERROR, "device %d: beyond the %d devices gpucap can budget; denied", ordinal,
@@ -162,9 +281,20 @@ int gpc_device_budget(int ordinal)
         return GPC_BUDGET_DENY;
     }
     struct device *d = &devices[ordinal];
-    if (gpc_likely(atomic_load_explicit(&d->ready, memory_order_acquire)))
-        return d->budget;
-    return setup(ordinal);
+    int ready = atomic_load_explicit(&d->ready, memory_order_acquire);
+    if (gpc_likely(ready == 1))
+        return atomic_load_explicit(&d->budget, memory_order_relaxed);
+    return ready == 2 ? look_again(ordinal, current) : setup(ordinal, current);
+}
+
+int gpc_device_budget(int ordinal)
+{
+    return budget_of(ordinal, false);
+}
+
+int gpc_device_budget_current(int ordinal)
+{
+    return budget_of(ordinal, true);
 }
 
 uint64_t gpc_device_physical(int ordinal)
@@ -180,7 +310,8 @@ int gpc_device_budget_if_ready(int ordinal)
     if (ordinal < 0 || ordinal >= GPC_MAX_DEVICES)
         return GPC_BUDGET_NONE;
     struct device *d = &devices[ordinal];
-    return atomic_load_explicit(&d->ready, memory_order_acquire) ? d->budget : GPC_BUDGET_NONE;
+    return atomic_load_explicit(&d->ready, memory_order_acquire) ? atomic_load_explicit(&d->budget, memory_order_relaxed)
+                                                                 : GPC_BUDGET_NONE;
 }
 
 void gpc_device_hold(bool hold)
@@ -196,8 +327,9 @@ void gpc_device_each_budget(void (*fn)(int ordinal, int id, const char *uuid, ui
 {
     for (int i = 0; i < GPC_MAX_DEVICES; i++) {
         struct device *d = &devices[i];
-        if (atomic_load_explicit(&d->ready, memory_order_acquire) && d->budget >= 0)
-            fn(i, d->budget, uuid_of[i][0] ? uuid_of[i] : NULL, atomic_load(&physical_of[i]), arg);
+        int budget = atomic_load_explicit(&d->budget, memory_order_relaxed);
+        if (atomic_load_explicit(&d->ready, memory_order_acquire) && budget >= 0)
+            fn(i, budget, setups[i].have_uuid ? setups[i].uuid_text : NULL, setups[i].physical, arg);
     }
 }
 

@@ -14,6 +14,9 @@
 
 /* The budget id of device `ordinal` (set up on first use). */
 int gpc_device_budget(int ordinal);
+/* gpc_device_budget for a caller whose current context is on `ordinal` (the device was read from
+ * it): set-up may then ask the driver for its figure there (the driver's own limit, device.c). */
+int gpc_device_budget_current(int ordinal);
 /* The memory size of device `ordinal` as the driver said when its budget was set up (which this
  * does first, like gpc_device_budget); 0 when the driver did not say or `ordinal` is out of range. */
 uint64_t gpc_device_physical(int ordinal);

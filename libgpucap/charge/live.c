@@ -114,6 +114,11 @@ static void apply_one(int ordinal, int id, const char *uuid, uint64_t physical, 
         said_bad = true;
         return;
     }
+    /* The NVIDIA driver's own limit, where one was seen in force, stays the driver's (it is applied
+     * once, when the container starts): the budget is never above it. */
+    uint64_t drv = gpc_ledger ? atomic_load(&gpc_ledger->dev[id].driver_limit) : 0;
+    if (drv && drv < limit)
+        limit = drv;
     if (limit == gpc_budget_own_limit(id))
         return;
     uint64_t was, now;

@@ -6,6 +6,7 @@
 #define GPUCAP_COMMON_DEFS_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #define gpc_likely(x) __builtin_expect(!!(x), 1)
 #define gpc_unlikely(x) __builtin_expect(!!(x), 0)
@@ -18,6 +19,8 @@
 #define GPC_MAX_UUID_LIMITS 16
 /* A limit of GPC_UNLIMITED means "no budget for this device". */
 #define GPC_UNLIMITED UINT64_MAX
+/* A uid nobody has: the platform's uid when the platform file's owner is not known. */
+#define GPC_NO_UID ((uid_t)-1)
 
 /*
  * The choices of the GPC_T_ENUM settings. One list per setting gives both its enum and its choices

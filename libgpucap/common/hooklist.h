@@ -43,7 +43,9 @@
     X(cuDeviceTotalMem_v2, cuDeviceTotalMem, 3020, 0, PFN_cuDeviceTotalMem_v3020)                     \
     X(cuGetProcAddress, cuGetProcAddress, 11030, 0, PFN_cuGetProcAddress_v11030)                      \
     X(cuGetProcAddress_v2, cuGetProcAddress, 12000, 0, PFN_cuGetProcAddress_v12000)                  \
+    X(cuArrayCreate, cuArrayCreate, 2000, 0, PFN_cuArrayCreate_v2000)                                 \
     X(cuArrayCreate_v2, cuArrayCreate, 3020, 0, PFN_cuArrayCreate_v3020)                              \
+    X(cuArray3DCreate, cuArray3DCreate, 2000, 0, PFN_cuArray3DCreate_v2000)                           \
     X(cuArray3DCreate_v2, cuArray3DCreate, 3020, 0, PFN_cuArray3DCreate_v3020)                        \
     X(cuArrayDestroy, cuArrayDestroy, 2000, 0, PFN_cuArrayDestroy_v2000)                              \
     X(cuMipmappedArrayCreate, cuMipmappedArrayCreate, 5000, 0, PFN_cuMipmappedArrayCreate_v5000)      \

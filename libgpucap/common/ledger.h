@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #define GPC_LEDGER_MAGIC 0x5247444c43504721ULL /* "!GPCLDGR" */
-#define GPC_LEDGER_VERSION 4u
+#define GPC_LEDGER_VERSION 5u
 #define GPC_LEDGER_DEVICES 32
 #define GPC_LEDGER_PROCS 1024
 
@@ -48,14 +48,18 @@ struct gpc_ledger_dev {
     _Atomic int32_t victim;
     uint32_t pad2;
     _Atomic uint64_t victim_spare, victim_spare_after, victim_lease;
-    /* Live budget changes (live.c, budget.c), in what was reserved space: a file written before
-     * them holds zeros here, which read as "never changed". Written under `lock`, except
+    /* v5: the NVIDIA driver's own limit for this container on this card, as a process saw it in
+     * force (drvlimit.h), 0 when none was seen: then only gpucap enforces. The budget (slot.limit)
+     * is never above it: min(gpucap's own, the driver's). */
+    _Atomic uint64_t driver_limit;
+    /* Live budget changes (charge/live.c, core/budget.c), in what was reserved space: a file written
+     * before them holds zeros here, which read as "never changed". Written under `lock`, except
      * `limit_asked`, which `gpucap set-memory` posts and the process that applies it clears. */
     _Atomic uint64_t limit_was;         /* the limit before the last change */
-    _Atomic uint64_t limit_changed_ns;  /* CLOCK_REALTIME of the last change; 0: never changed */
     _Atomic uint64_t limit_asked;       /* a new limit asked by `gpucap set-memory` (unlocked settings); 0: none */
-    _Atomic uint32_t limit_changes;     /* how many changes: a process that sees it move re-reads the limit */
-    _Atomic uint32_t limit_by;          /* who made the last change: GPC_LIMIT_BY_* */
+    _Atomic uint32_t limit_changed_s;   /* CLOCK_REALTIME seconds of the last change; 0: never changed */
+    _Atomic uint16_t limit_changes;     /* how many changes (mod 2^16): a process that sees it move looks again */
+    _Atomic uint16_t limit_by;          /* who made the last change: GPC_LIMIT_BY_*, and GPC_LIMIT_HELD */
 };
 /* Who changed a limit while processes ran (gpc_ledger_dev.limit_by). */
 #define GPC_LIMIT_BY_PLATFORM 1u /* the platform settings file was rewritten (the node agent) */
@@ -96,12 +100,17 @@ struct gpc_ledger_proc {
  * that attaches, under table_lock (gpc_ledger_identify); `seq` is odd while a write is under way, so
  * a reader that takes no lock (gpucap-exporter) can tell a torn copy. gpucap writes NUL-terminated
  * strings; readers bound them by the field size all the same (the file is the tenant's).
+ * `mode` took the place of a padding word that every writer left 0, so the layout and its version
+ * are unchanged and 0 reads as "not recorded".
  */
 #define GPC_IDENTITY_NAME 64  /* namespace, container name, pod UID: at most 63 characters */
 #define GPC_IDENTITY_POD 256  /* pod name: at most 253 characters */
+#define GPC_IDENTITY_MODE_UNKNOWN 0 /* a writer before the field was used (it was padding, always 0) */
+#define GPC_IDENTITY_MODE_ENFORCE 1
+#define GPC_IDENTITY_MODE_AUDIT 2
 struct gpc_ledger_identity {
     _Atomic uint32_t seq;
-    uint32_t pad;
+    uint32_t mode;              /* GPC_IDENTITY_MODE_*: GPUCAP_MODE of the last writer */
     uint64_t written_ns;        /* CLOCK_REALTIME of the last write */
     char pod_namespace[GPC_IDENTITY_NAME];
     char pod_name[GPC_IDENTITY_POD];
@@ -125,6 +134,15 @@ struct gpc_ledger {
     struct gpc_ledger_dev dev[GPC_LEDGER_DEVICES];
     struct gpc_ledger_proc proc[GPC_LEDGER_PROCS];
 };
+
+/* Writes the header and initialises the locks of a fresh (zero) ledger mapping. */
+void gpc_ledger_format(struct gpc_ledger *l);
+/*
+ * Makes a whole, fresh ledger file at `path` with permissions `mode` (the umask does not apply):
+ * written under a temporary name first, so nothing ever sees half a ledger. 0, -EEXIST when
+ * something is at the path already (left as it is), or another -errno.
+ */
+int gpc_ledger_create(const char *path, unsigned mode);
 
 /*
  * Checks a mapped ledger of `file_size` bytes: NULL if it is usable, else the reason, e.g.

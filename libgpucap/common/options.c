@@ -46,6 +46,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/auxv.h>
+#include <sys/stat.h>
 
 #ifndef GPC_SYSTEM_CONFIG
 #define GPC_SYSTEM_CONFIG "/etc/gpucap/gpucap.ini"
@@ -540,12 +541,16 @@ static int on_lock_key(void *user, const char *section, const char *name, const 
 }
 
 /* 1 when the platform file says lock = true, 0 when it does not or is absent, -errno when it exists
- * but cannot be read. */
-static int platform_locked(void)
+ * but cannot be read. *owner: the file's owner, the platform's uid (GPC_NO_UID when unknown). */
+static int platform_locked(uid_t *owner)
 {
+    *owner = GPC_NO_UID;
     FILE *f = fopen(GPC_SYSTEM_CONFIG, "re");
     if (!f)
         return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0)
+        *owner = st.st_uid;
     bool locked = false;
     ini_parse_file(f, on_lock_key, &locked);
     fclose(f);
@@ -684,7 +689,7 @@ static void load(struct gpc_settings *s, char *const *envp)
     for (char *const *e = envp; e && *e; e++)
         if (strncmp(*e, "GPUCAP_CONFIG=", 14) == 0)
             config = *e + 14;
-    int lock = platform_locked();
+    int lock = platform_locked(&s->platform_uid);
     if (lock != 0) {
         static struct gpc_settings platform;
         s->locked = true;

@@ -94,6 +94,7 @@ struct gpc_settings {
     bool env_bad;        /* an unknown GPUCAP_* variable: every budget is 0 */
     int errors;          /* error lines written */
     bool locked;         /* the platform file locks the settings: the environment may only tighten */
+    uid_t platform_uid;  /* under the lock: the platform file's owner, who alone makes ledgers */
     int refused;         /* overrides refused under the lock (one warning line each) */
     /* Under the lock: the platform file's settings alone, which bound every limit here. */
     const struct gpc_settings *platform;

@@ -18,6 +18,7 @@
 #include "common/report.h"
 
 #include "common/defs.h"
+#include "common/drvlimit.h"
 #include "common/ledger.h"
 #include "common/units.h"
 
@@ -83,7 +84,7 @@ static void format_time(uint64_t ns, char out[40])
 }
 
 struct figures {
-    uint64_t limit, used, peak, allocs, frees, denials, largest, first_denial_ns;
+    uint64_t limit, used, peak, allocs, frees, denials, largest, first_denial_ns, driver_limit;
 };
 
 static void read_figures(const struct gpc_ledger *l, int id, struct figures *f)
@@ -99,6 +100,7 @@ static void read_figures(const struct gpc_ledger *l, int id, struct figures *f)
     f->denials = atomic_load(&s->denials);
     f->largest = atomic_load(&s->largest);
     f->first_denial_ns = atomic_load(&s->first_denial_ns);
+    f->driver_limit = atomic_load(&l->dev[id].driver_limit);
 }
 
 static void text_device(struct out *o, const struct gpc_ledger_dev *d, const struct figures *f, bool audit)
@@ -110,6 +112,11 @@ static void text_device(struct out *o, const struct gpc_ledger_dev *d, const str
     else
         put(o, "device %s: budget %s of %s\n", uuid, gpc_format_size(f->limit, a, sizeof a),
             gpc_format_size(d->physical, b, sizeof b));
+    if (f->driver_limit)
+        put(o, "  enforced by   %s (the driver's limit %s)\n", gpc_enforced_by(f->driver_limit),
+            gpc_format_size(f->driver_limit, a, sizeof a));
+    else
+        put(o, "  enforced by   %s\n", gpc_enforced_by(0));
     put(o, "  peak          %s (%llu bytes)%s\n", gpc_format_size(f->peak, a, sizeof a), (unsigned long long)f->peak,
         audit ? ": the budget this job needs" : "");
     put(o, "  in use at end %s (%llu bytes)\n", gpc_format_size(f->used, a, sizeof a), (unsigned long long)f->used);
@@ -155,6 +162,11 @@ static void json_device(struct out *o, const struct gpc_ledger_dev *d, const str
         put(o, "\"budget\":null,");
     else
         put(o, "\"budget\":%llu,", (unsigned long long)f->limit);
+    put(o, "\"enforced_by\":\"%s\",", gpc_enforced_by(f->driver_limit));
+    if (f->driver_limit)
+        put(o, "\"driver_limit\":%llu,", (unsigned long long)f->driver_limit);
+    else
+        put(o, "\"driver_limit\":null,");
     put(o, "\"peak\":%llu,\"in_use\":%llu,\"allocations\":%llu,\"frees\":%llu,\"denials\":%llu,\"largest\":%llu,",
         (unsigned long long)f->peak, (unsigned long long)f->used, (unsigned long long)f->allocs,
         (unsigned long long)f->frees, (unsigned long long)f->denials, (unsigned long long)f->largest);

@@ -240,7 +240,7 @@ void gpc_budget_atfork(void)
 static _Atomic uint64_t own_limit[GPC_LEDGER_DEVICES];
 static atomic_bool own_binds[GPC_LEDGER_DEVICES];
 /* The entry's change count when this process last looked (gpc_budget_sync). */
-static _Atomic uint32_t seen_changes[GPC_LEDGER_DEVICES];
+static _Atomic uint16_t seen_changes[GPC_LEDGER_DEVICES];
 static gpc_budget_poll_fn *_Atomic poll_fn;
 /* The entries this process has a budget on (bit per entry): what the check looks at. */
 static _Atomic uint32_t bound_mask;
@@ -615,7 +615,7 @@ int gpc_budget_set_limit(int id, uint64_t limit, unsigned by, uint64_t *was, uin
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         atomic_store(&d->limit_was, before);
-        atomic_store(&d->limit_changed_ns, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+        atomic_store(&d->limit_changed_s, (uint32_t)ts.tv_sec);
         atomic_store(&d->limit_by, by);
         atomic_fetch_add(&d->limit_changes, 1);
     }
@@ -642,7 +642,7 @@ void gpc_budget_sync(int id)
     if (id < 0 || id >= GPC_LEDGER_DEVICES || !gpc_ledger)
         return;
     struct gpc_ledger_dev *d = &gpc_ledger->dev[id];
-    uint32_t changes = atomic_load_explicit(&d->limit_changes, memory_order_relaxed);
+    uint16_t changes = atomic_load_explicit(&d->limit_changes, memory_order_relaxed);
     if (changes == atomic_load_explicit(&seen_changes[id], memory_order_relaxed))
         return;
     atomic_store(&seen_changes[id], changes);

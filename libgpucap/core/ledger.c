@@ -24,7 +24,10 @@
  * a half-initialised ledger. Owner-only by default; GPUCAP_LEDGER_GROUP=1 makes it group-shared. A
  * ledger that cannot be used (corrupted, truncated, another layout version, foreign, open to other
  * users, with a second name, not writable) is one error line naming the file and the reason, and
- * the process then has a private budget.
+ * the process then has a private budget. Under the platform's lock the ledger is the platform's
+ * (gpucap inject makes it, 0666, owned by the platform file's owner): the library never creates
+ * or rebuilds one and never falls back to a private budget, and an unusable one is the error line
+ * and then a denial of every allocation (a private budget per process would multiply the cap).
  *
  * Whoever can write the file can also shrink it, and touching a shared mapping past the end of its
  * file raises SIGBUS. From attach on, a SIGBUS handler guards the mapping (and only it: other faults
@@ -73,6 +76,8 @@ static bool left; /* gpc_ledger_leave ran: this process claims no entry any more
 static pthread_mutex_t me_lock = PTHREAD_MUTEX_INITIALIZER;
 
 atomic_bool gpc_ledger_broken;
+/* Under the platform's lock the ledger was refused: every budget denies. */
+static atomic_bool ledger_refused;
 _Atomic uint64_t gpc_ledger_mine[GPC_LEDGER_DEVICES];
 /* What this process registered, kept outside the mapping: enough to rebuild its budget privately. */
 static struct {
@@ -85,16 +90,6 @@ static _Atomic uintptr_t guarded;
 static struct sigaction prev_sigbus;
 
 /* ---- locking ---- */
-
-static void init_robust(pthread_mutex_t *m)
-{
-    pthread_mutexattr_t a;
-    pthread_mutexattr_init(&a);
-    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-    pthread_mutex_init(m, &a);
-    pthread_mutexattr_destroy(&a);
-}
 
 /*
  * A take-back of spare (budget.c, take_back) journalled in entry d and not finished, whoever was
@@ -270,24 +265,6 @@ void gpc_ledger_unlock(struct gpc_ledger_dev *d)
 
 /* ---- attaching ---- */
 
-/* `l` is fresh memory from mmap (anonymous, or a file just extended by ftruncate): already zero,
- * so only what is not zero is written (a megabyte of zeros would be touched for nothing). */
-static void init_ledger(struct gpc_ledger *l)
-{
-    l->version = GPC_LEDGER_VERSION;
-    l->size = sizeof *l;
-    l->ndevices = GPC_LEDGER_DEVICES;
-    l->nprocs = GPC_LEDGER_PROCS;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    l->created_ns = (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec;
-    init_robust(&l->table_lock);
-    for (int i = 0; i < GPC_LEDGER_DEVICES; i++)
-        init_robust(&l->dev[i].lock);
-    atomic_thread_fence(memory_order_release);
-    l->magic = GPC_LEDGER_MAGIC;
-}
-
 static void use_private(const char *why)
 {
     if (why)
@@ -301,7 +278,7 @@ static void use_private(const char *why)
         gpc_ledger = none;
         return;
     }
-    init_ledger(m);
+    gpc_ledger_format(m);
     gpc_ledger = m;
     gpc_ledger_shared = false;
 }
@@ -359,11 +336,19 @@ void gpc_ledger_recover(void)
     pthread_mutex_lock(&recover_lock);
     if (!gpc_ledger_shared)
         goto out;
+    if (gpc_config.locked) {
+        /* No private budget under the lock: the zero pages stay, every limit reads 0, all is denied. */
+        gpc_ledger_shared = false;
+        gpc_log(GPC_LOG_ERROR, "ledger %s: the file was shrunk under this process (by another process that can "
+                "write it); under the platform's lock every allocation of this process is denied from here on",
+                ledger_path);
+        goto out;
+    }
     struct gpc_ledger *m = mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     uint64_t held = 0;
     if (m != MAP_FAILED) {
         /* Same entry indices: the budget ids that device.c handed out stay valid. */
-        init_ledger(m);
+        gpc_ledger_format(m);
         for (int i = 0; i < GPC_LEDGER_DEVICES; i++) {
             if (!my_devs[i].known)
                 continue;
@@ -443,29 +428,106 @@ static const char *refused(const struct stat *st, bool group, char *why, size_t 
 }
 
 
+/*
+ * Why a ledger file must not be used under the platform's lock, or NULL. The platform made it
+ * (`gpucap inject --ledgers`): a regular file with one name, owned by the platform's uid (the owner
+ * of the platform file, which the tenant cannot write), mode 0666 so that every user of the
+ * container counts in it. A file of anyone else, or with another mode, is not the platform's.
+ */
+static const char *refused_locked(const struct stat *st, char *why, size_t len)
+{
+    if (!S_ISREG(st->st_mode))
+        return "is not a regular file";
+    uid_t owner = gpc_config.platform_uid;
+    if (owner == GPC_NO_UID)
+        return "cannot be checked: the owner of the platform file is unknown";
+    if (st->st_uid != owner) {
+        snprintf(why, len, "belongs to uid %u, not to the platform (uid %u, the owner of the platform file)",
+                 (unsigned)st->st_uid, (unsigned)owner);
+        return why;
+    }
+    if ((st->st_mode & 07777) != 0666) {
+        snprintf(why, len, "has mode %04o, the platform's ledger has mode 0666", (unsigned)(st->st_mode & 07777));
+        return why;
+    }
+    if (st->st_nlink != 1) {
+        snprintf(why, len, "has %lu names (hard links); a ledger must have one", (unsigned long)st->st_nlink);
+        return why;
+    }
+    return NULL;
+}
+
+/* Why the platform's ledger could not be opened, from open()'s errno. */
+static const char *open_failure_locked(int err, char *why, size_t len)
+{
+    switch (err) {
+    case ENOENT:
+        return "is missing (under the platform's lock only the platform makes it: gpucap inject --ledgers)";
+    case ELOOP:
+        return "is a symbolic link";
+    case EISDIR:
+        return "is a directory";
+    default:
+        snprintf(why, len, "cannot be opened for reading and writing (%s)", strerror(err));
+        return why;
+    }
+}
+
+/*
+ * Under the platform's lock an unusable ledger is not replaced by one of this process: a private
+ * budget per process would multiply the cap by the number of processes. Every budget denies
+ * (gpc_ledger_device answers -EACCES), after this one line.
+ */
+static void deny_all(const char *why)
+{
+    gpc_log(GPC_LOG_ERROR, "ledger %s: %s; under the platform's lock the library makes no ledger and keeps no "
+            "private budget: every allocation is denied until the platform's ledger is back", ledger_path, why);
+    gpc_ledger = NULL;
+    gpc_ledger_shared = false;
+    atomic_store(&ledger_refused, true);
+}
+
+/* The ledger cannot be used: a denial under the lock, else a private budget. */
+static void unusable(const char *why)
+{
+    if (gpc_config.locked)
+        deny_all(why);
+    else
+        use_private(why);
+}
+
 void gpc_ledger_attach(void)
 {
     if (gpc_ledger_path(&gpc_config, ledger_path, sizeof ledger_path) == -ENOENT) {
+        /* "off": a budget private to each process, chosen by whoever set it (the platform, if locked). */
         use_private(NULL);
         return;
     }
+    bool locked = gpc_config.locked;
     bool group = gpc_opt_bool(&gpc_config, GPC_OPT_LEDGER_GROUP);
     mode_t mode = group ? 0660 : 0600;
+    char why[160];
 
     int fd = -1;
-    for (int attempt = 0; attempt < 3 && fd < 0; attempt++) {
+    if (locked) {
+        /* Never created here; O_NONBLOCK: a FIFO planted in its place must not hang the process. */
+        fd = open(ledger_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+        if (fd < 0) {
+            deny_all(open_failure_locked(errno, why, sizeof why));
+            return;
+        }
+    }
+    for (int attempt = 0; !locked && attempt < 3 && fd < 0; attempt++) {
         fd = open(ledger_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
         if (fd >= 0 || errno != ENOENT)
             break;
         int rc = write_file(mode, NULL);
         if (rc != 0 && rc != -EEXIST) {
-            char why[128];
             snprintf(why, sizeof why, "cannot be created (%s)", strerror(-rc));
             use_private(why);
             return;
         }
     }
-    char why[160];
     if (fd < 0) {
         snprintf(why, sizeof why, "cannot be opened for writing (%s)", strerror(errno));
         use_private(why);
@@ -474,19 +536,19 @@ void gpc_ledger_attach(void)
     struct stat st;
     if (fstat(fd, &st) != 0) {
         close(fd);
-        use_private("is not a regular file");
+        unusable("is not a regular file");
         return;
     }
     /* A creator without renameat2 holds a second name for an instant: wait that out (bounded). */
-    for (int i = 0; i < 20 && S_ISREG(st.st_mode) && st.st_nlink == 2; i++) {
+    for (int i = 0; !locked && i < 20 && S_ISREG(st.st_mode) && st.st_nlink == 2; i++) {
         nanosleep(&(struct timespec){.tv_nsec = 5000000}, NULL);
         if (fstat(fd, &st) != 0)
             break;
     }
-    const char *no = refused(&st, group, why, sizeof why);
+    const char *no = locked ? refused_locked(&st, why, sizeof why) : refused(&st, group, why, sizeof why);
     if (no) {
         close(fd);
-        use_private(no);
+        unusable(no);
         return;
     }
     struct gpc_ledger *l = st.st_size >= 16 ? mmap(NULL, sizeof(struct gpc_ledger), PROT_READ | PROT_WRITE,
@@ -494,7 +556,7 @@ void gpc_ledger_attach(void)
                                             : MAP_FAILED;
     if (l == MAP_FAILED) {
         close(fd);
-        use_private("truncated (shorter than its header)");
+        unusable("truncated (shorter than its header)");
         return;
     }
     /* Guarded before the first read; the size is taken again now that it is mapped. */
@@ -510,7 +572,7 @@ void gpc_ledger_attach(void)
         guard(NULL);
         munmap(l, sizeof *l);
         atomic_store(&gpc_ledger_broken, false);
-        use_private(bad);
+        unusable(bad);
         return;
     }
     gpc_ledger = l;
@@ -556,7 +618,7 @@ static void copy_figures(struct gpc_ledger *l, const struct gpc_ledger *old)
         atomic_store(&n->victim_lease, atomic_load(&o->victim_lease));
         atomic_store(&n->victim, atomic_load(&o->victim));
         atomic_store(&n->limit_was, atomic_load(&o->limit_was));
-        atomic_store(&n->limit_changed_ns, atomic_load(&o->limit_changed_ns));
+        atomic_store(&n->limit_changed_s, atomic_load(&o->limit_changed_s));
         atomic_store(&n->limit_asked, atomic_load(&o->limit_asked));
         atomic_store(&n->limit_changes, atomic_load(&o->limit_changes));
         atomic_store(&n->limit_by, atomic_load(&o->limit_by));
@@ -599,7 +661,7 @@ static int write_file(mode_t mode, const struct gpc_ledger *old)
         (m = mmap(NULL, sizeof(struct gpc_ledger), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
         rc = -errno;
     } else {
-        init_ledger(m);
+        gpc_ledger_format(m);
         if (old)
             copy_figures(m, old);
         munmap(m, sizeof(struct gpc_ledger));
@@ -689,6 +751,13 @@ static int repair(struct gpc_ledger *old)
         goto out; /* another thread of this process moved already */
     uint32_t zero = 0;
     struct gpc_ledger *l = NULL;
+    if (gpc_config.locked) {
+        /* Under the lock only the platform makes ledgers: a broken one stays broken (and denies). */
+        rc = -EPERM;
+        gpc_log(GPC_LOG_ERROR, "ledger %s: a lock was left unrecoverable; under the platform's lock the library does "
+                "not rebuild the ledger: allocations on it are denied", ledger_path);
+        goto out;
+    }
     if (atomic_compare_exchange_strong(&old->broken, &zero, 1)) {
         rc = write_file(gpc_opt_bool(&gpc_config, GPC_OPT_LEDGER_GROUP) ? 0660 : 0600, old);
         if (rc == 0)
@@ -1001,7 +1070,7 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
 {
     struct gpc_ledger *l = gpc_ledger;
     if (!l)
-        return -ENOMEM;
+        return atomic_load(&ledger_refused) ? -EACCES : -ENOMEM;
     /* Only the claim of an entry is under the table lock: it stays short however many processes start. */
     int lrc = gpc_ledger_shared ? lock_setup(&l->table_lock) : 0;
     if (lrc == 0 && gpc_ledger_shared && atomic_load(&l->broken)) {
@@ -1131,6 +1200,8 @@ void gpc_ledger_identify(void)
     put_identity(id->container_name, sizeof id->container_name, GPC_OPT_CONTAINER_NAME);
     memset(id->gpucap_version, 0, sizeof id->gpucap_version);
     snprintf(id->gpucap_version, sizeof id->gpucap_version, "%s", GPUCAP_VERSION_STRING);
+    id->mode = gpc_opt_enum(&gpc_config, GPC_OPT_MODE) == GPC_MODE_AUDIT ? GPC_IDENTITY_MODE_AUDIT
+                                                                         : GPC_IDENTITY_MODE_ENFORCE;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     id->written_ns = (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec;

@@ -17,7 +17,8 @@ extern struct gpc_ledger *gpc_ledger;
 /* True: a ledger file shared with other processes (locked admission, per-process accounting).
  * False: a budget private to this process (GPUCAP_LEDGER=off, or after a ledger error). */
 extern bool gpc_ledger_shared;
-/* Maps the ledger named by the settings, or a private one after one clear error. Never fails. */
+/* Maps the ledger named by the settings, or a private one after one clear error; under the lock,
+ * after that error, none (every budget denies). Never fails. */
 void gpc_ledger_attach(void);
 /*
  * Writes the identity settings that are set and valid (GPUCAP_POD_NAMESPACE, _POD_NAME, _POD_UID,
@@ -29,7 +30,8 @@ void gpc_ledger_identify(void);
  * The ledger entry of the device with this UUID, registering it with `limit` if new (under the
  * rule "the smallest limit among live processes wins", with a warning on disagreement). Returns
  * the entry index; -ENOSPC when the device table is really full; -EAGAIN when a lock was not
- * obtained in time or the process table is full (logged): the caller tries again at its next call.
+ * obtained in time or the process table is full (logged): the caller tries again at its next call;
+ * -EACCES when the platform's ledger was refused under the lock (logged at attach): denied.
  */
 int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit, int ordinal);
 /* This process's entry (claimed on first use, again after fork; an exec'd image takes over the

@@ -113,6 +113,31 @@ static void *find_in(const struct link_map *m, const char *name)
     }
 }
 
+const char *gpc_object_soname(const struct link_map *m)
+{
+    const ElfW(Dyn) *dyn = m ? m->l_ld : NULL;
+    if (!dyn)
+        return NULL;
+    const char *strtab = NULL;
+    ElfW(Addr) soname = 0;
+    bool have = false;
+    for (; dyn->d_tag != DT_NULL; dyn++) {
+        if (dyn->d_tag == DT_STRTAB)
+            strtab = dyn_ptr(m->l_addr, dyn->d_un.d_ptr);
+        else if (dyn->d_tag == DT_SONAME)
+            soname = dyn->d_un.d_val, have = true;
+    }
+    return strtab && have ? strtab + soname : NULL;
+}
+
+/* True when another dlsym interposer comes after this library. */
+static atomic_bool dlsym_chained;
+
+bool gpc_dlsym_chained(void)
+{
+    return atomic_load_explicit(&dlsym_chained, memory_order_relaxed);
+}
+
 /* Races are harmless: every thread finds the same answer. */
 static void resolve_loader(void)
 {
@@ -130,6 +155,7 @@ static void resolve_loader(void)
     dlsym_fn next = (dlsym_fn)libc_dlsym(RTLD_NEXT, "dlsym");
     dlvsym_fn nextv = (dlvsym_fn)libc_dlsym(RTLD_NEXT, "dlvsym");
     atomic_store(&real_dlvsym, nextv);
+    atomic_store(&dlsym_chained, next && next != libc_dlsym);
     atomic_store(&real_dlsym, next ? next : libc_dlsym);
 }
 

@@ -10,6 +10,7 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 #include <cudaTypedefs.h>
+#include <stdbool.h>
 
 #include "common/hooklist.h"
 
@@ -24,6 +25,11 @@ struct gpc_real {
 extern struct gpc_real gpc_real;
 /* Resolves gpc_real from libcuda.so.1 (once; `handle` is used when the caller already has one). */
 void gpc_resolve_cuda(void *handle);
+/* The DT_SONAME of a loaded object (its link map), or NULL if it has none. */
+struct link_map;
+const char *gpc_object_soname(const struct link_map *m);
+/* True when another interposer of dlsym is loaded after this library (its dlsym is "the real one"). */
+bool gpc_dlsym_chained(void);
 /* glibc's dlsym/dlvsym (or the next interposer's), found without calling dlsym. NULL if not found. */
 void *(*gpc_real_dlsym_fn(void))(void *, const char *);
 void *(*gpc_real_dlvsym_fn(void))(void *, const char *, const char *);

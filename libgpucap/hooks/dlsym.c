@@ -8,6 +8,15 @@
  * (hooklist.h), we answer with our hook (if the library has the symbol at all); every other lookup
  * goes to the real dlsym untouched.
  *
+ * The libraries are recognised by what they are, not by the name they were loaded under: the
+ * object's DT_SONAME (libcuda.so.1, libnvidia-ml.so.1), so a copy of the driver dlopened from
+ * another path is hooked too; the path's file name is the fallback for an object without one.
+ *
+ * `dlsym` and `dlvsym` themselves, asked of any handle (RTLD_NEXT, RTLD_DEFAULT, a libc handle),
+ * answer with ours: a program that fetched glibc's dlsym with dlvsym(RTLD_NEXT, "dlsym",
+ * "GLIBC_2.34") would otherwise bind the driver past the redirect. Not when another dlsym
+ * interposer comes after us: it is the "real" dlsym we call, and handing it our own would loop.
+ *
  * Why the assembly: glibc resolves RTLD_NEXT relative to the object that called dlsym, which it
  * finds from the return address. If our C function called the real dlsym, RTLD_NEXT lookups made
  * by any other library would be answered relative to gpucap. So on x86-64 the exported symbol is a
@@ -43,11 +52,14 @@ static enum handle_kind handle_kind(void *handle)
         return H_NVML;
     /* A glibc dlopen handle is the object's link_map (as glibc's own dlsym assumes). */
     const struct link_map *lm = handle;
-    const char *name = lm->l_name;
-    if (!name)
-        return H_OTHER;
-    const char *slash = strrchr(name, '/');
-    const char *base = slash ? slash + 1 : name;
+    const char *base = gpc_object_soname(lm);
+    if (!base) {
+        const char *name = lm->l_name;
+        if (!name)
+            return H_OTHER;
+        const char *slash = strrchr(name, '/');
+        base = slash ? slash + 1 : name;
+    }
     if (strncmp(base, "libcuda.so", 10) == 0) {
         atomic_store_explicit(&cuda_handle_seen, handle, memory_order_relaxed);
         return H_CUDA;
@@ -59,6 +71,10 @@ static enum handle_kind handle_kind(void *handle)
     return H_OTHER;
 }
 
+/* Our own dlsym and dlvsym (hidden aliases: the exported names could bind elsewhere). */
+__attribute__((visibility("hidden"))) void *gpc_own_dlsym(void *, const char *);
+__attribute__((visibility("hidden"))) void *gpc_own_dlvsym(void *, const char *, const char *);
+
 /*
  * The answer of our dlsym/dlvsym for (handle, name), or NULL meaning "ask the real one". Also used
  * by the trampolines, hence not static. NVML names are answered only for a libnvidia-ml handle
@@ -69,6 +85,12 @@ void *gpc_dlsym_redirect(void *handle, const char *name)
 {
     if (!gpc_real_dlsym_fn() || !name)
         return NULL;
+    if (name[0] == 'd' && name[1] == 'l' && !gpc_dlsym_chained()) {
+        if (strcmp(name, "dlsym") == 0)
+            return (void *)gpc_own_dlsym;
+        if (strcmp(name, "dlvsym") == 0)
+            return (void *)gpc_own_dlvsym;
+    }
     enum handle_kind kind = handle_kind(handle);
     if (kind == H_OTHER)
         return NULL;
@@ -134,6 +156,9 @@ __asm__(".text\n"
         "  ret\n"
         ".cfi_endproc\n"
         ".size dlsym, .-dlsym\n"
+        ".globl gpc_own_dlsym\n"
+        ".hidden gpc_own_dlsym\n"
+        ".set gpc_own_dlsym, dlsym\n"
         "\n"
         ".globl dlvsym\n"
         ".type dlvsym,@function\n"
@@ -165,7 +190,10 @@ __asm__(".text\n"
         "2:\n"
         "  ret\n"
         ".cfi_endproc\n"
-        ".size dlvsym, .-dlvsym\n");
+        ".size dlvsym, .-dlvsym\n"
+        ".globl gpc_own_dlvsym\n"
+        ".hidden gpc_own_dlvsym\n"
+        ".set gpc_own_dlvsym, dlvsym\n");
 #else
 GPC_EXPORT void *dlsym(void *handle, const char *name)
 {
@@ -183,5 +211,15 @@ GPC_EXPORT void *dlvsym(void *handle, const char *name, const char *version)
         return hook;
     void *(*real)(void *, const char *, const char *) = gpc_real_dlvsym_fn();
     return real ? real(handle, name, version) : NULL;
+}
+
+void *gpc_own_dlsym(void *handle, const char *name)
+{
+    return dlsym(handle, name);
+}
+
+void *gpc_own_dlvsym(void *handle, const char *name, const char *version)
+{
+    return dlvsym(handle, name, version);
 }
 #endif

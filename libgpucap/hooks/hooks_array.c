@@ -11,8 +11,9 @@
  * to the true size: the surplus is given back, or the rest is reserved and, if it does not fit, the
  * array is destroyed again and the call answers CUDA_ERROR_OUT_OF_MEMORY. Admitted bytes never pass
  * the budget. Arrays are recorded by handle (GPC_MAP_ARRAY); handles we did not charge (created
- * before a budget applied) pass through on destroy. The legacy 32-bit cuArrayCreate/cuArray3DCreate
- * exports are not hooked.
+ * before a budget applied) pass through on destroy. The legacy cuArrayCreate/cuArray3DCreate (v1:
+ * descriptors with unsigned int sizes, still exported and reachable by cuGetProcAddress below 3020)
+ * are charged the same way, each calling its own real function.
  * The requirement calls are documented for CUDA_ARRAY3D_DEFERRED_MAPPING arrays only (any other
  * array gets CUDA_ERROR_INVALID_VALUE): an ordinary array stays charged its estimate. Sparse and
  * deferred-mapping arrays own no memory (it comes from cuMemCreate allocations mapped into them,
@@ -100,16 +101,29 @@ static bool owns_no_memory(const CUDA_ARRAY3D_DESCRIPTOR *d)
     return d && (d->Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING));
 }
 
-static CUresult array_create(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d3, const void *desc, bool is3d,
-                             const char *call)
+/* The four creation ABIs: a 2D or 3D descriptor, v2 (size_t sizes) or legacy v1 (unsigned int). */
+enum array_abi { ARRAY_2D, ARRAY_3D, ARRAY_2D_V1, ARRAY_3D_V1 };
+
+static CUresult create_real(enum array_abi abi, CUarray *pHandle, const void *desc)
+{
+    switch (abi) {
+    case ARRAY_2D: return GPC_CALL_REAL(cuArrayCreate_v2, (pHandle, desc));
+    case ARRAY_3D: return GPC_CALL_REAL(cuArray3DCreate_v2, (pHandle, desc));
+    case ARRAY_2D_V1: return GPC_CALL_REAL(cuArrayCreate, (pHandle, desc));
+    default: return GPC_CALL_REAL(cuArray3DCreate, (pHandle, desc));
+    }
+}
+
+static CUresult array_create(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d3, const void *desc,
+                             enum array_abi abi, const char *call)
 {
     if (owns_no_memory(d3))
-        return GPC_CALL_REAL(cuArray3DCreate_v2, (pHandle, desc));
+        return create_real(abi, pHandle, desc);
     struct gpc_charge c;
     CUresult rc = gpc_charge_begin(&c, -1, d3 ? estimate(d3, 1) : 0, call);
     if (rc != CUDA_SUCCESS)
         return rc;
-    rc = is3d ? GPC_CALL_REAL(cuArray3DCreate_v2, (pHandle, desc)) : GPC_CALL_REAL(cuArrayCreate_v2, (pHandle, desc));
+    rc = create_real(abi, pHandle, desc);
     if (rc != CUDA_SUCCESS) {
         gpc_charge_end(&c, rc, GPC_MAP_ARRAY, 0);
         return rc;
@@ -130,7 +144,7 @@ GPC_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPT
         return GPC_CALL_REAL(cuArrayCreate_v2, (pHandle, pAllocateArray));
     CUDA_ARRAY3D_DESCRIPTOR d = {.Width = pAllocateArray->Width, .Height = pAllocateArray->Height, .Depth = 0,
                                  .Format = pAllocateArray->Format, .NumChannels = pAllocateArray->NumChannels};
-    return array_create(pHandle, &d, pAllocateArray, false, "cuArrayCreate_v2");
+    return array_create(pHandle, &d, pAllocateArray, ARRAY_2D, "cuArrayCreate_v2");
 }
 
 GPC_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray)
@@ -138,7 +152,28 @@ GPC_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESC
     gpc_init();
     if (!pHandle || !pAllocateArray)
         return GPC_CALL_REAL(cuArray3DCreate_v2, (pHandle, pAllocateArray));
-    return array_create(pHandle, pAllocateArray, pAllocateArray, true, "cuArray3DCreate_v2");
+    return array_create(pHandle, pAllocateArray, pAllocateArray, ARRAY_3D, "cuArray3DCreate_v2");
+}
+
+GPC_EXPORT CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *pAllocateArray)
+{
+    gpc_init();
+    if (!pHandle || !pAllocateArray)
+        return GPC_CALL_REAL(cuArrayCreate, (pHandle, pAllocateArray));
+    CUDA_ARRAY3D_DESCRIPTOR d = {.Width = pAllocateArray->Width, .Height = pAllocateArray->Height, .Depth = 0,
+                                 .Format = pAllocateArray->Format, .NumChannels = pAllocateArray->NumChannels};
+    return array_create(pHandle, &d, pAllocateArray, ARRAY_2D_V1, "cuArrayCreate");
+}
+
+GPC_EXPORT CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *pAllocateArray)
+{
+    gpc_init();
+    if (!pHandle || !pAllocateArray)
+        return GPC_CALL_REAL(cuArray3DCreate, (pHandle, pAllocateArray));
+    CUDA_ARRAY3D_DESCRIPTOR d = {.Width = pAllocateArray->Width, .Height = pAllocateArray->Height,
+                                 .Depth = pAllocateArray->Depth, .Format = pAllocateArray->Format,
+                                 .NumChannels = pAllocateArray->NumChannels, .Flags = pAllocateArray->Flags};
+    return array_create(pHandle, &d, pAllocateArray, ARRAY_3D_V1, "cuArray3DCreate");
 }
 
 GPC_EXPORT CUresult cuArrayDestroy(CUarray hArray)

@@ -38,7 +38,7 @@ static int current_budget(void)
     CUdevice dev;
     if (!gpc_enforcing() || gpc_current_device(&dev) != CUDA_SUCCESS)
         return GPC_BUDGET_NONE;
-    return gpc_device_budget(dev);
+    return gpc_device_budget_current(dev);
 }
 
 /* Pools may have given memory back at a synchronisation, and processes sharing the ledger may have

@@ -11,6 +11,14 @@
  * the per-thread one when CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM is set.
  * "cuGetProcAddress" itself thus maps to our 4-argument resolver below 12000 and to the 5-argument
  * one from 12000 on.
+ *
+ * A driver function for a hooked base name is never handed out raw: that would be an allocating
+ * entry point outside the budget. When the requested version is below every variant we hook (or
+ * the variant is one whose real function we could not resolve), the answer is the driver's own
+ * for a version that is too old (cuda.h): CUDA_SUCCESS, *pfn NULL, symbolStatus
+ * CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT. Mapping it to another variant instead could hand a
+ * caller a function of another ABI (32-bit sizes against 64-bit ones); every ABI a driver still
+ * exports is hooked (hooklist.h), so a refusal only meets versions older than any such ABI.
  */
 #include "hooks/procaddr.h"
 
@@ -53,17 +61,19 @@ void *gpc_hook_for_export(const char *name)
     return NULL;
 }
 
-void gpc_procaddr_redirect(const char *symbol, void **pfn, int version, cuuint64_t flags)
+bool gpc_procaddr_redirect(const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
     if (symbol[0] != 'c' || symbol[1] != 'u')
-        return;
+        return true;
     const struct hook_row *pick = NULL;
     bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+    bool hooked = false;
     long best = -1;
     for (size_t i = 0; i < NROWS; i++) {
         const struct hook_row *r = &rows[i];
         if (strcmp(r->base, symbol) != 0)
             continue;
+        hooked = true;
         if (real_of(r) == *pfn) {
             pick = r;
             break;
@@ -77,15 +87,17 @@ void gpc_procaddr_redirect(const char *symbol, void **pfn, int version, cuuint64
             pick = r;
         }
     }
-    if (!pick)
-        return;
-    if (!real_of(pick)) {
-        /* The driver gave a function we cannot wrap: keep its answer but say so. */
-        gpc_log(GPC_LOG_WARN, "cuGetProcAddress(%s, %d): %s is missing from libcuda; this entry point is "
-                "not capped", symbol, version, pick->export);
-        return;
+    if (!hooked)
+        return true;
+    if (!pick || !real_of(pick)) {
+        gpc_log(GPC_LOG_WARN, "cuGetProcAddress(%s, %d): %s; answered as for a version the driver does not "
+                "support (the driver's function would not be capped)", symbol, version,
+                pick ? "that variant is missing from libcuda's exports" : "below every variant gpucap wraps");
+        *pfn = NULL;
+        return false;
     }
     *pfn = pick->hook;
+    return true;
 }
 
 GPC_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
@@ -93,8 +105,9 @@ GPC_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda
 {
     gpc_init();
     CUresult rc = GPC_CALL_REAL(cuGetProcAddress_v2, (symbol, pfn, cudaVersion, flags, symbolStatus));
-    if (rc == CUDA_SUCCESS && symbol && pfn && *pfn)
-        gpc_procaddr_redirect(symbol, pfn, cudaVersion, flags);
+    if (rc == CUDA_SUCCESS && symbol && pfn && *pfn && !gpc_procaddr_redirect(symbol, pfn, cudaVersion, flags) &&
+        symbolStatus)
+        *symbolStatus = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
     return rc;
 }
 

@@ -14,10 +14,11 @@
  * bounded by the layout's constants or the limits below, never by a count from the file, and
  * every string from the file is bounded by its field and reduced to a name's characters.
  *
- * Which labels are trusted: pod_uid and container come from the path, which the kubelet made and
- * the tenant cannot rename; namespace and pod are what the tenant's library recorded (the webhook
+ * Which labels are trusted: uid (the pod's) and container come from the path, which the kubelet made
+ * and the tenant cannot rename; namespace and pod are what the tenant's library recorded (the webhook
  * sets them from the downward API). A ledger whose recorded pod UID or container name differs from
- * its path is skipped ("mismatch").
+ * its path is skipped ("mismatch"). Cards: a device entry naming a card the node does not have
+ * (cards.c says which it has) is left out and counted, so a forged ledger adds no card series.
  *
  * Live processes: the pids in a ledger are in the container's PID namespace, which the node's
  * namespace cannot check. gpucap_container_processes counts the entries with a non-zero pid that
@@ -35,9 +36,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cards.h"
+#include "common/drvlimit.h"
 #include "common/ledger.h"
 #include "common/units.h"
 
@@ -96,6 +100,7 @@ void gpc_text_printf(struct gpc_text *t, const char *fmt, ...)
 struct dev_rec {
     uint8_t uuid[16];
     uint64_t physical, limit, used, contexts, peak, denials, allocs;
+    uint64_t driver_limit; /* the NVIDIA driver's own limit seen in force, GPC_UNLIMITED: none */
     /* Live budget changes: the budget before the last one, when (s), how many; used > limit. */
     uint64_t limit_was, changed_s, changes, above;
     unsigned procs;
@@ -104,6 +109,7 @@ struct dev_rec {
 struct ctr_rec {
     char pod_uid[GPC_IDENTITY_NAME], container[GPC_IDENTITY_NAME];
     char ns[GPC_IDENTITY_NAME], pod[GPC_IDENTITY_POD], version[32];
+    const char *mode; /* "enforce", "audit" or "unknown" (a writer that did not record it) */
     int ndev;
     struct dev_rec dev[GPC_LEDGER_DEVICES];
 };
@@ -113,6 +119,7 @@ struct scan {
     struct ctr_rec *ctr;
     unsigned nctr, cap;
     struct gpc_scrape *s;
+    const struct gpc_cards *cards;
 };
 
 /* A name as the path or the kubelet spells it: letters, digits, '-', '.', '_', 1 to 63 of them. */
@@ -231,6 +238,9 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
     field_copy(r->ns, l->identity.pod_namespace, sizeof l->identity.pod_namespace);
     field_copy(r->pod, l->identity.pod_name, sizeof l->identity.pod_name);
     field_copy(r->version, l->identity.gpucap_version, sizeof l->identity.gpucap_version);
+    r->mode = l->identity.mode == GPC_IDENTITY_MODE_ENFORCE ? "enforce"
+              : l->identity.mode == GPC_IDENTITY_MODE_AUDIT ? "audit"
+                                                            : "unknown";
     for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
         const struct gpc_ledger_dev *e = &l->dev[d];
         if (atomic_load(&e->state) != 1)
@@ -240,6 +250,13 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
         for (int k = 0; k < r->ndev; k++)
             if (memcmp(r->dev[k].uuid, e->uuid, sizeof e->uuid) == 0)
                 return GPC_SKIP_CORRUPT;
+        /* A card this node does not have: the tenant's own invention, shown nowhere. */
+        char text[GPC_UUID_TEXT];
+        gpc_uuid_format(e->uuid, text);
+        if (sc->cards->known && !gpc_cards_find(sc->cards, text)) {
+            sc->s->foreign_cards++;
+            continue;
+        }
         struct dev_rec *o = &r->dev[r->ndev++];
         memcpy(o->uuid, e->uuid, sizeof o->uuid);
         o->physical = e->physical;
@@ -249,8 +266,11 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
         o->peak = gpc_ledger_peak(l, d);
         o->denials = atomic_load(&e->slot.denials);
         o->allocs = atomic_load(&e->slot.allocs);
+        o->driver_limit = atomic_load(&e->driver_limit);
+        if (!o->driver_limit)
+            o->driver_limit = GPC_UNLIMITED;
         o->limit_was = atomic_load(&e->limit_was);
-        o->changed_s = atomic_load(&e->limit_changed_ns) / 1000000000u;
+        o->changed_s = atomic_load(&e->limit_changed_s);
         o->changes = atomic_load(&e->limit_changes);
         o->above = o->limit != GPC_UNLIMITED && o->used > o->limit;
         for (int p = 0; p < GPC_LEDGER_PROCS; p++) {
@@ -358,7 +378,9 @@ static void scan_pod(struct scan *sc, int root_fd, const char *pod_uid)
 /* ---- the exposition ---- */
 
 struct card {
-    uint8_t uuid[16];
+    char uuid[GPC_UUID_TEXT];
+    int index;           /* -1: not known */
+    const char *model;   /* "": not known */
     uint64_t physical, budgets, used;
     unsigned containers;
 };
@@ -378,49 +400,68 @@ struct dev_family {
     const char *name, *type, *help;
     size_t offset;
     bool finite_only; /* leave out GPC_UNLIMITED (no budget) */
+    bool mode;        /* carries the container's `mode` label */
     bool changed_only; /* only for a budget changed live */
 };
 
 static const struct dev_family dev_families[] = {
     {"gpucap_container_budget_bytes", "gauge",
      "Device memory budget of the container on this card (absent: no budget).", offsetof(struct dev_rec, limit),
-     true, false},
+     true, false, false},
     {"gpucap_container_used_bytes", "gauge", "Device memory the container's processes hold on this card.",
-     offsetof(struct dev_rec, used), false, false},
+     offsetof(struct dev_rec, used), false, false, false},
     {"gpucap_container_context_reserve_bytes", "gauge",
      "Of gpucap_container_used_bytes, the reserves charged for CUDA contexts.", offsetof(struct dev_rec, contexts),
-     false, false},
+     false, false, false},
     {"gpucap_container_peak_bytes", "gauge", "Highest device memory in use by the container on this card.",
-     offsetof(struct dev_rec, peak), false, false},
+     offsetof(struct dev_rec, peak), false, false, false},
     {"gpucap_container_denials_total", "counter",
-     "Allocations gpucap answered out-of-memory (in audit mode: would have) for the container on this card.",
-     offsetof(struct dev_rec, denials), false, false},
+     "Allocations over the container's budget on this card: answered out-of-memory when mode=\"enforce\", "
+     "only counted when mode=\"audit\".",
+     offsetof(struct dev_rec, denials), false, true, false},
     {"gpucap_container_allocations_total", "counter", "Charges admitted for the container on this card (allocations and context reserves).",
-     offsetof(struct dev_rec, allocs), false, false},
+     offsetof(struct dev_rec, allocs), false, false, false},
+    {"gpucap_container_driver_limit_bytes", "gauge",
+     "The NVIDIA driver's own memory limit for the container on this card, as gpucap saw it in force (absent: "
+     "none; gpucap alone enforces).", offsetof(struct dev_rec, driver_limit), true, false, false},
     {"gpucap_container_budget_changes_total", "counter",
      "Live changes of the container's budget on this card (the node agent, gpucap set-memory).",
-     offsetof(struct dev_rec, changes), false, false},
+     offsetof(struct dev_rec, changes), false, false, false},
     {"gpucap_container_budget_previous_bytes", "gauge",
      "The budget before its last live change (absent: never changed).", offsetof(struct dev_rec, limit_was), true,
-     true},
+     false, true},
     {"gpucap_container_budget_changed_timestamp_seconds", "gauge",
      "When the budget last changed live, Unix time (absent: never changed).", offsetof(struct dev_rec, changed_s),
-     false, true},
+     false, false, true},
     {"gpucap_container_above_budget", "gauge",
      "1 when the container holds more than its budget (after a lowering: nothing more is admitted until it is "
-     "below), else 0.", offsetof(struct dev_rec, above), false, false},
+     "below), else 0.", offsetof(struct dev_rec, above), false, false, false},
 };
+
+/*
+ * The labels of a container's series, named as the neighbours name them: `uid` as kube-state-metrics
+ * names the pod UID, `UUID` as DCGM's exporter names the card.
+ */
+#define CTR_LABELS "namespace=\"%s\",pod=\"%s\",uid=\"%s\",container=\"%s\""
+
+/* A card's labels as DCGM's exporter writes them: UUID, gpu (index), modelName, where known. */
+static void card_labels(const struct card *c, char *out, size_t len)
+{
+    int n = snprintf(out, len, "UUID=\"%s\"", c->uuid);
+    if (c->index >= 0 && n > 0 && (size_t)n < len)
+        n += snprintf(out + n, len - (size_t)n, ",gpu=\"%d\"", c->index);
+    if (c->model[0] && n > 0 && (size_t)n < len)
+        snprintf(out + n, len - (size_t)n, ",model_name=\"%s\"", c->model);
+}
 
 static void write_metrics(struct scan *sc, struct gpc_text *t)
 {
     family(t, "gpucap_container_info", "gauge",
-           "A gpucap container's ledger: identity as recorded, gpucap version of its last writer.");
+           "A gpucap container's ledger: identity as recorded; mode and gpucap version of its last writer.");
     for (unsigned i = 0; i < sc->nctr; i++) {
         const struct ctr_rec *r = &sc->ctr[i];
-        gpc_text_printf(t,
-                        "gpucap_container_info{namespace=\"%s\",pod=\"%s\",pod_uid=\"%s\",container=\"%s\","
-                        "gpucap_version=\"%s\"} 1\n",
-                        r->ns, r->pod, r->pod_uid, r->container, r->version);
+        gpc_text_printf(t, "gpucap_container_info{" CTR_LABELS ",mode=\"%s\",gpucap_version=\"%s\"} 1\n", r->ns,
+                        r->pod, r->pod_uid, r->container, r->mode, r->version);
     }
     for (size_t f = 0; f < sizeof dev_families / sizeof *dev_families; f++) {
         const struct dev_family *df = &dev_families[f];
@@ -434,9 +475,23 @@ static void write_metrics(struct scan *sc, struct gpc_text *t)
                     continue;
                 char uuid[GPC_UUID_TEXT];
                 gpc_uuid_format(r->dev[d].uuid, uuid);
-                gpc_text_printf(t, "%s{namespace=\"%s\",pod=\"%s\",pod_uid=\"%s\",container=\"%s\",gpu_uuid=\"%s\"} %llu\n",
-                                df->name, r->ns, r->pod, r->pod_uid, r->container, uuid, (unsigned long long)v);
+                gpc_text_printf(t, "%s{" CTR_LABELS ",UUID=\"%s\"%s%s%s} %llu\n", df->name, r->ns, r->pod,
+                                r->pod_uid, r->container, uuid, df->mode ? ",mode=\"" : "", df->mode ? r->mode : "",
+                                df->mode ? "\"" : "", (unsigned long long)v);
             }
+        }
+    }
+    family(t, "gpucap_container_enforcement_info", "gauge",
+           "Who enforces the container's budget on this card: \"driver + gpucap\" or \"gpucap\".");
+    for (unsigned i = 0; i < sc->nctr; i++) {
+        const struct ctr_rec *r = &sc->ctr[i];
+        for (int d = 0; d < r->ndev; d++) {
+            char uuid[GPC_UUID_TEXT];
+            gpc_uuid_format(r->dev[d].uuid, uuid);
+            uint64_t drv = r->dev[d].driver_limit;
+            gpc_text_printf(t, "gpucap_container_enforcement_info{" CTR_LABELS ",UUID=\"%s\",enforced_by=\"%s\"} 1\n",
+                            r->ns, r->pod, r->pod_uid,
+                            r->container, uuid, gpc_enforced_by(drv == GPC_UNLIMITED ? 0 : drv));
         }
     }
     family(t, "gpucap_container_processes", "gauge",
@@ -447,27 +502,41 @@ static void write_metrics(struct scan *sc, struct gpc_text *t)
         for (int d = 0; d < r->ndev; d++) {
             char uuid[GPC_UUID_TEXT];
             gpc_uuid_format(r->dev[d].uuid, uuid);
-            gpc_text_printf(t, "gpucap_container_processes{namespace=\"%s\",pod=\"%s\",pod_uid=\"%s\",container=\"%s\","
-                            "gpu_uuid=\"%s\"} %u\n", r->ns, r->pod, r->pod_uid, r->container, uuid, r->dev[d].procs);
+            gpc_text_printf(t, "gpucap_container_processes{" CTR_LABELS ",UUID=\"%s\"} %u\n", r->ns, r->pod,
+                            r->pod_uid, r->container, uuid, r->dev[d].procs);
         }
     }
 
-    /* Per card: budgets added up over the containers, against the card's size. */
+    /*
+     * Per card: budgets added up over the containers, against the card's size. With a list of the
+     * node's cards, every card of the list is shown (with nothing on it too), with its size from
+     * NVML where NVML gave one; without one, the cards the ledgers name.
+     */
     struct card cards[MAX_CARDS];
     unsigned ncards = 0;
+    const struct gpc_cards *known = sc->cards;
+    for (unsigned k = 0; known->known && k < known->n && ncards < MAX_CARDS; k++) {
+        const struct gpc_card *kc = &known->card[k];
+        cards[ncards] = (struct card){.index = kc->index, .model = kc->model, .physical = kc->memory};
+        snprintf(cards[ncards++].uuid, GPC_UUID_TEXT, "%s", kc->uuid);
+    }
     for (unsigned i = 0; i < sc->nctr; i++) {
         for (int d = 0; d < sc->ctr[i].ndev; d++) {
             const struct dev_rec *dv = &sc->ctr[i].dev[d];
+            char uuid[GPC_UUID_TEXT];
+            gpc_uuid_format(dv->uuid, uuid);
             unsigned c = 0;
-            while (c < ncards && memcmp(cards[c].uuid, dv->uuid, 16) != 0)
+            while (c < ncards && strcasecmp(cards[c].uuid, uuid) != 0)
                 c++;
             if (c == ncards) {
-                if (ncards == MAX_CARDS)
+                if (ncards == MAX_CARDS || known->known)
                     continue;
-                cards[ncards++] = (struct card){.physical = 0};
-                memcpy(cards[c].uuid, dv->uuid, 16);
+                cards[ncards++] = (struct card){.index = -1, .model = ""};
+                memcpy(cards[c].uuid, uuid, sizeof uuid);
             }
-            if (dv->physical > cards[c].physical)
+            /* The ledgers' figure only where the node's own source gave none. */
+            const struct gpc_card *kc = known->known ? gpc_cards_find(known, uuid) : NULL;
+            if ((!kc || !kc->memory) && dv->physical > cards[c].physical)
                 cards[c].physical = dv->physical;
             if (dv->limit != GPC_UNLIMITED)
                 cards[c].budgets = add_sat(cards[c].budgets, dv->limit);
@@ -479,28 +548,31 @@ static void write_metrics(struct scan *sc, struct gpc_text *t)
         const char *name, *help;
         size_t offset;
     } card_families[] = {
-        {"gpucap_gpu_memory_bytes", "Memory of the card as the driver reported it to gpucap.",
+        {"gpucap_gpu_memory_bytes", "Memory of the card: from NVML where the exporter reads it, else as the driver "
+                                    "reported it to gpucap.",
          offsetof(struct card, physical)},
         {"gpucap_gpu_budgets_bytes", "Sum of the budgets of the gpucap containers on the card.",
          offsetof(struct card, budgets)},
-        {"gpucap_gpu_used_bytes", "Sum of the device memory the gpucap containers hold on the card.",
+        {"gpucap_gpu_containers_used_bytes", "Sum of the device memory the gpucap containers hold on the card (not the "
+                                             "card's whole use: DCGM_FI_DEV_FB_USED is).",
          offsetof(struct card, used)},
     };
+    char labels[256];
     for (size_t f = 0; f < sizeof card_families / sizeof *card_families; f++) {
         family(t, card_families[f].name, "gauge", card_families[f].help);
         for (unsigned c = 0; c < ncards; c++) {
             uint64_t v;
             memcpy(&v, (const char *)&cards[c] + card_families[f].offset, sizeof v);
-            char uuid[GPC_UUID_TEXT];
-            gpc_uuid_format(cards[c].uuid, uuid);
-            gpc_text_printf(t, "%s{gpu_uuid=\"%s\"} %llu\n", card_families[f].name, uuid, (unsigned long long)v);
+            if (card_families[f].offset == offsetof(struct card, physical) && v == 0)
+                continue; /* a listed card nobody reported a size for */
+            card_labels(&cards[c], labels, sizeof labels);
+            gpc_text_printf(t, "%s{%s} %llu\n", card_families[f].name, labels, (unsigned long long)v);
         }
     }
     family(t, "gpucap_gpu_containers", "gauge", "gpucap containers whose ledger has the card.");
     for (unsigned c = 0; c < ncards; c++) {
-        char uuid[GPC_UUID_TEXT];
-        gpc_uuid_format(cards[c].uuid, uuid);
-        gpc_text_printf(t, "gpucap_gpu_containers{gpu_uuid=\"%s\"} %u\n", uuid, cards[c].containers);
+        card_labels(&cards[c], labels, sizeof labels);
+        gpc_text_printf(t, "gpucap_gpu_containers{%s} %u\n", labels, cards[c].containers);
     }
 }
 
@@ -511,12 +583,15 @@ static void write_scrape(const struct gpc_scrape *s, struct gpc_text *t)
     family(t, "gpucap_exporter_ledgers_skipped", "gauge", "Ledger files the last scrape skipped, by reason.");
     for (int i = 0; i < GPC_SKIP__COUNT; i++)
         gpc_text_printf(t, "gpucap_exporter_ledgers_skipped{reason=\"%s\"} %u\n", gpc_skip_names[i], s->skipped[i]);
+    family(t, "gpucap_exporter_foreign_cards", "gauge",
+           "Card entries of the ledgers read by the last scrape that name a card this node does not have (left out).");
+    gpc_text_printf(t, "gpucap_exporter_foreign_cards %u\n", s->foreign_cards);
 }
 
-int gpc_collect(const char *root, struct gpc_text *out, struct gpc_scrape *s)
+int gpc_collect(const char *root, const struct gpc_cards *cards, struct gpc_text *out, struct gpc_scrape *s)
 {
     memset(s, 0, sizeof *s);
-    struct scan sc = {.s = s};
+    struct scan sc = {.s = s, .cards = cards};
     int rc = 0;
     int root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = root_fd >= 0 ? fdopendir(root_fd) : NULL;

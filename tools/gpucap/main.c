@@ -136,7 +136,7 @@ static void man_command(FILE *f, int (*cmd)(int, char **), const char *name)
     cmd(2, args);
     stdout = saved;
     fclose(mem);
-    fputs(".PP\n.nf\n", f);
+    fprintf(f, ".SS gpucap %s\n.nf\n", name);
     man_text(f, text);
     fputs(".fi\n", f);
     free(text);
@@ -150,15 +150,23 @@ static void print_man(FILE *f)
 {
     fprintf(f, ".TH GPUCAP 1 \"\" \"gpucap %s\" \"User Commands\"\n", GPUCAP_VERSION_STRING);
     fputs(".SH NAME\ngpucap \\- cap GPU memory per device for CUDA programs\n", f);
-    fputs(".SH SYNOPSIS\n.B gpucap\n.I command\n[\\fIoptions\\fR]\n", f);
+    fputs(".SH SYNOPSIS\n.B gpucap\n.I command\n[\\fIoptions\\fR]\n.br\n.B gpucap\n\\-\\-version | \\-\\-help | "
+          "\\-\\-help\\-man\n", f);
     fputs(".SH DESCRIPTION\n.nf\n", f);
     man_text(f, usage);
-    fputs(".fi\n.SH COMMANDS\n", f);
+    fputs(".fi\n.SH OPTIONS\nEach command's options, as its \\-\\-help prints them.\n", f);
     man_command(f, cmd_run, "run");
     man_command(f, cmd_check, "check");
     man_command(f, cmd_doctor, "doctor");
     man_command(f, cmd_status, "status");
-    fputs(".SH SETTINGS\n", f);
+    man_command(f, cmd_inject, "inject");
+    man_command(f, cmd_plot, "plot");
+    fputs(".SH EXIT STATUS\n\\fBgpucap run\\fR exits with the command's status, 128 + the signal that ended "
+          "it, 126 when it cannot be run, 127 when it is not found, 1 when gpucap could not start it (no "
+          "library); the other commands 0 on success and 1 on failure (\\fBcheck\\fR: a setting is not valid; "
+          "\\fBdoctor\\fR: a check failed); every command 2 for a bad option or argument.\n", f);
+    fputs(".SH ENVIRONMENT\nThe settings below are environment variables and keys of the ini file "
+          "(gpucap.ini(5)); \\fBgpucap run\\fR sets them for the command it runs.\n", f);
     char *text = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&text, &len);
@@ -171,7 +179,7 @@ static void print_man(FILE *f)
         free(text);
     }
     fputs(".SH FILES\n.TP\n.I /etc/gpucap/gpucap.ini\nthe default settings file (GPUCAP_CONFIG names another)\n", f);
-    fputs(".SH SEE ALSO\n.BR gpucap\\-webhook (1)\n", f);
+    fputs(".SH SEE ALSO\n.BR gpucap.ini (5),\n.BR gpucap\\-webhook (1),\n.BR gpucap\\-exporter (1)\n", f);
 }
 
 /* ---- shared by the subcommands ---- */

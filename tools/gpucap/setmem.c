@@ -38,13 +38,6 @@ static const char setmem_usage[] =
     "Exit 0 applied (or posted, said so), 1 error, 2 usage.\n"
     "\n";
 
-static uint64_t realtime_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* GPUCAP_LEDGER from /proc/PID/environ, else from one of its children's: 0 or -errno. */
 static int ledger_of_pid(long pid, char *out, size_t len, int depth)
 {
@@ -104,7 +97,7 @@ static int apply_here(struct gpc_ledger *l, struct gpc_ledger_dev *d, int id, ui
     if (was != limit) {
         atomic_store(&d->slot.limit, limit);
         atomic_store(&d->limit_was, was);
-        atomic_store(&d->limit_changed_ns, realtime_ns());
+        atomic_store(&d->limit_changed_s, (uint32_t)time(NULL));
         atomic_fetch_add(&d->limit_changes, 1);
     }
     /* The next process to join takes it (until the last one on the ledger leaves). */

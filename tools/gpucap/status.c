@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * status.c: `gpucap status [--ledger FILE] [--json]`: the ledger as it is now, read-only: whose it
- * is (pod, container, the writer's gpucap version); per device (by UUID) budget, in use and peak, a
- * budget changed live (from, to, when, by whom) and whether the use is above it; per process pid, in
- * use, peak and whether it is alive.
+ * is (pod, container, the writer's gpucap version); per device (by UUID) budget, in use and peak,
+ * who enforces it (`enforced by: driver + gpucap` where the NVIDIA driver's own limit was seen in
+ * force, else `gpucap`), a budget changed live (from, to, when, by whom) and whether the use is
+ * above it; per process pid, in use, peak and whether it is alive.
  * The file is mapped read-only with the layout of ledger.h; nothing is locked or written, so a
  * status never disturbs the processes it looks at. A ledger that cannot be read is one line with
  * the reason, exit 1.
  */
 #include "cli.h"
+#include "common/drvlimit.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -82,10 +84,10 @@ static void print_identity(const struct gpc_ledger *l, bool json)
     }
 }
 
-/* "2026-12-03T08:44:01Z" for a CLOCK_REALTIME figure in ns. */
-static const char *utc_text(uint64_t ns, char *buf, size_t len)
+/* "2026-12-03T08:44:01Z" for a CLOCK_REALTIME figure in seconds. */
+static const char *utc_text(uint64_t s, char *buf, size_t len)
 {
-    time_t t = (time_t)(ns / 1000000000u);
+    time_t t = (time_t)s;
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -101,16 +103,16 @@ static const char *changed_by(uint32_t by)
 /* The live change of a device's budget, if any (text: indented lines under the device's). */
 static void print_change(const struct gpc_ledger_dev *d, uint64_t limit, uint64_t used, bool json)
 {
-    uint64_t when = atomic_load(&d->limit_changed_ns), was = atomic_load(&d->limit_was);
+    uint64_t when = atomic_load(&d->limit_changed_s), was = atomic_load(&d->limit_was);
     uint64_t asked = atomic_load(&d->limit_asked);
     bool above = limit != GPC_UNLIMITED && used > limit;
     char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], t[32];
     if (json) {
         printf(",\"above_budget\":%s", above ? "true" : "false");
         if (when)
-            printf(",\"budget_changed\":{\"from\":%llu,\"to\":%llu,\"at_ns\":%llu,\"by\":\"%s\",\"changes\":%u}",
+            printf(",\"budget_changed\":{\"from\":%llu,\"to\":%llu,\"at\":%llu,\"by\":\"%s\",\"changes\":%u}",
                    (unsigned long long)was, (unsigned long long)limit, (unsigned long long)when,
-                   changed_by(atomic_load(&d->limit_by)), atomic_load(&d->limit_changes));
+                   changed_by(atomic_load(&d->limit_by)), (unsigned)atomic_load(&d->limit_changes));
         if (asked)
             printf(",\"budget_asked\":%llu", (unsigned long long)asked);
         return;
@@ -198,6 +200,12 @@ int cmd_status(int argc, char **argv)
                 printf("null");
             else
                 printf("%llu", (unsigned long long)limit);
+            uint64_t drv = atomic_load(&d->driver_limit);
+            printf(",\"enforced_by\":\"%s\",\"driver_limit\":", gpc_enforced_by(drv));
+            if (drv)
+                printf("%llu", (unsigned long long)drv);
+            else
+                printf("null");
             printf(",\"in_use\":%llu,\"contexts\":%llu,\"peak\":%llu,\"denials\":%llu", (unsigned long long)used,
                    (unsigned long long)atomic_load(&d->slot.contexts), (unsigned long long)peak,
                    (unsigned long long)atomic_load(&d->slot.denials));
@@ -210,6 +218,11 @@ int cmd_status(int argc, char **argv)
                    gpc_format_size(used, b, sizeof b), gpc_format_size(atomic_load(&d->slot.contexts), x, sizeof x),
                    gpc_format_size(peak, c, sizeof c), gpc_format_size(d->physical, p, sizeof p),
                    (unsigned long long)atomic_load(&d->slot.denials));
+            uint64_t drv = atomic_load(&d->driver_limit);
+            if (drv)
+                printf("  enforced by: %s (the driver's limit %s)\n", gpc_enforced_by(drv), gpc_format_size(drv, x, sizeof x));
+            else
+                printf("  enforced by: %s\n", gpc_enforced_by(0));
             print_change(d, limit, used, false);
         }
         shown++;

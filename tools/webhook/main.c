@@ -15,13 +15,15 @@
 #include <unistd.h>
 
 #include "gpucap_version.h"
+#include "man.h"
 #include "server.h"
 #include "common/units.h"
 
 enum opt_id { OPT_LISTEN, OPT_CERT, OPT_KEY, OPT_DEFAULT_MEMORY, OPT_MAX_MEMORY, OPT_NAMESPACE_POLICY,
               OPT_NAMESPACE_ANNOTATIONS, OPT_KUBE_API, OPT_KUBE_TOKEN, OPT_KUBE_CA, OPT_NAMESPACE_TTL, OPT_IMAGE,
               OPT_PRELOAD, OPT_DRA_CLAIMS, OPT_VISIBLE_DEVICES, OPT_TRUSTED_NAMESPACES, OPT_THREADS,
-              OPT_RELOAD_INTERVAL, OPT_MAX_CONNECTIONS, OPT_MAX_CONNECTIONS_PER_IP, OPT_COUNT };
+              OPT_RELOAD_INTERVAL, OPT_MAX_CONNECTIONS, OPT_MAX_CONNECTIONS_PER_IP, OPT_POD_OPT_OUT, OPT_DRIVER_LIMITS,
+              OPT_DRIVER_LIMITS_LABEL, OPT_COUNT };
 
 enum opt_type { T_STRING, T_PATH, T_SIZE, T_UINT, T_CHOICE };
 
@@ -66,7 +68,8 @@ static const struct row {
     [OPT_DRA_CLAIMS] = {"dra-claims", "GPUCAP_WEBHOOK_DRA_CLAIMS", T_CHOICE, "false", 0, 0,
                         "true: containers with resources.claims (DRA) are GPU containers", {"false", "true"}},
     [OPT_VISIBLE_DEVICES] = {"visible-devices", "GPUCAP_WEBHOOK_VISIBLE_DEVICES", T_CHOICE, "cap", 0, 0,
-                             "NVIDIA_VISIBLE_DEVICES without a GPU request: cap (a GPU container), deny, ignore",
+                             "NVIDIA_VISIBLE_DEVICES (in env, or possibly from an envFrom) without a GPU request: cap (a "
+                             "GPU container), deny, ignore",
                              {"cap", "deny", "ignore"}},
     [OPT_TRUSTED_NAMESPACES] = {"trusted-namespaces", "GPUCAP_WEBHOOK_TRUSTED_NAMESPACES", T_STRING, NULL, 0, 0,
                                 "comma-separated namespaces whose GPUCAP_* variables and mounts are allowed"},
@@ -77,6 +80,16 @@ static const struct row {
                              "open connections in all; about 100 KiB of memory each at most"},
     [OPT_MAX_CONNECTIONS_PER_IP] = {"max-connections-per-ip", "GPUCAP_WEBHOOK_MAX_CONNECTIONS_PER_IP", T_UINT, "64",
                                     1, 4096, "open connections from one address (an API server counts as one)"},
+    [OPT_POD_OPT_OUT] = {"pod-opt-out", "GPUCAP_WEBHOOK_POD_OPT_OUT", T_CHOICE, "false", 0, 0,
+                         "true: a pod's gpucap.io/inject: \"false\" is honoured in every namespace (false: only "
+                         "where the namespace policy allows it)", {"false", "true"}},
+    [OPT_DRIVER_LIMITS] = {"driver-limits", "GPUCAP_WEBHOOK_DRIVER_LIMITS", T_CHOICE, "off", 0, 0,
+                           "also set the NVIDIA driver's per-container limits (NVIDIA_GPU_MEMORY_LIMIT): off, on "
+                           "(every GPU node has them), auto (pods that select nodes with --driver-limits-label)",
+                           {"off", "on", "auto"}},
+    [OPT_DRIVER_LIMITS_LABEL] = {"driver-limits-label", "GPUCAP_WEBHOOK_DRIVER_LIMITS_LABEL", T_STRING,
+                                 GPC_DRIVER_LABEL, 0, 0, "node label (value \"true\") that --driver-limits auto "
+                                 "looks for in a pod's nodeSelector or required node affinity"},
 };
 
 static volatile sig_atomic_t stop;
@@ -89,7 +102,7 @@ static void on_signal(int sig)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: gpucap-webhook --cert FILE --key FILE [options]\n\n"
-               "Mutating admission webhook: POST /mutate, GET /healthz. Each option may also be given\n"
+               "Mutating admission webhook: POST /mutate; GET /livez, /readyz, /healthz, /metrics. Each option may also be given\n"
                "in the environment variable shown; a flag overrides the variable. --version prints the version.\n\n");
     for (int i = 0; i < OPT_COUNT; i++) {
         fprintf(f, "  --%-22s %s\n  %-24s %s", rows[i].flag, rows[i].doc, "", rows[i].env);
@@ -100,22 +113,59 @@ static void usage(FILE *f)
     fprintf(f, "\nSizes: %s.\n", gpc_size_forms);
 }
 
+/* The argument of a flag, in --help-man: from its type, or its choices. */
+static void arg_of(const struct row *r, char *out, size_t len)
+{
+    static const char *const names[] = {[T_STRING] = "TEXT", [T_PATH] = "FILE", [T_SIZE] = "SIZE", [T_UINT] = "N"};
+    if (r->type != T_CHOICE) {
+        snprintf(out, len, "%s", strcmp(r->flag, "listen") == 0 ? "ADDR" : strcmp(r->flag, "kube-api") == 0 ? "URL"
+                                 : strcmp(r->flag, "image") == 0 ? "IMAGE" : names[r->type]);
+        return;
+    }
+    out[0] = '\0';
+    for (unsigned i = 0; i < 4 && r->choices[i]; i++)
+        snprintf(out + strlen(out), len - strlen(out), "%s%s", i ? "|" : "", r->choices[i]);
+}
+
 /* gpucap-webhook(1), generated from the same rows as --help (`--help-man`, run by the build). */
 static void usage_man(FILE *f)
 {
+    char arg[64], text[700];
     fprintf(f, ".TH GPUCAP-WEBHOOK 1 \"\" \"gpucap %s\" \"User Commands\"\n", GPUCAP_VERSION_STRING);
-    fputs(".SH NAME\ngpucap\\-webhook \\- Kubernetes admission webhook that injects gpucap into GPU pods\n"
-          ".SH SYNOPSIS\n.B gpucap\\-webhook\n\\-\\-cert \\fIFILE\\fR \\-\\-key \\fIFILE\\fR [\\fIoptions\\fR]\n"
-          ".SH DESCRIPTION\nMutating admission webhook: POST /mutate, GET /healthz. Each option may also be "
-          "given in the environment variable shown; a flag overrides the variable.\n.SH OPTIONS\n", f);
+    gpc_man_section(f, "NAME", "gpucap-webhook - Kubernetes admission webhook that injects gpucap into GPU pods");
+    fputs(".SH SYNOPSIS\n.B gpucap\\-webhook\n\\fB\\-\\-cert\\fR \\fIFILE\\fR \\fB\\-\\-key\\fR \\fIFILE\\fR "
+          "\\fB\\-\\-image\\fR \\fIIMAGE\\fR [\\fIoptions\\fR]\n.br\n.B gpucap\\-webhook\n\\-\\-version | \\-\\-help\n", f);
+    gpc_man_section(f, "DESCRIPTION",
+                    "Mutating admission webhook over HTTPS: POST /mutate answers the API server's admission "
+                    "reviews of pods; GET /livez (the process serves), GET /readyz and /healthz (a valid "
+                    "certificate is loaded) and GET /metrics (Prometheus text: admissions by result, their "
+                    "latency, the certificate's expiry). Each option may also be given in the environment "
+                    "variable shown; a flag overrides the variable.");
+    fputs(".SH OPTIONS\n", f);
     for (int i = 0; i < OPT_COUNT; i++) {
-        fputs(".TP\n.B \\-\\-", f);
-        for (const char *p = rows[i].flag; *p; p++)
-            fputs(*p == '-' ? "\\-" : (char[]){*p, 0}, f);
-        fprintf(f, "\n%s (%s%s%s)\n", rows[i].doc, rows[i].env, rows[i].def ? ", default " : "",
-                rows[i].def ? rows[i].def : "");
+        arg_of(&rows[i], arg, sizeof arg);
+        snprintf(text, sizeof text, "%s. Variable %s%s%s.", rows[i].doc, rows[i].env, rows[i].def ? ", default " : "",
+                 rows[i].def ? rows[i].def : "");
+        gpc_man_option(f, rows[i].flag, arg, text);
     }
-    fprintf(f, ".SH SIZES\n%s.\n.SH SEE ALSO\n.BR gpucap (1)\n", gpc_size_forms);
+    gpc_man_option(f, "version", NULL, "Print the version and exit.");
+    gpc_man_option(f, "help", NULL, "Print the options and exit.");
+    fprintf(f, ".SH SIZES\n%s.\n", gpc_size_forms);
+    gpc_man_section(f, "EXIT STATUS",
+                    "0 after SIGTERM or SIGINT; 1 when it cannot start (address, certificate, key); 2 for a bad "
+                    "option, value or policy file.");
+    fputs(".SH ENVIRONMENT\n", f);
+    for (int i = 0; i < OPT_COUNT; i++) {
+        snprintf(text, sizeof text, "As --%s; the flag wins.", rows[i].flag);
+        fprintf(f, ".TP\n.B %s\n", rows[i].env);
+        gpc_man_text(f, text);
+        fputc('\n', f);
+    }
+    gpc_man_section(f, "FILES",
+                    "The certificate and key (--cert, --key; checked again every --reload-interval seconds), the "
+                    "namespace policy (--namespace-policy), the service account's token and CA "
+                    "(/var/run/secrets/kubernetes.io/serviceaccount/, with --namespace-annotations true).");
+    fputs(".SH SEE ALSO\n.BR gpucap (1),\n.BR gpucap\\-exporter (1),\n.BR gpucap.ini (5)\n", f);
 }
 
 /* Checks one value against its row; returns 0 or -EINVAL after a message naming the setting. */
@@ -231,7 +281,10 @@ int main(int argc, char **argv)
                       .preload = num[OPT_PRELOAD] ? GPC_PRELOAD_ENV : GPC_PRELOAD_FILE,
                       .dra_claims = num[OPT_DRA_CLAIMS] == 1,
                       .visible = (enum gpc_visible_mode)num[OPT_VISIBLE_DEVICES],
-                      .trusted_namespaces = value[OPT_TRUSTED_NAMESPACES]},
+                      .trusted_namespaces = value[OPT_TRUSTED_NAMESPACES],
+                      .pod_opt_out = num[OPT_POD_OPT_OUT] == 1,
+                      .driver = (enum gpc_driver_limits)num[OPT_DRIVER_LIMITS],
+                      .driver_label = value[OPT_DRIVER_LIMITS_LABEL]},
     };
     char err[512];
     if (gpc_admission_check_config(&opt.admission, err, sizeof err) != 0) {
