@@ -457,8 +457,10 @@ static int reserve_locked(int id, uint64_t bytes, bool unchecked)
 static int reserve_slow(int id, uint64_t bytes, bool unchecked)
 {
     poll(false);
+    uint64_t limit = gpc_budget_limit(id);
     int rc = reserve_locked(id, bytes, unchecked);
-    if (rc != 0 && poll(true))
+    /* Tried again when the limit in force moved meanwhile, whichever thread applied it. */
+    if (rc != 0 && (poll(true) || gpc_budget_limit(id) != limit))
         rc = reserve_locked(id, bytes, unchecked);
     return rc;
 }
