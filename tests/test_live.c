@@ -7,9 +7,11 @@
  * of the library preloaded), else a GPUCAP_CONFIG file. The processes are this one and two forked
  * children, each with two threads, that meet at numbered steps in shared memory.
  *   raise   64 MiB -> 128 MiB with 48 MiB held: every thread of every process is admitted its
- *           part of the new room at once (no wait), the queries say 128 MiB, above is denied
- *   lower   64 MiB -> 32 MiB with 48 MiB held: nothing held is taken away, every process is
- *           denied even 1 MiB and reads total 32 MiB, free 0; the spare is taken back (the
+ *           part of the new room at once (no wait), cuMemGetInfo, cuDeviceTotalMem and NVML say
+ *           128 MiB, above is denied
+ *   lower   64 MiB -> 32 MiB with 48 MiB held: NVML's first query applies it (total 32 MiB, used
+ *           48, free 0); nothing held is taken away, every process is denied even 1 MiB and reads
+ *           total 32 MiB, free 0; the spare is taken back (the
  *           leases add up to what is held); freeing and reallocating the same bytes while above
  *           is denied; once the use is below 32 MiB the room up to it is admitted, no more
  *   tenant  (locked) a tenant writes the ledger's limit, every process's ask and a set-memory
@@ -18,6 +20,7 @@
  *           the running process (raise, then lower below use); a process started later takes it
  */
 #include "common.h"
+#include "fakenvml.h"
 #include "ledger_test.h"
 
 #include <fcntl.h>
@@ -122,6 +125,16 @@ static void info(size_t *free_b, size_t *total)
     REQUIRE(cuMemGetInfo_v2(free_b, total) == CUDA_SUCCESS, "cuMemGetInfo_v2");
 }
 
+/* What NVML says of device 0 (as nvidia-smi and pynvml read it). */
+static nvmlMemory_t nvml_info(void)
+{
+    nvmlDevice_t d;
+    nvmlMemory_t m = {0};
+    REQUIRE(nvmlInit_v2() == NVML_SUCCESS && nvmlDeviceGetHandleByIndex_v2(0, &d) == NVML_SUCCESS, "NVML");
+    REQUIRE(nvmlDeviceGetMemoryInfo(d, &m) == NVML_SUCCESS, "nvmlDeviceGetMemoryInfo");
+    return m;
+}
+
 /* Two threads of a process allocating `each` bytes: how many were admitted. */
 struct thread_arg {
     uint64_t bytes;
@@ -223,6 +236,8 @@ static void case_raise(void)
     size_t total = 0;
     cuDeviceTotalMem_v2(&total, 0);
     CHECK(total == 128 * MiB, "cuDeviceTotalMem_v2 %zu", total);
+    nvmlMemory_t m = nvml_info();
+    CHECK(m.total == 128 * MiB && m.used == 80 * MiB, "NVML after the raise: total %llu used %llu", m.total, m.used);
     CHECK(alloc(&big, 49 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "above the new budget");
     CHECK(alloc(&big, 48 * MiB) == CUDA_SUCCESS, "up to the new budget");
     struct gpc_ledger *l = map_ledger();
@@ -280,8 +295,11 @@ static void case_lower(void)
     REQUIRE(alloc(&p, 16 * MiB) == CUDA_SUCCESS, "parent 16 MiB");
     run_step_wait(1);
     write_settings("memory_limit = 32MiB");
+    nvmlMemory_t m = nvml_info(); /* a query applies it */
+    CHECK(m.total == 32 * MiB && m.used == 48 * MiB && m.free == 0, "NVML after the lowering: total %llu used %llu "
+          "free %llu", m.total, m.used, m.free);
     size_t f, t;
-    info(&f, &t); /* a query applies it */
+    info(&f, &t);
     CHECK(t == 32 * MiB && f == 0, "parent: total %zu free %zu after the lowering", t, f);
     struct gpc_ledger *l = map_ledger();
     CHECK(atomic_load(&l->dev[0].slot.limit) == 32 * MiB, "ledger limit %llu",
