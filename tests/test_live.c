@@ -443,5 +443,7 @@ int main(int argc, char **argv)
         REQUIRE(gpc_ledger_create(getenv("GPUCAP_LEDGER"), 0666) == 0, "the platform's ledger");
     }
     RUN_CASE(cases, argv[1]);
+    if (locked && !child)
+        unlink(settings); /* the platform file is shared with the other lock tests */
     return test_result();
 }
