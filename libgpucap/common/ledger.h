@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #define GPC_LEDGER_MAGIC 0x5247444c43504721ULL /* "!GPCLDGR" */
-#define GPC_LEDGER_VERSION 5u
+#define GPC_LEDGER_VERSION 6u
 #define GPC_LEDGER_DEVICES 32
 #define GPC_LEDGER_PROCS 1024
 
@@ -28,10 +28,10 @@ struct gpc_slot {
     _Atomic uint64_t limit;   /* GPC_UNLIMITED for no budget */
     _Atomic uint64_t leased;  /* the sum of the processes' leases: never above limit (but in audit mode) */
     _Atomic uint64_t peak;    /* highest in use seen; see gpc_ledger_peak() */
-    _Atomic uint64_t allocs;  /* batched per thread (up to 64 per thread not counted yet) */
+    _Atomic uint64_t allocs;  /* requests carried out (not context reserves); batched per thread */
     _Atomic uint64_t frees;
     _Atomic uint64_t denials;
-    _Atomic uint64_t largest;           /* largest single request seen */
+    _Atomic uint64_t largest;           /* largest single request seen (not a context reserve) */
     _Atomic uint64_t first_denial_ns;   /* CLOCK_REALTIME of the first denial, 0 if none */
     _Atomic uint64_t contexts;          /* of what is in use: the reserves charged for contexts */
 };
@@ -52,9 +52,13 @@ struct gpc_ledger_dev {
      * force (drvlimit.h), 0 when none was seen: then only gpucap enforces. The budget (slot.limit)
      * is never above it: min(gpucap's own, the driver's). */
     _Atomic uint64_t driver_limit;
-    /* Live budget changes (charge/live.c, core/budget.c), in what was reserved space: a file written
-     * before them holds zeros here, which read as "never changed". Written under `lock`, except
-     * `limit_asked`, which `gpucap set-memory` posts and the process that applies it clears. */
+    /* v5: figures of the report (zero in a file of v4: none counted). */
+    _Atomic uint64_t refused_driver;  /* requests gpucap admitted and the driver refused */
+    _Atomic uint64_t context_count;   /* context reserves charged (not in allocs, largest) */
+    _Atomic uint64_t held_at_exit;    /* bytes processes still held when they exited normally */
+    /* v6: live budget changes (charge/live.c, core/budget.c), zero in a file of v5: never changed.
+     * Written under `lock`, except `limit_asked`, which `gpucap set-memory` posts and the process
+     * that applies it clears. */
     _Atomic uint64_t limit_was;         /* the limit before the last change */
     _Atomic uint64_t limit_asked;       /* a new limit asked by `gpucap set-memory` (unlocked settings); 0: none */
     _Atomic uint32_t limit_changed_s;   /* CLOCK_REALTIME seconds of the last change; 0: never changed */
@@ -160,7 +164,8 @@ uint64_t gpc_proc_start_time(int32_t pid);
 uint64_t gpc_ledger_share_in_use(const struct gpc_ledger_share *s);
 /* What the processes of ledger `l` have in use on device entry `dev`: the sum of their shares. */
 uint64_t gpc_ledger_in_use(const struct gpc_ledger *l, int dev);
-/* The peak of device entry `dev`: the highest of the sums seen and of each process's own peak. */
+/* The peak of device entry `dev`: the highest of the sums seen, of each process's own peak and of
+ * what is in use now (a lower bound when several processes share it: see the README). */
 uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev);
 
 /* True if the process of a ledger entry is alive (pid and start time both match; an entry

@@ -4,7 +4,10 @@
  *
  * total = the budget (never above the physical size), free = min(budget - in use, physical free),
  * computed so that it can never go negative or wrap. Without a budget for the device, and whenever
- * the driver itself fails, the driver's answer is returned unchanged.
+ * the driver itself fails, the driver's answer is returned unchanged. In audit mode too: a program
+ * that sizes itself from what it is told (JAX's preallocation, vLLM's gpu_memory_utilization, a
+ * TensorFlow session) would otherwise take the budget, and the report's peak would be the budget
+ * and not what the job needs; told the card, it takes what it takes on the card.
  */
 #include "common/ledger.h"
 #include "core/budget.h"
@@ -36,9 +39,18 @@ static void apply_budget(int id, uint64_t *free_b, uint64_t *total_b)
 static int current_budget(void)
 {
     CUdevice dev;
-    if (!gpc_enforcing() || gpc_current_device(&dev) != CUDA_SUCCESS)
+    if (!gpc_enforcing() || gpc_opt_enum(&gpc_config, GPC_OPT_MODE) == GPC_MODE_AUDIT ||
+        gpc_current_device(&dev) != CUDA_SUCCESS)
         return GPC_BUDGET_NONE;
     return gpc_device_budget_current(dev);
+}
+
+/* The budget of device `dev`, or GPC_BUDGET_NONE (audit mode: the card as it is, see the head). */
+static int device_budget(CUdevice dev)
+{
+    if (!gpc_enforcing() || gpc_opt_enum(&gpc_config, GPC_OPT_MODE) == GPC_MODE_AUDIT)
+        return GPC_BUDGET_NONE;
+    return gpc_device_budget(dev);
 }
 
 /* Pools may have given memory back at a synchronisation, and processes sharing the ledger may have
@@ -65,9 +77,7 @@ static bool info_budget(uint64_t *free, uint64_t *total)
 /* The size of `dev` as the driver said it, widened, in *bytes: true when the budget lowers it there. */
 static bool total_budget(CUdevice dev, uint64_t *bytes)
 {
-    if (!gpc_enforcing())
-        return false;
-    int id = gpc_device_budget(dev);
+    int id = device_budget(dev);
     if (id == GPC_BUDGET_NONE)
         return false;
     uint64_t limit = gpc_budget_limit(id);

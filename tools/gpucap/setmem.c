@@ -24,19 +24,63 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char setmem_usage[] =
-    "usage: gpucap set-memory [--ledger FILE | --pid PID] [--device UUID|INDEX] [--wait SECONDS] SIZE\n"
-    "\n"
-    "Changes the memory budget of the processes on a ledger while they run: the ledger FILE, the\n"
-    "ledger of process PID (a `gpucap run` or one of its children: its GPUCAP_LEDGER), else the ledger\n"
-    "setting. SIZE takes the forms of GPUCAP_MEMORY_LIMIT (4GiB, 1500MB, 50%); every device of the\n"
-    "ledger, or the one --device names (UUID or its prefix, or the ledger's entry index).\n"
-    "A raise admits at once; a lowering takes back what the processes hold spare and admits nothing\n"
-    "more until the use is below it; nothing held is taken away. A running process applies it at its\n"
-    "next CUDA memory call; the command waits for that up to --wait seconds (default 5).\n"
-    "Refused when the settings are locked by the platform file: the budget is the platform's.\n"
-    "Exit 0 applied (or posted, said so), 1 error, 2 usage.\n"
-    "\n";
+enum { F_LEDGER, F_PID, F_DEVICE, F_WAIT, F_COUNT };
+static const struct tool_flag setmem_flags[F_COUNT] = {
+    [F_LEDGER] = {"ledger", 'l', "FILE", "GPUCAP_LEDGER", "/tmp/gpucap-<euid>.ledger", "the ledger whose budget changes"},
+    [F_PID] = {"pid", 'p', "PID", NULL, NULL,
+               "the ledger of process PID: a `gpucap run` or one of its children (its GPUCAP_LEDGER)"},
+    [F_DEVICE] = {"device", 'd', "UUID|INDEX", NULL, "every device", "the device (its UUID or a prefix of it, or the "
+                  "ledger's entry index)"},
+    [F_WAIT] = {"wait", 'w', "SECONDS", NULL, "5", "how long to wait for a running process to apply it"},
+};
+
+const struct tool_cmd cli_setmem_cmd = {
+    .name = "gpucap set-memory",
+    .summary = "change the budget of running processes",
+    .synopsis = "gpucap set-memory [--ledger FILE | --pid PID] [--device UUID|INDEX] [--wait SECONDS] SIZE",
+    .about = "Changes the memory budget of the processes on a ledger while they run. SIZE takes the forms of\n"
+             "GPUCAP_MEMORY_LIMIT (4GiB, 1500MB, 50%). A raise admits at once; a lowering takes back what the\n"
+             "processes hold spare and admits nothing more until the use is below it; nothing held is taken\n"
+             "away. A running process applies it at its next CUDA memory call; a process that joins the ledger\n"
+             "later takes it too, until the last process on it leaves. Refused when the settings are locked by\n"
+             "the platform file: the budget is the platform's.",
+    .flags = setmem_flags,
+    .nflags = F_COUNT,
+    .tail = "Exit 0 applied (or posted, said so), 1 on an error, 2 for a usage error.\n\n"
+            "example: gpucap run --memory 8GiB -- python train.py &   gpucap set-memory --pid $! 12GiB\n",
+    .usage_exit = CLI_USAGE,
+    .max_operands = 1,
+};
+
+struct setmem_opts {
+    const char *path, *device;
+    long pid;
+    double wait_s;
+};
+
+static int on_flag(void *arg, int flag, const char *v)
+{
+    struct setmem_opts *o = arg;
+    char *end;
+    if (flag == F_LEDGER) {
+        o->path = v;
+    } else if (flag == F_DEVICE) {
+        o->device = v;
+    } else if (flag == F_PID) {
+        o->pid = strtol(v, &end, 10);
+        if (*end || o->pid <= 0) {
+            tool_usage_error(&cli_setmem_cmd, "--pid takes a process id, not '%s'", v);
+            return 1;
+        }
+    } else {
+        o->wait_s = strtod(v, &end);
+        if (*end || o->wait_s < 0) {
+            tool_usage_error(&cli_setmem_cmd, "--wait takes seconds, not '%s'", v);
+            return 1;
+        }
+    }
+    return 0;
+}
 
 /* GPUCAP_LEDGER from /proc/PID/environ, else from one of its children's: 0 or -errno. */
 static int ledger_of_pid(long pid, char *out, size_t len, int depth)
@@ -120,32 +164,17 @@ static bool device_matches(const struct gpc_ledger_dev *d, int index, const char
 
 int cmd_set_memory(int argc, char **argv)
 {
-    const char *path = NULL, *device = NULL, *size_text = NULL;
-    long pid = 0;
-    double wait_s = 5;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(setmem_usage, stdout);
-            return 0;
-        } else if (strcmp(argv[i], "--ledger") == 0 && i + 1 < argc) {
-            path = argv[++i];
-        } else if (strcmp(argv[i], "--pid") == 0 && i + 1 < argc) {
-            pid = strtol(argv[++i], NULL, 10);
-        } else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
-            device = argv[++i];
-        } else if (strcmp(argv[i], "--wait") == 0 && i + 1 < argc) {
-            wait_s = strtod(argv[++i], NULL);
-        } else if (argv[i][0] != '-' && !size_text) {
-            size_text = argv[i];
-        } else {
-            fprintf(stderr, "gpucap set-memory: unexpected argument '%s'\n%s", argv[i], setmem_usage);
-            return CLI_USAGE;
-        }
-    }
-    if (!size_text) {
-        fprintf(stderr, "gpucap set-memory: no SIZE\n%s", setmem_usage);
+    struct setmem_opts o = {.wait_s = 5};
+    int first, rc0 = tool_begin(&cli_setmem_cmd, argc, argv, on_flag, &o, &first);
+    if (rc0 >= 0)
+        return rc0;
+    if (first >= argc) {
+        tool_usage_error(&cli_setmem_cmd, "no SIZE");
         return CLI_USAGE;
     }
+    const char *path = o.path, *device = o.device, *size_text = argv[first];
+    long pid = o.pid;
+    double wait_s = o.wait_s;
     struct gpc_value v;
     if (gpc_option_parse(GPC_OPT_MEMORY_LIMIT, size_text, &v) != 0 || (!v.u.size.is_percent && !v.u.size.bytes)) {
         fprintf(stderr, "gpucap set-memory: '%s' is not a budget; accepted: a size (4GiB, 1500MB, 2G) or a "
