@@ -1,167 +1,117 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * main.c: gpucap-agent, the node agent of live budgets: its options (one table: flag, variable,
- * default, text; --help and gpucap-agent(1) are written from it), then the loop (watch.c).
+ * main.c: gpucap-agent, the node agent of live budgets: its options (tools/common's table: --help,
+ * gpucap-agent(1) and the parser read it), then the loop (watch.c).
  *
  * It runs beside gpucap-exporter in the gpucap-node DaemonSet, as a second container: the
  * exporter holds no API credentials and mounts the pods read-only, the agent holds a token that
  * may only list and watch pods and create events, and writes only the settings files (apply.c).
  */
 #include "agent.h"
-#include "gpucap_version.h"
-#include "man.h"
+#include "tool.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum opt { OPT_NODE, OPT_ROOT, OPT_KUBE_API, OPT_TOKEN, OPT_CA, OPT_WATCH_TIMEOUT, OPT_ROUNDS, OPT_COUNT };
-static const struct row {
-    const char *flag, *arg, *env, *def, *doc;
-} rows[OPT_COUNT] = {
-    [OPT_NODE] = {"node", "NAME", "GPUCAP_AGENT_NODE", "NODE_NAME",
+enum opt { OPT_NODE, OPT_ROOT, OPT_KUBE_API, OPT_TOKEN, OPT_CA, OPT_WATCH_TIMEOUT, OPT_ROUNDS, OPT_PLAIN_HTTP,
+           OPT_COUNT };
+static const struct tool_flag rows[OPT_COUNT] = {
+    [OPT_NODE] = {"node", 'n', "NAME", "GPUCAP_AGENT_NODE", "$NODE_NAME",
                   "this node: the pods whose spec.nodeName it is (the downward API's spec.nodeName)"},
-    [OPT_ROOT] = {"root", "DIR", "GPUCAP_AGENT_ROOT", "/var/lib/kubelet/pods", "the kubelet's pod directory"},
-    [OPT_KUBE_API] = {"kube-api", "URL", "GPUCAP_AGENT_KUBE_API", "https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT",
-                      "the API server"},
-    [OPT_TOKEN] = {"token-file", "FILE", "GPUCAP_AGENT_TOKEN_FILE", "/var/run/secrets/kubernetes.io/serviceaccount/token",
+    [OPT_ROOT] = {"root", 'r', "DIR", "GPUCAP_AGENT_ROOT", "/var/lib/kubelet/pods", "the kubelet's pod directory"},
+    [OPT_KUBE_API] = {"kube-api", 0, "URL", "GPUCAP_AGENT_KUBE_API",
+                      "https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT", "the API server"},
+    [OPT_TOKEN] = {"token-file", 0, "FILE", "GPUCAP_AGENT_TOKEN_FILE",
+                   "/var/run/secrets/kubernetes.io/serviceaccount/token",
                    "the bearer token, read again at every request (the kubelet rotates it)"},
-    [OPT_CA] = {"ca-file", "FILE", "GPUCAP_AGENT_CA_FILE", "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+    [OPT_CA] = {"ca-file", 0, "FILE", "GPUCAP_AGENT_CA_FILE", "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
                 "the cluster's CA, the only one the API server's certificate is checked against"},
-    [OPT_WATCH_TIMEOUT] = {"watch-timeout", "SECONDS", "GPUCAP_AGENT_WATCH_TIMEOUT", "300",
+    [OPT_WATCH_TIMEOUT] = {"watch-timeout", 0, "SECONDS", "GPUCAP_AGENT_WATCH_TIMEOUT", "300",
                            "how long the server keeps a watch before the pods are listed again"},
-    [OPT_ROUNDS] = {"rounds", "N", "GPUCAP_AGENT_ROUNDS", "0",
+    [OPT_ROUNDS] = {"rounds", 0, "N", "GPUCAP_AGENT_ROUNDS", "0",
                     "list N times (each followed by a watch), then exit; 0: forever (tests)"},
+    [OPT_PLAIN_HTTP] = {"plain-http", 0, NULL, NULL, NULL, "allow an http:// API address (tests only)"},
 };
 
-static void usage(FILE *f)
+static const struct tool_cmd agent_cmd = {
+    .name = "gpucap-agent",
+    .summary = "applies budgets changed on running pods (the node agent of gpucap)",
+    .synopsis = "gpucap-agent [--node NAME] [--root DIR] [--kube-api URL] [--token-file FILE] [--ca-file FILE]\n"
+                "       [--watch-timeout SECONDS] [--rounds N] [--plain-http]",
+    .about = "Applies the budgets the webhook records on the pods of this node (annotation gpucap.io/budgets)\n"
+             "to their containers' gpucap settings files, in place, while they run; one Event per change.\n"
+             "Each option may also be given in the variable shown; a flag overrides the variable.",
+    .flags = rows,
+    .nflags = OPT_COUNT,
+    .tail = "Exit 0 after --rounds lists, 1 when the API address or its files cannot be used, 2 for a usage "
+            "error.\n",
+    .usage_exit = TOOL_EXIT_USAGE,
+    .man_description = "Lists the pods of its node from the Kubernetes API (fieldSelector spec.nodeName), applies "
+                       "each pod's budget record (annotation gpucap.io/budgets, written by gpucap-webhook) to the "
+                       "gpucap settings file of each of its containers, then watches and applies every change as "
+                       "it comes; every end of a watch, a 410 Gone included, is followed by a fresh list. A file "
+                       "is rewritten in place, never replaced: the container sees it through a subPath mount, "
+                       "which binds the file's inode. Each change is one Event on the pod, from what to what, a "
+                       "Warning when the container holds more than a lowered budget. The processes of the "
+                       "container apply it at their next CUDA call.",
+    .man_exit = "0 after --rounds lists; 1 when the API address or its files cannot be used; 2 for a bad option "
+                "or value. Otherwise it runs until it is stopped.",
+    .man_files = "<root>/<pod-uid>/volumes/kubernetes.io~empty-dir/gpucap-lib/<container>/gpucap.ini: each "
+                 "container's locked settings file, rewritten; <root>/<pod-uid>/volumes/kubernetes.io~empty-dir/"
+                 "gpucap-ledger/<container>/gpucap.ledger: its ledger, read for the Event's message.",
+};
+
+static int set_flag(void *arg, int flag, const char *value)
 {
-    fprintf(f, "usage: gpucap-agent [options]\n\n"
-               "Applies the budgets the webhook records on the pods of this node (annotation gpucap.io/budgets)\n"
-               "to their containers' gpucap settings files, in place, while they run; one Event per change.\n"
-               "Each option may also be given in the variable shown; a flag overrides the variable.\n\n");
-    for (int i = 0; i < OPT_COUNT; i++)
-        fprintf(f, "  --%s %s\n      %s\n      %s, default %s\n", rows[i].flag, rows[i].arg, rows[i].doc, rows[i].env,
-                rows[i].def);
-    fprintf(f, "  --plain-http\n      allow an http:// API address (tests only)\n");
+    const char **val = arg;
+    val[flag] = flag == OPT_PLAIN_HTTP ? "1" : value;
+    return 0;
 }
 
-/* gpucap-agent(1), from the same rows as --help (`--help-man`, run by the build). */
-static void usage_man(FILE *f)
+/* A whole number option: 0, or a usage error said. */
+static int number(const char *text, const char *flag, unsigned *out)
 {
-    fprintf(f, ".TH GPUCAP-AGENT 1 \"\" \"gpucap %s\" \"User Commands\"\n", GPUCAP_VERSION_STRING);
-    gpc_man_section(f, "NAME", "gpucap-agent - applies budgets changed on running pods (the node agent of gpucap)");
-    fputs(".SH SYNOPSIS\n.B gpucap\\-agent\n", f);
-    for (int i = 0; i < OPT_COUNT; i++) {
-        fputs("[\\fB\\-\\-", f);
-        gpc_man_text(f, rows[i].flag);
-        fprintf(f, "\\fR \\fI%s\\fR]\n", rows[i].arg);
+    char *end;
+    unsigned long v = strtoul(text, &end, 10);
+    if (*end || end == text || v > 86400) {
+        tool_usage_error(&agent_cmd, "--%s '%s': expected a whole number of at most 86400", flag, text);
+        return -1;
     }
-    fputs("[\\fB\\-\\-plain\\-http\\fR]\n.br\n.B gpucap\\-agent\n\\-\\-version | \\-\\-help\n", f);
-    gpc_man_section(f, "DESCRIPTION",
-                    "Lists the pods of its node from the Kubernetes API (fieldSelector spec.nodeName), applies "
-                    "each pod's budget record (annotation gpucap.io/budgets, written by gpucap-webhook) to the "
-                    "gpucap settings file of each of its containers, then watches and applies every change as "
-                    "it comes; every end of a watch, a 410 Gone included, is followed by a fresh list. A file "
-                    "is rewritten in place, never replaced: the container sees it through a subPath mount, "
-                    "which binds the file's inode. Each change is one Event on the pod, from what to what, a "
-                    "Warning when the container holds more than a lowered budget. The processes of the "
-                    "container apply it at their next CUDA call.");
-    fputs(".SH OPTIONS\n", f);
-    for (int i = 0; i < OPT_COUNT; i++) {
-        char text[600];
-        snprintf(text, sizeof text, "%s. Variable %s, default %s.", rows[i].doc, rows[i].env, rows[i].def);
-        gpc_man_option(f, rows[i].flag, rows[i].arg, text);
-    }
-    gpc_man_option(f, "plain-http", NULL, "Allow an http:// API address (tests only).");
-    gpc_man_option(f, "version", NULL, "Print the version and exit.");
-    gpc_man_option(f, "help", NULL, "Print the options and exit.");
-    gpc_man_section(f, "EXIT STATUS",
-                    "0 after --rounds lists; 1 when the API address or its files cannot be used; 2 for a bad "
-                    "option or value. Otherwise it runs until it is stopped.");
-    fputs(".SH ENVIRONMENT\n", f);
-    for (int i = 0; i < OPT_COUNT; i++) {
-        char text[64];
-        snprintf(text, sizeof text, "As --%s; the flag wins.", rows[i].flag);
-        fprintf(f, ".TP\n.B %s\n", rows[i].env);
-        gpc_man_text(f, text);
-        fputc('\n', f);
-    }
-    fputs(".TP\n.B NODE_NAME\n", f);
-    gpc_man_text(f, "This node, when neither --node nor GPUCAP_AGENT_NODE is given.");
-    fputc('\n', f);
-    gpc_man_section(f, "FILES",
-                    "<root>/<pod-uid>/volumes/kubernetes.io~empty-dir/gpucap-lib/<container>/gpucap.ini: each "
-                    "container's locked settings file, rewritten; <root>/<pod-uid>/volumes/"
-                    "kubernetes.io~empty-dir/gpucap-ledger/<container>/gpucap.ledger: its ledger, read for the "
-                    "Event's message.");
-}
-
-/* A flag's value, else the variable's, else NULL. */
-static const char *value_of(const char *given[OPT_COUNT], enum opt o)
-{
-    if (given[o])
-        return given[o];
-    const char *e = getenv(rows[o].env);
-    return e && *e ? e : NULL;
+    *out = (unsigned)v;
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
-    const char *given[OPT_COUNT] = {0};
     static struct gpc_agent a;
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(arg, "--help-man") == 0) {
-            usage_man(stdout);
-            return 0;
-        } else if (strcmp(arg, "--version") == 0) {
-            printf("gpucap-agent %s\n", GPUCAP_VERSION_STRING);
-            return 0;
-        } else if (strcmp(arg, "--plain-http") == 0) {
-            a.kube.plain_http = true;
-            continue;
-        }
-        int o = 0;
-        while (o < OPT_COUNT && !(strncmp(arg, "--", 2) == 0 && strcmp(arg + 2, rows[o].flag) == 0))
-            o++;
-        if (o == OPT_COUNT) {
-            fprintf(stderr, "gpucap-agent: unknown option %s\n", arg);
-            usage(stderr);
-            return 2;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "gpucap-agent: %s needs a value\n", arg);
-            return 2;
-        }
-        given[o] = argv[++i];
-    }
-    const char *node = value_of(given, OPT_NODE);
-    if (!node)
-        node = getenv("NODE_NAME");
+    const char *val[OPT_COUNT];
+    tool_env_values(&agent_cmd, val);
+    val[OPT_NODE] = getenv("GPUCAP_AGENT_NODE") ? getenv("GPUCAP_AGENT_NODE") : getenv("NODE_NAME");
+    val[OPT_KUBE_API] = getenv("GPUCAP_AGENT_KUBE_API"); /* else from KUBERNETES_SERVICE_HOST (kube.c) */
+    int first, rc = tool_begin(&agent_cmd, argc, argv, set_flag, val, &first);
+    if (rc >= 0)
+        return rc;
+    const char *node = val[OPT_NODE];
     if (!node || !*node || strlen(node) >= sizeof a.node || strpbrk(node, "&?#%/ ")) {
-        fprintf(stderr, "gpucap-agent: no valid --node (the downward API's spec.nodeName in NODE_NAME)\n");
-        return 2;
+        tool_usage_error(&agent_cmd, "no valid --node (the downward API's spec.nodeName in NODE_NAME)");
+        return TOOL_EXIT_USAGE;
     }
-    const char *timeout = value_of(given, OPT_WATCH_TIMEOUT), *rounds = value_of(given, OPT_ROUNDS);
-    char *end = NULL;
-    a.watch_timeout = timeout ? (unsigned)strtoul(timeout, &end, 10) : 300;
-    if ((timeout && (*end || !a.watch_timeout)) || (rounds && (a.max_rounds = (unsigned)strtoul(rounds, &end, 10), *end))) {
-        fprintf(stderr, "gpucap-agent: --watch-timeout and --rounds take a number\n");
-        return 2;
+    if (number(val[OPT_WATCH_TIMEOUT], "watch-timeout", &a.watch_timeout) || !a.watch_timeout ||
+        number(val[OPT_ROUNDS], "rounds", &a.max_rounds)) {
+        if (!a.watch_timeout)
+            tool_usage_error(&agent_cmd, "--watch-timeout must be above 0");
+        return TOOL_EXIT_USAGE;
     }
+    a.kube.plain_http = val[OPT_PLAIN_HTTP] != NULL;
     snprintf(a.node, sizeof a.node, "%s", node);
-    const char *root = value_of(given, OPT_ROOT), *token = value_of(given, OPT_TOKEN), *ca = value_of(given, OPT_CA);
-    snprintf(a.root, sizeof a.root, "%s", root ? root : rows[OPT_ROOT].def);
-    snprintf(a.kube.token_file, sizeof a.kube.token_file, "%s", token ? token : rows[OPT_TOKEN].def);
-    snprintf(a.kube.ca_file, sizeof a.kube.ca_file, "%s", ca ? ca : rows[OPT_CA].def);
+    snprintf(a.root, sizeof a.root, "%s", val[OPT_ROOT]);
+    snprintf(a.kube.token_file, sizeof a.kube.token_file, "%s", val[OPT_TOKEN]);
+    snprintf(a.kube.ca_file, sizeof a.kube.ca_file, "%s", val[OPT_CA]);
     char err[512];
-    if (gpc_kube_init(&a.kube, value_of(given, OPT_KUBE_API), err, sizeof err) != 0) {
-        fprintf(stderr, "gpucap-agent: %s\n", err);
-        return 1;
+    if (gpc_kube_init(&a.kube, val[OPT_KUBE_API], err, sizeof err) != 0) {
+        tool_error(agent_cmd.name, "%s", err);
+        return TOOL_EXIT_FAIL;
     }
     fprintf(stderr, "gpucap-agent: node %s, pods under %s, API %s\n", a.node, a.root, a.kube.url);
     gpc_agent_run(&a);
