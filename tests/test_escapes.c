@@ -11,6 +11,8 @@
  *                from a libc handle still answers our hooks for a libcuda handle
  *   copy         a copy of libcuda.so.1 (and of libnvidia-ml.so.1) under another name, dlopened:
  *                recognised by its SONAME
+ *   dependent    the handle of a library that depends on libcuda and NVML (dlsym searches its
+ *                dependencies), and RTLD_NEXT / RTLD_DEFAULT asked from that library: our hooks
  *   destructor   libgpucap's destructors called by hand through its DT_FINI_ARRAY: still capped,
  *                what was held still counts
  */
@@ -189,6 +191,36 @@ static void copy_case(void)
         CHECK_RC(f(&p, 100 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
 }
 
+static void dependent(void)
+{
+    make_context(0);
+    const char *path = getenv("ESCAPE_DEP");
+    REQUIRE(path, "ESCAPE_DEP is not set");
+    void *dep = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    REQUIRE(dep, "dlopen %s: %s", path, dlerror());
+    void *(*next)(const char *) = (void *(*)(const char *))dlsym(dep, "escape_dep_next");
+    void *(*dflt)(const char *) = (void *(*)(const char *))dlsym(dep, "escape_dep_default");
+    REQUIRE(next && dflt, "escape_dep's functions");
+    const char *names[] = {"cuMemAlloc_v2", "cuMemCreate", "cuArrayCreate", "cuGetProcAddress_v2",
+                           "nvmlDeviceGetMemoryInfo"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        void *want = ours(names[i]);
+        void *by_handle = dlsym(dep, names[i]), *by_next = next(names[i]), *by_default = dflt(names[i]);
+        CHECK(by_handle == want, "dlsym(dependent library, %s) is %p, not our hook", names[i], by_handle);
+        CHECK(by_next == want, "dlsym(RTLD_NEXT, %s) from the library is %p, not our hook", names[i], by_next);
+        CHECK(by_default == want, "dlsym(RTLD_DEFAULT, %s) from the library is %p", names[i], by_default);
+    }
+    /* A name gpucap does not hook keeps the driver's answer. */
+    void *plain = dlsym(dep, "cuCtxGetDevice");
+    CHECK(plain && plain == dlsym(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD), "cuCtxGetDevice"),
+          "cuCtxGetDevice through the library: %p", plain);
+    alloc_fn f = (alloc_fn)dlsym(dep, "cuMemAlloc_v2");
+    CUdeviceptr p;
+    if (f)
+        CHECK_RC(f(&p, 100 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(fakecuda_outstanding(0) == 0, "the card holds %llu bytes", (unsigned long long)fakecuda_outstanding(0));
+}
+
 /* Finds libgpucap's DT_FINI_ARRAY, as a program set on escaping would. */
 struct fini {
     uintptr_t base;
@@ -245,7 +277,7 @@ int main(int argc, char **argv)
     static const struct test_case cases[] = {
         {"array_v1", array_v1},       {"array3d_v1", array3d_v1}, {"procaddr_v1", procaddr_v1},
         {"procaddr_old", procaddr_old}, {"dlvsym", dlvsym_case},  {"copy", copy_case},
-        {"destructor", destructor},
+        {"dependent", dependent},     {"destructor", destructor},
     };
     REQUIRE(argc == 2, "usage: test_escapes CASE");
     RUN_CASE(cases, argv[1]);

@@ -11,6 +11,9 @@
  * The libraries are recognised by what they are, not by the name they were loaded under: the
  * object's DT_SONAME (libcuda.so.1, libnvidia-ml.so.1), so a copy of the driver dlopened from
  * another path is hooked too; the path's file name is the fallback for an object without one.
+ * Other handles (RTLD_NEXT from a library loaded after gpucap, the handle of a library that
+ * depends on libcuda) are judged by the object that defines the answer: a hooked name answered
+ * from libcuda or NVML gets our hook whatever handle it was asked of.
  *
  * `dlsym` and `dlvsym` themselves, asked of any handle (RTLD_NEXT, RTLD_DEFAULT, a libc handle),
  * answer with ours: a program that fetched glibc's dlsym with dlvsym(RTLD_NEXT, "dlsym",
@@ -42,6 +45,24 @@ static _Atomic(void *) nvml_handle_seen;
 
 enum handle_kind { H_OTHER, H_CUDA, H_NVML };
 
+/* What the loaded object `lm` is, by its DT_SONAME, else by its path's file name. */
+static enum handle_kind object_kind(const struct link_map *lm)
+{
+    const char *base = gpc_object_soname(lm);
+    if (!base) {
+        const char *name = lm->l_name;
+        if (!name)
+            return H_OTHER;
+        const char *slash = strrchr(name, '/');
+        base = slash ? slash + 1 : name;
+    }
+    if (strncmp(base, "libcuda.so", 10) == 0)
+        return H_CUDA;
+    if (strncmp(base, "libnvidia-ml.so", 15) == 0)
+        return H_NVML;
+    return H_OTHER;
+}
+
 static enum handle_kind handle_kind(void *handle)
 {
     if (handle == RTLD_DEFAULT || handle == RTLD_NEXT)
@@ -51,24 +72,30 @@ static enum handle_kind handle_kind(void *handle)
     if (handle == atomic_load_explicit(&nvml_handle_seen, memory_order_relaxed))
         return H_NVML;
     /* A glibc dlopen handle is the object's link_map (as glibc's own dlsym assumes). */
-    const struct link_map *lm = handle;
-    const char *base = gpc_object_soname(lm);
-    if (!base) {
-        const char *name = lm->l_name;
-        if (!name)
-            return H_OTHER;
-        const char *slash = strrchr(name, '/');
-        base = slash ? slash + 1 : name;
-    }
-    if (strncmp(base, "libcuda.so", 10) == 0) {
+    enum handle_kind kind = object_kind(handle);
+    if (kind == H_CUDA)
         atomic_store_explicit(&cuda_handle_seen, handle, memory_order_relaxed);
-        return H_CUDA;
-    }
-    if (strncmp(base, "libnvidia-ml.so", 15) == 0) {
+    else if (kind == H_NVML)
         atomic_store_explicit(&nvml_handle_seen, handle, memory_order_relaxed);
-        return H_NVML;
-    }
-    return H_OTHER;
+    return kind;
+}
+
+/*
+ * The kind of the object that defines `addr`, and a dlopen handle of it in *object (NULL if it has
+ * none in our namespace: the caller then resolves the default libcuda). A link_map that dladdr1
+ * returns is no handle for an object loaded as a dependency (glibc's dlsym would crash on it).
+ */
+static enum handle_kind defined_in(const void *addr, void **object)
+{
+    Dl_info info;
+    struct link_map *lm = NULL;
+    *object = NULL;
+    if (!addr || !dladdr1(addr, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
+        return H_OTHER;
+    enum handle_kind kind = object_kind(lm);
+    if (kind != H_OTHER && info.dli_fname)
+        *object = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+    return kind;
 }
 
 /* Our own dlsym and dlvsym (hidden aliases: the exported names could bind elsewhere). */
@@ -92,8 +119,27 @@ void *gpc_dlsym_redirect(void *handle, const char *name)
             return (void *)gpc_own_dlvsym;
     }
     enum handle_kind kind = handle_kind(handle);
-    if (kind == H_OTHER)
-        return NULL;
+    void *object = handle;
+    if (kind == H_OTHER) {
+        /*
+         * Not a handle of libcuda or NVML, yet a hooked name can still reach the driver through it:
+         * RTLD_NEXT asked by a library that comes after gpucap, the handle of a library that
+         * depends on libcuda (dlsym searches its dependencies). Where the answer lies decides.
+         * From here RTLD_NEXT means "after gpucap", which is where the driver is.
+         */
+        void *cuda_hook = gpc_hook_for_export(name);
+        void *nvml_hook = cuda_hook ? NULL : gpc_nvml_hook_for_export(name);
+        if (!cuda_hook && !nvml_hook)
+            return NULL;
+        kind = defined_in(gpc_real_dlsym_fn()(handle, name), &object);
+        if (kind == H_CUDA && cuda_hook)
+            gpc_resolve_cuda(object);
+        else if (kind == H_NVML && nvml_hook && object)
+            gpc_nvml_set_handle(object);
+        else
+            return NULL;
+        return cuda_hook ? cuda_hook : nvml_hook;
+    }
     void *hook = kind == H_CUDA ? gpc_hook_for_export(name) : gpc_nvml_hook_for_export(name);
     if (!hook)
         return NULL;
