@@ -13,6 +13,9 @@
  *                recognised by its SONAME
  *   dependent    the handle of a library that depends on libcuda and NVML (dlsym searches its
  *                dependencies), and RTLD_NEXT / RTLD_DEFAULT asked from that library: our hooks
+ *   ctx_limit    cuCtxSetLimit of the malloc heap or the printf FIFO (memory the driver takes at the
+ *                call, of any size): what it asks beyond the defaults is charged, a smaller setting
+ *                or the context's end gives it back; also through cuGetProcAddress
  *   destructor   libgpucap's destructors called by hand through its DT_FINI_ARRAY: still capped,
  *                what was held still counts
  */
@@ -221,6 +224,48 @@ static void dependent(void)
     CHECK(fakecuda_outstanding(0) == 0, "the card holds %llu bytes", (unsigned long long)fakecuda_outstanding(0));
 }
 
+static void ctx_limit(void)
+{
+    CUcontext primary = make_context(0);
+    uint64_t before = fakecuda_outstanding(0);
+    CUdeviceptr p;
+    /* A heap of 512 MiB: above the 64 MiB budget, nothing taken on the card. */
+    CHECK_RC(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 512 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_RC(cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, 512 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(fakecuda_outstanding(0) == before, "the card holds %llu bytes more after the denials",
+          (unsigned long long)(fakecuda_outstanding(0) - before));
+    /* 40 MiB beyond the default heap is charged: 40 MiB more does not fit, and the same heap set
+     * again charges nothing more. */
+    CHECK_RC(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 48 * MiB), CUDA_SUCCESS);
+    CHECK_RC(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 48 * MiB), CUDA_SUCCESS);
+    CHECK_RC(cuMemAlloc_v2(&p, 40 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_RC(cuMemAlloc_v2(&p, 20 * MiB), CUDA_SUCCESS);
+    CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
+    /* Back to the default: given back. */
+    CHECK_RC(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 8 * MiB), CUDA_SUCCESS);
+    CHECK_RC(cuMemAlloc_v2(&p, 40 * MiB), CUDA_SUCCESS);
+    CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
+    /* Through cuGetProcAddress, as cudaDeviceSetLimit reaches it. */
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult st;
+    CHECK_RC(cuGetProcAddress_v2("cuCtxSetLimit", &fn, 3010, 0, &st), CUDA_SUCCESS);
+    CHECK(fn == ours("cuCtxSetLimit"), "cuGetProcAddress(cuCtxSetLimit) is %p, not our hook", fn);
+    if (fn == ours("cuCtxSetLimit"))
+        CHECK_RC(((PFN_cuCtxSetLimit_v3010)fn)(CU_LIMIT_PRINTF_FIFO_SIZE, 100 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+    /* A context of its own: its heap goes with it. */
+    CUcontext ctx;
+    CHECK_RC(cuCtxCreate_v2(&ctx, 0, 0), CUDA_SUCCESS);
+    CHECK_RC(cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, 51 * MiB), CUDA_SUCCESS);
+    CHECK_RC(cuMemAlloc_v2(&p, 40 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_RC(cuCtxDestroy_v2(ctx), CUDA_SUCCESS);
+    CHECK_RC(cuCtxSetCurrent(primary), CUDA_SUCCESS);
+    CHECK_RC(cuMemAlloc_v2(&p, 40 * MiB), CUDA_SUCCESS);
+    CHECK(fakecuda_outstanding(0) == before + 40 * MiB, "the card holds %llu bytes, want %llu",
+          (unsigned long long)fakecuda_outstanding(0), (unsigned long long)(before + 40 * MiB));
+    /* The stack size is not a heap gpucap charges: passed to the driver. */
+    CHECK_RC(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 4096), CUDA_SUCCESS);
+}
+
 /* Finds libgpucap's DT_FINI_ARRAY, as a program set on escaping would. */
 struct fini {
     uintptr_t base;
@@ -277,7 +322,7 @@ int main(int argc, char **argv)
     static const struct test_case cases[] = {
         {"array_v1", array_v1},       {"array3d_v1", array3d_v1}, {"procaddr_v1", procaddr_v1},
         {"procaddr_old", procaddr_old}, {"dlvsym", dlvsym_case},  {"copy", copy_case},
-        {"dependent", dependent},     {"destructor", destructor},
+        {"dependent", dependent},     {"ctx_limit", ctx_limit},   {"destructor", destructor},
     };
     REQUIRE(argc == 2, "usage: test_escapes CASE");
     RUN_CASE(cases, argv[1]);
