@@ -13,6 +13,8 @@
  *                recognised by its SONAME
  *   dependent    the handle of a library that depends on libcuda and NVML (dlsym searches its
  *                dependencies), and RTLD_NEXT / RTLD_DEFAULT asked from that library: our hooks
+ *   deepbind     a library depending on libcuda, dlopened (or dlmopened into the base namespace)
+ *                with RTLD_DEEPBIND: its own driver calls still meet the hooks
  *   ctx_limit    cuCtxSetLimit of the malloc heap or the printf FIFO (memory the driver takes at the
  *                call, of any size): what it asks beyond the defaults is charged, a smaller setting
  *                or the context's end gives it back; also through cuGetProcAddress
@@ -224,6 +226,24 @@ static void dependent(void)
     CHECK(fakecuda_outstanding(0) == 0, "the card holds %llu bytes", (unsigned long long)fakecuda_outstanding(0));
 }
 
+static void deepbind(void)
+{
+    make_context(0);
+    const char *path = getenv("ESCAPE_DEP");
+    REQUIRE(path, "ESCAPE_DEP is not set");
+    void *dep = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    REQUIRE(dep, "dlopen %s: %s", path, dlerror());
+    int (*alloc)(size_t) = (int (*)(size_t))dlsym(dep, "escape_dep_alloc");
+    REQUIRE(alloc, "escape_dep_alloc");
+    CHECK(alloc(100 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "the RTLD_DEEPBIND library's cuMemAlloc_v2 is not capped");
+    CHECK(alloc(8 * MiB) == CUDA_SUCCESS, "8 MiB through the library");
+    void *again = dlmopen(LM_ID_BASE, path, RTLD_NOW | RTLD_DEEPBIND);
+    REQUIRE(again, "dlmopen %s: %s", path, dlerror());
+    alloc = (int (*)(size_t))dlsym(again, "escape_dep_alloc");
+    CHECK(alloc && alloc(100 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "dlmopen(LM_ID_BASE, RTLD_DEEPBIND): not capped");
+    CHECK(fakecuda_outstanding(0) == 8 * MiB, "the card holds %llu bytes", (unsigned long long)fakecuda_outstanding(0));
+}
+
 static void ctx_limit(void)
 {
     CUcontext primary = make_context(0);
@@ -322,7 +342,8 @@ int main(int argc, char **argv)
     static const struct test_case cases[] = {
         {"array_v1", array_v1},       {"array3d_v1", array3d_v1}, {"procaddr_v1", procaddr_v1},
         {"procaddr_old", procaddr_old}, {"dlvsym", dlvsym_case},  {"copy", copy_case},
-        {"dependent", dependent},     {"ctx_limit", ctx_limit},   {"destructor", destructor},
+        {"dependent", dependent},     {"ctx_limit", ctx_limit},
+        {"deepbind", deepbind},   {"destructor", destructor},
     };
     REQUIRE(argc == 2, "usage: test_escapes CASE");
     RUN_CASE(cases, argv[1]);

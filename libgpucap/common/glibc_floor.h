@@ -36,7 +36,9 @@
 #define GPC_GLIBC_DLADDR1 "GLIBC_2.17"
 #endif
 
+#ifndef GPC_DEFINES_DLOPEN /* hooks/dlsym.c defines dlopen and dlmopen itself */
 __asm__(".symver dlopen,dlopen@" GPC_GLIBC_BASE);
+#endif
 __asm__(".symver dlerror,dlerror@" GPC_GLIBC_BASE);
 __asm__(".symver dladdr,dladdr@" GPC_GLIBC_BASE);
 __asm__(".symver dladdr1,dladdr1@" GPC_GLIBC_DLADDR1);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * dlsym.c: the dlsym and dlvsym interposers.
+ * dlsym.c: the dlsym and dlvsym interposers, and dlopen's and dlmopen's RTLD_DEEPBIND.
  *
  * `dlsym(handle, name)` on a handle of libcuda.so.1 ignores LD_PRELOAD and returns the driver's own
  * function, so a program (or XLA, or pynvml) that binds this way would never meet our hooks. For a
@@ -27,8 +27,15 @@
  * calls) to the real dlsym with the caller's own return address still on the stack. Elsewhere a C
  * fallback is used, in which RTLD_NEXT from other objects is answered relative to gpucap.
  *
+ * RTLD_DEEPBIND puts a library's own dependencies ahead of the global scope for its references: a
+ * library dlopened so that needs libcuda.so.1 would call the driver directly, past every hook. So
+ * dlopen and dlmopen drop that flag (the library then binds as any other, gpucap first) and say so
+ * at the info level; the rest of the call is the loader's, from the caller (the same tail jump, so
+ * the caller's RUNPATH and $ORIGIN still apply).
+ *
  * Nothing here allocates or takes a lock before the real dlsym is known (resolve.c).
  */
+#include "common/log.h"
 #include "driver/resolve.h"
 #include "hooks/init.h"
 #include "hooks/nvml.h"
@@ -164,6 +171,120 @@ void *gpc_real_dlvsym_ptr(void)
 {
     return (void *)gpc_real_dlvsym_fn();
 }
+
+/* The flags dlopen/dlmopen pass on: without RTLD_DEEPBIND (see the top). Used by the trampolines. */
+__attribute__((visibility("hidden"))) int gpc_dlopen_flags(const char *file, int flags);
+int gpc_dlopen_flags(const char *file, int flags)
+{
+    if (!(flags & RTLD_DEEPBIND))
+        return flags;
+    gpc_log(GPC_LOG_INFO, "dlopen(%s): RTLD_DEEPBIND ignored (it would let the library call the driver "
+                 "past gpucap)", file ? file : "NULL");
+    return flags & ~RTLD_DEEPBIND;
+}
+
+typedef void *(*dlopen_fn)(const char *, int);
+typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
+static _Atomic(dlopen_fn) real_dlopen;
+static _Atomic(dlmopen_fn) real_dlmopen;
+
+/* The next dlopen / dlmopen after gpucap (glibc's), found once. */
+__attribute__((visibility("hidden"))) void *gpc_real_dlopen_ptr(void);
+__attribute__((visibility("hidden"))) void *gpc_real_dlmopen_ptr(void);
+void *gpc_real_dlopen_ptr(void)
+{
+    dlopen_fn f = atomic_load_explicit(&real_dlopen, memory_order_acquire);
+    if (!f && gpc_real_dlsym_fn()) {
+        f = (dlopen_fn)gpc_real_dlsym_fn()(RTLD_NEXT, "dlopen");
+        atomic_store(&real_dlopen, f);
+    }
+    return (void *)f;
+}
+void *gpc_real_dlmopen_ptr(void)
+{
+    dlmopen_fn f = atomic_load_explicit(&real_dlmopen, memory_order_acquire);
+    if (!f && gpc_real_dlsym_fn()) {
+        f = (dlmopen_fn)gpc_real_dlsym_fn()(RTLD_NEXT, "dlmopen");
+        atomic_store(&real_dlmopen, f);
+    }
+    return (void *)f;
+}
+
+#if defined(__x86_64__)
+/*
+ * dlopen(rdi=file, esi=flags) and dlmopen(rdi=lmid, rsi=file, edx=flags): the flags without
+ * RTLD_DEEPBIND, then a tail jump to the real function with the caller's return address.
+ */
+__asm__(".text\n"
+        ".globl dlopen\n"
+        ".type dlopen,@function\n"
+        "dlopen:\n"
+        ".cfi_startproc\n"
+        "  pushq %rdi\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  pushq %rsi\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  subq $8, %rsp\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  call gpc_dlopen_flags\n"
+        "  movl %eax, (%rsp)\n"
+        "  call gpc_real_dlopen_ptr\n"
+        "  movl (%rsp), %esi\n"
+        "  addq $8, %rsp\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  popq %rdx\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  popq %rdi\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  testq %rax, %rax\n"
+        "  jz 1f\n"
+        "  jmp *%rax\n"
+        "1:\n"
+        "  ret\n"
+        ".cfi_endproc\n"
+        ".size dlopen, .-dlopen\n"
+        "\n"
+        ".globl dlmopen\n"
+        ".type dlmopen,@function\n"
+        "dlmopen:\n"
+        ".cfi_startproc\n"
+        "  pushq %rdi\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  pushq %rsi\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  pushq %rdx\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  movq %rsi, %rdi\n"
+        "  movl %edx, %esi\n"
+        "  call gpc_dlopen_flags\n"
+        "  movl %eax, (%rsp)\n"
+        "  call gpc_real_dlmopen_ptr\n"
+        "  popq %rdx\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  popq %rsi\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  popq %rdi\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  testq %rax, %rax\n"
+        "  jz 1f\n"
+        "  jmp *%rax\n"
+        "1:\n"
+        "  ret\n"
+        ".cfi_endproc\n"
+        ".size dlmopen, .-dlmopen\n");
+#else
+GPC_EXPORT void *dlopen(const char *file, int flags)
+{
+    dlopen_fn real = (dlopen_fn)gpc_real_dlopen_ptr();
+    return real ? real(file, gpc_dlopen_flags(file, flags)) : NULL;
+}
+
+GPC_EXPORT void *dlmopen(Lmid_t lmid, const char *file, int flags)
+{
+    dlmopen_fn real = (dlmopen_fn)gpc_real_dlmopen_ptr();
+    return real ? real(lmid, file, gpc_dlopen_flags(file, flags)) : NULL;
+}
+#endif
 
 #if defined(__x86_64__)
 /*
