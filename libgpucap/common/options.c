@@ -682,6 +682,7 @@ static void load(struct gpc_settings *s, char *const *envp)
         if (strncmp(*e, "GPUCAP_CONFIG=", 14) == 0)
             config = *e + 14;
     int lock = platform_locked(&s->platform_uid);
+    s->platform_mounted = lock > 0 && gpc_path_own_mount(GPC_SYSTEM_CONFIG, -1) == 1;
     if (lock != 0) {
         static struct gpc_settings platform;
         s->locked = true;
