@@ -22,10 +22,10 @@ for page in gpucap.1 gpucap-webhook.1 gpucap-exporter.1 gpucap.ini.5; do
         grep -q "^${s//_/ }$" "$f.txt" || bad "$page: no ${s//_/ } section"
     done
 done
-# Flags with their arguments: the exporter's --help shows "--flag ARG"; the webhook's each --flag.
+# Flags with their arguments, as tools/common's --help shows them ("  -x, --flag ARG  doc").
 exporter=$build/tools/exporter/gpucap-exporter webhook=$build/tools/webhook/gpucap-webhook
 if [ -x "$exporter" ]; then
-    "$exporter" --help | sed -n 's/^  \(--[a-z-]* [A-Z]*\)$/\1/p' > "$build/man/exporter.flags"
+    "$exporter" --help | sed -nE 's/^  (-[a-zA-Z], |    )(--[a-z-]+ [A-Z]+)( .*)?$/\2/p' > "$build/man/exporter.flags"
     [ -s "$build/man/exporter.flags" ] || bad "no flags in gpucap-exporter --help"
     while read -r flag; do
         grep -qF -- "$flag" "$build/man/gpucap-exporter.1.txt" || bad "gpucap-exporter(1) lacks '$flag'"
@@ -33,7 +33,7 @@ if [ -x "$exporter" ]; then
     grep -q -- "^ *--once" "$build/man/gpucap-exporter.1.txt" || bad "gpucap-exporter(1) lacks --once"
 fi
 if [ -x "$webhook" ]; then
-    for flag in $("$webhook" --help | sed -n 's/^  \(--[a-z-]*\) .*/\1/p'); do
+    for flag in $("$webhook" --help | sed -nE 's/^  (-[a-zA-Z], |    )(--[a-z-]+) .*/\2/p' | grep -v -e --help -e --version); do
         grep -qE -- "^ *$flag [A-Za-z|]+" "$build/man/gpucap-webhook.1.txt" || bad "gpucap-webhook(1) lacks '$flag ARG'"
     done
 fi

@@ -28,10 +28,10 @@ struct gpc_slot {
     _Atomic uint64_t limit;   /* GPC_UNLIMITED for no budget */
     _Atomic uint64_t leased;  /* the sum of the processes' leases: never above limit (but in audit mode) */
     _Atomic uint64_t peak;    /* highest in use seen; see gpc_ledger_peak() */
-    _Atomic uint64_t allocs;  /* batched per thread (up to 64 per thread not counted yet) */
+    _Atomic uint64_t allocs;  /* requests carried out (not context reserves); batched per thread */
     _Atomic uint64_t frees;
     _Atomic uint64_t denials;
-    _Atomic uint64_t largest;           /* largest single request seen */
+    _Atomic uint64_t largest;           /* largest single request seen (not a context reserve) */
     _Atomic uint64_t first_denial_ns;   /* CLOCK_REALTIME of the first denial, 0 if none */
     _Atomic uint64_t contexts;          /* of what is in use: the reserves charged for contexts */
 };
@@ -52,7 +52,10 @@ struct gpc_ledger_dev {
      * force (drvlimit.h), 0 when none was seen: then only gpucap enforces. The budget (slot.limit)
      * is never above it: min(gpucap's own, the driver's). */
     _Atomic uint64_t driver_limit;
-    char reserved[24];
+    /* v5: figures of the report (zero in a file of v4: none counted). */
+    _Atomic uint64_t refused_driver;  /* requests gpucap admitted and the driver refused */
+    _Atomic uint64_t context_count;   /* context reserves charged (not in allocs, largest) */
+    _Atomic uint64_t held_at_exit;    /* bytes processes still held when they exited normally */
 };
 
 /*
@@ -146,7 +149,8 @@ uint64_t gpc_proc_start_time(int32_t pid);
 uint64_t gpc_ledger_share_in_use(const struct gpc_ledger_share *s);
 /* What the processes of ledger `l` have in use on device entry `dev`: the sum of their shares. */
 uint64_t gpc_ledger_in_use(const struct gpc_ledger *l, int dev);
-/* The peak of device entry `dev`: the highest of the sums seen and of each process's own peak. */
+/* The peak of device entry `dev`: the highest of the sums seen, of each process's own peak and of
+ * what is in use now (a lower bound when several processes share it: see the README). */
 uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev);
 
 /* True if the process of a ledger entry is alive (pid and start time both match; an entry

@@ -150,7 +150,9 @@ uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev)
         if (atomic_load_explicit(&l->proc[i].pid, memory_order_relaxed) != 0 && theirs > peak)
             peak = theirs;
     }
-    return peak;
+    /* Processes each below their own peak can be above it together: never below what is in use. */
+    uint64_t in_use = gpc_ledger_in_use(l, dev);
+    return in_use > peak ? in_use : peak;
 }
 
 /* Field 22 of /proc/<pid>/stat: start time in clock ticks since boot; 0 if unreadable. */

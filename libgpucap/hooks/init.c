@@ -110,6 +110,7 @@ __attribute__((destructor)) static void stop(void)
     atomic_store(&gpc_passthrough, true);
     if (atomic_load(&gpc_initialized) && gpc_ledger) {
         gpc_budget_flush_counts();
+        gpc_budget_note_exit();
         gpc_ledger_leave();
     }
 }

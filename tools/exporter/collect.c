@@ -27,6 +27,7 @@
  * process killed a moment ago may be counted until its container next allocates.
  */
 #include "collect.h"
+#include "tool.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -137,20 +138,6 @@ static bool name_ok(const char *n)
 
 /* A string field from the file: bounded by its size, anything but a name's characters as '?', so
  * it is always a valid label value that needs no escaping. */
-static void field_copy(char *out, const char *field, size_t size)
-{
-    size_t n = strnlen(field, size);
-    if (n == size)
-        n = size - 1;
-    for (size_t i = 0; i < n; i++) {
-        char c = field[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-                  c == '.' || c == '_' || c == '+';
-        out[i] = ok ? c : '?';
-    }
-    out[n] = '\0';
-}
-
 static enum gpc_skip check_reason(const char *why)
 {
     if (strncmp(why, "truncated", 9) == 0)
@@ -226,16 +213,17 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
     if (!r)
         return GPC_SKIP_LIMIT;
     memset(r, 0, sizeof *r);
-    field_copy(r->pod_uid, pod_uid, sizeof r->pod_uid);
-    field_copy(r->container, container, sizeof r->container);
+    tool_field_text(r->pod_uid, sizeof r->pod_uid, pod_uid, sizeof r->pod_uid);
+    tool_field_text(r->container, sizeof r->container, container, sizeof r->container);
     char uid[GPC_IDENTITY_NAME], ctr[GPC_IDENTITY_NAME];
-    field_copy(uid, l->identity.pod_uid, sizeof l->identity.pod_uid);
-    field_copy(ctr, l->identity.container_name, sizeof l->identity.container_name);
+    tool_field_text(uid, sizeof uid, l->identity.pod_uid, sizeof l->identity.pod_uid);
+    tool_field_text(ctr, sizeof ctr, l->identity.container_name, sizeof l->identity.container_name);
     if ((uid[0] && strcmp(uid, pod_uid) != 0) || (ctr[0] && strcmp(ctr, container) != 0))
         return GPC_SKIP_MISMATCH;
-    field_copy(r->ns, l->identity.pod_namespace, sizeof l->identity.pod_namespace);
-    field_copy(r->pod, l->identity.pod_name, sizeof l->identity.pod_name);
-    field_copy(r->version, l->identity.gpucap_version, sizeof l->identity.gpucap_version);
+    tool_field_text(r->ns, sizeof r->ns, l->identity.pod_namespace, sizeof l->identity.pod_namespace);
+    tool_field_text(r->pod, sizeof r->pod, l->identity.pod_name, sizeof l->identity.pod_name);
+    tool_field_text(r->version, sizeof r->version, l->identity.gpucap_version,
+                    sizeof l->identity.gpucap_version);
     r->mode = l->identity.mode == GPC_IDENTITY_MODE_ENFORCE ? "enforce"
               : l->identity.mode == GPC_IDENTITY_MODE_AUDIT ? "audit"
                                                             : "unknown";

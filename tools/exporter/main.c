@@ -31,27 +31,54 @@
 #include "collect.h"
 #include "gpucap_version.h"
 #include "http.h"
-#include "man.h"
+#include "tool.h"
 
-enum opt_id { OPT_LISTEN, OPT_ROOT, OPT_CARDS, OPT_MAX_CONNECTIONS_PER_IP, OPT_COUNT };
+enum opt_id { OPT_LISTEN, OPT_ROOT, OPT_CARDS, OPT_MAX_CONNECTIONS_PER_IP, OPT_ONCE, OPT_COUNT };
 
 #define MAX_CONNECTIONS 64
 #define HEADER_DEADLINE 5 /* seconds from accept to complete request headers */
 #define IDLE_TIMEOUT 10   /* seconds without traffic before a connection is closed */
 
-static const struct row {
-    const char *flag, *arg, *env, *def, *doc;
-} rows[OPT_COUNT] = {
-    [OPT_LISTEN] = {"listen", "ADDR", "GPUCAP_EXPORTER_LISTEN", ":9477",
+/* Every setting: a flag, its variable, default and help (tools/common's table: --help, the man page
+ * and the parser read it). */
+static const struct tool_flag rows[OPT_COUNT] = {
+    [OPT_LISTEN] = {"listen", 'l', "ADDR", "GPUCAP_EXPORTER_LISTEN", ":9477",
                     "address to serve HTTP on: HOST:PORT, [IPV6]:PORT or :PORT (port 0: any free port)"},
-    [OPT_ROOT] = {"root", "DIR", "GPUCAP_EXPORTER_ROOT", "/var/lib/kubelet/pods",
-                  "the kubelet's pod directory (mounted read-only): <pod-uid>/volumes/kubernetes.io~empty-dir/"
+    [OPT_ROOT] = {"root", 'r', "DIR", "GPUCAP_EXPORTER_ROOT", "/var/lib/kubelet/pods",
+                  "the kubelet's pod directory (mounted read-only): <pod-uid>/volumes/kubernetes.io~empty-dir/\n"
                   "gpucap-ledger/<container>/gpucap.ledger"},
-    [OPT_CARDS] = {"cards", "SOURCE", "GPUCAP_EXPORTER_CARDS", "auto",
-                   "where the node's GPUs are read, whose series alone are shown: auto (NVML, else "
+    [OPT_CARDS] = {"cards", 0, "SOURCE", "GPUCAP_EXPORTER_CARDS", "auto",
+                   "where the node's GPUs are read, whose series alone are shown: auto (NVML, else\n"
                    "/proc/driver/nvidia/gpus, else none shown), nvml, proc[:DIR], list:UUID[,UUID...], none (no check)"},
-    [OPT_MAX_CONNECTIONS_PER_IP] = {"max-connections-per-ip", "N", "GPUCAP_EXPORTER_MAX_CONNECTIONS_PER_IP", "4",
+    [OPT_MAX_CONNECTIONS_PER_IP] = {"max-connections-per-ip", 0, "N", "GPUCAP_EXPORTER_MAX_CONNECTIONS_PER_IP", "4",
                                     "open connections from one address, 1 to 64 (64 in all)"},
+    [OPT_ONCE] = {"once", 0, NULL, NULL, NULL, "print one scrape on stdout and exit, without serving HTTP"},
+};
+
+static const struct tool_cmd exporter_cmd = {
+    .name = "gpucap-exporter",
+    .summary = "Prometheus exporter of the gpucap ledgers of a node",
+    .synopsis = "gpucap-exporter [--listen ADDR] [--root DIR] [--cards SOURCE] [--max-connections-per-ip N] [--once]",
+    .about = "Prometheus exporter of the gpucap ledgers on this node: GET /metrics, GET /healthz. Reads the\n"
+             "ledgers only (no lock, no write). Each option may also be given in the variable shown; a flag\n"
+             "overrides the variable.",
+    .flags = rows,
+    .nflags = OPT_COUNT,
+    .tail = "Exit 0, 1 when it cannot serve (or --once cannot read DIR), 2 for a usage error.\n",
+    .usage_exit = TOOL_EXIT_USAGE,
+    .man_description = "Serves GET /metrics (the Prometheus text format) and GET /healthz over plain HTTP. Every "
+                       "scrape walks the kubelet's pod directory and reads each gpucap container's ledger: no "
+                       "lock is taken and nothing is written. The ledgers are the tenants' files: each is opened "
+                       "without following links, copied and checked, and cards this node does not have are left "
+                       "out (--cards). Connections are bounded per address and in all (64), with a deadline of 5 "
+                       "seconds for the request headers and an idle timeout of 10 seconds.",
+    .man_exit = "0 after SIGTERM or SIGINT, or after --once when the pod directory could be read; 1 when it "
+                "could not be read (--once) or the address cannot be served; 2 for a bad option or value.",
+    .man_files = "/var/lib/kubelet/pods/<pod-uid>/volumes/kubernetes.io~empty-dir/gpucap-ledger/<container>/"
+                 "gpucap.ledger: the ledgers read (under --root). libnvidia-ml.so.1: NVML, for the node's cards "
+                 "(--cards auto or nvml). /proc/driver/nvidia/gpus/*/information: the driver's list of cards "
+                 "(--cards auto or proc).",
+    .man_see_also = ".BR gpucap (1),\n.BR gpucap\\-webhook (1),\n.BR gpucap.ini (5)",
 };
 
 static volatile sig_atomic_t stop;
@@ -65,76 +92,7 @@ static void on_signal(int sig)
     stop = 1;
 }
 
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void say(const char *fmt, ...)
-{
-    char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "gpucap-exporter: %s\n", line);
-}
-
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: gpucap-exporter [--listen ADDR] [--root DIR] [--cards SOURCE] [--max-connections-per-ip N] "
-               "[--once]\n\n"
-               "Prometheus exporter of the gpucap ledgers on this node: GET /metrics, GET /healthz.\n"
-               "Reads the ledgers only (no lock, no write). --once prints one scrape to stdout and exits\n"
-               "(0, or 1 when the root cannot be read). Each option may also be given in the variable\n"
-               "shown; a flag overrides the variable. --version prints the version.\n\n");
-    for (int i = 0; i < OPT_COUNT; i++)
-        fprintf(f, "  --%s %s\n      %s\n      %s, default %s\n", rows[i].flag, rows[i].arg, rows[i].doc, rows[i].env,
-                rows[i].def);
-}
-
-/* gpucap-exporter(1), generated from the same rows as --help (`--help-man`, run by the build). */
-static void usage_man(FILE *f)
-{
-    fprintf(f, ".TH GPUCAP-EXPORTER 1 \"\" \"gpucap %s\" \"User Commands\"\n", GPUCAP_VERSION_STRING);
-    gpc_man_section(f, "NAME", "gpucap-exporter - Prometheus exporter of the gpucap ledgers of a node");
-    fputs(".SH SYNOPSIS\n.B gpucap\\-exporter\n", f);
-    for (int i = 0; i < OPT_COUNT; i++) {
-        fputs("[\\fB\\-\\-", f);
-        gpc_man_text(f, rows[i].flag);
-        fprintf(f, "\\fR \\fI%s\\fR]\n", rows[i].arg);
-    }
-    fputs("[\\fB\\-\\-once\\fR]\n.br\n.B gpucap\\-exporter\n\\-\\-version | \\-\\-help\n", f);
-    gpc_man_section(f, "DESCRIPTION",
-                    "Serves GET /metrics (the Prometheus text format) and GET /healthz over plain HTTP. Every "
-                    "scrape walks the kubelet's pod directory and reads each gpucap container's ledger: no "
-                    "lock is taken and nothing is written. The ledgers are the tenants' files: each is opened "
-                    "without following links, copied and checked, and cards this node does not have are left "
-                    "out (--cards). Connections are bounded per address and in all (64), with a deadline of 5 "
-                    "seconds for the request headers and an idle timeout of 10 seconds.");
-    fputs(".SH OPTIONS\n", f);
-    for (int i = 0; i < OPT_COUNT; i++) {
-        char text[600];
-        snprintf(text, sizeof text, "%s. Variable %s, default %s.", rows[i].doc, rows[i].env, rows[i].def);
-        gpc_man_option(f, rows[i].flag, rows[i].arg, text);
-    }
-    gpc_man_option(f, "once", NULL, "Print one scrape on standard output and exit, without serving HTTP.");
-    gpc_man_option(f, "version", NULL, "Print the version and exit.");
-    gpc_man_option(f, "help", NULL, "Print the options and exit.");
-    gpc_man_section(f, "EXIT STATUS",
-                    "0 after SIGTERM or SIGINT, or after --once when the pod directory could be read; 1 when "
-                    "it could not be read (--once) or the address cannot be served; 2 for a bad option or "
-                    "value.");
-    fputs(".SH ENVIRONMENT\n", f);
-    for (int i = 0; i < OPT_COUNT; i++) {
-        char text[64];
-        snprintf(text, sizeof text, "As --%s; the flag wins.", rows[i].flag);
-        fprintf(f, ".TP\n.B %s\n", rows[i].env);
-        gpc_man_text(f, text);
-        fputc('\n', f);
-    }
-    fputs(".SH FILES\n.TP\n.I /var/lib/kubelet/pods/<pod-uid>/volumes/kubernetes.io~empty-dir/gpucap-ledger/"
-          "<container>/gpucap.ledger\nThe ledgers read (under --root).\n.TP\n.I libnvidia-ml.so.1\n"
-          "NVML, for the node's cards (--cards auto or nvml).\n.TP\n.I /proc/driver/nvidia/gpus/*/information\n"
-          "The driver's list of cards (--cards auto or proc).\n", f);
-    fputs(".SH SEE ALSO\n.BR gpucap (1),\n.BR gpucap\\-webhook (1),\n.BR gpucap.ini (5)\n", f);
-}
+#define say(...) tool_error("gpucap-exporter", __VA_ARGS__)
 
 /* One scrape with the exporter's own metrics; NULL on allocation failure. */
 static char *scrape(size_t *len, bool *ok)
@@ -275,57 +233,28 @@ static int serve(const char *listen, unsigned per_ip)
     return 0;
 }
 
+static int set_flag(void *arg, int flag, const char *value)
+{
+    const char **val = arg;
+    val[flag] = flag == OPT_ONCE ? "1" : value;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *val[OPT_COUNT];
-    for (int i = 0; i < OPT_COUNT; i++) {
-        const char *env = getenv(rows[i].env);
-        val[i] = env && *env ? env : rows[i].def;
-    }
-    bool once = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        if (strcmp(a, "--help-man") == 0) {
-            usage_man(stdout);
-            return 0;
-        }
-        if (strcmp(a, "--version") == 0) {
-            printf("gpucap-exporter %s\n", GPUCAP_VERSION_STRING);
-            return 0;
-        }
-        if (strcmp(a, "--once") == 0) {
-            once = true;
-            continue;
-        }
-        int found = -1;
-        const char *v = NULL;
-        for (int k = 0; k < OPT_COUNT && found < 0; k++) {
-            size_t n = strlen(rows[k].flag);
-            if (strncmp(a, "--", 2) != 0 || strncmp(a + 2, rows[k].flag, n) != 0)
-                continue;
-            if (a[2 + n] == '=')
-                v = a + 3 + n, found = k;
-            else if (a[2 + n] == '\0' && i + 1 < argc)
-                v = argv[++i], found = k;
-        }
-        if (found < 0) {
-            fprintf(stderr, "gpucap-exporter: unexpected argument '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        val[found] = v;
-    }
+    tool_env_values(&exporter_cmd, val);
+    int first, rc = tool_begin(&exporter_cmd, argc, argv, set_flag, val, &first);
+    if (rc >= 0)
+        return rc;
+    bool once = val[OPT_ONCE] != NULL;
     root = val[OPT_ROOT];
     char *end;
     unsigned long per_ip = strtoul(val[OPT_MAX_CONNECTIONS_PER_IP], &end, 10);
     if (*end || end == val[OPT_MAX_CONNECTIONS_PER_IP] || per_ip < 1 || per_ip > MAX_CONNECTIONS) {
-        say("max-connections-per-ip \"%s\": expected a whole number from 1 to %d", val[OPT_MAX_CONNECTIONS_PER_IP],
-            MAX_CONNECTIONS);
-        return 2;
+        tool_usage_error(&exporter_cmd, "--max-connections-per-ip '%s': expected a whole number from 1 to %d",
+                         val[OPT_MAX_CONNECTIONS_PER_IP], MAX_CONNECTIONS);
+        return TOOL_EXIT_USAGE;
     }
     char why[512];
     if (gpc_cards_load(val[OPT_CARDS], &cards, why, sizeof why) != 0) {
