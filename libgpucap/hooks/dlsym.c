@@ -100,8 +100,19 @@ static enum handle_kind defined_in(const void *addr, void **object)
     if (!addr || !dladdr1(addr, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
         return H_OTHER;
     enum handle_kind kind = object_kind(lm);
-    if (kind != H_OTHER && info.dli_fname)
+    if (kind == H_OTHER)
+        return kind;
+    /* One handle of ours per library (each dlopen counts a reference): the first one found. */
+    _Atomic(void *) *seen = kind == H_CUDA ? &cuda_handle_seen : &nvml_handle_seen;
+    *object = atomic_load_explicit(seen, memory_order_relaxed);
+    if (!*object && info.dli_fname) {
         *object = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+        void *none = NULL;
+        if (*object && !atomic_compare_exchange_strong(seen, &none, *object)) {
+            dlclose(*object);
+            *object = none;
+        }
+    }
     return kind;
 }
 
@@ -134,6 +145,10 @@ void *gpc_dlsym_redirect(void *handle, const char *name)
          * depends on libcuda (dlsym searches its dependencies). Where the answer lies decides.
          * From here RTLD_NEXT means "after gpucap", which is where the driver is.
          */
+        /* Only driver and NVML names go on: sanitizer runtimes look names up here before their
+         * shadow memory exists, and the table lookups below are instrumented code. */
+        if (!((name[0] == 'c' && name[1] == 'u') || strncmp(name, "nvml", 4) == 0))
+            return NULL;
         void *cuda_hook = gpc_hook_for_export(name);
         void *nvml_hook = cuda_hook ? NULL : gpc_nvml_hook_for_export(name);
         if (!cuda_hook && !nvml_hook)
