@@ -18,6 +18,8 @@
  *   ctx_limit    cuCtxSetLimit of the malloc heap or the printf FIFO (memory the driver takes at the
  *                call, of any size): what it asks beyond the defaults is charged, a smaller setting
  *                or the context's end gives it back; also through cuGetProcAddress
+ *   exit_thread  exit() on one thread, held in a destructor that runs after gpucap's (a library
+ *                preloaded after it, ESCAPE_BLOCKER): another thread allocating then is denied
  *   destructor   libgpucap's destructors called by hand through its DT_FINI_ARRAY: still capped,
  *                what was held still counts
  */
@@ -26,8 +28,11 @@
 #endif
 #include "common.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
 typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
@@ -290,6 +295,56 @@ static void ctx_limit(void)
     CHECK_RC(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 4096), CUDA_SUCCESS);
 }
 
+static atomic_int *blocker_state;
+
+/* Waits for the blocker's destructor (gpucap's has run), then allocates past the budget. */
+static void *late_alloc(void *arg)
+{
+    if (cuCtxSetCurrent((CUcontext)arg) != CUDA_SUCCESS) {
+        fprintf(stderr, "FAIL exit_thread: cuCtxSetCurrent\n");
+        _exit(1);
+    }
+    for (int i = 0; i < 500 && atomic_load(blocker_state) != 1; i++)
+        usleep(10000);
+    CUdeviceptr p;
+    CUresult rc = cuMemAlloc_v2(&p, 100 * MiB);
+    if (rc == CUDA_SUCCESS) {
+        fprintf(stderr, "FAIL exit_thread: 100 MiB admitted under a 64 MiB budget while exit() ran\n");
+        _exit(1);
+    }
+    if (rc != CUDA_ERROR_OUT_OF_MEMORY || atomic_load(blocker_state) != 1) {
+        fprintf(stderr, "FAIL exit_thread: %d, not a denial during exit (blocker state %d)\n", (int)rc,
+                atomic_load(blocker_state));
+        _exit(1);
+    }
+    fprintf(stderr, "exit_thread: the allocation during exit was denied\n");
+    atomic_store(blocker_state, 2);
+    return NULL;
+}
+
+static void exit_thread(void)
+{
+    const char *blocker = getenv("ESCAPE_BLOCKER"), *pre = getenv("LD_PRELOAD");
+    REQUIRE(blocker && pre, "ESCAPE_BLOCKER and LD_PRELOAD");
+    if (!getenv("ESCAPE_INNER")) {
+        /* Again, with the blocker after libgpucap: the last preload is initialised first, so its
+         * destructor runs after gpucap's (a tenant can name both in LD_PRELOAD, whatever
+         * /etc/ld.so.preload holds). */
+        static char list[8192];
+        snprintf(list, sizeof list, "%s:%s", pre, blocker);
+        setenv("LD_PRELOAD", list, 1);
+        setenv("ESCAPE_INNER", "1", 1);
+        execl("/proc/self/exe", "test_escapes", "exit_thread", (char *)NULL);
+        REQUIRE(0, "exec: %s", strerror(errno));
+    }
+    blocker_state = dlsym(RTLD_DEFAULT, "fini_blocker_state");
+    REQUIRE(blocker_state, "the blocker is not loaded");
+    CUcontext ctx = make_context(0);
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, late_alloc, ctx) == 0, "pthread_create");
+    exit(0);
+}
+
 /* Finds libgpucap's DT_FINI_ARRAY, as a program set on escaping would. */
 struct fini {
     uintptr_t base;
@@ -347,7 +402,7 @@ int main(int argc, char **argv)
         {"array_v1", array_v1},       {"array3d_v1", array3d_v1}, {"procaddr_v1", procaddr_v1},
         {"procaddr_old", procaddr_old}, {"dlvsym", dlvsym_case},  {"copy", copy_case},
         {"dependent", dependent},     {"ctx_limit", ctx_limit},
-        {"deepbind", deepbind},   {"destructor", destructor},
+        {"deepbind", deepbind},       {"exit_thread", exit_thread},   {"destructor", destructor},
     };
     REQUIRE(argc == 2, "usage: test_escapes CASE");
     RUN_CASE(cases, argv[1]);

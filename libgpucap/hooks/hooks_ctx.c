@@ -129,7 +129,7 @@ GPC_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, 
 GPC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     if (!gpc_enforcing() || dev < 0 || dev >= GPC_MAX_DEVICES)
-        return GPC_CALL_REAL(cuDevicePrimaryCtxRetain, (pctx, dev));
+        return gpc_closed_now() ? CUDA_ERROR_OUT_OF_MEMORY : GPC_CALL_REAL(cuDevicePrimaryCtxRetain, (pctx, dev));
     /* Serialised per process: the first retain, and only it, charges; retains are rare. */
     pthread_mutex_lock(&life_lock);
     struct gpc_charge c;
@@ -173,6 +173,8 @@ GPC_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
     gpc_init();
     uint64_t given = heap_default(limit);
     CUcontext ctx = NULL;
+    if (given && value > given && gpc_closed_now())
+        return CUDA_ERROR_OUT_OF_MEMORY;
     if (!given || !gpc_enforcing() || !gpc_real.cuCtxGetCurrent || gpc_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS ||
         !ctx)
         return GPC_CALL_REAL(cuCtxSetLimit, (limit, value));
