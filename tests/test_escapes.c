@@ -20,6 +20,9 @@
  *                or the context's end gives it back; also through cuGetProcAddress
  *   exit_thread  exit() on one thread, held in a destructor that runs after gpucap's (a library
  *                preloaded after it, ESCAPE_BLOCKER): another thread allocating then is denied
+ *   sweep        every hooked name of hooklist.h, asked of both resolvers at every version from 1000
+ *                to 13100 with every flags value, and of dlsym on libcuda, on a library that depends
+ *                on it and by RTLD_NEXT from that library: never a function of the driver itself
  *   destructor   libgpucap's destructors called by hand through its DT_FINI_ARRAY: still capped,
  *                what was held still counts
  */
@@ -27,6 +30,7 @@
 #define _GNU_SOURCE
 #endif
 #include "common.h"
+#include "common/hooklist.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -345,6 +349,51 @@ static void exit_thread(void)
     exit(0);
 }
 
+/* True when `fn` lies in libcuda (the fake), by the object that defines it. */
+static bool in_driver(void *fn)
+{
+    Dl_info info;
+    return fn && dladdr(fn, &info) && info.dli_fname && strstr(info.dli_fname, "libcuda") != NULL;
+}
+
+static void sweep(void)
+{
+    REQUIRE(cuInit(0) == CUDA_SUCCESS, "cuInit");
+#define NAME_OF(exp, base, ver, pt, pfn) #base, #exp,
+    static const char *const names[] = {GPC_HOOKS(NAME_OF)};
+#undef NAME_OF
+    typedef CUresult (*legacy_fn)(const char *, void **, int, cuuint64_t);
+    legacy_fn legacy = (legacy_fn)ours("cuGetProcAddress");
+    static const cuuint64_t flags[] = {0, CU_GET_PROC_ADDRESS_LEGACY_STREAM, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+                                       3, 4, ~(cuuint64_t)0};
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    const char *path = getenv("ESCAPE_DEP");
+    REQUIRE(cuda && path, "libcuda handle, ESCAPE_DEP");
+    void *dep = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    REQUIRE(dep, "dlopen %s: %s", path, dlerror());
+    void *(*next)(const char *) = (void *(*)(const char *))dlsym(dep, "escape_dep_next");
+    REQUIRE(next, "escape_dep_next");
+    unsigned long raw = 0, asked = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        void *by[3] = {dlsym(cuda, names[i]), dlsym(dep, names[i]), next(names[i])};
+        for (int k = 0; k < 3; k++)
+            if (in_driver(by[k]) && raw++ < 10)
+                printf("FAIL sweep: %s by dlsym route %d is the driver's %p\n", names[i], k, by[k]);
+        for (int v = 1000; v <= 13100; v += 10)
+            for (size_t f = 0; f < sizeof flags / sizeof flags[0]; f++) {
+                void *p = NULL, *q = NULL;
+                CUdriverProcAddressQueryResult st;
+                cuGetProcAddress_v2(names[i], &p, v, flags[f], &st);
+                legacy(names[i], &q, v, flags[f]);
+                asked += 2;
+                if ((in_driver(p) || in_driver(q)) && raw++ < 10)
+                    printf("FAIL sweep: cuGetProcAddress(%s, %d, flags %llx) is the driver's function\n", names[i], v,
+                           (unsigned long long)flags[f]);
+            }
+    }
+    CHECK(raw == 0, "%lu of %lu lookups answered a function of the driver", raw, asked);
+}
+
 /* Finds libgpucap's DT_FINI_ARRAY, as a program set on escaping would. */
 struct fini {
     uintptr_t base;
@@ -402,7 +451,8 @@ int main(int argc, char **argv)
         {"array_v1", array_v1},       {"array3d_v1", array3d_v1}, {"procaddr_v1", procaddr_v1},
         {"procaddr_old", procaddr_old}, {"dlvsym", dlvsym_case},  {"copy", copy_case},
         {"dependent", dependent},     {"ctx_limit", ctx_limit},
-        {"deepbind", deepbind},       {"exit_thread", exit_thread},   {"destructor", destructor},
+        {"deepbind", deepbind},       {"exit_thread", exit_thread},
+        {"sweep", sweep},   {"destructor", destructor},
     };
     REQUIRE(argc == 2, "usage: test_escapes CASE");
     RUN_CASE(cases, argv[1]);
