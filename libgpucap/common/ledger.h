@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #define GPC_LEDGER_MAGIC 0x5247444c43504721ULL /* "!GPCLDGR" */
-#define GPC_LEDGER_VERSION 5u
+#define GPC_LEDGER_VERSION 6u
 #define GPC_LEDGER_DEVICES 32
 #define GPC_LEDGER_PROCS 1024
 
@@ -56,7 +56,22 @@ struct gpc_ledger_dev {
     _Atomic uint64_t refused_driver;  /* requests gpucap admitted and the driver refused */
     _Atomic uint64_t context_count;   /* context reserves charged (not in allocs, largest) */
     _Atomic uint64_t held_at_exit;    /* bytes processes still held when they exited normally */
+    /* v6: live budget changes (charge/live.c, core/budget.c), zero in a file of v5: never changed.
+     * Written under `lock`, except `limit_asked`, which `gpucap set-memory` posts and the process
+     * that applies it clears. */
+    _Atomic uint64_t limit_was;         /* the limit before the last change */
+    _Atomic uint64_t limit_asked;       /* a new limit asked by `gpucap set-memory` (unlocked settings); 0: none */
+    _Atomic uint32_t limit_changed_s;   /* CLOCK_REALTIME seconds of the last change; 0: never changed */
+    _Atomic uint16_t limit_changes;     /* how many changes (mod 2^16): a process that sees it move looks again */
+    _Atomic uint16_t limit_by;          /* who made the last change: GPC_LIMIT_BY_*, and GPC_LIMIT_HELD */
 };
+/* Who changed a limit while processes ran (gpc_ledger_dev.limit_by). */
+#define GPC_LIMIT_BY_PLATFORM 1u /* the platform settings file was rewritten (the node agent) */
+#define GPC_LIMIT_BY_CLI 2u      /* `gpucap set-memory` on a ledger of unlocked settings */
+#define GPC_LIMIT_BY_MASK 0xffu
+/* With GPC_LIMIT_BY_CLI: the figure set holds for processes that join the ledger until the last
+ * process on it leaves (a later run's own settings apply again). */
+#define GPC_LIMIT_HELD 0x100u
 
 /*
  * One process's part of one device's budget. `lease` is granted from the device's `leased` and

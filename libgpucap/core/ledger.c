@@ -622,6 +622,11 @@ static void copy_figures(struct gpc_ledger *l, const struct gpc_ledger *old)
         atomic_store(&n->victim_spare_after, atomic_load(&o->victim_spare_after));
         atomic_store(&n->victim_lease, atomic_load(&o->victim_lease));
         atomic_store(&n->victim, atomic_load(&o->victim));
+        atomic_store(&n->limit_was, atomic_load(&o->limit_was));
+        atomic_store(&n->limit_changed_s, atomic_load(&o->limit_changed_s));
+        atomic_store(&n->limit_asked, atomic_load(&o->limit_asked));
+        atomic_store(&n->limit_changes, atomic_load(&o->limit_changes));
+        atomic_store(&n->limit_by, atomic_load(&o->limit_by));
         atomic_store(&n->state, 1);
     }
     for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
@@ -816,6 +821,9 @@ static void recompute_limit(int d)
     }
     struct gpc_ledger_dev *dev = &gpc_ledger->dev[d];
     uint64_t cur = atomic_load(&dev->slot.limit);
+    /* The last process left: a figure set by `gpucap set-memory` no longer holds for the next. */
+    if (!any)
+        atomic_fetch_and(&dev->limit_by, ~GPC_LIMIT_HELD);
     if (any && lowest != cur) {
         char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT];
         atomic_store(&dev->slot.limit, lowest);
@@ -1108,6 +1116,20 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
     int me = gpc_ledger_me();
     if (me < 0)
         return -EAGAIN;
+    /* A limit set live by `gpucap set-memory` is this ledger's budget now: a process that starts
+     * later takes it, not the figure its environment still carries, until the last process on the
+     * ledger leaves (unlocked settings only; under the lock the platform file, which the later
+     * process read, is the authority). */
+    if (!created && !gpc_config.locked && (atomic_load(&l->dev[found].limit_by) & GPC_LIMIT_HELD)) {
+        uint64_t set = atomic_load(&l->dev[found].slot.limit);
+        if (set != limit) {
+            char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT];
+            gpc_log(GPC_LOG_WARN, "device %d: the ledger %s's budget was set to %s by gpucap set-memory; it applies "
+                    "here instead of this process's setting (%s)", ordinal, ledger_path,
+                    gpc_format_size(set, a, sizeof a), gpc_format_size(limit, b, sizeof b));
+        }
+        limit = set;
+    }
     /* Our limit goes into our entry first, then the device's limit is recomputed under its lock:
      * of two processes registering at once, the second to lock sees both limits. */
     atomic_store(&l->proc[me].share[found].limit, limit);
