@@ -473,6 +473,8 @@ CUresult gpc_graphs_launch_slow(const char *call, gpc_launch_fn *real, CUgraphEx
     gpc_launch_fn fn = *real;
     if (!fn)
         return CUDA_ERROR_NOT_FOUND;
+    if (!counted && info != INFO_NONE && gpc_closed_now())
+        return CUDA_ERROR_OUT_OF_MEMORY;
     if (!counted || info == INFO_NONE)
         return fn(exec, s);
     if (info == INFO_UNSURE) {

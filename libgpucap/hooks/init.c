@@ -109,6 +109,9 @@ __attribute__((destructor)) static void stop(void)
                     "stays enforced");
         return;
     }
+    /* From here allocations are denied, frees pass through (core/state.h). */
+    if (atomic_load(&gpc_initialized) && !atomic_load(&gpc_passthrough))
+        atomic_store(&gpc_closed, true);
     atomic_store(&gpc_passthrough, true);
     if (atomic_load(&gpc_initialized) && gpc_ledger) {
         gpc_budget_flush_counts();
