@@ -87,12 +87,15 @@ bool gpc_budget_fits(uint64_t used, uint64_t bytes, uint64_t limit)
  * A thread's counts not yet added to the ledger. Only its thread adds to them (plain loads and
  * stores of relaxed atomics); a flush from another thread (at exit) exchanges them. Initial-exec
  * thread-local storage: one instruction to reach, no __tls_get_addr (the library is preloaded, and
- * 264 bytes fit the static TLS glibc keeps for a library opened later).
+ * 392 bytes fit the static TLS glibc keeps for a library opened later).
  */
 struct counts {
     _Atomic uint32_t pending;
     bool registered;
-    _Atomic uint32_t allocs[GPC_LEDGER_DEVICES], frees[GPC_LEDGER_DEVICES];
+    /* At most COUNT_BATCH events between flushes: 16 bits hold them. */
+    _Atomic uint16_t allocs[GPC_LEDGER_DEVICES], frees[GPC_LEDGER_DEVICES];
+    /* Bytes this thread admitted less those it released since its last flush (gpc_budget_held). */
+    _Atomic int64_t held[GPC_LEDGER_DEVICES];
 };
 
 static __thread struct counts my_counts __attribute__((tls_model("initial-exec")));
@@ -100,17 +103,25 @@ static pthread_key_t counts_key;
 static pthread_once_t counts_once = PTHREAD_ONCE_INIT;
 static atomic_bool counts_key_ok;
 static struct counts *_Atomic count_blocks[COUNT_THREADS];
+/* The bytes held that threads flushed (this process's own count, kept outside the ledger). */
+static _Atomic int64_t held_flushed[GPC_LEDGER_DEVICES];
 
-static void flush(struct counts *c)
+/* Adds the counts of block c to the ledger; `own` (c is the calling thread's, or its thread is
+ * leaving): its bytes held too, which only their thread may move. */
+static void flush(struct counts *c, bool own)
 {
     atomic_store_explicit(&c->pending, 0, memory_order_relaxed);
     struct gpc_ledger *l = gpc_ledger;
     for (int id = 0; l && id < GPC_LEDGER_DEVICES; id++) {
         if (!atomic_load_explicit(&c->allocs[id], memory_order_relaxed) &&
-            !atomic_load_explicit(&c->frees[id], memory_order_relaxed))
+            !atomic_load_explicit(&c->frees[id], memory_order_relaxed) &&
+            !(own && atomic_load_explicit(&c->held[id], memory_order_relaxed)))
             continue;
         uint32_t a = atomic_exchange_explicit(&c->allocs[id], 0, memory_order_relaxed);
         uint32_t f = atomic_exchange_explicit(&c->frees[id], 0, memory_order_relaxed);
+        if (own)
+            atomic_fetch_add_explicit(&held_flushed[id], atomic_exchange_explicit(&c->held[id], 0, memory_order_relaxed),
+                                      memory_order_relaxed);
         atomic_fetch_add_explicit(&l->dev[id].slot.allocs, a, memory_order_relaxed);
         atomic_fetch_add_explicit(&l->dev[id].slot.frees, f, memory_order_relaxed);
     }
@@ -120,7 +131,7 @@ static void flush(struct counts *c)
 static void thread_gone(void *arg)
 {
     struct counts *c = arg;
-    flush(c);
+    flush(c, true);
     for (int i = 0; i < COUNT_THREADS; i++) {
         struct counts *want = c;
         if (atomic_compare_exchange_strong(&count_blocks[i], &want, NULL))
@@ -149,29 +160,32 @@ static void counts_register(struct counts *c)
     }
 }
 
-static inline void bump(_Atomic uint32_t *x)
+static inline void bump(_Atomic uint16_t *x)
 {
     atomic_store_explicit(x, atomic_load_explicit(x, memory_order_relaxed) + 1, memory_order_relaxed);
 }
 
-static inline void count(int id, bool freed)
+static inline void count(int id, bool freed, uint64_t bytes)
 {
     struct counts *c = &my_counts;
     if (gpc_unlikely(!c->registered))
         counts_register(c);
     bump(freed ? &c->frees[id] : &c->allocs[id]);
-    bump(&c->pending);
+    int64_t h = atomic_load_explicit(&c->held[id], memory_order_relaxed);
+    atomic_store_explicit(&c->held[id], freed ? h - (int64_t)bytes : h + (int64_t)bytes, memory_order_relaxed);
+    atomic_store_explicit(&c->pending, atomic_load_explicit(&c->pending, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
     if (gpc_unlikely(atomic_load_explicit(&c->pending, memory_order_relaxed) >= COUNT_BATCH))
-        flush(c);
+        flush(c, true);
 }
 
 void gpc_budget_flush_counts(void)
 {
-    flush(&my_counts);
+    flush(&my_counts, true);
     for (int i = 0; i < COUNT_THREADS; i++) {
         struct counts *c = atomic_load(&count_blocks[i]);
-        if (c)
-            flush(c);
+        if (c && c != &my_counts)
+            flush(c, false);
     }
 }
 
@@ -182,9 +196,32 @@ static void counts_after_fork(void)
     for (int i = 0; i < COUNT_THREADS; i++)
         atomic_store(&count_blocks[i], NULL);
     atomic_store(&my_counts.pending, 0);
-    for (int id = 0; id < GPC_LEDGER_DEVICES; id++)
+    for (int id = 0; id < GPC_LEDGER_DEVICES; id++) {
         atomic_store(&my_counts.allocs[id], 0), atomic_store(&my_counts.frees[id], 0);
+        /* The child holds none of its parent's memory. */
+        atomic_store(&my_counts.held[id], 0), atomic_store(&held_flushed[id], 0);
+    }
     my_counts.registered = false;
+}
+
+uint64_t gpc_budget_held(int id)
+{
+    if (id < 0 || id >= GPC_LEDGER_DEVICES)
+        return 0;
+    /* Another thread's figure is read as it stands (its own stores only): an allocation racing
+     * with this read is as early or late as the read. */
+    int64_t sum = atomic_load(&held_flushed[id]);
+    bool mine_seen = false;
+    for (int i = 0; i < COUNT_THREADS; i++) {
+        struct counts *c = atomic_load(&count_blocks[i]);
+        if (c) {
+            sum += atomic_load_explicit(&c->held[id], memory_order_relaxed);
+            mine_seen |= c == &my_counts;
+        }
+    }
+    if (!mine_seen)
+        sum += atomic_load_explicit(&my_counts.held[id], memory_order_relaxed);
+    return sum > 0 ? (uint64_t)sum : 0;
 }
 
 void gpc_budget_atfork(void)
@@ -205,11 +242,18 @@ static uint64_t chunk_of(uint64_t limit)
     return c > CHUNK_MIN ? c : CHUNK_MIN;
 }
 
-/* The fast path: takes `bytes` from the spare of share s. True when admitted. */
+/*
+ * The fast path: takes `bytes` from the spare of share s, if the spare is open. True when
+ * admitted. One comparison tests both: with the open bit set the low 48 bits are at least
+ * GPC_SPARE_OPEN + bytes exactly when the spare (47 bits) is at least `bytes`; closed, never.
+ */
 static inline bool take_spare(struct gpc_ledger_share *s, uint64_t bytes, uint64_t *after)
 {
     uint64_t w = atomic_load_explicit(&s->spare, memory_order_relaxed);
-    while ((w & GPC_SPARE_MASK) >= bytes) {
+    uint64_t need = bytes + GPC_SPARE_OPEN;
+    if (gpc_unlikely(bytes > GPC_SPARE_MASK))
+        return false;
+    while ((w & (GPC_SPARE_MASK | GPC_SPARE_OPEN)) >= need) {
         if (atomic_compare_exchange_weak_explicit(&s->spare, &w, w - bytes, memory_order_acquire,
                                                   memory_order_relaxed)) {
             *after = w - bytes;
@@ -236,7 +280,7 @@ static inline void note_peak(struct gpc_ledger_share *s, uint64_t after)
  * Under device id's lock: grows share s by `grow` bytes, of which `bytes` are admitted at once and
  * the rest is spare. The generation is odd while lease and spare change together.
  */
-static void lease_grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int id, uint64_t grow, uint64_t bytes)
+static void lease_grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, uint64_t grow, uint64_t bytes)
 {
     atomic_fetch_add_explicit(&s->spare, GPC_SPARE_GEN, memory_order_acq_rel);
     GPC_CRASH_POINT(1);
@@ -249,7 +293,6 @@ static void lease_grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int
     uint64_t w = atomic_fetch_add_explicit(&s->spare, GPC_SPARE_GEN + (grow - bytes), memory_order_acq_rel);
     w += GPC_SPARE_GEN + (grow - bytes);
     GPC_CRASH_POINT(4);
-    atomic_store_explicit(&gpc_ledger_mine[id], lease, memory_order_relaxed);
     note_peak(s, w);
 }
 
@@ -287,13 +330,76 @@ static uint64_t take_back(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, 
     return took;
 }
 
-/* Under the lock: takes back the spare of every process on device id. */
-static void take_all_spare(struct gpc_ledger *l, struct gpc_ledger_dev *d, int id)
+static inline int entry_index(const struct gpc_ledger *l, const struct gpc_ledger_proc *p)
 {
+    return (int)(p - l->proc);
+}
+
+/* Under the lock: takes back the spare of every process on device entry d of l. */
+static void take_all_spare(struct gpc_ledger *l, struct gpc_ledger_dev *d)
+{
+    int id = (int)(d - l->dev);
     uint32_t n = atomic_load(&l->procs_used);
     for (uint32_t i = 0; i < n && i < GPC_LEDGER_PROCS; i++)
         if (atomic_load_explicit(&l->proc[i].pid, memory_order_relaxed) != 0)
             take_back(d, &l->proc[i].share[id], (int)i, 0);
+}
+
+/* Under the lock: sets (open) or clears the open bit of every share on device entry d of l. Only
+ * lock holders change the bit; each change is a compare-and-swap that keeps the rest of the word. */
+static void set_open(struct gpc_ledger *l, struct gpc_ledger_dev *d, bool open)
+{
+    int id = (int)(d - l->dev);
+    uint32_t n = atomic_load(&l->procs_used);
+    for (uint32_t i = 0; i < n && i < GPC_LEDGER_PROCS; i++) {
+        _Atomic uint64_t *x = &l->proc[i].share[id].spare;
+        uint64_t w = atomic_load_explicit(x, memory_order_relaxed);
+        while (!atomic_compare_exchange_weak_explicit(x, &w, open ? w | GPC_SPARE_OPEN : w & ~GPC_SPARE_OPEN,
+                                                      memory_order_acq_rel, memory_order_relaxed))
+            ;
+    }
+    atomic_store_explicit(&d->closed, !open, memory_order_relaxed);
+}
+
+/*
+ * Under the lock, after anything that may have lowered the leases: spares closed under a lowered
+ * limit open again once the leases fit under it.
+ */
+static inline void reopen_if_fits(struct gpc_ledger *l, struct gpc_ledger_dev *d)
+{
+    if (gpc_unlikely(atomic_load_explicit(&d->closed, memory_order_relaxed)) &&
+        atomic_load_explicit(&d->slot.leased, memory_order_relaxed) <=
+            atomic_load_explicit(&d->slot.limit, memory_order_relaxed))
+        set_open(l, d, true);
+}
+
+void gpc_budget_limit_locked(struct gpc_ledger *l, struct gpc_ledger_dev *d, uint64_t limit)
+{
+    uint64_t leased = atomic_load_explicit(&d->slot.leased, memory_order_relaxed);
+    if (leased > limit) {
+        /* Closed first, so that no spare is admitted from while it is taken back (a release
+         * landing meanwhile stays spare, closed), then the limit, then the spares. */
+        set_open(l, d, false);
+        atomic_store_explicit(&d->slot.limit, limit, memory_order_relaxed);
+        take_all_spare(l, d);
+    } else {
+        atomic_store_explicit(&d->slot.limit, limit, memory_order_relaxed);
+    }
+    /* What the processes hold may still pass the limit: closed until what they free brings the
+     * leases under it (reserve_slow takes the freed spare back before it admits anything). */
+    reopen_if_fits(l, d);
+}
+
+int gpc_budget_set_limit(int id, uint64_t limit)
+{
+    if (id < 0 || id >= GPC_LEDGER_DEVICES || !gpc_ledger)
+        return -EINVAL;
+    struct gpc_ledger_dev *d = gpc_ledger_lock_dev(id, "the new limit is not applied");
+    if (!d)
+        return -EAGAIN;
+    gpc_budget_limit_locked(gpc_ledger, d, limit);
+    gpc_ledger_unlock(d);
+    return 0;
 }
 
 /* Under the lock: grows this process's lease enough to admit `bytes` at once. True if it did. */
@@ -318,7 +424,13 @@ static bool grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int id, u
             by = bytes + ahead;
         atomic_store_explicit(&keep_at_most[id], 2 * chunk, memory_order_relaxed);
     }
-    lease_grow(d, s, id, by, bytes);
+    if (by > GPC_SPARE_MASK)
+        by = bytes; /* the spare field's 47 bits (128 TiB) */
+    lease_grow(d, s, by, bytes);
+    /* A share starts closed (ledger.c): it opens here, under the lock, while the device is open. */
+    if (gpc_unlikely(!(atomic_load_explicit(&s->spare, memory_order_relaxed) & GPC_SPARE_OPEN)) &&
+        !atomic_load_explicit(&d->closed, memory_order_relaxed))
+        atomic_fetch_or_explicit(&s->spare, GPC_SPARE_OPEN, memory_order_acq_rel);
     return true;
 }
 
@@ -329,29 +441,32 @@ static bool grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int id, u
 static int reserve_slow(int id, uint64_t bytes, bool unchecked)
 {
     for (int attempt = 0; attempt < 2; attempt++) {
+        if (!gpc_ledger_me())
+            return -ENOMEM; /* claimed before the lock: a claim may lock devices itself */
         /* A crowd starting at once on few cores can keep a holder off the CPU past one bound: the
          * wait is repeated a few times (quietly but for the last) before the allocation is denied. */
         struct gpc_ledger_dev *d = NULL;
         for (int wait = 0; wait < LOCK_TRIES && !d; wait++)
             d = gpc_ledger_lock_dev(id, wait < LOCK_TRIES - 1 ? NULL : "the allocation is denied");
-        int me = gpc_ledger_me();
-        if (!d || me < 0) {
-            if (d)
-                gpc_ledger_unlock(d);
+        if (!d)
             return -ENOMEM;
-        }
-        struct gpc_ledger *l = gpc_ledger; /* after the lock: a rebuilt ledger is the one to use */
-        struct gpc_ledger_share *s = &l->proc[me].share[id];
-        uint64_t after;
-        bool ok = take_spare(s, bytes, &after); /* another thread of ours grew it meanwhile */
-        if (ok)
-            note_peak(s, after);
-        if (!ok)
-            ok = grow(d, s, id, bytes, unchecked);
-        if (!ok) {
-            /* (In a private budget only a fork child meets another entry: its parent's, copied.) */
-            take_all_spare(l, d, id);
-            ok = grow(d, s, id, bytes, false);
+        /* After the lock: a ledger rebuilt or moved is the one to use, with this process's entry there. */
+        struct gpc_ledger *l = gpc_ledger;
+        struct gpc_ledger_proc *me = gpc_ledger_me();
+        bool ok = false;
+        if (me && entry_index(l, me) >= 0 && entry_index(l, me) < GPC_LEDGER_PROCS) {
+            struct gpc_ledger_share *s = &me->share[id];
+            uint64_t after;
+            ok = take_spare(s, bytes, &after); /* another thread of ours grew it meanwhile */
+            if (ok)
+                note_peak(s, after);
+            if (!ok)
+                ok = grow(d, s, id, bytes, unchecked);
+            if (!ok) {
+                take_all_spare(l, d);
+                ok = grow(d, s, id, bytes, false);
+            }
+            reopen_if_fits(l, d);
         }
         gpc_ledger_unlock(d);
         if (ok)
@@ -370,10 +485,10 @@ static int reserve(int id, uint64_t bytes, bool unchecked)
     int rc = -ENOMEM;
     if (id >= 0) {
         gpc_ledger_check_broken();
-        int me = gpc_ledger_me();
+        struct gpc_ledger_proc *me = gpc_ledger_me();
         uint64_t after;
-        if (gpc_likely(me >= 0)) {
-            struct gpc_ledger_share *s = &gpc_ledger->proc[me].share[id];
+        if (gpc_likely(me != NULL)) {
+            struct gpc_ledger_share *s = &me->share[id];
             if (gpc_likely(take_spare(s, bytes, &after))) {
                 note_peak(s, after);
                 rc = 0;
@@ -396,7 +511,7 @@ static int reserve(int id, uint64_t bytes, bool unchecked)
         gpc_timeline_note(id, true);
         return rc;
     }
-    count(id, false);
+    count(id, false, bytes);
     gpc_timeline_note(id, false);
     return 0;
 }
@@ -413,13 +528,12 @@ static void give_back_spare(int id)
     struct gpc_ledger_dev *d = gpc_ledger_trylock_dev(id);
     if (!d)
         return;
-    int me = gpc_ledger_me();
-    if (me >= 0) {
+    struct gpc_ledger *l = gpc_ledger;
+    struct gpc_ledger_proc *me = atomic_load_explicit(&gpc_ledger_entry, memory_order_relaxed);
+    if (me && entry_index(l, me) >= 0 && entry_index(l, me) < GPC_LEDGER_PROCS) {
         uint64_t limit = atomic_load_explicit(&d->slot.limit, memory_order_relaxed);
-        struct gpc_ledger_share *s = &gpc_ledger->proc[me].share[id];
-        take_back(d, s, me, chunk_of(limit));
-        atomic_store_explicit(&gpc_ledger_mine[id], atomic_load_explicit(&s->lease, memory_order_relaxed),
-                              memory_order_relaxed);
+        take_back(d, &me->share[id], entry_index(l, me), chunk_of(limit));
+        reopen_if_fits(l, d);
     }
     gpc_ledger_unlock(d);
 }
@@ -429,10 +543,10 @@ void gpc_budget_release(int id, uint64_t bytes)
     if (id < 0)
         return;
     gpc_ledger_check_broken();
-    int me = gpc_ledger_me();
-    if (me < 0)
+    struct gpc_ledger_proc *me = gpc_ledger_me();
+    if (!me)
         return; /* logged; this process holds no lease */
-    struct gpc_ledger_share *s = &gpc_ledger->proc[me].share[id];
+    struct gpc_ledger_share *s = &me->share[id];
     uint64_t w = atomic_load_explicit(&s->spare, memory_order_relaxed), spare;
     do {
         /* Never above the lease, whatever a caller does: spare past it would admit past it. */
@@ -442,7 +556,7 @@ void gpc_budget_release(int id, uint64_t bytes)
             spare = lease;
     } while (!atomic_compare_exchange_weak_explicit(&s->spare, &w, (w & ~GPC_SPARE_MASK) | spare,
                                                     memory_order_release, memory_order_relaxed));
-    count(id, true);
+    count(id, true, bytes);
     gpc_timeline_note(id, false);
     if (gpc_unlikely(spare > atomic_load_explicit(&keep_at_most[id], memory_order_relaxed)))
         give_back_spare(id);

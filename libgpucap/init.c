@@ -56,13 +56,16 @@ void gpc_init_slow(void)
     pthread_once(&once, start);
 }
 
-/* At normal exit the driver frees everything this process holds: so does the ledger, at once,
- * for every reader (a process that dies without exiting is reaped by the others instead). */
+/*
+ * At normal exit only the counts go in. The share stays: the driver frees this process's memory
+ * when its device files close, after every destructor and atexit handler (ours may run before
+ * others that still hold memory), so it is taken back by the next process that reaps, once this
+ * one is dead (ledger.c). Giving it back here would let another process be admitted into memory
+ * still on the card.
+ */
 __attribute__((destructor)) static void stop(void)
 {
     atomic_store(&gpc_passthrough, true);
-    if (atomic_load(&gpc_initialized) && gpc_ledger) {
+    if (atomic_load(&gpc_initialized) && gpc_ledger)
         gpc_budget_flush_counts();
-        gpc_ledger_leave();
-    }
 }

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #define GPC_LEDGER_MAGIC 0x5247444c43504721ULL /* "!GPCLDGR" */
-#define GPC_LEDGER_VERSION 4u
+#define GPC_LEDGER_VERSION 5u
 #define GPC_LEDGER_DEVICES 32
 #define GPC_LEDGER_PROCS 1024
 
@@ -37,7 +37,9 @@ struct gpc_slot {
 
 struct gpc_ledger_dev {
     _Atomic uint32_t state;     /* 0 free, 1 in use */
-    uint32_t pad;
+    /* 1 while the processes' spares are closed to admission without the lock: the limit dropped
+     * below `leased` and what the processes hold keeps it there (budget.c). Under `lock`. */
+    _Atomic uint32_t closed;
     uint8_t uuid[16];           /* cuDeviceGetUuid_v2: the same card whatever its ordinal */
     uint64_t physical;          /* bytes, as the driver reports them */
     struct gpc_slot slot;
@@ -55,10 +57,14 @@ struct gpc_ledger_dev {
  * changes only under the device entry's lock; `spare` is the part of the lease not admitted, which
  * the process's allocations take from and its frees give back to without a lock. Its top 16 bits
  * are a generation that only lock holders change: odd while the lease and the spare change
- * together, so a reader that takes no lock can tell a torn pair (gpc_ledger_share_in_use).
+ * together, so a reader that takes no lock can tell a torn pair (gpc_ledger_share_in_use). Bit 47
+ * (GPC_SPARE_OPEN) says that the spare may be admitted from without the lock; only lock holders
+ * change it (budget.c: closed while the device's limit is below its leases). The bytes are the low
+ * 47 bits.
  */
 #define GPC_SPARE_BITS 48
-#define GPC_SPARE_MASK ((UINT64_C(1) << GPC_SPARE_BITS) - 1)
+#define GPC_SPARE_MASK ((UINT64_C(1) << (GPC_SPARE_BITS - 1)) - 1)
+#define GPC_SPARE_OPEN (UINT64_C(1) << (GPC_SPARE_BITS - 1))
 #define GPC_SPARE_GEN (UINT64_C(1) << GPC_SPARE_BITS)
 struct gpc_ledger_share {
     _Atomic uint64_t lease;
@@ -69,9 +75,16 @@ struct gpc_ledger_share {
 
 struct gpc_ledger_proc {
     _Atomic int32_t pid;        /* 0: free */
-    uint32_t pad;
+    /* 1 from just before this process calls exec until the call returns (it failed): a reader
+     * then checks whether the image that held the share is gone (gpc_ledger_proc_alive). */
+    _Atomic uint32_t execing;
     _Atomic uint64_t start_time; /* /proc/<pid>/stat field 22: tells a reused pid from its owner */
-    char pad2[48];              /* the shares start on a cache line of their own */
+    /* A close-on-exec descriptor the process keeps open (its ledger file), and the identity of the
+     * file it names: gone from /proc/<pid>/fd once an exec went through, as the driver's are. */
+    _Atomic int32_t exec_fd;
+    uint32_t pad;
+    _Atomic uint64_t exec_fd_dev, exec_fd_ino;
+    char pad2[24];              /* the shares start on a cache line of their own */
     struct gpc_ledger_share share[GPC_LEDGER_DEVICES];
 } __attribute__((aligned(64)));
 
@@ -130,8 +143,12 @@ uint64_t gpc_ledger_in_use(const struct gpc_ledger *l, int dev);
 /* The peak of device entry `dev`: the highest of the sums seen and of each process's own peak. */
 uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev);
 
-/* True if the process of a ledger entry is alive (pid and start time both match; an entry
- * without a start time is not). */
-int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time);
+/*
+ * True if the process of a ledger entry still holds what it was charged: pid and start time both
+ * match (an entry without a start time is not alive), it is not dead waiting to be reaped (a
+ * zombie: its device files are closed, so is its memory), and, when `p` says an exec is under way,
+ * the image that held the share still has its close-on-exec descriptor. Unknowable is alive.
+ */
+int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time, const struct gpc_ledger_proc *p);
 
 #endif
