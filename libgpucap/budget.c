@@ -14,8 +14,17 @@
  * back what it holds spare beyond two chunks. Before any denial the spare of every process on
  * the ledger is taken back, so a denial means the budget is full of admitted bytes, not of spare.
  *
- * Why the sum of what is admitted never exceeds the limit, under any interleaving of threads and
- * processes (the argument to check when changing anything here):
+ * The limit can drop under the leases (a process with a lower limit arrives, a live change:
+ * gpc_budget_set_limit). A spare word carries an open bit (ledger.h) that lock holders alone
+ * change: the fast path admits only from an open spare. A lowered limit closes every spare first,
+ * then takes them all back; if what the processes hold still passes the limit, the spares stay
+ * closed (what is freed meanwhile lands in a closed spare) and every admission takes the lock,
+ * where the spare is taken back and the request checked against the limit, until the leases fit
+ * again and a lock holder opens them. A new share starts closed and is opened by the lock holder
+ * that grows it, if the device is open then.
+ *
+ * Why nothing is admitted past the limit in force, under any interleaving of threads and processes
+ * (the argument to check when changing anything here):
  *  1. For each process P and device d, at every instant: admitted(P) + spare(P) <= lease(P), where
  *     admitted(P) counts every reservation from the moment its compare-and-swap succeeds to the
  *     moment its release's compare-and-swap succeeds. An admission moves bytes from spare to
@@ -27,14 +36,23 @@
  *  3. Taking spare back (from this or another process) never takes more than the spare: the
  *     compare-and-swap works on the word it read, and any concurrent admission or release makes it
  *     fail and read again; the lease then drops by exactly what the spare lost.
- * So sum admitted <= sum lease = leased <= limit.
+ *  4. A spare is open only while leased <= limit: it is opened under d's lock when that holds, and
+ *     a lock holder that lowers the limit under `leased` closes every spare (compare-and-swap on
+ *     each word, so an admission racing with it either lands before it, under the old limit, or
+ *     fails and takes the lock) before it stores the limit. So an admission without the lock takes
+ *     spare that fits under the limit in force (sum admitted <= leased <= limit), and one under the
+ *     lock is checked against it, after every spare was taken back when it did not fit at once.
+ * So what is admitted never passes the limit in force, except by what processes already held
+ * when it was lowered, which only their frees reduce.
  *
  * Crash safety: a process's share in the total is its lease, which only lock holders write. A dead
- * process's share is its lease, taken back whole (ledger.c). A lock holder that dies leaves the
- * lock to the next locker with EOWNERDEAD: the total is recomputed from the leases, and a take-back
- * of another process's spare that was half done is completed from the journal in the device entry
- * (ledger.c, recover_device). What is in use (the figures) is the sum of lease - spare over the
- * processes: exact, whatever is spare.
+ * process's share is its lease, taken back whole (ledger.c), once it is really dead (its memory is
+ * freed when its device files close: after its destructors, at a zombie, at an exec). A lock
+ * holder that dies leaves the lock to the next locker with EOWNERDEAD: the total is recomputed
+ * from the leases, and a take-back of another process's spare that was half done is completed
+ * from the journal in the device entry (ledger.c, recover_device); an open bit half set or cleared
+ * is set again by the next lock holder's own pass. What is in use (the figures) is the sum of
+ * lease - spare over the processes: exact, whatever is spare.
  *
  * The allocation and free counts are batched per thread (64 events) off the shared line.
  */

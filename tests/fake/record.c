@@ -29,6 +29,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fake_internal.h"
@@ -163,7 +164,17 @@ static void reap(bool recount)
 
 static void rec_lock(void)
 {
-    int rc = pthread_mutex_lock(&R->mu);
+    /* Waited for in short slices: a holder killed between its unlock and the wake-up of the
+     * waiters (a crowd killed at random moments) leaves them asleep on a free lock otherwise. */
+    int rc;
+    do {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 20 * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        rc = pthread_mutex_timedlock(&R->mu, &ts);
+    } while (rc == ETIMEDOUT);
     if (rc == EOWNERDEAD) {
         reap(true);
         pthread_mutex_consistent(&R->mu);
