@@ -267,10 +267,9 @@ static uint64_t chunk_of(uint64_t limit)
  */
 static inline bool take_spare(struct gpc_ledger_share *s, uint64_t bytes, uint64_t *after)
 {
-    uint64_t w = atomic_load_explicit(&s->spare, memory_order_relaxed);
-    uint64_t need = bytes + GPC_SPARE_OPEN;
-    if (gpc_unlikely(bytes > GPC_SPARE_MASK))
-        return false;
+    uint64_t w = atomic_load_explicit(&s->spare, memory_order_relaxed), need;
+    if (gpc_unlikely(__builtin_add_overflow(bytes, GPC_SPARE_OPEN, &need)))
+        return false; /* (a request past 48 bits fails the comparison below anyway) */
     while ((w & (GPC_SPARE_MASK | GPC_SPARE_OPEN)) >= need) {
         if (atomic_compare_exchange_weak_explicit(&s->spare, &w, w - bytes, memory_order_acquire,
                                                   memory_order_relaxed)) {
