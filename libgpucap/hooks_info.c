@@ -87,6 +87,7 @@ GET_INFO(cuMemGetInfo, unsigned int)
     GPC_EXPORT CUresult name(type *bytes, CUdevice dev)           \
     {                                                             \
         gpc_init();                                               \
+        gpc_ledger_probe();                                       \
         CUresult rc = GPC_CALL_REAL(name, (bytes, dev));          \
         if (rc != CUDA_SUCCESS || !bytes)                         \
             return rc;                                            \

@@ -79,9 +79,9 @@ static struct {
  * now (another one after a move), which the path must still name. */
 static int keep_fd = -1;
 static uint64_t keep_dev, keep_ino;
-static uint64_t mapped_dev, mapped_ino;
-/* A file found at the path that this process could not move to (logged once), and the error. */
-static uint64_t refused_dev, refused_ino;
+static _Atomic uint64_t mapped_dev, mapped_ino; /* written under repair_lock, read by any locker */
+/* A file found at the path that this process could not move to (logged once). */
+static _Atomic uint64_t refused_dev, refused_ino;
 /* The mapping the SIGBUS handler repairs (0: none), and the handler that was there before. */
 static _Atomic uintptr_t guarded;
 static struct sigaction prev_sigbus;
