@@ -15,7 +15,7 @@
  * Keys look like device pointers (4 KiB apart). Built twice by bench/CMakeLists.txt when asked:
  * against the current track.c and, for a before/after, against any other (TRACK_SOURCE).
  */
-#include "internal.h"
+#include "core/track.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # bench/instr_track.sh [BUILD]: instructions per 4 KiB cuMemAlloc_v2+cuMemFree_v2 pair spent in the
-# pointer table (libgpucap/track.c's own functions, not what they call), counted exactly by
+# pointer table (libgpucap/core/track.c's own functions, not what they call), counted exactly by
 # callgrind as bench/instr.sh counts the whole pair: the difference between a run of 2N and one of
 # N pairs, 1 thread, private budget. One line per function, then the sum.
 set -eu

@@ -13,7 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "ledger.h"
+#include "common/ledger.h"
 
 /* Maps the ledger of this test, read-write (tests forge entries in it). */
 static inline struct gpc_ledger *map_ledger(void)

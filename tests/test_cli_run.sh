@@ -68,7 +68,7 @@ grep -q "results=1" "$t/out" || bad "--device-memory: $(cat "$t/out")"
 
 # --help for every command, and every setting of the table in it.
 "$gpucap" --help > "$t/help" || bad "--help"
-for env in $(grep -o '"GPUCAP_[A-Z_]*"' "$TEST_SOURCE/libgpucap/options.c" | tr -d '"' | sort -u); do
+for env in $(grep -o '"GPUCAP_[A-Z_]*"' "$TEST_SOURCE/libgpucap/common/options.c" | tr -d '"' | sort -u); do
     grep -q "^  $env" "$t/help" || bad "--help lacks $env"
 done
 for cmd in run check doctor status; do

@@ -9,8 +9,8 @@ t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
 nm -D --defined-only "$lib" | awk '{print $3}' | sed 's/@.*//' | sort -u > "$t/exported"
 sed -n '/global:/,/local:/p' "$src/libgpucap.map" | grep -oE '^[[:space:]]+[A-Za-z_][A-Za-z0-9_]*;' |
     tr -d ' ;\t' | sort -u > "$t/map"
-{ sed -n '/define GPC_HOOKS/,/^$/p' "$src/hooklist.h" | grep -oE 'X\((cu[A-Za-z0-9_]+)' | sed 's/X(//';
-  sed -n '/define GPC_NVML_HOOKS/,/^$/p' "$src/hooklist.h" | grep -oE 'X\((nvml[A-Za-z0-9_]+)' | sed 's/X(//';
+{ sed -n '/define GPC_HOOKS/,/^$/p' "$src/common/hooklist.h" | grep -oE 'X\((cu[A-Za-z0-9_]+)' | sed 's/X(//';
+  sed -n '/define GPC_NVML_HOOKS/,/^$/p' "$src/common/hooklist.h" | grep -oE 'X\((nvml[A-Za-z0-9_]+)' | sed 's/X(//';
   printf 'dlsym\ndlvsym\n'; printf '%s\n' execve execv execvp execvpe execl execle execlp fexecve execveat; grep -oE '^[a-z_ ]*\*?(gpucap_[a-z_]+)\(' "$src/include/gpucap.h" |
   grep -oE 'gpucap_[a-z_]+'; } | sort -u > "$t/expected"
 [ -s "$t/exported" ] || { echo "FAIL: $lib exports nothing"; exit 1; }

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # test_glibc_floor.sh LIB: libgpucap.so loads with glibc 2.17 or newer (x86-64, aarch64): no symbol it takes
 # from glibc has a version newer than GLIBC_2.17, and it names libdl.so.2 and libpthread.so.0, where
-# glibc before 2.34 defines dlopen and the pthread functions it calls (libgpucap/glibc_floor.h).
+# glibc before 2.34 defines dlopen and the pthread functions it calls (libgpucap/common/glibc_floor.h).
 set -u
 lib=$1
 # The host's objdump reads x86-64; a cross-built aarch64 library is read with the cross one.
@@ -21,7 +21,7 @@ newer=$(objdump -T "$lib" | grep -oE '\(?GLIBC_[0-9.]+\)? +[^ ]+$' | while read 
     if [ "$major" -gt 2 ] || { [ "$major" = 2 ] && [ "$minor" -gt 17 ]; }; then echo "$sym@GLIBC_$v"; fi
 done)
 if [ -n "$newer" ]; then
-    echo "FAIL: symbols newer than GLIBC_2.17 (pin them in libgpucap/glibc_floor.h):"; echo "$newer"; fail=1
+    echo "FAIL: symbols newer than GLIBC_2.17 (pin them in libgpucap/common/glibc_floor.h):"; echo "$newer"; fail=1
 fi
 needed=$(objdump -p "$lib" | awk '$1 == "NEEDED" {print $2}')
 for n in libdl.so.2 libpthread.so.0; do

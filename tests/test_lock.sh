@@ -31,14 +31,30 @@ absent() { # absent NAME PATTERN FILE
         echo "FAIL $1: '$2' in $3:"; cat "$t/out" "$t/err"; fail=1
     fi
 }
-# platform TEXT: the platform file; contexts are not charged unless TEXT says (exact figures).
-platform() { printf '[gpucap]\ncontext_reserve = 0\n%s' "$1" > "$plat"; }
+# mkledger PATH: a ledger as the platform makes it (gpucap inject --ledgers: 0666, whole).
+mkledger() {
+    rm -rf "$t/mk" && mkdir -p "$t/mk/vol" "$t/mk/led" &&
+        "$cli" inject --to "$t/mk/vol" --ledgers "$t/mk/led" c=1GiB > /dev/null &&
+        mv "$t/mk/led/c/gpucap.ledger" "$1" || { echo "FAIL gpucap inject made no ledger"; fail=1; }
+}
+# platform TEXT: the platform file; contexts are not charged unless TEXT says (exact figures). Under
+# the lock the library makes no ledger: a locked file without a ledger line gets the platform's one.
+platform() {
+    local extra=""
+    case "$1" in
+        *"ledger ="*|*"lock = false"*) ;;
+        *"lock = "*) rm -f "$t/platform.ledger"; mkledger "$t/platform.ledger"; extra="ledger = $t/platform.ledger
+" ;;
+    esac
+    printf '[gpucap]\ncontext_reserve = 0\n%s%s' "$1" "$extra" > "$plat"
+}
 refused() { expect "$1 refused" "gpucap: warning: $1=.* refused: the settings are locked by $plat" err; }
 
 platform "lock = true
 memory_limit = 64MiB
 ledger = $t/locked.ledger
 "
+mkledger "$t/locked.ledger"
 run -- 0 $((65 * MiB))
 expect "locked limit" "^total=$((64 * MiB)) .*alloc=2$" out
 run -- 0 1
@@ -62,14 +78,17 @@ expect "audit refused: denied" "alloc=2$" out
 run GPUCAP_CONFIG=/dev/null -- 0 $((65 * MiB))
 refused GPUCAP_CONFIG
 expect "another file refused: capped" "^total=$((64 * MiB)) .*alloc=2$" out
-rm -f "$t/locked.ledger"
+# The locked ledger is the one used: without it every allocation is denied, whatever the variable.
+mv "$t/locked.ledger" "$t/kept.ledger"
 run GPUCAP_LEDGER=off -- 0 1
 refused GPUCAP_LEDGER
-[ -f "$t/locked.ledger" ] || { echo "FAIL ledger off: the locked ledger was not used"; fail=1; }
-rm -f "$t/locked.ledger"
+expect "ledger off: the locked ledger is used" "ledger $t/locked.ledger: is missing" err
+expect "ledger off: no private budget" "alloc=2$" out
 run GPUCAP_LEDGER="$t/elsewhere.ledger" -- 0 1
 refused GPUCAP_LEDGER
-[ -f "$t/locked.ledger" ] && [ ! -e "$t/elsewhere.ledger" ] || { echo "FAIL ledger moved"; fail=1; }
+expect "ledger moved: the locked ledger is used" "ledger $t/locked.ledger: is missing" err
+[ ! -e "$t/elsewhere.ledger" ] && [ ! -e "$t/locked.ledger" ] || { echo "FAIL ledger moved or made"; fail=1; }
+mv "$t/kept.ledger" "$t/locked.ledger"
 run GPUCAP_LEDGER_GROUP=1 -- 0 1
 refused GPUCAP_LEDGER_GROUP
 run GPUCAP_LEDGER_GROUP=false -- 0 1
@@ -79,13 +98,14 @@ expect "GPUCAP_LOCK is not a variable" "GPUCAP_LOCK: lock is read only from the 
 expect "GPUCAP_LOCK=0: capped" "alloc=2$" out
 
 # The context reserve: only raised.
-printf '[gpucap]\nlock = true\nmemory_limit = 128MiB\ncontext_reserve = 64MiB\n' > "$plat"
+[ -e "$t/platform.ledger" ] || mkledger "$t/platform.ledger"
+printf '[gpucap]\nlock = true\nmemory_limit = 128MiB\ncontext_reserve = 64MiB\nledger = %s\n' "$t/platform.ledger" > "$plat"
 run GPUCAP_CONTEXT_RESERVE=0 -- 0 $((100 * MiB))
 refused GPUCAP_CONTEXT_RESERVE
 expect "a lower context reserve refused" "alloc=2$" out
 run GPUCAP_CONTEXT_RESERVE=100MiB -- 0 $((40 * MiB))
 expect "a higher context reserve honoured" "alloc=2$" out
-printf '[gpucap]\nlock = true\nmemory_limit = 1GiB\n' > "$plat"
+printf '[gpucap]\nlock = true\nmemory_limit = 1GiB\nledger = %s\n' "$t/platform.ledger" > "$plat"
 run GPUCAP_CONTEXT_RESERVE=0 -- 0 $((800 * MiB))
 refused GPUCAP_CONTEXT_RESERVE
 expect "unset: the reserve stays at the class default" "alloc=2$" out

@@ -4,7 +4,10 @@
  * (one clear error line and the safe state, a budget of 0), the ini file, the environment over the
  * file, per-device limits, unknown keys and variables, and "no limit anywhere".
  */
-#include "internal.h"
+#include "common/defs.h"
+#include "common/log.h"
+#include "common/options.h"
+#include "common/units.h"
 
 #include <errno.h>
 #include <stdio.h>

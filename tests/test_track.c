@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_track.c: the pointer table (libgpucap/track.c, compiled in) against a reference.
+ * test_track.c: the pointer table (libgpucap/core/track.c, compiled in) against a reference.
  *
  * Random adds, takes, replacements, reference counts and context drains at scale (hundreds of
  * thousands of live records, so every shard grows several times, with takes landing while records
@@ -9,7 +9,7 @@
  * reference counts across the packed range, then threads working on keys of their own at once
  * while another drains a context none of them uses, and at the end the table must be empty.
  */
-#include "internal.h"
+#include "core/track.h"
 
 #include <pthread.h>
 #include <stdio.h>

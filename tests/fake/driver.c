@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "fake_internal.h"
-#include "units.h"
+#include "common/units.h"
 
 _Atomic uint64_t fk_calls[FK_NENTRIES];
 
@@ -71,6 +71,32 @@ static bool parse_bytes(const char *s, uint64_t *out)
     return true;
 }
 
+/* A size, or one per FAKECUDA_DEVICES device, each above 0, into out[FK_MAX_DEV]; false if malformed. */
+static bool parse_sizes(const char *name, const char *v, uint64_t *out)
+{
+    char buf[1024];
+    uint64_t vals[FK_MAX_DEV];
+    int count = 0;
+    snprintf(buf, sizeof buf, "%s", v);
+    for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (count == FK_MAX_DEV || !parse_bytes(tok, &vals[count]) || vals[count] == 0) {
+            bad_setting(name, v, "want one size, or one per device, each above 0");
+            return false;
+        }
+        count++;
+    }
+    if (count == 1) {
+        for (int d = 0; d < FK_MAX_DEV; d++)
+            out[d] = vals[0];
+    } else if (count > 1 && count == cfg.ndev) {
+        memcpy(out, vals, sizeof vals[0] * (size_t)count);
+    } else {
+        bad_setting(name, v, "a list needs exactly one size per FAKECUDA_DEVICES device");
+        return false;
+    }
+    return true;
+}
+
 static void load_config(void)
 {
     const char *v;
@@ -85,28 +111,12 @@ static void load_config(void)
         else
             bad_setting("FAKECUDA_DEVICES", v, "want 0 to 16");
     }
-    if ((v = getenv("FAKECUDA_MEM")) && *v) {
-        char buf[1024];
-        uint64_t vals[FK_MAX_DEV];
-        int count = 0;
-        snprintf(buf, sizeof buf, "%s", v);
-        for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-            if (count == FK_MAX_DEV || !parse_bytes(tok, &vals[count]) || vals[count] == 0) {
-                bad_setting("FAKECUDA_MEM", v, "want one size, or one per device, each above 0");
-                count = -1;
-                break;
-            }
-            count++;
-        }
-        if (count == 1) {
-            for (int d = 0; d < FK_MAX_DEV; d++)
-                cfg.mem[d] = vals[0];
-        } else if (count > 1 && count == cfg.ndev) {
-            memcpy(cfg.mem, vals, sizeof vals[0] * (size_t)count);
-        } else if (count >= 0) {
-            bad_setting("FAKECUDA_MEM", v, "a list needs exactly one size per FAKECUDA_DEVICES device");
-        }
-    }
+    if ((v = getenv("FAKECUDA_MEM")) && *v)
+        parse_sizes("FAKECUDA_MEM", v, cfg.mem);
+    /* The driver's own per-container limit (cgroup v2, driver r615+): this process belongs to the
+     * limited container; memory queries answer the limit and allocations past it fail. */
+    if ((v = getenv("FAKECUDA_DRIVER_LIMIT")) && *v && parse_sizes("FAKECUDA_DRIVER_LIMIT", v, cfg.driver_limit))
+        cfg.limited = true;
     if ((v = getenv("FAKECUDA_CTX_BYTES")) && *v && !parse_bytes(v, &cfg.ctx_bytes))
         bad_setting("FAKECUDA_CTX_BYTES", v, "not a size");
     if ((v = getenv("FAKECUDA_DRIVER_VERSION")) && *v) {
@@ -116,6 +126,7 @@ static void load_config(void)
             bad_setting("FAKECUDA_DRIVER_VERSION", v, "want e.g. 13000");
     }
     cfg.stub = (v = getenv("FAKECUDA_STUB")) && strcmp(v, "1") == 0;
+    cfg.proc_oldest = (v = getenv("FAKECUDA_PROC_OLDEST")) && strcmp(v, "1") == 0;
     cfg.ctx_reuse = (v = getenv("FAKECUDA_CTX_REUSE")) && strcmp(v, "1") == 0;
     if ((v = getenv("FAKECUDA_CTX_DESTROY_DELAY_MS")) && *v && !parse_int(v, 0, 10000, &cfg.destroy_delay_ms))
         bad_setting("FAKECUDA_CTX_DESTROY_DELAY_MS", v, "want 0 to 10000");
@@ -1014,6 +1025,9 @@ static CUresult proc_lookup(const char *symbol, void **pfn, int cudaVersion, cuu
             *slot = p;
     }
     const struct fk_proc *pick = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && best_pt ? best_pt : best;
+    for (int i = 0; !pick && known && fk_config()->proc_oldest && i < FK_NENTRIES; i++)
+        if (strcmp(procs[i].base, symbol) == 0 && !procs[i].ptsz)
+            pick = &procs[i]; /* rows are in version order: the first is the oldest */
     *pfn = pick ? pick->fn : NULL;
     if (status)
         *status = pick ? CU_GET_PROC_ADDRESS_SUCCESS

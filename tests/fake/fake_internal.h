@@ -36,8 +36,13 @@ struct fk_config {
     int ndev;                        /* physical devices (FAKECUDA_DEVICES) */
     uint64_t mem[FK_MAX_DEV];        /* FAKECUDA_MEM per physical device */
     uint64_t ctx_bytes;              /* FAKECUDA_CTX_BYTES */
+    uint64_t driver_limit[FK_MAX_DEV]; /* FAKECUDA_DRIVER_LIMIT per physical device, 0: not limited */
+    bool limited;                    /* some device has a driver limit: this process is in the container */
     int driver_version;              /* FAKECUDA_DRIVER_VERSION */
     bool stub;                       /* FAKECUDA_STUB=1 */
+    bool proc_oldest;                /* FAKECUDA_PROC_OLDEST=1: cuGetProcAddress answers a known name below
+                                      * its first version with its oldest variant (a driver with an older
+                                      * variant than any gpucap knows) */
     bool ctx_reuse;                  /* FAKECUDA_CTX_REUSE=1: a new context takes a destroyed one's handle */
     long destroy_delay_ms;           /* FAKECUDA_CTX_DESTROY_DELAY_MS: cuCtxDestroy returns that late */
     const char *record_path;         /* FAKECUDA_RECORD, NULL: private record */
@@ -109,6 +114,8 @@ uint64_t fk_record_capacity(int phys);
 CUresult fk_charge(int phys, uint64_t bytes);
 /* Gives back what fk_charge took (clamped to what this process holds). */
 void fk_uncharge(int phys, uint64_t bytes);
+/* Bytes held on `phys` by the live processes of the driver-limited container (FAKECUDA_DRIVER_LIMIT). */
+uint64_t fk_record_container_used(int phys);
 /* Adjusts this process's context count on a device (NVML lists processes holding one). */
 void fk_record_ctx(int phys, int delta);
 /* After fork(): the child holds nothing on the record and claims its own slot lazily. */

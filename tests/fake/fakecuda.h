@@ -23,6 +23,12 @@ uint64_t fakecuda_outstanding(int phys_dev);
 uint64_t fakecuda_peak(int phys_dev);
 /* Physical memory of the device. */
 uint64_t fakecuda_capacity(int phys_dev);
+/* The driver's per-container limit on the device as this process sees it (FAKECUDA_DRIVER_LIMIT:
+ * the process is in the driver-limited container), 0 when none. */
+uint64_t fakecuda_driver_limit(int phys_dev);
+/* Bytes the driver-limited container's live processes hold on the device (all processes that
+ * set FAKECUDA_DRIVER_LIMIT and share the record). */
+uint64_t fakecuda_container_used(int phys_dev);
 /* Calls of that exported entry point in this process (every call counts, failed ones too);
  * UINT64_MAX for a name the fake does not export, so a misspelt name cannot pass a test. */
 uint64_t fakecuda_calls(const char *exported_name);

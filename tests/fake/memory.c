@@ -204,7 +204,11 @@ FK_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
     return linear_alloc(dptr, bytesize, FK_MANAGED);
 }
 
-/* free = capacity - what all live processes hold, total = capacity. */
+/* free = capacity - what all live processes hold, total = capacity. In the driver-limited container
+ * (FAKECUDA_DRIVER_LIMIT) total = the limit (never above the card) and free = what the container
+ * has left, never above what the card has left: the assumption, from NVIDIA's MPS v3 memory
+ * partitioning documentation, that memory reporting inside a limited cgroup is altered to the
+ * limit (cuDeviceTotalMem still answers the card; tests/gpu/run.sh checks both on a real stack). */
 static CUresult mem_info(uint64_t *free_b, uint64_t *total)
 {
     fk_lock();
@@ -217,6 +221,15 @@ static CUresult mem_info(uint64_t *free_b, uint64_t *total)
     *total = fakecuda_capacity(phys);
     uint64_t out = fakecuda_outstanding(phys);
     *free_b = out < *total ? *total - out : 0;
+    uint64_t lim = fakecuda_driver_limit(phys);
+    if (lim) {
+        uint64_t used = fakecuda_container_used(phys);
+        if (lim < *total)
+            *total = lim;
+        uint64_t left = used < *total ? *total - used : 0;
+        if (left < *free_b)
+            *free_b = left;
+    }
     return CUDA_SUCCESS;
 }
 

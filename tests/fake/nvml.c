@@ -207,14 +207,33 @@ NV_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *ind
     return NVML_SUCCESS;
 }
 
+/* The card's figures; inside the driver-limited container (FAKECUDA_DRIVER_LIMIT) those of the
+ * container: total = the limit (never above the card), used = what the container holds, free =
+ * what it has left, never above what the card has left (the same assumption as cuMemGetInfo's). */
+static void mem_figures(int idx, uint64_t *total, uint64_t *used, uint64_t *free_b)
+{
+    uint64_t cap = fakecuda_capacity(idx), out = fakecuda_outstanding(idx), lim = fakecuda_driver_limit(idx);
+    uint64_t card_free = out < cap ? cap - out : 0;
+    *total = cap;
+    *used = out;
+    *free_b = card_free;
+    if (lim) {
+        *total = lim < cap ? lim : cap;
+        *used = fakecuda_container_used(idx);
+        uint64_t left = *used < *total ? *total - *used : 0;
+        *free_b = left < card_free ? left : card_free;
+    }
+}
+
 NV_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
     NV_ENTER();
     NV_DEVICE(device, idx);
     if (!memory)
         return NVML_ERROR_INVALID_ARGUMENT;
-    uint64_t total = fakecuda_capacity(idx), used = fakecuda_outstanding(idx);
-    *memory = (nvmlMemory_t){ total, used < total ? total - used : 0, used };
+    uint64_t total, used, free_b;
+    mem_figures(idx, &total, &used, &free_b);
+    *memory = (nvmlMemory_t){ total, free_b, used };
     return NVML_SUCCESS;
 }
 
@@ -226,11 +245,12 @@ NV_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemor
         return NVML_ERROR_INVALID_ARGUMENT;
     if (memory->version != nvmlMemory_v2)
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    uint64_t total = fakecuda_capacity(idx), used = fakecuda_outstanding(idx);
+    uint64_t total, used, free_b;
+    mem_figures(idx, &total, &used, &free_b);
     memory->total = total;
     memory->reserved = 0;
     memory->used = used;
-    memory->free = used < total ? total - used : 0;
+    memory->free = free_b;
     return NVML_SUCCESS;
 }
 

@@ -16,6 +16,11 @@
  * of a process that already died (crash tests compare that peak with a budget). The record's lock is
  * a process-shared robust mutex; a holder that died mid-update is repaired by recomputing the
  * device totals from the live slots.
+ *
+ * The driver-limited container (FAKECUDA_DRIVER_LIMIT): the processes that name a limit form one
+ * container (their slots are marked `limited`); what they hold together on a device may not pass
+ * the limit, as the driver enforces a cgroup's hard limit (dmem.max) at allocation time, counting
+ * every allocation of the container, contexts included. The card's record stays the whole truth.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -40,8 +45,10 @@
 
 struct fk_slot {
     int32_t pid; /* 0: free */
-    int32_t fd;  /* the process's close-on-exec "device file" (-1: none) */
+    uint32_t limited; /* 1: the process is in the driver-limited container (FAKECUDA_DRIVER_LIMIT) */
     uint64_t start; /* /proc/<pid>/stat field 22 */
+    int32_t fd;  /* the process's close-on-exec "device file" (-1: none) */
+    uint32_t unused;
     uint64_t fd_ino; /* the inode that descriptor names */
     uint64_t bytes[FK_MAX_DEV];
     uint32_t ctxs[FK_MAX_DEV];
@@ -206,6 +213,7 @@ static struct fk_slot *mine(void)
         memset(s->bytes, 0, sizeof s->bytes);
         memset(s->ctxs, 0, sizeof s->ctxs);
         open_device_file(s);
+        s->limited = fk_config()->limited;
         my_slot = i;
         return s;
     }
@@ -217,6 +225,7 @@ static struct fk_slot *mine(void)
                 s->pid = getpid();
                 s->start = start;
                 open_device_file(s);
+                s->limited = fk_config()->limited;
                 my_slot = i;
                 return s;
             }
@@ -341,6 +350,37 @@ uint64_t fk_record_capacity(int phys)
     return R->dev[phys].capacity;
 }
 
+/* What the limited container's live processes hold on `phys`. Under R->mu. */
+static uint64_t container_used(int phys)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < FK_SLOTS; i++)
+        if (R->slot[i].pid && R->slot[i].limited)
+            sum += R->slot[i].bytes[phys];
+    return sum;
+}
+
+/* Whether `bytes` more on `phys` would pass this process's driver limit. Under R->mu. */
+static bool over_driver_limit(int phys, uint64_t bytes)
+{
+    uint64_t lim = fk_config()->driver_limit[phys];
+    if (!lim)
+        return false;
+    uint64_t used = container_used(phys);
+    return used > lim || bytes > lim - used;
+}
+
+uint64_t fk_record_container_used(int phys)
+{
+    if (fk_record_attach() || phys < 0 || phys >= (int)R->ndev)
+        return 0;
+    rec_lock();
+    reap(false);
+    uint64_t v = container_used(phys);
+    rec_unlock();
+    return v;
+}
+
 CUresult fk_charge(int phys, uint64_t bytes)
 {
     if (fk_record_attach() || phys < 0 || phys >= (int)R->ndev)
@@ -355,9 +395,10 @@ CUresult fk_charge(int phys, uint64_t bytes)
     rec_lock();
     struct fk_slot *s = mine();
     struct fk_devrec *d = &R->dev[phys];
-    if (s && (eager || bytes > d->capacity - d->outstanding))
+    bool limited = fk_config()->limited; /* the container check costs nothing outside one */
+    if (s && (eager || bytes > d->capacity - d->outstanding || (limited && over_driver_limit(phys, bytes))))
         reap(false);
-    if (!s || bytes > d->capacity - d->outstanding) {
+    if (!s || bytes > d->capacity - d->outstanding || (limited && over_driver_limit(phys, bytes))) {
         rec_unlock();
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -435,6 +476,18 @@ FK_EXPORT uint64_t fakecuda_peak(int phys_dev)
 FK_EXPORT uint64_t fakecuda_capacity(int phys_dev)
 {
     return fk_record_capacity(phys_dev);
+}
+
+FK_EXPORT uint64_t fakecuda_driver_limit(int phys_dev)
+{
+    if (phys_dev < 0 || phys_dev >= FK_MAX_DEV)
+        return 0;
+    return fk_config()->driver_limit[phys_dev];
+}
+
+FK_EXPORT uint64_t fakecuda_container_used(int phys_dev)
+{
+    return fk_record_container_used(phys_dev);
 }
 
 FK_EXPORT uint64_t fakecuda_alloc_count(int phys_dev)

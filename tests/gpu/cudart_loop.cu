@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 // cudart_loop.cu: the CUDA runtime path of the GPU suite (tests/gpu/run.sh).
 // Prints "info_total=<cudaMemGetInfo total> info_free=<free> allocated=<bytes> err=<name of the
-// error that stopped the loop>" and, with a second argument "hold", sleeps holding the memory
+// error that stopped the loop> prop_total=<totalGlobalMem, i.e. cuDeviceTotalMem>" and, with a second argument "hold", sleeps holding the memory
 // (for the SIGKILL check) after printing "holding".
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -27,7 +27,10 @@ int main(int argc, char **argv)
             break;
         allocated += chunk;
     }
-    printf("info_total=%zu info_free=%zu allocated=%zu err=%s\n", total_b, free_b, allocated, cudaGetErrorName(e));
+    cudaDeviceProp prop;
+    size_t prop_total = cudaGetDeviceProperties(&prop, 0) == cudaSuccess ? prop.totalGlobalMem : 0;
+    printf("info_total=%zu info_free=%zu allocated=%zu err=%s prop_total=%zu\n", total_b, free_b, allocated,
+           cudaGetErrorName(e), prop_total);
     fflush(stdout);
     if (hold) {
         printf("holding\n");

@@ -34,12 +34,14 @@ if [ "$card_mib" -ge $((60 * 1024)) ]; then ctx_mib=512; elif [ "$card_mib" -ge 
 if [ -n "${GPUCAP_LIB:-}" ] && [ -f "$GPUCAP_LIB" ]; then
     lib=$GPUCAP_LIB
 elif ! T 180 cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DGPUCAP_WEBHOOK=OFF > "$work/cmake.log" 2>&1 ||
-     ! T 180 cmake --build "$work/build" -j"$(nproc)" --target gpucap > "$work/build.log" 2>&1; then
+     ! T 180 cmake --build "$work/build" -j"$(nproc)" --target gpucap gpucap-cli > "$work/build.log" 2>&1; then
     fail build "$(tail -5 "$work/cmake.log" "$work/build.log" 2>/dev/null)"
     exit 1
 else
     lib=$work/build/lib/libgpucap.so
 fi
+cli=$work/build/tools/gpucap/gpucap
+[ -x "$cli" ] || cli=$(command -v gpucap || true)
 pass build "$lib"
 export CUDA_VISIBLE_DEVICES=$uuid GPUCAP_CONFIG=/dev/null GPUCAP_LOG_LEVEL=warn
 run_capped() { # LEDGER-NAME command...: under the library with the 2 GiB budget
@@ -170,6 +172,55 @@ ok = 0 < lim <= 0.75 * B * 1.02
 print(("PASS" if ok else "FAIL"), f"XLA preallocated bytes_limit={lim >> 20} MiB for a {B >> 20} MiB budget (0.75 = {int(0.75 * B) >> 20})")
 '
 py jax.prealloc jax jax1 -- "$JAX"
+
+# ---- the driver's own per-container limit (driver r615+ / CUDA 13.4, cgroup v2, the toolkit's hook) ----
+# Wherever it runs: gpucap must not take the card for a driver limit (cudaMemGetInfo's total is the
+# card's here, and the ledger says "gpucap"). In a container the driver limits: the driver's figures
+# as gpucap assumes them (cudaMemGetInfo's total = the limit; totalGlobalMem, printed, is what the
+# fake driver keeps as the card's), and both enforcers, gpucap first.
+drv_major=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader -i "$uuid" | cut -d. -f1)
+declared=${NVIDIA_GPU_MEMORY_LIMIT:-}
+dmem_max=$(grep -s '^nvidia' "/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup 2>/dev/null | sed 's|^/$||')/dmem.max" |
+           awk '$2 != "max" { print $2; exit }')
+if [ -n "$cudart" ]; then
+    raw=$(CUDA_VISIBLE_DEVICES=$uuid T 60 "$cudart" 1024 2>&1)
+    raw_total=$(field info_total "$raw"); raw_prop=$(field prop_total "$raw"); raw_alloc=$(field allocated "$raw")
+    say "driver's figures without gpucap: cudaMemGetInfo total ${raw_total:-?}, totalGlobalMem ${raw_prop:-?}, allocated ${raw_alloc:-?}"
+fi
+if [ -n "$cli" ] && [ -f "$work/rt.ledger" ]; then
+    enf=$("$cli" status --ledger "$work/rt.ledger" 2>&1 | sed -n 's/^  enforced by: //p' | head -1)
+fi
+if [ "${drv_major:-0}" -lt 615 ] || [ ! -f /sys/fs/cgroup/cgroup.controllers ] || { [ -z "$declared" ] && [ -z "$dmem_max" ]; }; then
+    why="driver $drv_major"
+    [ "${drv_major:-0}" -lt 615 ] && why="$why is older than r615 (the driver's limits need r615 / CUDA 13.4)"
+    [ -f /sys/fs/cgroup/cgroup.controllers ] || why="$why; no cgroup v2"
+    [ -z "$declared" ] && [ -z "$dmem_max" ] && why="$why; this container is not limited (no NVIDIA_GPU_MEMORY_LIMIT, no dmem.max)"
+    skip driver_limit "$why"
+    if [ -n "$cudart" ] && [ -n "${raw_total:-}" ]; then
+        [ "$raw_total" = "$raw_prop" ] && pass driver_limit.none "cudaMemGetInfo total = totalGlobalMem = $raw_total: no limit to take for one" ||
+            fail driver_limit.none "cudaMemGetInfo total $raw_total != totalGlobalMem $raw_prop in an unlimited container"
+    fi
+    if [ -n "${enf:-}" ]; then
+        [ "$enf" = gpucap ] && pass driver_limit.status "the ledger says 'enforced by: gpucap'" ||
+            fail driver_limit.status "the ledger says 'enforced by: $enf' where the driver limits nothing"
+    fi
+elif [ -z "$cudart" ]; then
+    skip driver_limit "nvcc not available"
+else
+    lim=${dmem_max:-$((declared * MiB))}
+    # The driver alone: it reports the limit and refuses past it.
+    [ "$raw_total" -le "$lim" ] && [ "$raw_alloc" -le "$lim" ] &&
+        pass driver_limit.driver "reported $raw_total, stopped at $((raw_alloc / MiB)) MiB under a limit of $((lim / MiB)) MiB (totalGlobalMem $raw_prop)" ||
+        fail driver_limit.driver "reported $raw_total, allocated $raw_alloc, limit $lim"
+    # gpucap with a budget above the driver's: min(gpucap's, the driver's) applies, gpucap denies first.
+    out=$(LD_PRELOAD=$lib GPUCAP_MEMORY_LIMIT=$((lim + GiB)) GPUCAP_LEDGER=$work/drv.ledger T 60 "$cudart" $CHUNK_MIB 2>&1)
+    t2=$(field info_total "$out"); a2=$(field allocated "$out")
+    enf=$("$cli" status --ledger "$work/drv.ledger" 2>&1 | sed -n 's/^  enforced by: //p' | head -1)
+    [ "$t2" -le "$lim" ] && [ "$a2" -le "$lim" ] && [ "${enf%% (*}" = "driver + gpucap" ] &&
+        pass driver_limit.both "budget $((t2 / MiB)) MiB, stopped at $((a2 / MiB)) MiB; enforced by: $enf" ||
+        fail driver_limit.both "total $t2, allocated $a2, limit $lim, enforced by '$enf'"
+    [ -n "$cli" ] && "$cli" doctor 2>&1 | grep -E "driver limit|cgroup|toolkit" | while read -r l; do say "  doctor: $l"; done
+fi
 
 say "$(date -u +%FT%TZ): $fails failed"
 [ "$fails" = 0 ]

@@ -48,7 +48,7 @@ printf 'FROM scratch\nCOPY . /ctx\n' > "$tmp/Containerfile.ctx"
 buildah bud -q -t "$tag:ctx" -f "$tmp/Containerfile.ctx" . > "$tmp/ctx.log" 2>&1 || { cat "$tmp/ctx.log"; fail "context build"; }
 mnt=$(buildah from "$tag:ctx")
 root=$(buildah mount "$mnt")
-[ -f "$root/ctx/CMakeLists.txt" ] && [ -f "$root/ctx/libgpucap/options.c" ] || fail "the sources are not in the context"
+[ -f "$root/ctx/CMakeLists.txt" ] && [ -f "$root/ctx/libgpucap/common/options.c" ] || fail "the sources are not in the context"
 [ ! -e "$root/ctx/.git" ] || fail ".git is in the build context"
 ls -d "$root"/ctx/build* > /dev/null 2>&1 && fail "a build tree is in the build context: $(ls -d "$root"/ctx/build*)"
 echo "check_image: build context $(du -sk "$root/ctx" | cut -f1) KiB, without .git and build trees"

@@ -121,7 +121,8 @@ def wanted_mounts(name, env_mode):
                   "readOnly": True})
     m.append({"name": "gpucap-lib", "mountPath": "/etc/gpucap/gpucap.ini", "subPath": f"{name}/gpucap.ini",
               "readOnly": True})
-    m.append({"name": "gpucap-ledger", "mountPath": "/run/gpucap/ledger", "subPath": name})
+    m.append({"name": "gpucap-ledger", "mountPath": "/run/gpucap/ledger/gpucap.ledger",
+              "subPath": name + "/gpucap.ledger"})
     return m
 
 

@@ -21,7 +21,7 @@ REQUESTS=$ROOT/tools/webhook/requests.c
 # shellcheck disable=SC2046
 "$CC" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
     -I"$ROOT/libgpucap" -I"$ROOT/tools/webhook" \
-    "$ROOT/tests/webhook/fuzz_admission.c" "$ROOT/tools/webhook/admission.c" "$REQUESTS" "$ROOT/libgpucap/units.c" \
+    "$ROOT/tests/webhook/fuzz_admission.c" "$ROOT/tools/webhook/admission.c" "$REQUESTS" "$ROOT/libgpucap/common/units.c" \
     $(pkg-config --cflags --libs jansson) -o "$W/fuzz_admission"
 cp "$ROOT"/tests/webhook/fixtures/*.json "$W/corpus/"
 

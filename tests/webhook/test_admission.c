@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "admission.h"
-#include "units.h"
+#include "common/units.h"
 
 static int failures;
 
@@ -61,7 +61,7 @@ struct fixture_case {
     {"add", at "/volumeMounts" first, "\"name\":\"gpucap-lib\",\"mountPath\":\"/usr/local/gpucap\",\"readOnly\":true"}, \
         {"add", at "/volumeMounts/-", "\"mountPath\":\"/etc/ld.so.preload\",\"subPath\":\"ld.so.preload\",\"readOnly\":true"}, \
         {"add", at "/volumeMounts/-", "\"mountPath\":\"/etc/gpucap/gpucap.ini\",\"subPath\":\"" name "/gpucap.ini\",\"readOnly\":true"}, \
-        {"add", at "/volumeMounts/-", "{\"name\":\"gpucap-ledger\",\"mountPath\":\"/run/gpucap/ledger\",\"subPath\":\"" name "\"}"}
+        {"add", at "/volumeMounts/-", "{\"name\":\"gpucap-ledger\",\"mountPath\":\"/run/gpucap/ledger/gpucap.ledger\",\"subPath\":\"" name "/gpucap.ledger\"}"}
 #define INIT_ARGS "\"command\":[\"/usr/local/gpucap/bin/gpucap\",\"inject\",\"--to\",\"/gpucap-out/lib\",\"--ledgers\",\"/gpucap-out/ledger\","
 
 static const struct fixture_case cases[] = {

@@ -16,7 +16,12 @@ for f in lib/libgpucap.so bin/gpucap ld.so.preload train/gpucap.ini serve/gpucap
 done
 [ "$(stat -c %a "$t/vol/lib/libgpucap.so")" = 755 ] || bad "library mode"
 [ "$(stat -c %a "$t/vol/train/gpucap.ini")" = 644 ] || bad "ini mode"
-[ "$(stat -c %a "$t/led/train")" = 1777 ] || bad "ledger directory mode $(stat -c %a "$t/led/train")"
+# The ledgers are the platform's: a directory of this user that no other user can write, holding
+# a whole ledger every user of the container can read and write; a second run keeps it.
+[ "$(stat -c %a "$t/led/train")" = 755 ] || bad "ledger directory mode $(stat -c %a "$t/led/train")"
+[ "$(stat -c %a:%u "$t/led/train/gpucap.ledger")" = "666:$(id -u)" ] ||
+    bad "ledger mode/owner $(stat -c %a:%u "$t/led/train/gpucap.ledger")"
+[ "$(head -c 8 "$t/led/serve/gpucap.ledger")" = '!GPCLDGR' ] || bad "serve's ledger is not a ledger"
 [ "$(cat "$t/vol/ld.so.preload")" = /usr/local/gpucap/lib/libgpucap.so ] || bad "ld.so.preload: $(cat "$t/vol/ld.so.preload")"
 cmp -s "$t/vol/bin/gpucap" "$gpucap" || bad "the CLI copied"
 "$t/vol/bin/gpucap" --version >/dev/null || bad "the copied CLI runs"
@@ -28,6 +33,11 @@ memory_limit_max = 50%
 ledger = /run/gpucap/ledger/gpucap.ledger"
 [ "$ini" = "$want" ] || bad "train's ini: $ini"
 grep -q '^memory_limit = 25%$' "$t/vol/serve/gpucap.ini" || bad "serve's budget"
+ino=$(stat -c %i "$t/led/train/gpucap.ledger")
+"$gpucap" inject --to "$t/vol" --ledgers "$t/led" train=8GiB > /dev/null || bad "inject again"
+[ "$(stat -c %i "$t/led/train/gpucap.ledger")" = "$ino" ] || bad "a second run replaced the ledger"
+ln -s /dev/null "$t/led/serve/x" && mv -f "$t/led/serve/x" "$t/led/serve/gpucap.ledger"
+"$gpucap" inject --to "$t/vol" --ledgers "$t/led" serve=1GiB > /dev/null 2>&1 && bad "a symlink in place was kept"
 # Without --max there is no memory_limit_max line.
 mkdir "$t/v2"
 "$gpucap" inject --to "$t/v2" a=1GiB >/dev/null || bad "inject without --max"

@@ -4,7 +4,7 @@
 # `gpucap inject` fills a volume; inside a private mount namespace (unshare: the machine's real
 # /etc, /usr/local and /run are never written) its files are bind-mounted read-only where a GPU
 # container sees them: /usr/local/gpucap, /etc/ld.so.preload, /etc/gpucap/gpucap.ini and the
-# ledger directory. A CUDA program started with `env -i` (no LD_PRELOAD, no GPUCAP_*), and one
+# ledger file (a mount point: rm, mv, ln -sf and a directory in its place all fail). A CUDA program started with `env -i` (no LD_PRELOAD, no GPUCAP_*), and one
 # that clears LD_PRELOAD itself, is still capped: the library comes from /etc/ld.so.preload and the
 # budget from the locked ini. Without the preload file the same program runs uncapped (so the test
 # can fail). Exit 77 where unprivileged mount namespaces are not permitted.
@@ -45,7 +45,8 @@ mkdir -p /usr/local/gpucap /etc/gpucap /run/gpucap/ledger
 touch /etc/gpucap/gpucap.ini
 mount --bind "$t/vol" /usr/local/gpucap && mount -o remount,bind,ro /usr/local/gpucap
 mount --bind "$t/vol/app/gpucap.ini" /etc/gpucap/gpucap.ini && mount -o remount,bind,ro /etc/gpucap/gpucap.ini
-mount --bind "$t/ledgers/app" /run/gpucap/ledger
+touch /run/gpucap/ledger/gpucap.ledger
+mount --bind "$t/ledgers/app/gpucap.ledger" /run/gpucap/ledger/gpucap.ledger
 if [ "$mode" = with ]; then
     touch /etc/ld.so.preload
     mount --bind "$t/vol/ld.so.preload" /etc/ld.so.preload && mount -o remount,bind,ro /etc/ld.so.preload
@@ -56,6 +57,19 @@ if echo x 2>/dev/null > /etc/gpucap/gpucap.ini; then echo "ini writable"; exit 3
 echo "envi $(env -i "$alloc" a128 a256 2>&1 | tr '\n' ' ')"
 echo "unset $(env -u LD_PRELOAD LD_PRELOAD= "$alloc" a128 a256 2>&1 | tr '\n' ' ')"
 echo "ledger $(ls /run/gpucap/ledger)"
+# The ledger is a mount point: whatever the uid, it cannot be removed, moved or replaced.
+set +e
+for attack in "rm -f" "mv -f" "ln -sf /dev/null" "mkdir"; do
+    case $attack in
+        "mv -f") $attack /run/gpucap/ledger/gpucap.ledger /run/gpucap/moved 2>/dev/null && echo "attack '$attack' worked" ;;
+        mkdir) rm -rf /run/gpucap/ledger/gpucap.ledger 2>/dev/null; mkdir /run/gpucap/ledger/gpucap.ledger 2>/dev/null &&
+                   echo "attack '$attack' worked" ;;
+        *) $attack /run/gpucap/ledger/gpucap.ledger 2>/dev/null; [ -f /run/gpucap/ledger/gpucap.ledger ] &&
+               [ ! -L /run/gpucap/ledger/gpucap.ledger ] || echo "attack '$attack' worked" ;;
+    esac
+done
+set -e
+echo "after $(env -i "$alloc" a128 a256 2>&1 | tr '\n' ' ')"
 INSIDE
 
 fail=0
@@ -72,6 +86,8 @@ case "$with" in
     *) echo "FAIL env -i or a cleared LD_PRELOAD ran uncapped with /etc/ld.so.preload"; fail=1 ;;
 esac
 case "$with" in *"ledger gpucap.ledger"*) ;; *) echo "FAIL the ledger is not in /run/gpucap/ledger"; fail=1 ;; esac
+case "$with" in *"attack "*) echo "FAIL the mounted ledger could be removed or replaced"; fail=1 ;; esac
+case "$with" in *"after "*"results=01"*) ;; *) echo "FAIL after the attacks the budget is not the platform's"; fail=1 ;; esac
 case "$without" in *"envi results=00"*) ;; *) echo "FAIL without the preload file the program should run uncapped"; fail=1 ;; esac
 [ $fail = 0 ] && echo "ok: env -i and a cleared LD_PRELOAD stay capped through /etc/ld.so.preload"
 exit $fail

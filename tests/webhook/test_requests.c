@@ -7,7 +7,7 @@
  * budget given must read back through the library's size parser and name its source.
  */
 #include "requests.h"
-#include "units.h"
+#include "common/units.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -22,8 +22,9 @@
  * Live processes: the pids in a ledger are in the container's PID namespace, which the node's
  * namespace cannot check. gpucap_container_processes counts the entries with a non-zero pid that
  * hold memory on, or registered, that device, as the ledger records them; the library itself
- * takes back the entries of dead processes (before any denial and when it needs an entry), so a
- * process killed a moment ago may be counted until its container next allocates.
+ * takes back the entries of dead processes (before any denial, at a figure and when it needs an
+ * entry), so a process that exited or was killed is counted, with what it held, until its
+ * container's next process reaps it (a share is given back only once its memory is gone).
  */
 #include "collect.h"
 
@@ -38,8 +39,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ledger.h"
-#include "units.h"
+#include "common/drvlimit.h"
+#include "common/ledger.h"
+#include "common/units.h"
 
 #define GPC_UNLIMITED UINT64_MAX
 /* Bounds of one scrape: a node runs at most a few hundred pods (kubelet's max-pods). */
@@ -96,6 +98,7 @@ void gpc_text_printf(struct gpc_text *t, const char *fmt, ...)
 struct dev_rec {
     uint8_t uuid[16];
     uint64_t physical, limit, used, contexts, peak, denials, allocs;
+    uint64_t driver_limit; /* the NVIDIA driver's own limit seen in force, GPC_UNLIMITED: none */
     unsigned procs;
 };
 
@@ -247,6 +250,9 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
         o->peak = gpc_ledger_peak(l, d);
         o->denials = atomic_load(&e->slot.denials);
         o->allocs = atomic_load(&e->slot.allocs);
+        o->driver_limit = atomic_load(&e->driver_limit);
+        if (!o->driver_limit)
+            o->driver_limit = GPC_UNLIMITED;
         for (int p = 0; p < GPC_LEDGER_PROCS; p++) {
             const struct gpc_ledger_proc *pr = &l->proc[p];
             if (atomic_load(&pr->pid) != 0 &&
@@ -390,6 +396,9 @@ static const struct dev_family dev_families[] = {
      offsetof(struct dev_rec, denials), false},
     {"gpucap_container_allocations_total", "counter", "Charges admitted for the container on this card (allocations and context reserves).",
      offsetof(struct dev_rec, allocs), false},
+    {"gpucap_container_driver_limit_bytes", "gauge",
+     "The NVIDIA driver's own memory limit for the container on this card, as gpucap saw it in force (absent: "
+     "none; gpucap alone enforces).", offsetof(struct dev_rec, driver_limit), true},
 };
 
 static void write_metrics(struct scan *sc, struct gpc_text *t)
@@ -418,6 +427,19 @@ static void write_metrics(struct scan *sc, struct gpc_text *t)
                 gpc_text_printf(t, "%s{namespace=\"%s\",pod=\"%s\",pod_uid=\"%s\",container=\"%s\",gpu_uuid=\"%s\"} %llu\n",
                                 df->name, r->ns, r->pod, r->pod_uid, r->container, uuid, (unsigned long long)v);
             }
+        }
+    }
+    family(t, "gpucap_container_enforcement_info", "gauge",
+           "Who enforces the container's budget on this card: \"driver + gpucap\" or \"gpucap\".");
+    for (unsigned i = 0; i < sc->nctr; i++) {
+        const struct ctr_rec *r = &sc->ctr[i];
+        for (int d = 0; d < r->ndev; d++) {
+            char uuid[GPC_UUID_TEXT];
+            gpc_uuid_format(r->dev[d].uuid, uuid);
+            uint64_t drv = r->dev[d].driver_limit;
+            gpc_text_printf(t, "gpucap_container_enforcement_info{namespace=\"%s\",pod=\"%s\",pod_uid=\"%s\","
+                            "container=\"%s\",gpu_uuid=\"%s\",enforced_by=\"%s\"} 1\n", r->ns, r->pod, r->pod_uid,
+                            r->container, uuid, gpc_enforced_by(drv == GPC_UNLIMITED ? 0 : drv));
         }
     }
     family(t, "gpucap_container_processes", "gauge",

@@ -10,7 +10,15 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "internal.h"
+/* The tools see the common layer of libgpucap only (tests/layers.sh checks it). */
+#include "common/defs.h"
+#include "common/faults.h"
+#include "common/hooklist.h"
+#include "common/ledger.h"
+#include "common/log.h"
+#include "common/options.h"
+#include "common/report.h"
+#include "common/units.h"
 
 /* Exit codes: 0 success, 1 the check found a problem (or the command failed), 2 usage error. */
 #define CLI_USAGE 2

@@ -7,6 +7,7 @@
  * such. Exit 0 when nothing failed, 1 otherwise.
  */
 #include "cli.h"
+#include "common/drvlimit.h"
 #include "gpucap_version.h"
 
 #include <dirent.h>
@@ -18,11 +19,15 @@
 #include <unistd.h>
 
 static const char doctor_usage[] =
-    "usage: gpucap doctor [--lib PATH]\n"
+    "usage: gpucap doctor [--lib PATH] [--root DIR]\n"
     "\n"
     "Checks this node or pod: NVIDIA device nodes, the driver and NVML and their versions, the\n"
     "cards (memory, MIG), whether libgpucap.so is preloaded here with a limit set, and whether the\n"
-    "library exports every hook. Exit 0 when no check failed, 1 otherwise.\n"
+    "library exports every hook. Then the driver's own per-container memory limits: whether this\n"
+    "node and container can have them (driver r615+, cgroup v2 and its dmem controller, the\n"
+    "container toolkit's variables) and whether one is in force. --root DIR reads /proc/driver,\n"
+    "/proc/self/cgroup, /sys/fs/cgroup and /usr/bin under DIR (a node's tree mounted elsewhere;\n"
+    "the tests). Exit 0 when no check failed, 1 otherwise.\n"
     "\n";
 
 static int failures;
@@ -64,6 +69,8 @@ static void check_nodes(void)
 
 typedef int CUres;
 static bool is_fake;
+static int cuda_version;        /* cuDriverGetVersion, 0: unknown */
+static char nvml_driver[96];    /* nvmlSystemGetDriverVersion, "" unknown */
 
 static void check_driver(void)
 {
@@ -81,6 +88,7 @@ static void check_driver(void)
     CUres rc = init ? init(0) : -1;
     if (version)
         version(&v);
+    cuda_version = v;
     if (rc != 0) {
         line("FAIL", "driver: libcuda.so.1 (CUDA %d.%d) loaded, but cuInit failed with error %d; check "
              "`nvidia-smi`, the device nodes and the driver's kernel module", v / 1000, v % 1000 / 10, rc);
@@ -126,8 +134,8 @@ static void check_nvml(void)
         return;
     }
     char drv[96] = "?", nv[96] = "?";
-    if (nvmlSystemGetDriverVersion)
-        nvmlSystemGetDriverVersion(drv, sizeof drv);
+    if (nvmlSystemGetDriverVersion && nvmlSystemGetDriverVersion(drv, sizeof drv) == 0)
+        snprintf(nvml_driver, sizeof nvml_driver, "%s", drv);
     if (nvmlSystemGetNVMLVersion)
         nvmlSystemGetNVMLVersion(nv, sizeof nv);
     unsigned n = 0;
@@ -181,10 +189,134 @@ static void check_preload(void)
     cli_settings_quiet(&s, environ);
     if (s.errors)
         line("FAIL", "settings: %d error%s; run `gpucap check` to see them", s.errors, s.errors == 1 ? "" : "s");
+    else if (!gpc_settings_any_limit(&s) && gpc_drv_declared(environ, NULL))
+        line("PASS", "limit: no limit of gpucap's own; the one declared for the driver (%s) is gpucap's budget",
+             GPC_DRV_ENV_LIMIT);
     else if (!gpc_settings_any_limit(&s))
         line("FAIL", "limit: no memory limit is set; set GPUCAP_MEMORY_LIMIT or memory_limit in %s", s.config_path);
     else
         line("PASS", "limit: a memory limit is set (`gpucap check` shows it per device)");
+}
+
+/* The driver's total in a context on each device against the card's: whether the driver's own
+ * limit is in force there (drvlimit.h). Retains and releases each primary context. Returns how
+ * many devices have it in force, -1 when the driver cannot be asked. */
+static int driver_view(uint64_t declared)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return -1;
+#define SYM(type, name) __typeof__(type) name = (__typeof__(type))dlsym(h, #name)
+    SYM(CUres(*)(int *), cuDeviceGetCount);
+    SYM(CUres(*)(void **, int), cuDevicePrimaryCtxRetain);
+    SYM(CUres(*)(int), cuDevicePrimaryCtxRelease_v2);
+    SYM(CUres(*)(void *), cuCtxSetCurrent);
+    SYM(CUres(*)(size_t *, size_t *), cuMemGetInfo_v2);
+    SYM(CUres(*)(size_t *, int), cuDeviceTotalMem_v2);
+#undef SYM
+    int n = 0, in_force = 0;
+    if (!cuDeviceGetCount || !cuDevicePrimaryCtxRetain || !cuDevicePrimaryCtxRelease_v2 || !cuCtxSetCurrent ||
+        !cuMemGetInfo_v2 || !cuDeviceTotalMem_v2 || cuDeviceGetCount(&n) != 0)
+        return -1;
+    for (int dev = 0; dev < n; dev++) {
+        void *ctx = NULL;
+        size_t card = 0, f = 0, total = 0;
+        if (cuDeviceTotalMem_v2(&card, dev) != 0 || cuDevicePrimaryCtxRetain(&ctx, dev) != 0)
+            continue;
+        CUres rc = cuCtxSetCurrent(ctx) == 0 ? cuMemGetInfo_v2(&f, &total) : -1;
+        cuCtxSetCurrent(NULL);
+        cuDevicePrimaryCtxRelease_v2(dev);
+        if (rc != 0)
+            continue;
+        char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT];
+        if (gpc_drv_in_force(card, total, declared)) {
+            in_force++;
+            line("PASS", "driver limit: in force on device %d: the driver reports %s of the card's %s; gpucap's "
+                 "budget there is at most that (enforced by: driver + gpucap)", dev,
+                 gpc_format_size(total, a, sizeof a), gpc_format_size(card, b, sizeof b));
+        }
+    }
+    return in_force;
+}
+
+static void check_driver_limits(const char *root)
+{
+    /* The driver: r615 (CUDA 13.4) and newer have per-container memory limits. */
+    char ver[96] = "";
+    int branch = gpc_driver_branch(root, ver, sizeof ver);
+    if (branch < 0 && nvml_driver[0]) {
+        snprintf(ver, sizeof ver, "%s", nvml_driver);
+        branch = nvml_driver[0] >= '0' && nvml_driver[0] <= '9' ? atoi(nvml_driver) : -1;
+    }
+    if (branch < 0)
+        line("INFO", "driver limits: the driver's version is unknown (no /proc/driver/nvidia/version, no NVML)");
+    else if (branch >= 615)
+        line("PASS", "driver limits: driver %s (r%d) can enforce per-container memory limits (r615 and newer, "
+             "CUDA 13.4, not MIG)", ver, branch);
+    else
+        line("INFO", "driver limits: driver %s is older than r615: the driver has no per-container memory limit; "
+             "gpucap alone enforces", ver);
+    if (cuda_version && cuda_version < 13040)
+        line("INFO", "driver limits: the driver's CUDA is %d.%d; its per-container limits come with CUDA 13.4",
+             cuda_version / 1000, cuda_version % 1000 / 10);
+
+    /* cgroup v2 and its controllers; dmem (kernel 6.14+) makes the hard limit the cgroup's dmem.max. */
+    struct gpc_cgroup_facts cg;
+    if (gpc_cgroup_read(root, &cg) != 0) {
+        line("INFO", "driver limits: no cgroup v2 here (no /sys/fs/cgroup/cgroup.controllers): the driver's "
+             "limits need cgroup v2; gpucap alone enforces");
+    } else {
+        line("PASS", "cgroup: v2, controllers: %s", cg.controllers[0] ? cg.controllers : "(none)");
+        if (cg.dmem)
+            line("PASS", "cgroup: the dmem controller is enabled: the kernel holds the driver's hard limit as "
+                 "dmem.max of the container's cgroup");
+        else
+            line("INFO", "cgroup: no dmem controller here (kernel before 6.14, or not enabled for this cgroup): "
+                 "the driver falls back to a backend of its own");
+    }
+
+    /* The container toolkit's hook reads these two variables (whole MiB) and applies them. */
+    extern char **environ;
+    const char *why = NULL;
+    uint64_t declared = gpc_drv_declared(environ, &why);
+    char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT];
+    if (declared)
+        line("INFO", "toolkit: %s=%s and %s=%s declared for the container toolkit's apply-cuda-memory-limits "
+             "hook (%s)", GPC_DRV_ENV_LIMIT, getenv(GPC_DRV_ENV_LIMIT), GPC_DRV_ENV_REQUEST,
+             getenv(GPC_DRV_ENV_REQUEST), gpc_format_size(declared, a, sizeof a));
+    else if (why)
+        line("WARN", "toolkit: %s", why);
+    else
+        line("INFO", "toolkit: %s and %s are not set here: no driver limit was asked for this container",
+             GPC_DRV_ENV_LIMIT, GPC_DRV_ENV_REQUEST);
+    char hook[1024];
+    snprintf(hook, sizeof hook, "%s/usr/bin/nvidia-cdi-hook", strcmp(root, "/") == 0 ? "" : root);
+    if (access(hook, X_OK) == 0)
+        line("INFO", "toolkit: %s is present (the node's view): limits need a toolkit whose CDI hook has "
+             "apply-cuda-memory-limits, with CDI injection", hook);
+    else
+        line("INFO", "toolkit: no nvidia-cdi-hook visible (inside a container the toolkit's hook runs on the node "
+             "and is not visible)");
+
+    /* In force: the kernel's figure (dmem.max of this cgroup), then the driver's own answer. */
+    int kernel = 0;
+    for (int i = 0; i < cg.nregions; i++) {
+        const struct gpc_dmem_region *r = &cg.region[i];
+        if (strncmp(r->name, "nvidia", 6) != 0 || r->max == UINT64_MAX)
+            continue;
+        kernel++;
+        line("PASS", "driver limit: in force in this cgroup (%s): dmem.max %s = %s, in use %s", cg.path, r->name,
+             gpc_format_size(r->max, a, sizeof a), gpc_format_size(r->current, b, sizeof b));
+    }
+    int seen = driver_view(declared);
+    if (kernel || seen > 0)
+        return;
+    if (declared)
+        line("WARN", "driver limit: declared (%s) but not in force: the driver reports the whole card; the toolkit's "
+             "hook did not apply it (an older toolkit, no CDI, cgroup v1) or the driver is older than r615. "
+             "gpucap caps at it alone (enforced by: gpucap)", gpc_format_size(declared, a, sizeof a));
+    else
+        line("INFO", "driver limit: none in force here; gpucap alone enforces");
 }
 
 static void check_exports(const char *lib_opt)
@@ -236,7 +368,7 @@ static void check_exports(const char *lib_opt)
 
 int cmd_doctor(int argc, char **argv)
 {
-    const char *lib_opt = NULL;
+    const char *lib_opt = NULL, *root = "/";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(doctor_usage, stdout);
@@ -247,6 +379,10 @@ int cmd_doctor(int argc, char **argv)
             lib_opt = argv[++i];
             continue;
         }
+        if (strcmp(argv[i], "--root") == 0 && i + 1 < argc) {
+            root = argv[++i];
+            continue;
+        }
         fprintf(stderr, "gpucap doctor: unexpected argument '%s'\n%s", argv[i], doctor_usage);
         return CLI_USAGE;
     }
@@ -255,6 +391,7 @@ int cmd_doctor(int argc, char **argv)
     check_nvml();
     check_preload();
     check_exports(lib_opt);
+    check_driver_limits(root);
     if (failures)
         printf("%d check%s failed\n", failures, failures == 1 ? "" : "s");
     else

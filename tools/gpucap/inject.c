@@ -3,9 +3,16 @@
  * inject.c: `gpucap inject`: the init container the webhook adds to a GPU pod (TEAM contract 2).
  * From the gpucap image it copies the library and this CLI into the pod's emptyDir, writes the
  * ld.so.preload that GPU containers mount at /etc/ld.so.preload, one locked gpucap.ini per GPU
- * container (mounted at /etc/gpucap/gpucap.ini) and, with --ledgers, one ledger directory per
- * container. Everything is checked before the first file is written; files appear by rename, so a
- * container never sees half a library.
+ * container (mounted at /etc/gpucap/gpucap.ini) and, with --ledgers, each container's ledger.
+ * Everything is checked before the first file is written; files appear by rename, so a container
+ * never sees half a library.
+ *
+ * The ledgers are the platform's: under the lock the library never makes one, and an unusable one
+ * denies every allocation. DIR/CONTAINER is this uid's, mode 0755 (no other user can add, remove or
+ * rename anything in it), and holds gpucap.ledger, whole, mode 0666 (every uid of the container
+ * counts in it). The webhook mounts that file alone at the container's ledger path: a mount point
+ * cannot be removed, renamed or replaced from inside the container, even by a process running as
+ * this same uid. An existing ledger (the init container run again) is kept.
  */
 #include "cli.h"
 
@@ -30,7 +37,8 @@ static const char inject_usage[] =
     "  DIR/ld.so.preload                      " MOUNT_LIB "\n"
     "  DIR/CONTAINER/gpucap.ini               lock = true, memory_limit = SIZE,\n"
     "                                         memory_limit_max = --max (when given), ledger\n"
-    "  --ledgers DIR: DIR/CONTAINER, a directory each container's processes may write\n"
+    "  --ledgers DIR: DIR/CONTAINER/gpucap.ledger, each container's ledger (0666,\n"
+    "                 in a directory of this user, 0755)\n"
     "CONTAINER is a container name (DNS label); SIZE a size for that container.\n"
     "Exit 0 when every file is in place, 1 on a failure, 2 on a usage error.\n";
 
@@ -129,6 +137,20 @@ static int make_dir(const char *path, mode_t mode)
         return -errno;
     /* chmod: the umask must not narrow a directory that other users' processes write. */
     return chmod(path, mode) == 0 ? 0 : -errno;
+}
+
+/* A fresh ledger at path, or the one there if it is ours (a regular file of this uid, 0666). */
+static int make_ledger(const char *path)
+{
+    int rc = gpc_ledger_create(path, 0666);
+    if (rc != -EEXIST)
+        return rc;
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return -errno;
+    bool ours = S_ISREG(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 07777) == 0666 &&
+                st.st_size == (off_t)sizeof(struct gpc_ledger) && st.st_nlink == 1;
+    return ours ? 0 : -EEXIST;
 }
 
 static int fail(const char *what, const char *path, int rc)
@@ -238,10 +260,12 @@ int cmd_inject(int argc, char **argv)
         if ((rc = write_file(path, ini, (size_t)len, 0644)) != 0)
             return fail("cannot write", path, rc);
         if (ledgers) {
-            /* Sticky and world-writable: the container may run as any user. */
             snprintf(path, sizeof path, "%s/%.*s", ledgers, name_len, t[i].name);
-            if ((rc = make_dir(path, 01777)) != 0)
+            if ((rc = make_dir(path, 0755)) != 0)
                 return fail("cannot create", path, rc);
+            snprintf(path, sizeof path, "%s/%.*s/gpucap.ledger", ledgers, name_len, t[i].name);
+            if ((rc = make_ledger(path)) != 0)
+                return fail("cannot make the ledger", path, rc);
         }
         printf("gpucap inject: %.*s: memory_limit %s%s%s, locked\n", name_len, t[i].name, t[i].size,
                max ? ", at most " : "", max ? max : "");

@@ -4,7 +4,7 @@
  * and drawn as an SVG picture (`gpucap run --report usage.svg`, `gpucap plot report.json`).
  *
  * Under `gpucap run --report`, each process of the run writes its timeline (GPUCAP_TIMELINE, see
- * libgpucap/timeline.c) into the run's directory at exit: buckets of "highest and last figure,
+ * libgpucap/core/timeline.c) into the run's directory at exit: buckets of "highest and last figure,
  * denials". They are merged per device by time. The picture has one panel per device: usage over
  * time (the highest figure of each bucket, so no peak is lost), the budget as a red dashed line,
  * each denial as a red mark on it, and the peak labelled; in audit mode the peak is labelled as

@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * status.c: `gpucap status [--ledger FILE] [--json]`: the ledger as it is now, read-only: whose it
- * is (pod, container, the writer's gpucap version); per device (by UUID) budget, in use and peak; per process pid, in use, peak and whether it is alive.
+ * is (pod, container, the writer's gpucap version); per device (by UUID) budget, in use and peak, and
+ * who enforces it (`enforced by: driver + gpucap` where the NVIDIA driver's own limit was seen in
+ * force, else `gpucap`); per process pid, in use, peak and whether it is alive.
  * The file is mapped read-only with the layout of ledger.h; nothing is locked or written, so a
  * status never disturbs the processes it looks at. A ledger that cannot be read is one line with
  * the reason, exit 1.
  */
 #include "cli.h"
+#include "common/drvlimit.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -151,6 +154,12 @@ int cmd_status(int argc, char **argv)
                 printf("null");
             else
                 printf("%llu", (unsigned long long)limit);
+            uint64_t drv = atomic_load(&d->driver_limit);
+            printf(",\"enforced_by\":\"%s\",\"driver_limit\":", gpc_enforced_by(drv));
+            if (drv)
+                printf("%llu", (unsigned long long)drv);
+            else
+                printf("null");
             printf(",\"in_use\":%llu,\"contexts\":%llu,\"peak\":%llu,\"denials\":%llu}", (unsigned long long)used,
                    (unsigned long long)atomic_load(&d->slot.contexts), (unsigned long long)peak,
                    (unsigned long long)atomic_load(&d->slot.denials));
@@ -161,6 +170,11 @@ int cmd_status(int argc, char **argv)
                    gpc_format_size(used, b, sizeof b), gpc_format_size(atomic_load(&d->slot.contexts), x, sizeof x),
                    gpc_format_size(peak, c, sizeof c), gpc_format_size(d->physical, p, sizeof p),
                    (unsigned long long)atomic_load(&d->slot.denials));
+            uint64_t drv = atomic_load(&d->driver_limit);
+            if (drv)
+                printf("  enforced by: %s (the driver's limit %s)\n", gpc_enforced_by(drv), gpc_format_size(drv, x, sizeof x));
+            else
+                printf("  enforced by: %s\n", gpc_enforced_by(0));
         }
         shown++;
     }

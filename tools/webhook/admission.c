@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "units.h"
+#include "common/units.h"
 
 #define ANN_MEMORY "gpucap.io/memory"
 #define ANN_INJECT "gpucap.io/inject"
@@ -427,8 +427,11 @@ static size_t wanted_mounts(const struct review *r, const char *name, json_t *ou
     snprintf(sub, sizeof sub, "%s/gpucap.ini", name);
     out[n++] = json_pack("{s:s, s:s, s:s, s:b}", "name", GPC_ADMISSION_VOLUME, "mountPath", GPC_MOUNT_INI,
                          "subPath", sub, "readOnly", 1);
-    out[n++] = json_pack("{s:s, s:s, s:s}", "name", GPC_ADMISSION_LEDGER_VOLUME, "mountPath", GPC_MOUNT_LEDGER,
-                         "subPath", name);
+    /* The ledger file alone (gpucap inject made it): a mount point the container cannot remove,
+     * rename or replace, whatever its uid. */
+    snprintf(sub, sizeof sub, "%s/gpucap.ledger", name);
+    out[n++] = json_pack("{s:s, s:s, s:s}", "name", GPC_ADMISSION_LEDGER_VOLUME, "mountPath", GPC_MOUNT_LEDGER_FILE,
+                         "subPath", sub);
     return n;
 }
 

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "units.h"
+#include "common/units.h"
 
 struct entry {
     char ns[64];

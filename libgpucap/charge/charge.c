@@ -1,0 +1,271 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * charge.c: the steps every allocating hook shares.
+ *
+ * Reserve before the driver is called (so a denial never reaches it), then either give the
+ * reservation back (the driver failed) or record what the new pointer or handle was charged.
+ * Frees take the record out first, call the driver, then release or put the record back.
+ * Contexts are charged the same way as any allocation, and their reserve is also noted apart in
+ * the figures (gpc_charge_commit, gpc_uncharge). The hooks start the library (hooks/init.h) before
+ * they call in here; a pointer that a pool keeps after its free goes to the step the pools
+ * registered (gpc_charge_keeper), so this file calls no module above it.
+ */
+#include "charge/charge.h"
+
+#include "common/defs.h"
+#include "common/faults.h"
+#include "common/ledger.h"
+#include "common/log.h"
+#include "common/options.h"
+#include "common/units.h"
+#include "core/budget.h"
+#include "core/state.h"
+#include "core/track.h"
+#include "driver/resolve.h"
+#include "charge/backtrace.h"
+#include "charge/device.h"
+#include "charge/reclaim.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The one line a denial is worth (audit mode: a would-be denial), then its call stack if asked. */
+static void log_denial(const char *call, int device, uint64_t bytes, int budget, bool audit)
+{
+    const struct gpc_slot *s = gpc_budget_slot(budget);
+    char a[32], b[32], c[32];
+    gpc_log(GPC_LOG_WARN, "%s%s %s on device %d: requested %s, in use %s, limit %s%s", audit ? "audit: " : "", call,
+            audit ? "would be denied" : "denied", device, gpc_format_size(bytes, a, sizeof a),
+            gpc_format_size(gpc_budget_in_use(budget), b, sizeof b), gpc_format_size(atomic_load(&s->limit), c, sizeof c),
+            audit ? "; admitted (later ones of this process are counted, and summed up at its exit)"
+                  : " -> CUDA_ERROR_OUT_OF_MEMORY");
+    gpc_backtrace_log();
+}
+
+/*
+ * Audit mode logs a process's first would-be denial only (a job that needs twice its budget would
+ * otherwise print a line per allocation) and counts the rest per budget; the process's exit says
+ * how many there were and what budget would have sufficed: the peak, which audit mode lets grow
+ * past the limit to exactly what the job asked for.
+ */
+static _Atomic uint64_t audit_denials[GPC_LEDGER_DEVICES];
+static _Atomic int audit_device[GPC_LEDGER_DEVICES];
+static atomic_bool audit_logged;
+
+static void note_audit_denial(const char *call, int device, uint64_t bytes, int budget)
+{
+    if (budget >= GPC_LEDGER_DEVICES)
+        return;
+    atomic_store_explicit(&audit_device[budget], device, memory_order_relaxed);
+    atomic_fetch_add_explicit(&audit_denials[budget], 1, memory_order_relaxed);
+    if (!atomic_exchange(&audit_logged, true))
+        log_denial(call, device, bytes, budget, true);
+}
+
+__attribute__((destructor)) static void audit_summary_at_exit(void)
+{
+    for (int id = 0; id < GPC_LEDGER_DEVICES; id++) {
+        uint64_t n = atomic_load(&audit_denials[id]);
+        const struct gpc_slot *s = n ? gpc_budget_slot(id) : NULL;
+        if (!s)
+            continue;
+        char a[32], b[32];
+        gpc_log(GPC_LOG_WARN, "audit: %llu allocation%s on device %d would have been denied under the limit %s; "
+                "a budget of %s (the peak) would have sufficed", (unsigned long long)n, n == 1 ? "" : "s",
+                atomic_load(&audit_device[id]), gpc_format_size(atomic_load(&s->limit), a, sizeof a),
+                gpc_format_size(gpc_budget_peak(id), b, sizeof b));
+    }
+}
+
+/*
+ * Before a denial: memory that pools and graphs keep for reuse counts against the budget, so give
+ * back what they hold unused on this device and try once more. True when the retry admitted.
+ */
+static bool retry_after_trim(int budget, int device, uint64_t bytes)
+{
+    if (budget < 0)
+        return false;
+    return gpc_reclaim(device) && gpc_budget_reserve(budget, bytes) == 0;
+}
+
+static CUresult charge_begin(struct gpc_charge *c, int device, uint64_t bytes, const char *call, bool context)
+{
+    c->budget = GPC_BUDGET_NONE;
+    c->bytes = bytes;
+    c->device = device;
+    c->context = context;
+    c->have_ctx = false;
+    if (!gpc_counting()) {
+        /* Fault injection works without a budget too (after gpc_init: the settings are loaded). */
+        if (gpc_unlikely(gpc_fault_armed(&gpc_config)) && !context && atomic_load(&gpc_initialized) &&
+            gpc_fault_inject(&gpc_config, call, device, bytes)) {
+            gpc_backtrace_log();
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        return CUDA_SUCCESS;
+    }
+    bool from_ctx = false; /* the device is the current context's */
+    if (device < 0) {
+        CUcontext ctx = NULL;
+        CUdevice d;
+        /* No current context: let the driver give its own error. */
+        if (gpc_unlikely(!gpc_real.cuCtxGetCurrent)) {
+            if (gpc_current_device(&d) != CUDA_SUCCESS)
+                return CUDA_SUCCESS;
+        } else if (gpc_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx || gpc_ctx_device(ctx, &d) != CUDA_SUCCESS) {
+            return CUDA_SUCCESS;
+        }
+        c->ctx = (uint64_t)(uintptr_t)ctx;
+        c->have_ctx = ctx != NULL;
+        c->device = device = d;
+        from_ctx = true;
+    }
+    int budget = from_ctx ? gpc_device_budget_current(device) : gpc_device_budget(device);
+    /* An injected failure is a denial in the figures, and never reaches the budget or the driver. */
+    if (gpc_unlikely(gpc_fault_armed(&gpc_config)) && !context &&
+        gpc_fault_inject(&gpc_config, call, device, bytes)) {
+        gpc_budget_note_denial(budget, bytes);
+        gpc_backtrace_log();
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (budget == GPC_BUDGET_NONE)
+        return CUDA_SUCCESS;
+    if (gpc_budget_reserve(budget, bytes) != 0 && !retry_after_trim(budget, device, bytes)) {
+        /* Audit mode: the denial is counted and logged, and the bytes are admitted past the limit
+         * so that the peak is what the job really needs. A broken setting (DENY) still denies. */
+        if (gpc_opt_enum(&gpc_config, GPC_OPT_MODE) == GPC_MODE_AUDIT && budget >= 0) {
+            note_audit_denial(call, device, bytes, budget);
+            if (gpc_budget_reserve_unchecked(budget, bytes) != 0)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            c->budget = budget;
+            return CUDA_SUCCESS;
+        }
+        log_denial(call, device, bytes, budget, false);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    c->budget = budget;
+    return CUDA_SUCCESS;
+}
+
+CUresult gpc_charge_begin(struct gpc_charge *c, int device, uint64_t bytes, const char *call)
+{
+    return charge_begin(c, device, bytes, call, false);
+}
+
+CUresult gpc_charge_begin_context(struct gpc_charge *c, int device, uint64_t bytes, const char *call)
+{
+    return charge_begin(c, device, bytes, call, true);
+}
+
+/* The context an allocation belongs to (the calling thread's current one): its teardown frees it.
+ * Read at begin when the device was the current context's; a call for a named device reads it here. */
+static uint64_t current_ctx(void)
+{
+    CUcontext ctx = NULL;
+    if (!gpc_real.cuCtxGetCurrent || gpc_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS)
+        return 0;
+    return (uint64_t)(uintptr_t)ctx;
+}
+
+/* gpc_charge_commit, inlined into gpc_charge_end: the allocation path pays no call for it. */
+static inline bool commit(struct gpc_charge *c, CUresult rc)
+{
+    if (c->budget == GPC_BUDGET_NONE)
+        return false;
+    if (rc != CUDA_SUCCESS) {
+        gpc_budget_release(c->budget, c->bytes);
+        return false;
+    }
+    if (c->context) /* a context's reserve */
+        gpc_budget_note_contexts(c->budget, (int64_t)c->bytes);
+    return true;
+}
+
+bool gpc_charge_commit(struct gpc_charge *c, CUresult rc)
+{
+    return commit(c, rc);
+}
+
+void gpc_charge_end(struct gpc_charge *c, CUresult rc, enum gpc_map_kind kind, uint64_t key)
+{
+    if (!commit(c, rc))
+        return;
+    struct gpc_track t = {.bytes = c->bytes, .device = c->device, .refs = 1};
+    if (kind == GPC_MAP_PTR || kind == GPC_MAP_ARRAY)
+        t.ctx = c->have_ctx ? c->ctx : current_ctx();
+    if (gpc_track_add(kind, key, &t) != 0)
+        gpc_log(GPC_LOG_ERROR, "out of memory for bookkeeping: %llu bytes on device %d stay charged for good",
+                (unsigned long long)c->bytes, c->device);
+}
+
+CUresult gpc_charge_settle(struct gpc_charge *c, uint64_t actual, enum gpc_map_kind kind, uint64_t key,
+                           const char *call)
+{
+    if (c->budget != GPC_BUDGET_NONE && actual < c->bytes) {
+        gpc_budget_release(c->budget, c->bytes - actual);
+    } else if (c->budget != GPC_BUDGET_NONE && actual > c->bytes) {
+        struct gpc_charge extra;
+        if (charge_begin(&extra, c->device, actual - c->bytes, call, c->context) != CUDA_SUCCESS) {
+            gpc_budget_release(c->budget, c->bytes);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    c->bytes = actual;
+    gpc_charge_end(c, CUDA_SUCCESS, kind, key);
+    return CUDA_SUCCESS;
+}
+
+bool gpc_free_begin(enum gpc_map_kind kind, uint64_t key, struct gpc_track *t)
+{
+    if (!gpc_counting())
+        return false;
+    return gpc_track_take(kind, key, t);
+}
+
+static inline void uncharge(int device, uint64_t bytes, bool context)
+{
+    int budget = gpc_device_budget_if_ready(device);
+    if (context)
+        gpc_budget_note_contexts(budget, -(int64_t)bytes);
+    gpc_budget_release(budget, bytes);
+}
+
+void gpc_uncharge(int device, uint64_t bytes, bool context)
+{
+    uncharge(device, bytes, context);
+}
+
+/* Until the pools register theirs (at start-up, before anything is charged): release. */
+static void release_kept(const struct gpc_track *t)
+{
+    uncharge(t->device, t->bytes, false);
+}
+
+static gpc_keep_fn *keeper = release_kept;
+
+void gpc_charge_keeper(gpc_keep_fn *fn)
+{
+    keeper = fn;
+}
+
+void gpc_free_end(bool known, enum gpc_map_kind kind, uint64_t key, const struct gpc_track *t, CUresult rc)
+{
+    if (!known)
+        return;
+    if (rc != CUDA_SUCCESS) {
+        gpc_track_add(kind, key, t);
+        return;
+    }
+    if (kind == GPC_MAP_PTR && t->aux) {
+        keeper(t);
+        return;
+    }
+    /* gpc_uncharge's steps, written out: the record's bytes are read after the lookup (one register
+     * fewer on the free path). */
+    int budget = gpc_device_budget_if_ready(t->device);
+    if (kind == GPC_MAP_CTX)
+        gpc_budget_note_contexts(budget, -(int64_t)t->bytes);
+    gpc_budget_release(budget, t->bytes);
+}

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * context.h: the memory of contexts, which no allocation call reports (context.c).
+ */
+#ifndef GPUCAP_CHARGE_CONTEXT_H
+#define GPUCAP_CHARGE_CONTEXT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "charge/charge.h"
+#include "driver/resolve.h"
+
+/* The reserve charged per context on device `ordinal`: the setting, or the default by the device's
+ * memory size (device.c's, which sets the device up first when the setting does not fix a size). */
+uint64_t gpc_context_reserve(int ordinal);
+/*
+ * Begins charging a context on `dev` (gpc_charge_begin_context): CUDA_SUCCESS (c->budget
+ * GPC_BUDGET_NONE when nothing is counted: no budget, pass-through, not a device, a reserve of 0)
+ * or CUDA_ERROR_OUT_OF_MEMORY after logging the denial. The hook starts the library first.
+ */
+CUresult gpc_context_begin(struct gpc_charge *c, CUdevice dev, const char *call);
+/*
+ * The driver tore `ctx` down (call it after the real teardown succeeded): releases every charge
+ * that lived in it (pointers, arrays, pool allocations, graph memory).
+ */
+void gpc_context_forget(CUcontext ctx);
+/*
+ * cuDevicePrimaryCtxRetain on `dev` (0 <= dev < GPC_MAX_DEVICES): gpc_context_primary_begin
+ * charges the reserve when this is our first retain of the device and holds the primary-context
+ * lock: CUDA_SUCCESS, or CUDA_ERROR_OUT_OF_MEMORY (denied; nothing held). After the driver call,
+ * gpc_context_primary_end commits or gives back, counts the retain and drops the lock: true when
+ * the retain was the device's first (the caller forgets cached context devices then).
+ */
+CUresult gpc_context_primary_begin(struct gpc_charge *c, CUdevice dev);
+bool gpc_context_primary_end(struct gpc_charge *c, CUdevice dev, CUresult rc, CUcontext ctx);
+/*
+ * After a successful release (all false: drops one retain) or reset (all true: drops them all):
+ * at 0 the driver reset the primary context, freeing everything in it, and its reserve goes back.
+ * A reset frees the allocations even when we count no retain (it was retained before the library
+ * started counting).
+ */
+void gpc_context_primary_drop(CUdevice dev, bool all);
+/* Registers the fork handler of the primary-context lock (at start-up). */
+void gpc_context_atfork(void);
+
+#endif

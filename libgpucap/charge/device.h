@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * device.h: device ordinals, their budgets, the device of the current context (device.c).
+ */
+#ifndef GPUCAP_CHARGE_DEVICE_H
+#define GPUCAP_CHARGE_DEVICE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "common/defs.h"
+#include "driver/resolve.h"
+
+/* The budget id of device `ordinal` (set up on first use). */
+int gpc_device_budget(int ordinal);
+/* gpc_device_budget for a caller whose current context is on `ordinal` (the device was read from
+ * it): set-up may then ask the driver for its figure there (the driver's own limit, device.c). */
+int gpc_device_budget_current(int ordinal);
+/* The memory size of device `ordinal` as the driver said when its budget was set up (which this
+ * does first, like gpc_device_budget); 0 when the driver did not say or `ordinal` is out of range. */
+uint64_t gpc_device_physical(int ordinal);
+/* The budget id of `ordinal` if it was set up, else GPC_BUDGET_NONE; never sets anything up. */
+int gpc_device_budget_if_ready(int ordinal);
+/*
+ * The device of the calling thread's current context: CUDA_SUCCESS, or the driver's error
+ * (CUDA_ERROR_INVALID_CONTEXT when none is current). A single-device process answers 0 without a
+ * driver call; otherwise one cuCtxGetCurrent, and cuCtxGetDevice once per context (cached).
+ */
+CUresult gpc_current_device(CUdevice *dev);
+/* 1 when the process sees exactly one device, 0 several, -1 not asked yet (for gpc_ctx_device). */
+extern atomic_int gpc_single_device;
+/* gpc_ctx_device past its test for a single device (the per-context cache). */
+CUresult gpc_ctx_device_lookup(CUcontext ctx, CUdevice *dev);
+/*
+ * The device of `ctx`, which must be the calling thread's current context (not NULL): CUDA_SUCCESS,
+ * or the driver's error. No driver call once the context was seen (device.c caches it per context).
+ */
+static inline CUresult gpc_ctx_device(CUcontext ctx, CUdevice *dev)
+{
+    if (gpc_likely(atomic_load_explicit(&gpc_single_device, memory_order_relaxed) == 1)) {
+        *dev = 0;
+        return CUDA_SUCCESS;
+    }
+    return gpc_ctx_device_lookup(ctx, dev);
+}
+/*
+ * Forgets the device of every context: call it after a context was made or torn down (its handle
+ * may be one an earlier context had, on another device), before the caller gets the new handle.
+ */
+void gpc_ctx_devices_forget(void);
+/* Registers the fork handler of the set-up and context-cache locks (at start-up). */
+void gpc_device_atfork(void);
+
+#endif

@@ -1,0 +1,827 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * options.c: every setting of gpucap, one table.
+ *
+ * gpc_option_defs[] is the only list of settings: the environment parser and the ini parser here,
+ * and the `gpucap` CLI's help and `check` command all read it. A setting has one name: the ini key
+ * `memory_limit` in [gpucap] is the variable GPUCAP_MEMORY_LIMIT. Per-device forms are
+ * GPUCAP_MEMORY_LIMIT_<ordinal> and an ini section [device.<ordinal>], and by device UUID (or a
+ * prefix of it, as CUDA_VISIBLE_DEVICES takes them) GPUCAP_MEMORY_LIMIT_GPU-<uuid> and
+ * [device.GPU-<uuid>]: a UUID names the same card whatever ordinal a process gives it.
+ *
+ * The environment overrides the file, key by key. A malformed value is one error line naming the
+ * setting, the value and the accepted forms, and the value is marked bad so that its safe state
+ * applies: for a memory limit that is a budget of 0 (every allocation denied), never "no limit".
+ * An ini file that cannot be read or parsed, or that holds an unknown key, puts every budget that
+ * the environment does not set at 0; an unknown GPUCAP_* variable (a typo of a limit, most likely)
+ * puts every budget at 0. This runs once, at the first CUDA call, never on the allocation path.
+ * In a secure-execution process (setuid and the like) the environment is not read at all: only the
+ * system settings file, by its fixed path (load_secure).
+ *
+ * The platform's lock: when the platform file (GPC_SYSTEM_CONFIG, /etc/gpucap/gpucap.ini) says
+ * `lock = true` in [gpucap], the budget belongs to the platform. GPUCAP_CONFIG is not read, and the
+ * environment may only tighten: a memory limit applies only where it is below the file's (both are
+ * kept and the lower one wins per device, so a percentage and a size compare on the real card),
+ * mode only from audit to enforce, the ledger and its sharing stay as the file says, the context
+ * reserve only grows. Each refused override is one warning line naming the variable and the file.
+ * A platform file that exists but cannot be read counts as locked with an error: its budgets are 0.
+ * The path is fixed at build time: the test suite builds a copy of the library with its own path,
+ * and nothing at run time can point the library at another "platform" file.
+ */
+#include "common/options.h"
+
+#include "common/defs.h"
+#include "common/ledger.h"
+#include "common/log.h"
+#include "common/units.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
+
+#ifndef GPC_SYSTEM_CONFIG
+#define GPC_SYSTEM_CONFIG "/etc/gpucap/gpucap.ini"
+#endif
+
+const struct gpc_option_def gpc_option_defs[GPC_OPT__COUNT] = {
+    [GPC_OPT_MEMORY_LIMIT] = {"memory_limit", "GPUCAP_MEMORY_LIMIT", GPC_T_SIZE, NULL, NULL,
+                              GPC_OPTF_PER_DEVICE | GPC_OPTF_LOCK_LOWER,
+                              "device memory budget for every device (per device: "
+                              "GPUCAP_MEMORY_LIMIT_<ordinal> or _GPU-<uuid>, ini [device.<ordinal>] or "
+                              "[device.GPU-<uuid>]); unset: no limit"},
+    [GPC_OPT_CONFIG] = {"config", "GPUCAP_CONFIG", GPC_T_STRING, GPC_SYSTEM_CONFIG, NULL,
+                        GPC_OPTF_ENV_ONLY | GPC_OPTF_LOCK_FIXED,
+                        "ini file to read; the default path is read only if it exists"},
+    [GPC_OPT_LOG_LEVEL] = {"log_level", "GPUCAP_LOG_LEVEL", GPC_T_ENUM, "warn", GPC_CHOICES(GPC_LOG_LEVELS), 0,
+                           "how much the library says on stderr"},
+    [GPC_OPT_LEDGER] = {"ledger", "GPUCAP_LEDGER", GPC_T_STRING, NULL, NULL, GPC_OPTF_LOCK_FIXED,
+                        "file shared by the processes that share a budget; default /tmp/gpucap-<uid>.ledger "
+                        "(one per container and user); 'off': a budget private to each process"},
+    [GPC_OPT_LEDGER_GROUP] = {"ledger_group", "GPUCAP_LEDGER_GROUP", GPC_T_BOOL, "0", NULL, GPC_OPTF_LOCK_FIXED,
+                              "create the ledger group-writable (0660) and accept one owned by another user of "
+                              "the group, for containers where processes of several users share a budget"},
+    [GPC_OPT_MODE] = {"mode", "GPUCAP_MODE", GPC_T_ENUM, "enforce", GPC_CHOICES(GPC_MODES), GPC_OPTF_LOCK_LOWER,
+                      "enforce: deny what exceeds the budget; audit: deny nothing, log and count each "
+                      "allocation the budget would have denied (the report's peak is the budget the job needs)"},
+    [GPC_OPT_REPORT] = {"report", "GPUCAP_REPORT", GPC_T_STRING, NULL, NULL, 0,
+                        "write a usage report at process exit to this file ('-': stderr): per device budget, "
+                        "peak, allocations, frees, denials, largest request, first denial"},
+    [GPC_OPT_REPORT_FORMAT] = {"report_format", "GPUCAP_REPORT_FORMAT", GPC_T_ENUM, "text", GPC_CHOICES(GPC_REPORT_FORMATS), 0,
+                               "format of that report"},
+    [GPC_OPT_FAIL_AFTER] = {"fail_after", "GPUCAP_FAIL_AFTER", GPC_T_INT, NULL, NULL, 0,
+                            "fault injection: every allocation after the N-th of this process answers "
+                            "CUDA_ERROR_OUT_OF_MEMORY without reaching the driver"},
+    [GPC_OPT_FAIL_RATE] = {"fail_rate", "GPUCAP_FAIL_RATE", GPC_T_STRING, NULL, NULL, 0,
+                           "fault injection: this share (0 to 1, e.g. 0.05) of allocations answers "
+                           "CUDA_ERROR_OUT_OF_MEMORY; which ones is fixed by fail_seed"},
+    [GPC_OPT_FAIL_SEED] = {"fail_seed", "GPUCAP_FAIL_SEED", GPC_T_INT, "0", NULL, 0,
+                           "seed of fail_rate: the same seed fails the same allocations (by their index)"},
+    [GPC_OPT_BACKTRACE] = {"backtrace", "GPUCAP_BACKTRACE", GPC_T_BOOL, "0", NULL, 0,
+                           "log the call stack of each denied allocation (libunwind, loaded at the first denial)"},
+    [GPC_OPT_LIB] = {"lib", "GPUCAP_LIB", GPC_T_STRING, NULL, NULL, GPC_OPTF_ENV_ONLY,
+                     "read by the gpucap command: the libgpucap.so that `gpucap run` preloads and `gpucap "
+                     "doctor` checks; default: found beside the command (build tree, or lib/<multiarch>/gpucap of "
+                     "its install prefix), then in /usr/local/lib/gpucap, /usr/lib/gpucap"},
+    [GPC_OPT_CONTEXT_RESERVE] = {"context_reserve", "GPUCAP_CONTEXT_RESERVE", GPC_T_SIZE, NULL, NULL,
+                                 GPC_OPTF_LOCK_RAISE,
+                                 "device memory charged per CUDA context (primary, created, green), which no "
+                                 "allocation call reports; unset: 512MiB on cards of 64GiB or more, 384MiB from "
+                                 "24GiB, 256MiB below 24GiB; 0: contexts are not charged"},
+    [GPC_OPT_POD_NAMESPACE] = {"pod_namespace", "GPUCAP_POD_NAMESPACE", GPC_T_STRING, NULL, NULL, GPC_OPTF_IDENTITY,
+                               "identity recorded in the ledger for gpucap-exporter: the pod's namespace (the "
+                               "webhook sets it from the downward API); never changes a limit"},
+    [GPC_OPT_POD_NAME] = {"pod_name", "GPUCAP_POD_NAME", GPC_T_STRING, NULL, NULL, GPC_OPTF_IDENTITY,
+                          "identity recorded in the ledger: the pod's name; never changes a limit"},
+    [GPC_OPT_POD_UID] = {"pod_uid", "GPUCAP_POD_UID", GPC_T_STRING, NULL, NULL, GPC_OPTF_IDENTITY,
+                         "identity recorded in the ledger: the pod's UID; never changes a limit"},
+    [GPC_OPT_CONTAINER_NAME] = {"container_name", "GPUCAP_CONTAINER_NAME", GPC_T_STRING, NULL, NULL,
+                                GPC_OPTF_IDENTITY,
+                                "identity recorded in the ledger: the container's name; never changes a limit"},
+    [GPC_OPT_TIMELINE] = {"timeline", "GPUCAP_TIMELINE", GPC_T_STRING, NULL, NULL, GPC_OPTF_ENV_ONLY,
+                          "set by `gpucap run --report` for its command: a directory where each process "
+                          "writes how its devices' usage moved over time (timeline.<pid>) at exit"},
+    [GPC_OPT_MEMORY_LIMIT_MAX] = {"memory_limit_max", "GPUCAP_MEMORY_LIMIT_MAX", GPC_T_SIZE, NULL, NULL,
+                                  GPC_OPTF_LOCK_LOWER,
+                                  "the platform's maximum for every device: every limit, from any source, is "
+                                  "bounded by it (with no limit set, it is the limit)"},
+    [GPC_OPT_LOCK] = {"lock", "GPUCAP_LOCK", GPC_T_BOOL, "0", NULL, GPC_OPTF_FILE_ONLY,
+                      "only in the platform file " GPC_SYSTEM_CONFIG ": the environment (and GPUCAP_CONFIG) "
+                      "may then only tighten: lower limits, enforce over audit, fault injection, log level; "
+                      "the ledger and a larger context reserve stay as the file says"},
+    [GPC_OPT_SCHED_LIMIT] = {"gpu_memory_limit", "GPU_MEMORY_LIMIT", GPC_T_SIZE, NULL, NULL, GPC_OPTF_ENV_ONLY,
+                             "set by a GPU-sharing scheduler (KAI's binder), in bytes: bounds every device's "
+                             "limit like memory_limit_max; under the lock it is one more tightening"},
+};
+
+/* Kubernetes names as the ledger can hold them: lowercase letters, digits, '-' and '.' (the
+ * characters of DNS labels, subdomains and UIDs), at most 253 characters for a pod name (a DNS
+ * subdomain) and 63 for the others. */
+#define IDENTITY_FORMS "lowercase letters, digits, '-' and '.'; at most 63 characters (pod_name: 253)"
+static bool identity_ok(const struct gpc_option_def *d, const char *text)
+{
+    size_t max = d == &gpc_option_defs[GPC_OPT_POD_NAME] ? GPC_IDENTITY_POD - 3 : GPC_IDENTITY_NAME - 1;
+    size_t n = strlen(text);
+    if (n == 0 || n > max)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!(text[i] >= 'a' && text[i] <= 'z') && !(text[i] >= '0' && text[i] <= '9') && text[i] != '-' &&
+            text[i] != '.')
+            return false;
+    return true;
+}
+
+/* Below this context reserve a locked platform file that leaves it unset could be undercut. */
+#define LOCK_RESERVE_FLOOR ((uint64_t)512 << 20)
+
+static const char *source_name(enum gpc_source src)
+{
+    return src == GPC_SRC_ENV ? "environment" : src == GPC_SRC_FILE ? "file" : "default";
+}
+
+/* Where the loader's lines go: the current load's sink, or log.c's stderr lines without one. One
+ * load at a time (the library loads once, under its init; the CLI has one thread). */
+static gpc_settings_sink *sink;
+static void *sink_arg;
+
+__attribute__((format(printf, 2, 3))) static void say(enum gpc_log_level level, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (sink)
+        sink(level, line, sink_arg);
+    else
+        gpc_log_line(level, "%s", line);
+}
+/* A line below the log threshold is not said (as gpc_log). */
+#define say_gated(level, ...)                    \
+    do {                                         \
+        if ((int)(level) <= gpc_log_threshold)   \
+            say((level), __VA_ARGS__);           \
+    } while (0)
+
+/* Index of `text` among "a|b|c", or -1. */
+static int choice_index(const char *choices, const char *text)
+{
+    size_t len = strlen(text);
+    int i = 0;
+    for (const char *p = choices; *p; i++) {
+        const char *bar = strchr(p, '|');
+        size_t n = bar ? (size_t)(bar - p) : strlen(p);
+        if (n == len && strncasecmp(p, text, n) == 0)
+            return i;
+        if (!bar)
+            break;
+        p = bar + 1;
+    }
+    return -1;
+}
+
+static const char *type_forms(const struct gpc_option_def *d)
+{
+    switch (d->type) {
+    case GPC_T_SIZE: return gpc_size_forms;
+    case GPC_T_BOOL: return "1/0, true/false, yes/no, on/off";
+    case GPC_T_INT: return "a whole number";
+    case GPC_T_ENUM: return d->choices;
+    case GPC_T_STRING: return (d->flags & GPC_OPTF_IDENTITY) ? IDENTITY_FORMS : "any text";
+    }
+    return "";
+}
+
+/* Parses `text` for option `d` into *v; false (and v->bad) when malformed. */
+static bool parse_value(const struct gpc_option_def *d, const char *text, struct gpc_value *v)
+{
+    v->set = true;
+    v->bad = false;
+    snprintf(v->text, sizeof v->text, "%s", text);
+    switch (d->type) {
+    case GPC_T_SIZE:
+        v->bad = gpc_parse_size(text, &v->u.size) != 0;
+        break;
+    case GPC_T_BOOL: {
+        int i = choice_index("0|1|false|true|no|yes|off|on", text);
+        v->bad = i < 0;
+        v->u.b = i > 0 && (i % 2) == 1;
+        break;
+    }
+    case GPC_T_INT: {
+        char *end;
+        errno = 0;
+        long long x = strtoll(text, &end, 10);
+        v->bad = errno || end == text || *end || x < 0;
+        v->u.i = x;
+        break;
+    }
+    case GPC_T_ENUM:
+        v->u.e = choice_index(d->choices, text);
+        v->bad = v->u.e < 0;
+        break;
+    case GPC_T_STRING:
+        v->bad = strlen(text) >= sizeof v->text || ((d->flags & GPC_OPTF_IDENTITY) && !identity_ok(d, text));
+        break;
+    }
+    return !v->bad;
+}
+
+int gpc_option_parse(enum gpc_opt o, const char *text, struct gpc_value *v)
+{
+    return parse_value(&gpc_option_defs[o], text, v) ? 0 : -EINVAL;
+}
+
+static void report_bad(struct gpc_settings *s, const struct gpc_option_def *d, const char *where,
+                       const char *text, const char *safe)
+{
+    s->errors++;
+    say(GPC_LOG_ERROR, "%s: %s = '%s' is not valid; accepted: %s; %s", where, d->key, text,
+                 type_forms(d), safe);
+}
+
+static const char *safe_state(const struct gpc_option_def *d)
+{
+    if (d == &gpc_option_defs[GPC_OPT_CONTEXT_RESERVE])
+        return "the default for the device's class applies";
+    if (d->flags & GPC_OPTF_IDENTITY)
+        return "it is not recorded in the ledger (limits are not affected)";
+    return d->type == GPC_T_SIZE ? "that budget is 0 until it is fixed (every allocation is denied)"
+                                 : "the default applies";
+}
+
+/* ---- the ini file ---- */
+
+struct ini_ctx {
+    struct gpc_settings *s;
+    FILE *f;
+    int line;
+    int orphan_line; /* the first key before any [section]: reported after parsing (see load_file) */
+    char orphan_key[64];
+};
+
+/* inih reads through this so that every handler call knows its line number. */
+static char *read_line(char *str, int num, void *stream)
+{
+    struct ini_ctx *c = stream;
+    char *r = fgets(str, num, c->f);
+    if (r)
+        c->line++;
+    return r;
+}
+
+/* "GPU-" then hex digits and dashes, at least 8 digits: a UUID or a prefix of one. */
+static bool uuid_text(const char *t)
+{
+    if (strncasecmp(t, "GPU-", 4) != 0 || strlen(t) >= GPC_UUID_TEXT)
+        return false;
+    int digits = 0;
+    for (const char *p = t + 4; *p; p++) {
+        if (isxdigit((unsigned char)*p))
+            digits++;
+        else if (*p != '-')
+            return false;
+    }
+    return digits >= 8;
+}
+
+/* The per-UUID value for `uuid` (added if new), or NULL when the table is full. */
+static struct gpc_value *uuid_value(struct gpc_settings *s, const char *uuid)
+{
+    for (int i = 0; i < s->n_uuid; i++)
+        if (strcasecmp(s->uuid_limit[i].uuid, uuid) == 0)
+            return &s->uuid_limit[i].v;
+    if (s->n_uuid == GPC_MAX_UUID_LIMITS) {
+        s->errors++;
+        s->env_bad = true;
+        say(GPC_LOG_ERROR, "more than %d per-UUID limits; every budget is 0", GPC_MAX_UUID_LIMITS);
+        return NULL;
+    }
+    struct gpc_uuid_limit *u = &s->uuid_limit[s->n_uuid++];
+    snprintf(u->uuid, sizeof u->uuid, "%s", uuid);
+    return &u->v;
+}
+
+/* A section [device.GPU-...]: the limit of a device by UUID. */
+#define SECTION_UUID GPC_MAX_DEVICES
+
+/* "device.3" -> 3; "device.GPU-..." -> SECTION_UUID; -ENOENT if the section is not a device
+ * section, -EINVAL if it is a malformed one. */
+static int device_section(const char *section)
+{
+    if (strncmp(section, "device.", 7) != 0)
+        return -ENOENT;
+    if (uuid_text(section + 7))
+        return SECTION_UUID;
+    char *end;
+    long n = strtol(section + 7, &end, 10);
+    if (end == section + 7 || *end || n < 0 || n >= GPC_MAX_DEVICES)
+        return -EINVAL;
+    return (int)n;
+}
+
+static int on_key(void *user, const char *section, const char *name, const char *value)
+{
+    struct ini_ctx *c = user;
+    struct gpc_settings *s = c->s;
+    char where[600];
+    snprintf(where, sizeof where, "%s:%d", s->config_path, c->line);
+
+    if (!section[0]) {
+        if (!c->orphan_line) {
+            c->orphan_line = c->line;
+            snprintf(c->orphan_key, sizeof c->orphan_key, "%s", name);
+        }
+        return 1;
+    }
+    int dev = device_section(section);
+    if (dev == -EINVAL || (dev == -ENOENT && strcmp(section, "gpucap") != 0)) {
+        s->errors++;
+        s->config_bad = true;
+        say(GPC_LOG_ERROR, "%s: unknown section [%s] (use [gpucap], [device.<ordinal>] or "
+                     "[device.GPU-<uuid>]); "
+                     "budgets not set in the environment are 0", where, section);
+        return 1;
+    }
+    for (int i = 0; i < GPC_OPT__COUNT; i++) {
+        const struct gpc_option_def *d = &gpc_option_defs[i];
+        if (strcmp(d->key, name) != 0 || (d->flags & GPC_OPTF_ENV_ONLY))
+            continue;
+        if (dev >= 0 && !(d->flags & GPC_OPTF_PER_DEVICE))
+            break;
+        struct gpc_value *v = dev == SECTION_UUID ? uuid_value(s, section + 7)
+                              : dev >= 0           ? &s->dev_limit[dev]
+                                                   : &s->opt[i];
+        if (!v)
+            return 1;
+        if (!parse_value(d, value, v))
+            report_bad(s, d, where, value, safe_state(d));
+        v->src = GPC_SRC_FILE;
+        v->line = c->line;
+        return 1;
+    }
+    s->errors++;
+    s->config_bad = true;
+    say(GPC_LOG_ERROR, "%s: unknown key '%s' in [%s]; budgets not set in the environment are 0",
+                 where, name, section);
+    return 1;
+}
+
+static void load_file(struct gpc_settings *s, const char *env_path)
+{
+    const char *path = env_path && *env_path ? env_path : gpc_option_defs[GPC_OPT_CONFIG].def;
+    snprintf(s->config_path, sizeof s->config_path, "%s", path);
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        /* The default file is optional; a file that was asked for is not. */
+        if (env_path && *env_path) {
+            s->errors++;
+            s->config_bad = true;
+            say(GPC_LOG_ERROR, "GPUCAP_CONFIG=%s cannot be read (%s); budgets not set in the "
+                         "environment are 0", path, strerror(errno));
+        }
+        return;
+    }
+    struct ini_ctx c = {s, f, 0, 0, ""};
+    int rc = ini_parse_stream(read_line, &c, on_key, &c);
+    fclose(f);
+    s->config_read = true;
+    if (rc > 0 && !s->config_bad) {
+        /* inih reports syntax errors (and nothing else, our handler never fails) by line. Keys
+         * before any section come after a broken "[gpucap" line: the syntax error is the news. */
+        s->errors++;
+        s->config_bad = true;
+        say(GPC_LOG_ERROR, "%s:%d: syntax error: not an ini line (key = value, [section], ; comment); "
+                     "budgets not set in the environment are 0", path, rc);
+    } else if (c.orphan_line && !s->config_bad) {
+        s->errors++;
+        s->config_bad = true;
+        say(GPC_LOG_ERROR, "%s:%d: key '%s' before any section (put it under [gpucap]); budgets not "
+                     "set in the environment are 0", path, c.orphan_line, c.orphan_key);
+    } else if (rc < 0) {
+        s->errors++;
+        s->config_bad = true;
+        say(GPC_LOG_ERROR, "%s: cannot be parsed; budgets not set in the environment are 0", path);
+    }
+}
+
+/* ---- typed reads ---- */
+
+/* The value of setting `o` as loaded, or its default's (parsed from the table) when unset or bad. */
+static const struct gpc_value *value_or_default(const struct gpc_settings *s, enum gpc_opt o,
+                                                struct gpc_value *def)
+{
+    const struct gpc_value *v = &s->opt[o];
+    if (v->set && !v->bad)
+        return v;
+    memset(def, 0, sizeof *def);
+    if (gpc_option_defs[o].def)
+        parse_value(&gpc_option_defs[o], gpc_option_defs[o].def, def);
+    return def;
+}
+
+int gpc_opt_enum(const struct gpc_settings *s, enum gpc_opt o)
+{
+    struct gpc_value def;
+    const struct gpc_value *v = value_or_default(s, o, &def);
+    return v->set ? v->u.e : -1;
+}
+
+bool gpc_opt_bool(const struct gpc_settings *s, enum gpc_opt o)
+{
+    struct gpc_value def;
+    const struct gpc_value *v = value_or_default(s, o, &def);
+    return v->set && v->u.b;
+}
+
+long long gpc_opt_int(const struct gpc_settings *s, enum gpc_opt o, long long fallback)
+{
+    struct gpc_value def;
+    const struct gpc_value *v = value_or_default(s, o, &def);
+    return v->set ? v->u.i : fallback;
+}
+
+const char *gpc_opt_string(const struct gpc_settings *s, enum gpc_opt o)
+{
+    const struct gpc_value *v = &s->opt[o];
+    return v->set && !v->bad ? v->text : gpc_option_defs[o].def;
+}
+
+/* ---- secure execution (setuid, setgid, file capabilities) ---- */
+
+bool gpc_secure_execution(void)
+{
+    return getauxval(AT_SECURE) != 0;
+}
+
+/*
+ * The user who started a setuid program chose its environment, not its privileges: every GPUCAP_*
+ * variable is ignored (it could name a file to create or truncate, or one whose contents an error
+ * line would print), and only the system settings file is read, by its fixed path.
+ */
+static void load_secure(struct gpc_settings *s, char *const *envp)
+{
+    int ignored = 0;
+    for (char *const *e = envp; e && *e; e++)
+        ignored += strncmp(*e, "GPUCAP_", 7) == 0;
+    load_file(s, NULL);
+    gpc_log_threshold = gpc_opt_enum(s, GPC_OPT_LOG_LEVEL);
+    say_gated(GPC_LOG_WARN, "secure-execution process (setuid, setgid or file capabilities): %d GPUCAP_* "
+            "variable(s) ignored; settings from %s only", ignored, s->config_path);
+}
+
+/* ---- the environment ---- */
+
+/* Applies one GPUCAP_* variable; false if it names no setting. */
+static bool apply_env(struct gpc_settings *s, const char *name, const char *value)
+{
+    for (int i = 0; i < GPC_OPT__COUNT; i++) {
+        const struct gpc_option_def *d = &gpc_option_defs[i];
+        size_t n = strlen(d->env);
+        if (strncmp(name, d->env, n) != 0)
+            continue;
+        struct gpc_value *v;
+        if (name[n] == '\0') {
+            v = &s->opt[i];
+        } else if (name[n] == '_' && (d->flags & GPC_OPTF_PER_DEVICE) && uuid_text(name + n + 1)) {
+            v = uuid_value(s, name + n + 1);
+            if (!v)
+                return true;
+        } else if (name[n] == '_' && (d->flags & GPC_OPTF_PER_DEVICE) && isdigit((unsigned char)name[n + 1])) {
+            char *end;
+            long dev = strtol(name + n + 1, &end, 10);
+            if (*end || dev < 0 || dev >= GPC_MAX_DEVICES)
+                return false;
+            v = &s->dev_limit[dev];
+        } else {
+            continue;
+        }
+        if (d->flags & GPC_OPTF_FILE_ONLY) {
+            s->errors++;
+            say(GPC_LOG_ERROR, "%s: %s is read only from the platform file %s; ignored", name, d->key,
+                         GPC_SYSTEM_CONFIG);
+            return true;
+        }
+        if (!parse_value(d, value, v))
+            report_bad(s, d, name, value, safe_state(d));
+        v->src = GPC_SRC_ENV;
+        v->line = 0;
+        return true;
+    }
+    return false;
+}
+
+/* ---- the platform's lock ---- */
+
+static int on_lock_key(void *user, const char *section, const char *name, const char *value)
+{
+    bool *locked = user;
+    if (strcmp(section, "gpucap") == 0 && strcmp(name, "lock") == 0) {
+        struct gpc_value v;
+        /* A malformed value locks: the platform meant something, and locked is the safe side. */
+        *locked = !parse_value(&gpc_option_defs[GPC_OPT_LOCK], value, &v) || v.u.b;
+    }
+    return 1;
+}
+
+/* 1 when the platform file says lock = true, 0 when it does not or is absent, -errno when it exists
+ * but cannot be read. *owner: the file's owner, the platform's uid (GPC_NO_UID when unknown). */
+static int platform_locked(uid_t *owner)
+{
+    *owner = GPC_NO_UID;
+    FILE *f = fopen(GPC_SYSTEM_CONFIG, "re");
+    if (!f)
+        return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0)
+        *owner = st.st_uid;
+    bool locked = false;
+    ini_parse_file(f, on_lock_key, &locked);
+    fclose(f);
+    return locked;
+}
+
+/* -1, 0, 1 as `a` is below, equal to, above `b`; 2 when they cannot be compared before the card is
+ * known (a percentage and a size). Unset means "no limit", or for the context reserve its default. */
+static int size_cmp(enum gpc_opt opt, const struct gpc_value *a, const struct gpc_value *b)
+{
+    struct gpc_size floor = {.bytes = LOCK_RESERVE_FLOOR};
+    const struct gpc_size *x = &a->u.size, *y = &b->u.size;
+    if (!b->set && opt == GPC_OPT_CONTEXT_RESERVE)
+        y = &floor;
+    else if (!b->set)
+        return a->set ? -1 : 0;
+    if (a->bad || b->bad)
+        return a->bad && b->bad ? 0 : a->bad ? -1 : 1; /* a bad size is a budget of 0 */
+    if (x->is_percent != y->is_percent)
+        return 2;
+    uint64_t p = x->is_percent ? x->ppm : x->bytes, q = y->is_percent ? y->ppm : y->bytes;
+    return p < q ? -1 : p > q;
+}
+
+static void refuse(struct gpc_settings *s, const char *var, const char *text, const char *why)
+{
+    s->refused++;
+    say(GPC_LOG_WARN, "%s=%s refused: the settings are locked by %s (%s)", var, text,
+                 s->platform->config_path, why);
+}
+
+/* Checks one memory limit from the environment against the platform file's limit for the same
+ * scope (`plat`; NULL: none). Both stay in force (the lower applies, see gpc_settings_limit); a
+ * refused one is put back to the platform's value so that `gpucap check` shows what applies. */
+static void lock_limit(struct gpc_settings *s, const char *var, struct gpc_value *v, const struct gpc_value *plat)
+{
+    if (!v->set || v->src != GPC_SRC_ENV || !plat || !plat->set)
+        return;
+    int c = size_cmp(GPC_OPT_MEMORY_LIMIT, v, plat);
+    if (c == 2 && v->u.size.is_percent && v->u.size.ppm == 1000000)
+        c = 1; /* the whole card is never below a size */
+    char why[320];
+    if (c == 1) {
+        snprintf(why, sizeof why, "memory_limit = %s applies", plat->text);
+        refuse(s, var, v->text, why);
+        *v = *plat;
+    } else if (c == 2) {
+        say(GPC_LOG_WARN, "%s=%s: the settings are locked by %s: it applies only on devices where it "
+                     "is below memory_limit = %s", var, v->text, s->platform->config_path, plat->text);
+    }
+}
+
+static void apply_lock(struct gpc_settings *s)
+{
+    const struct gpc_settings *p = s->platform;
+    say_gated(GPC_LOG_INFO, "settings locked by %s: the environment may only tighten them", p->config_path);
+    for (int i = 0; i < GPC_OPT__COUNT; i++) {
+        const struct gpc_option_def *d = &gpc_option_defs[i];
+        struct gpc_value *v = &s->opt[i];
+        const struct gpc_value *pv = &p->opt[i];
+        if (!v->set || v->src != GPC_SRC_ENV || i == GPC_OPT_MEMORY_LIMIT)
+            continue;
+        bool ok = true;
+        if ((d->flags & GPC_OPTF_LOCK_FIXED) && d->type == GPC_T_BOOL)
+            ok = !v->bad && pv->set && v->u.b == pv->u.b;
+        else if (d->flags & GPC_OPTF_LOCK_FIXED)
+            ok = pv->set && strcmp(v->text, pv->text) == 0;
+        else if ((d->flags & GPC_OPTF_LOCK_LOWER) && d->type == GPC_T_ENUM)
+            ok = !v->bad && (!pv->set || v->u.e <= pv->u.e);
+        else if ((d->flags & GPC_OPTF_LOCK_LOWER) && d->type == GPC_T_SIZE)
+            ok = size_cmp((enum gpc_opt)i, v, pv) != 1; /* a percentage against a size: the lower applies */
+        else if (d->flags & GPC_OPTF_LOCK_RAISE)
+            ok = !v->bad && (size_cmp((enum gpc_opt)i, v, pv) == 0 || size_cmp((enum gpc_opt)i, v, pv) == 1);
+        if (ok)
+            continue;
+        char why[320];
+        if (pv->set)
+            snprintf(why, sizeof why, "%s = %s applies", d->key, pv->text);
+        else if (i == GPC_OPT_CONTEXT_RESERVE)
+            snprintf(why, sizeof why, "%s may only be raised above the default for the device's class", d->key);
+        else
+            snprintf(why, sizeof why, "%s stays at its default", d->key);
+        refuse(s, d->env, v->text, why);
+        *v = *pv;
+    }
+    lock_limit(s, gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, &s->opt[GPC_OPT_MEMORY_LIMIT],
+               &p->opt[GPC_OPT_MEMORY_LIMIT]);
+    for (int dev = 0; dev < GPC_MAX_DEVICES; dev++) {
+        char var[64];
+        snprintf(var, sizeof var, "%s_%d", gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, dev);
+        const struct gpc_value *plat = p->dev_limit[dev].set ? &p->dev_limit[dev] : &p->opt[GPC_OPT_MEMORY_LIMIT];
+        lock_limit(s, var, &s->dev_limit[dev], plat);
+    }
+    for (int i = 0; i < s->n_uuid; i++) {
+        char var[96];
+        snprintf(var, sizeof var, "%s_%s", gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, s->uuid_limit[i].uuid);
+        const struct gpc_value *plat = &p->opt[GPC_OPT_MEMORY_LIMIT];
+        for (int j = 0; j < p->n_uuid; j++)
+            if (strcasecmp(p->uuid_limit[j].uuid, s->uuid_limit[i].uuid) == 0)
+                plat = &p->uuid_limit[j].v;
+        lock_limit(s, var, &s->uuid_limit[i].v, plat);
+    }
+}
+
+static void load(struct gpc_settings *s, char *const *envp);
+
+void gpc_settings_load(struct gpc_settings *s, char *const *envp)
+{
+    load(s, envp);
+}
+
+void gpc_settings_load_to(struct gpc_settings *s, char *const *envp, gpc_settings_sink *to, void *arg)
+{
+    sink = to;
+    sink_arg = arg;
+    load(s, envp);
+    sink = NULL;
+    sink_arg = NULL;
+}
+
+static void load(struct gpc_settings *s, char *const *envp)
+{
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < GPC_OPT__COUNT; i++) {
+        const struct gpc_option_def *d = &gpc_option_defs[i];
+        if (d->def) {
+            parse_value(d, d->def, &s->opt[i]);
+            s->opt[i].src = GPC_SRC_DEFAULT;
+        }
+    }
+    if (gpc_secure_execution()) {
+        load_secure(s, envp);
+        return;
+    }
+    const char *config = NULL;
+    for (char *const *e = envp; e && *e; e++)
+        if (strncmp(*e, "GPUCAP_CONFIG=", 14) == 0)
+            config = *e + 14;
+    int lock = platform_locked(&s->platform_uid);
+    if (lock != 0) {
+        static struct gpc_settings platform;
+        s->locked = true;
+        load_file(s, NULL);
+        if (lock < 0) {
+            s->errors++;
+            s->config_bad = true;
+            say(GPC_LOG_ERROR, "%s exists but cannot be read (%s); it may lock the settings, so "
+                         "budgets not set in the environment are 0", GPC_SYSTEM_CONFIG, strerror(-lock));
+        }
+        platform = *s;
+        s->platform = &platform;
+    } else {
+        load_file(s, config);
+        if (s->opt[GPC_OPT_LOCK].src == GPC_SRC_FILE && gpc_opt_bool(s, GPC_OPT_LOCK))
+            say(GPC_LOG_WARN, "%s: lock = true has no effect here: only the platform file %s locks "
+                         "the settings", s->config_path, GPC_SYSTEM_CONFIG);
+    }
+
+    for (char *const *e = envp; e && *e; e++) {
+        if (strncmp(*e, "GPUCAP_", 7) != 0 && strncmp(*e, "GPU_MEMORY_LIMIT=", 17) != 0)
+            continue;
+        const char *eq = strchr(*e, '=');
+        if (!eq)
+            continue;
+        char name[128];
+        size_t n = (size_t)(eq - *e);
+        if (n >= sizeof name)
+            n = sizeof name - 1;
+        memcpy(name, *e, n);
+        name[n] = '\0';
+        if (!apply_env(s, name, eq + 1)) {
+            s->errors++;
+            s->env_bad = true;
+            say(GPC_LOG_ERROR, "%s is not a gpucap setting (see `gpucap check`); every budget is 0 "
+                         "until it is removed or corrected", name);
+        }
+    }
+    gpc_log_threshold = gpc_opt_enum(s, GPC_OPT_LOG_LEVEL);
+    if (s->locked)
+        apply_lock(s);
+}
+
+/* The per-UUID value from `src` whose configured text is a prefix of `uuid`, or NULL. */
+static const struct gpc_value *uuid_match(const struct gpc_settings *s, const char *uuid, enum gpc_source src)
+{
+    for (int i = 0; uuid && i < s->n_uuid; i++) {
+        const struct gpc_uuid_limit *u = &s->uuid_limit[i];
+        if (u->v.set && u->v.src == src && strncasecmp(uuid, u->uuid, strlen(u->uuid)) == 0)
+            return &u->v;
+    }
+    return NULL;
+}
+
+uint64_t gpc_settings_limit(const struct gpc_settings *s, int ordinal, const char *uuid, uint64_t physical,
+                            const struct gpc_value **from)
+{
+    static const struct gpc_value forced = {.set = true, .bad = true};
+    const struct gpc_value *dev = ordinal >= 0 && ordinal < GPC_MAX_DEVICES ? &s->dev_limit[ordinal] : NULL;
+    const struct gpc_value *all = &s->opt[GPC_OPT_MEMORY_LIMIT];
+    const struct gpc_value *v = NULL;
+
+    /* Environment first (per UUID, per ordinal, for all), then the file (in the same order). */
+    if ((v = uuid_match(s, uuid, GPC_SRC_ENV)))
+        ;
+    else if (dev && dev->set && dev->src == GPC_SRC_ENV)
+        v = dev;
+    else if (all->set && all->src == GPC_SRC_ENV)
+        v = all;
+    else if (s->config_bad)
+        v = &forced;
+    else if ((v = uuid_match(s, uuid, GPC_SRC_FILE)))
+        ;
+    else if (dev && dev->set)
+        v = dev;
+    else if (all->set)
+        v = all;
+    if (s->env_bad)
+        v = &forced;
+    uint64_t limit = !v ? GPC_UNLIMITED : v->bad ? 0 : gpc_size_resolve(&v->u.size, physical);
+
+    /* The bounds: the platform's maximum, the scheduler's request, and under the lock the platform
+     * file's own figure (resolved on this card, so a percentage and a size compare). */
+    const struct gpc_value *bounds[] = {&s->opt[GPC_OPT_MEMORY_LIMIT_MAX], &s->opt[GPC_OPT_SCHED_LIMIT]};
+    for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++) {
+        const struct gpc_value *b = bounds[i];
+        uint64_t x = !b->set ? GPC_UNLIMITED : b->bad ? 0 : gpc_size_resolve(&b->u.size, physical);
+        if (x < limit) {
+            limit = x;
+            v = b;
+        }
+    }
+    if (s->platform) {
+        const struct gpc_value *pf;
+        uint64_t x = gpc_settings_limit(s->platform, ordinal, uuid, physical, &pf);
+        if (x < limit) {
+            limit = x;
+            v = pf;
+        }
+    }
+    if (from)
+        *from = v;
+    return limit;
+}
+
+bool gpc_settings_any_limit(const struct gpc_settings *s)
+{
+    if (s->config_bad || s->env_bad || s->opt[GPC_OPT_MEMORY_LIMIT].set || s->opt[GPC_OPT_MEMORY_LIMIT_MAX].set ||
+        s->opt[GPC_OPT_SCHED_LIMIT].set || (s->platform && gpc_settings_any_limit(s->platform)))
+        return true;
+    for (int i = 0; i < GPC_MAX_DEVICES; i++)
+        if (s->dev_limit[i].set)
+            return true;
+    return s->n_uuid > 0;
+}
+
+const char *gpc_value_origin(const struct gpc_settings *s, const struct gpc_value *v, enum gpc_opt opt,
+                             int ordinal, char *buf, size_t len)
+{
+    if (!v || !v->set) {
+        snprintf(buf, len, "unset");
+    } else if (v->bad && v->text[0] == '\0') {
+        snprintf(buf, len, "safe state after an error");
+    } else if (v->src == GPC_SRC_ENV) {
+        const char *uuid = NULL;
+        for (int i = 0; i < s->n_uuid; i++)
+            if (v == &s->uuid_limit[i].v)
+                uuid = s->uuid_limit[i].uuid;
+        if (uuid)
+            snprintf(buf, len, "%s_%s", gpc_option_defs[opt].env, uuid);
+        else if (ordinal >= 0 && v == &s->dev_limit[ordinal])
+            snprintf(buf, len, "%s_%d", gpc_option_defs[opt].env, ordinal);
+        else if (v >= s->opt && v < s->opt + GPC_OPT__COUNT) /* a bound: memory_limit_max, GPU_MEMORY_LIMIT */
+            snprintf(buf, len, "%s", gpc_option_defs[v - s->opt].env);
+        else
+            snprintf(buf, len, "%s", gpc_option_defs[opt].env);
+    } else if (v->src == GPC_SRC_FILE) {
+        snprintf(buf, len, "%s:%d", s->config_path, v->line);
+    } else {
+        snprintf(buf, len, "%s", source_name(v->src));
+    }
+    return buf;
+}

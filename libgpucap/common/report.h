@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * report.h: the usage report (report.c, in gpucap_core: the library at exit and `gpucap run` write it).
+ */
+#ifndef GPUCAP_COMMON_REPORT_H
+#define GPUCAP_COMMON_REPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/ledger.h"
+
+/*
+ * Writes the figures of every device entry of ledger `l` to `fd` with write(2) (no malloc, no
+ * stdio), as text or one JSON object. `audit` says the run was in audit mode. 0, or -errno.
+ */
+int gpc_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit);
+/* One bucket of a device's usage timeline: from t_ns (UTC, ns), the highest and the last figure. */
+struct gpc_tl_point {
+    uint64_t t_ns, max, last;
+    uint32_t denials;
+};
+/* The timeline of the device whose UUID is `uuid` (points in time order), for a JSON report. */
+struct gpc_timeline {
+    uint8_t uuid[16];
+    int n;
+    const struct gpc_tl_point *p;
+};
+/* gpc_report_write, with a "timeline" in each JSON device that one of `tl[0..ntl)` matches. */
+int gpc_report_write_timeline(int fd, const struct gpc_ledger *l, bool json, bool audit,
+                              const struct gpc_timeline *tl, int ntl);
+/*
+ * Writes a report to the file `path` as a new file renamed into place (never through a symbolic
+ * link or an existing inode); refuses a directory writable by every user that is not sticky. The
+ * content is what `write(fd, arg)` puts there (0 or -errno). 0, or -errno with the reason in why
+ * ("is a symbolic link: refused", ...). No malloc, no stdio stream.
+ */
+int gpc_report_file(const char *path, int (*write)(int fd, void *arg), void *arg, char *why, size_t len);
+
+#endif

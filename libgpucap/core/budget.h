@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * budget.h: reservation arithmetic (budget.c) over the ledger's device entries.
+ */
+#ifndef GPUCAP_CORE_BUDGET_H
+#define GPUCAP_CORE_BUDGET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/ledger.h"
+
+/* In the crash-test copy of the library only: the process dies (SIGKILL) at step n of a locked
+ * lease operation when GPC_TEST_CRASH_AT=n. Nothing in the real library. */
+#ifdef GPC_CRASH_POINTS
+void gpc_crash_point(int n);
+#define GPC_CRASH_POINT(n) gpc_crash_point(n)
+#else
+#define GPC_CRASH_POINT(n) ((void)0)
+#endif
+/* Budget ids are ledger device indices, or one of these. */
+#define GPC_BUDGET_NONE (-1) /* no limit for that device: nothing is counted */
+#define GPC_BUDGET_DENY (-2) /* a budget of 0 after a bad setting: everything is denied */
+/*
+ * Admits `bytes` if what is admitted on the device stays within its limit: 0, or -ENOMEM (nothing
+ * changed, denial counted). Inside this process's lease: one compare-and-swap. Otherwise the lease
+ * grows under the device's robust lock; before denying, every process's spare and dead processes'
+ * shares are taken back and admission is tried again.
+ */
+int gpc_budget_reserve(int id, uint64_t bytes);
+/* The admission rule: `bytes` more on top of `used` stays within `limit` (computed without wrapping). */
+bool gpc_budget_fits(uint64_t used, uint64_t bytes, uint64_t limit);
+/* Gives back bytes admitted earlier (no lock: into this process's lease). */
+void gpc_budget_release(int id, uint64_t bytes);
+/* What the processes on budget `id` have in use (0 for none); the device's peak follows it. */
+uint64_t gpc_budget_in_use(int id);
+/* The device's peak of budget `id` (gpc_ledger_peak, and what is in use now). */
+uint64_t gpc_budget_peak(int id);
+/* Adds every thread's batched allocation and free counts to the ledger (for a report). */
+void gpc_budget_flush_counts(void);
+/* Registers the fork handler of the batched counts (at start-up). */
+void gpc_budget_atfork(void);
+/* Adds `delta` bytes to the part of a budget's use that context reserves make up (figures only). */
+void gpc_budget_note_contexts(int id, int64_t delta);
+/* The figures of a budget (NULL for GPC_BUDGET_NONE). */
+struct gpc_slot *gpc_budget_slot(int id);
+/*
+ * Applies `limit` to budget `id` (a ledger device entry) at once, under the entry's lock: lowered,
+ * every process's spare is closed to admission and taken back until the leases fit under it (what
+ * the processes hold stays theirs; nothing more is admitted, with or without the lock, until what
+ * is admitted plus the request fits); raised, admission up to the new limit is possible at once.
+ * The processes' own limits are not changed: a later registration or reap recomputes the device's
+ * limit from them. 0, -EINVAL for an id that is no device entry, -EAGAIN when the lock was not
+ * obtained (logged; nothing changed).
+ */
+int gpc_budget_set_limit(int id, uint64_t limit);
+/* gpc_budget_set_limit for a caller that holds the lock of entry d of ledger l (ledger.c). */
+void gpc_budget_limit_locked(struct gpc_ledger *l, struct gpc_ledger_dev *d, uint64_t limit);
+/* What this process holds on budget `id` by its own count, kept outside the ledger (for a process
+ * moved off a shrunk file: charged exactly that). */
+uint64_t gpc_budget_held(int id);
+/*
+ * Audit mode: admits `bytes` whatever the limit (used may pass it), so that the peak is what the
+ * job really needs. 0, or -ENOMEM when the shared ledger cannot be locked (logged).
+ */
+int gpc_budget_reserve_unchecked(int id, uint64_t bytes);
+/* Counts a denial decided elsewhere (an injected fault) in the budget's figures. */
+void gpc_budget_note_denial(int id, uint64_t bytes);
+
+#endif

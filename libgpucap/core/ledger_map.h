@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * ledger_map.h: this process's mapping of the ledger (ledger.c), the record of usage shared by the
+ * processes of a container. The file's layout and its read side are common/ledger.h.
+ */
+#ifndef GPUCAP_CORE_LEDGER_MAP_H
+#define GPUCAP_CORE_LEDGER_MAP_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/defs.h"
+#include "common/ledger.h"
+
+extern struct gpc_ledger *gpc_ledger;
+/* True: a ledger file shared with other processes (locked admission, per-process accounting).
+ * False: a budget private to this process (GPUCAP_LEDGER=off, or after a ledger error). */
+extern bool gpc_ledger_shared;
+/* Maps the ledger named by the settings, or a private one after one clear error; under the lock,
+ * after that error, none (every budget denies). Never fails. */
+void gpc_ledger_attach(void);
+/*
+ * Writes the identity settings that are set and valid (GPUCAP_POD_NAMESPACE, _POD_NAME, _POD_UID,
+ * GPUCAP_CONTAINER_NAME) and this library's version into the shared ledger's identity block,
+ * under its table lock. Nothing for a private ledger; a lock not obtained leaves the block as is.
+ */
+void gpc_ledger_identify(void);
+/*
+ * The ledger entry of the device with this UUID, registering it with `limit` if new (under the
+ * rule "the smallest limit among live processes wins", with a warning on disagreement). Returns
+ * the entry index; -ENOSPC when the device table is really full; -EAGAIN when a lock was not
+ * obtained in time or the process table is full (logged): the caller tries again at its next call;
+ * -EACCES when the platform's ledger was refused under the lock (logged at attach): denied.
+ */
+int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit, int ordinal);
+/*
+ * This process's entry in the ledger in use (claimed on first use, again after fork, with this
+ * process's own limits; an exec'd image takes over the entry of its pid and start time from zero),
+ * or NULL when the table is full (logged). One pointer: a move to another file (a rebuild, a file
+ * replaced at the path) publishes the entry there in one store, so no caller pairs one file with
+ * an index into another.
+ */
+extern struct gpc_ledger_proc *_Atomic gpc_ledger_entry;
+struct gpc_ledger_proc *gpc_ledger_claim(void);
+static inline struct gpc_ledger_proc *gpc_ledger_me(void)
+{
+    struct gpc_ledger_proc *p = atomic_load_explicit(&gpc_ledger_entry, memory_order_relaxed);
+    return gpc_likely(p != NULL) ? p : gpc_ledger_claim();
+}
+/* Gives back the budget of dead processes (gone, zombies, images that exec'd) and recomputes the
+ * limits they set; returns how many were reclaimed. */
+int gpc_ledger_reap(void);
+/*
+ * Set by the SIGBUS guard when the ledger file was shrunk under this process (the mapping now holds
+ * zero pages). gpc_ledger_recover() then moves the process to a private budget with the same entry
+ * indices and its limits, charged exactly what it holds (gpc_budget_held: counted by budget.c
+ * outside the mapping), and says so once. Budget calls check it on the shared path only.
+ */
+extern atomic_bool gpc_ledger_broken;
+void gpc_ledger_recover(void);
+static inline void gpc_ledger_check_broken(void)
+{
+    if (gpc_unlikely(gpc_ledger_shared && atomic_load_explicit(&gpc_ledger_broken, memory_order_relaxed)))
+        gpc_ledger_recover();
+}
+/* Touches the whole mapping, so that a file shrunk since is noticed (and this process moved to a
+ * private budget) before a figure is read from it: for callers about to report one. */
+void gpc_ledger_probe(void);
+/* gpc_ledger_probe, then gpc_ledger_reap at most every 100 ms per process: for callers about to
+ * report a figure. */
+void gpc_ledger_reap_lazy(void);
+/*
+ * Around an exec (hooks_exec.c): marks this process's entry "exec under way" (true if it marked
+ * it: a process that never touched CUDA has none, and a vfork child must not mark its parent's),
+ * then clears the mark when the exec returned, that is failed. See gpc_ledger_proc_alive.
+ */
+bool gpc_ledger_exec_begin(void);
+void gpc_ledger_exec_end(bool marked);
+/*
+ * Locks device entry `id` of the ledger (robust, bounded wait) and returns it, or NULL after
+ * logging "...; <consequence>" (with the holder's pid when the wait timed out). A ledger whose lock
+ * was left not recoverable is rebuilt under a fresh file first: use the entry returned (and
+ * gpc_ledger after the call), never one taken before.
+ */
+struct gpc_ledger_dev *gpc_ledger_lock_dev(int id, const char *consequence);
+/* Locks device entry `id` if it is free now (a dead owner's entry is recovered), else NULL, quietly. */
+struct gpc_ledger_dev *gpc_ledger_trylock_dev(int id);
+void gpc_ledger_unlock(struct gpc_ledger_dev *d);
+
+#endif

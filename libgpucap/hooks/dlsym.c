@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * dlsym.c: the dlsym and dlvsym interposers.
+ *
+ * `dlsym(handle, name)` on a handle of libcuda.so.1 ignores LD_PRELOAD and returns the driver's own
+ * function, so a program (or XLA, or pynvml) that binds this way would never meet our hooks. For a
+ * libcuda handle and a name in GPC_HOOKS, or a libnvidia-ml handle and a name in GPC_NVML_HOOKS
+ * (hooklist.h), we answer with our hook (if the library has the symbol at all); every other lookup
+ * goes to the real dlsym untouched.
+ *
+ * The libraries are recognised by what they are, not by the name they were loaded under: the
+ * object's DT_SONAME (libcuda.so.1, libnvidia-ml.so.1), so a copy of the driver dlopened from
+ * another path is hooked too; the path's file name is the fallback for an object without one.
+ *
+ * `dlsym` and `dlvsym` themselves, asked of any handle (RTLD_NEXT, RTLD_DEFAULT, a libc handle),
+ * answer with ours: a program that fetched glibc's dlsym with dlvsym(RTLD_NEXT, "dlsym",
+ * "GLIBC_2.34") would otherwise bind the driver past the redirect. Not when another dlsym
+ * interposer comes after us: it is the "real" dlsym we call, and handing it our own would loop.
+ *
+ * Why the assembly: glibc resolves RTLD_NEXT relative to the object that called dlsym, which it
+ * finds from the return address. If our C function called the real dlsym, RTLD_NEXT lookups made
+ * by any other library would be answered relative to gpucap. So on x86-64 the exported symbol is a
+ * small trampoline: it asks gpc_dlsym_redirect() for an answer and, when there is none, jumps (not
+ * calls) to the real dlsym with the caller's own return address still on the stack. Elsewhere a C
+ * fallback is used, in which RTLD_NEXT from other objects is answered relative to gpucap.
+ *
+ * Nothing here allocates or takes a lock before the real dlsym is known (resolve.c).
+ */
+#include "driver/resolve.h"
+#include "hooks/init.h"
+#include "hooks/nvml.h"
+#include "hooks/procaddr.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <stdatomic.h>
+#include <string.h>
+
+/* Cached handle values known to be libcuda / libnvidia-ml: compared before looking at the name. */
+static _Atomic(void *) cuda_handle_seen;
+static _Atomic(void *) nvml_handle_seen;
+
+enum handle_kind { H_OTHER, H_CUDA, H_NVML };
+
+static enum handle_kind handle_kind(void *handle)
+{
+    if (handle == RTLD_DEFAULT || handle == RTLD_NEXT)
+        return H_OTHER;
+    if (handle == atomic_load_explicit(&cuda_handle_seen, memory_order_relaxed))
+        return H_CUDA;
+    if (handle == atomic_load_explicit(&nvml_handle_seen, memory_order_relaxed))
+        return H_NVML;
+    /* A glibc dlopen handle is the object's link_map (as glibc's own dlsym assumes). */
+    const struct link_map *lm = handle;
+    const char *base = gpc_object_soname(lm);
+    if (!base) {
+        const char *name = lm->l_name;
+        if (!name)
+            return H_OTHER;
+        const char *slash = strrchr(name, '/');
+        base = slash ? slash + 1 : name;
+    }
+    if (strncmp(base, "libcuda.so", 10) == 0) {
+        atomic_store_explicit(&cuda_handle_seen, handle, memory_order_relaxed);
+        return H_CUDA;
+    }
+    if (strncmp(base, "libnvidia-ml.so", 15) == 0) {
+        atomic_store_explicit(&nvml_handle_seen, handle, memory_order_relaxed);
+        return H_NVML;
+    }
+    return H_OTHER;
+}
+
+/* Our own dlsym and dlvsym (hidden aliases: the exported names could bind elsewhere). */
+__attribute__((visibility("hidden"))) void *gpc_own_dlsym(void *, const char *);
+__attribute__((visibility("hidden"))) void *gpc_own_dlvsym(void *, const char *, const char *);
+
+/*
+ * The answer of our dlsym/dlvsym for (handle, name), or NULL meaning "ask the real one". Also used
+ * by the trampolines, hence not static. NVML names are answered only for a libnvidia-ml handle
+ * and driver names only for a libcuda one.
+ */
+__attribute__((visibility("hidden"))) void *gpc_dlsym_redirect(void *handle, const char *name);
+void *gpc_dlsym_redirect(void *handle, const char *name)
+{
+    if (!gpc_real_dlsym_fn() || !name)
+        return NULL;
+    if (name[0] == 'd' && name[1] == 'l' && !gpc_dlsym_chained()) {
+        if (strcmp(name, "dlsym") == 0)
+            return (void *)gpc_own_dlsym;
+        if (strcmp(name, "dlvsym") == 0)
+            return (void *)gpc_own_dlvsym;
+    }
+    enum handle_kind kind = handle_kind(handle);
+    if (kind == H_OTHER)
+        return NULL;
+    void *hook = kind == H_CUDA ? gpc_hook_for_export(name) : gpc_nvml_hook_for_export(name);
+    if (!hook)
+        return NULL;
+    /* The library must have the symbol: our hook is no use without the real function behind it. */
+    if (!gpc_real_dlsym_fn()(handle, name))
+        return NULL;
+    if (kind == H_CUDA)
+        gpc_resolve_cuda(handle);
+    else
+        gpc_nvml_set_handle(handle);
+    return hook;
+}
+
+/* Used by the trampolines after gpc_dlsym_redirect returned NULL. */
+__attribute__((visibility("hidden"))) void *gpc_real_dlsym_ptr(void);
+__attribute__((visibility("hidden"))) void *gpc_real_dlvsym_ptr(void);
+void *gpc_real_dlsym_ptr(void)
+{
+    return (void *)gpc_real_dlsym_fn();
+}
+void *gpc_real_dlvsym_ptr(void)
+{
+    return (void *)gpc_real_dlvsym_fn();
+}
+
+#if defined(__x86_64__)
+/*
+ * dlsym(rdi=handle, rsi=name) and dlvsym(rdi, rsi, rdx=version): keep the arguments, ask for a
+ * redirect; if none, fetch the real function and tail-jump to it with the original arguments.
+ */
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym,@function\n"
+        "dlsym:\n"
+        ".cfi_startproc\n"
+        "  pushq %rdi\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  pushq %rsi\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  subq $8, %rsp\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  call gpc_dlsym_redirect\n"
+        "  testq %rax, %rax\n"
+        "  jnz 1f\n"
+        "  call gpc_real_dlsym_ptr\n"
+        "  addq $8, %rsp\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  popq %rsi\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  popq %rdi\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  testq %rax, %rax\n"
+        "  jz 2f\n"
+        "  jmp *%rax\n"
+        "1:\n"
+        ".cfi_adjust_cfa_offset 24\n"
+        "  addq $24, %rsp\n"
+        ".cfi_adjust_cfa_offset -24\n"
+        "2:\n"
+        "  ret\n"
+        ".cfi_endproc\n"
+        ".size dlsym, .-dlsym\n"
+        ".globl gpc_own_dlsym\n"
+        ".hidden gpc_own_dlsym\n"
+        ".set gpc_own_dlsym, dlsym\n"
+        "\n"
+        ".globl dlvsym\n"
+        ".type dlvsym,@function\n"
+        "dlvsym:\n"
+        ".cfi_startproc\n"
+        "  pushq %rdi\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  pushq %rsi\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  pushq %rdx\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  call gpc_dlsym_redirect\n"
+        "  testq %rax, %rax\n"
+        "  jnz 1f\n"
+        "  call gpc_real_dlvsym_ptr\n"
+        "  popq %rdx\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  popq %rsi\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  popq %rdi\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  testq %rax, %rax\n"
+        "  jz 2f\n"
+        "  jmp *%rax\n"
+        "1:\n"
+        ".cfi_adjust_cfa_offset 24\n"
+        "  addq $24, %rsp\n"
+        ".cfi_adjust_cfa_offset -24\n"
+        "2:\n"
+        "  ret\n"
+        ".cfi_endproc\n"
+        ".size dlvsym, .-dlvsym\n"
+        ".globl gpc_own_dlvsym\n"
+        ".hidden gpc_own_dlvsym\n"
+        ".set gpc_own_dlvsym, dlvsym\n");
+#else
+GPC_EXPORT void *dlsym(void *handle, const char *name)
+{
+    void *hook = gpc_dlsym_redirect(handle, name);
+    if (hook)
+        return hook;
+    void *(*real)(void *, const char *) = gpc_real_dlsym_fn();
+    return real ? real(handle, name) : NULL;
+}
+
+GPC_EXPORT void *dlvsym(void *handle, const char *name, const char *version)
+{
+    void *hook = gpc_dlsym_redirect(handle, name);
+    if (hook)
+        return hook;
+    void *(*real)(void *, const char *, const char *) = gpc_real_dlvsym_fn();
+    return real ? real(handle, name, version) : NULL;
+}
+
+void *gpc_own_dlsym(void *handle, const char *name)
+{
+    return dlsym(handle, name);
+}
+
+void *gpc_own_dlvsym(void *handle, const char *name, const char *version)
+{
+    return dlvsym(handle, name, version);
+}
+#endif

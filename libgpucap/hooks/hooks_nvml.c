@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * hooks_nvml.c: NVML's memory figures, answered with the budget, so that nvidia-smi, pynvml and
+ * PyTorch inside the container see the budget as the card.
+ *
+ * nvmlDeviceGetMemoryInfo and nvmlDeviceGetMemoryInfo_v2 call the real NVML first (its errors, and
+ * the version check of the _v2 struct, stay NVML's), then, when the device has a budget:
+ * total = the budget (never above the card), used = what the ledger counts on that card for the
+ * whole tenant (every process sharing the ledger), free = total - used, never below 0; _v2's
+ * `reserved` is 0 (the budget has no driver-reserved part). NVML numbers devices its own way and
+ * ignores CUDA_VISIBLE_DEVICES, so an NVML device is matched to a CUDA ordinal by UUID (NVML's
+ * "GPU-..." string against cuDeviceGetUuid_v2), and the budget is that ordinal's: the same ledger
+ * entry that the CUDA calls charge. A process that never used CUDA (nvidia-smi) is counted on the
+ * same entry: we initialise the driver (cuInit) to read the UUIDs, and the entry is registered as
+ * a CUDA process would. A device CUDA cannot see (outside CUDA_VISIBLE_DEVICES) or a MIG instance
+ * is answered unchanged. With GPUCAP_LEDGER=off the tenant's use is this process's.
+ *
+ * The real functions are looked up in a libnvidia-ml.so.1 that is already loaded (the handle a
+ * dlsym redirect was made on, or RTLD_NOLOAD): gpucap never loads NVML into a process itself.
+ */
+#include "common/defs.h"
+#include "common/units.h"
+#include "core/budget.h"
+#include "core/ledger_map.h"
+#include "driver/resolve.h"
+#include "charge/device.h"
+#include "hooks/init.h"
+#include "hooks/nvml.h"
+
+#include <ctype.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct nvmlDevice_st *nvmlDevice_t;
+typedef struct {
+    unsigned long long total, free, used;
+} nvmlMemory_t;
+typedef struct {
+    unsigned int version;
+    unsigned long long total, reserved, free, used;
+} nvmlMemory_v2_t;
+typedef int nvmlReturn_t;
+#define NVML_SUCCESS 0
+#define NVML_ERROR_FUNCTION_NOT_FOUND 13
+
+typedef nvmlReturn_t (*gpc_nvmlDeviceGetMemoryInfo_fn)(nvmlDevice_t, nvmlMemory_t *);
+typedef nvmlReturn_t (*gpc_nvmlDeviceGetMemoryInfo_v2_fn)(nvmlDevice_t, nvmlMemory_v2_t *);
+typedef nvmlReturn_t (*gpc_nvmlDeviceGetUUID_fn)(nvmlDevice_t, char *, unsigned int);
+
+GPC_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
+GPC_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory);
+
+static struct {
+#define NV_FIELD(exp, pfn) pfn exp;
+    GPC_NVML_HOOKS(NV_FIELD)
+#undef NV_FIELD
+    gpc_nvmlDeviceGetUUID_fn nvmlDeviceGetUUID;
+} real_nvml;
+
+static _Atomic(void *) nvml_handle;
+static pthread_once_t nvml_once = PTHREAD_ONCE_INIT;
+
+void gpc_nvml_set_handle(void *handle)
+{
+    void *none = NULL;
+    atomic_compare_exchange_strong(&nvml_handle, &none, handle);
+}
+
+void *gpc_nvml_hook_for_export(const char *name)
+{
+    if (strncmp(name, "nvml", 4) != 0)
+        return NULL;
+#define NV_MATCH(exp, pfn)        \
+    if (strcmp(name, #exp) == 0)  \
+        return (void *)&exp;
+    GPC_NVML_HOOKS(NV_MATCH)
+#undef NV_MATCH
+    return NULL;
+}
+
+static void resolve_nvml(void)
+{
+    void *(*look)(void *, const char *) = gpc_real_dlsym_fn();
+    if (!look)
+        return;
+    void *h = atomic_load(&nvml_handle);
+    if (!h)
+        h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD);
+    /* Called from this library, RTLD_NEXT finds the definition after ours (a linked NVML). */
+    void *where = h ? h : RTLD_NEXT;
+#define NV_RESOLVE(exp, pfn) real_nvml.exp = (pfn)look(where, #exp);
+    GPC_NVML_HOOKS(NV_RESOLVE)
+#undef NV_RESOLVE
+    real_nvml.nvmlDeviceGetUUID = (gpc_nvmlDeviceGetUUID_fn)look(where, "nvmlDeviceGetUUID");
+}
+
+/* ---- NVML device -> CUDA ordinal, by UUID ---- */
+
+static pthread_once_t uuid_once = PTHREAD_ONCE_INIT;
+static int n_cuda;
+static char cuda_uuid[GPC_MAX_DEVICES][GPC_UUID_TEXT]; /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+
+static void read_cuda_uuids(void)
+{
+    int n = 0;
+    CUresult rc = GPC_CALL_REAL(cuDeviceGetCount, (&n));
+    if (rc == CUDA_ERROR_NOT_INITIALIZED && GPC_CALL_REAL(cuInit, (0)) == CUDA_SUCCESS)
+        rc = GPC_CALL_REAL(cuDeviceGetCount, (&n));
+    if (rc != CUDA_SUCCESS)
+        return;
+    if (n > GPC_MAX_DEVICES)
+        n = GPC_MAX_DEVICES;
+    for (int i = 0; i < n; i++) {
+        CUuuid u;
+        if (GPC_CALL_REAL(cuDeviceGetUuid_v2, (&u, i)) != CUDA_SUCCESS)
+            continue;
+        gpc_uuid_format((const uint8_t *)u.bytes, cuda_uuid[i]);
+    }
+    n_cuda = n;
+}
+
+/* The budget of an NVML device, or GPC_BUDGET_NONE when it has none we can tell. */
+static int nvml_budget(nvmlDevice_t device)
+{
+    if (!gpc_enforcing() || !real_nvml.nvmlDeviceGetUUID)
+        return GPC_BUDGET_NONE;
+    char uuid[96];
+    if (real_nvml.nvmlDeviceGetUUID(device, uuid, sizeof uuid) != NVML_SUCCESS)
+        return GPC_BUDGET_NONE;
+    pthread_once(&uuid_once, read_cuda_uuids);
+    for (int i = 0; i < n_cuda; i++)
+        if (cuda_uuid[i][0] && strcasecmp(cuda_uuid[i], uuid) == 0) {
+            /* The tenant's use without processes that died since the last look (rate-limited). */
+            gpc_ledger_reap_lazy();
+            return gpc_device_budget(i);
+        }
+    return GPC_BUDGET_NONE;
+}
+
+/* total, used, free of a budget given the card's total. */
+static void figures(int id, unsigned long long card_total, unsigned long long *total, unsigned long long *used,
+                    unsigned long long *free_b)
+{
+    uint64_t limit = atomic_load_explicit(&gpc_budget_slot(id)->limit, memory_order_relaxed);
+    uint64_t u = gpc_budget_in_use(id);
+    uint64_t t = limit < card_total ? limit : card_total;
+    *total = t;
+    *used = u;
+    *free_b = u >= t ? 0 : t - u;
+}
+
+GPC_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+{
+    pthread_once(&nvml_once, resolve_nvml);
+    if (!real_nvml.nvmlDeviceGetMemoryInfo)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    nvmlReturn_t rc = real_nvml.nvmlDeviceGetMemoryInfo(device, memory);
+    int id;
+    if (rc != NVML_SUCCESS || !memory || (id = nvml_budget(device)) == GPC_BUDGET_NONE)
+        return rc;
+    figures(id, memory->total, &memory->total, &memory->used, &memory->free);
+    return rc;
+}
+
+GPC_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+{
+    pthread_once(&nvml_once, resolve_nvml);
+    if (!real_nvml.nvmlDeviceGetMemoryInfo_v2)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    nvmlReturn_t rc = real_nvml.nvmlDeviceGetMemoryInfo_v2(device, memory);
+    int id;
+    if (rc != NVML_SUCCESS || !memory || (id = nvml_budget(device)) == GPC_BUDGET_NONE)
+        return rc;
+    figures(id, memory->total, &memory->total, &memory->used, &memory->free);
+    memory->reserved = 0;
+    return rc;
+}
