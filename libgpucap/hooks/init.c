@@ -5,9 +5,12 @@
  * Nothing happens when the library is loaded: a process that never touches CUDA (a shell, `ls`,
  * with gpucap in /etc/ld.so.preload) gets no file read, no thread, no output. The first hooked CUDA
  * call, on any thread, loads the settings and resolves the driver, once. Hooks can run before our
- * constructor (from another library's constructor) and after our destructor (from atexit handlers):
- * the first case is the lazy start-up, the second passes everything through. The state it sets
- * lives in core/state.c, which the layers below read; only the hooks start the library.
+ * constructor (from another library's constructor) and after our destructor (from atexit handlers,
+ * other libraries' destructors, other threads still running): the first case is the lazy start-up;
+ * in the second the budget is still enforced, because this process's share stays in the ledger
+ * until the process is dead (ledger.c) and its memory with it: an allocation that passed through
+ * uncapped there would put the card over the budget. The state it sets lives in core/state.c,
+ * which the layers below read; only the hooks start the library.
  *
  * "After our destructor" means at exit only. A destructor can also be called by hand (its address
  * is in the library's DT_FINI_ARRAY, for anyone to read): that must not end enforcement nor give
@@ -101,7 +104,9 @@ void gpc_init_slow(void)
  * when its device files close, after every destructor and atexit handler (ours may run before
  * others that still hold memory), so it is taken back by the next process that reaps, once this
  * one is dead (ledger.c). Giving it back here would let another process be admitted into memory
- * still on the card.
+ * still on the card; passing later calls through uncapped would let this one allocate past the
+ * budget (another thread runs until exit_group, other destructors may allocate). So the hooks keep
+ * enforcing.
  */
 __attribute__((destructor)) static void stop(void)
 {
@@ -112,7 +117,6 @@ __attribute__((destructor)) static void stop(void)
                     "stays enforced");
         return;
     }
-    atomic_store(&gpc_passthrough, true);
     if (atomic_load(&gpc_initialized) && gpc_ledger)
         gpc_budget_flush_counts();
 }
