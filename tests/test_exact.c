@@ -13,6 +13,8 @@
  *                admitted to the next (a zombie's memory is gone);
  *   exitlate     a process exits holding 200 MiB and a destructor after gpucap's runs for 1.5 s:
  *                200 MiB more are denied until it is gone;
+ *   exitthread   the same, while another thread of the exiting process keeps asking for 100 MiB:
+ *                denied to the end (the hooks still enforce after gpucap's destructor);
  *   exec, execvp a process holding 200 MiB execs a program that never calls CUDA (this one in a
  *                mode that does not; `sleep`): its 200 MiB are admitted to another at once;
  *   execfail     an exec that fails keeps the share: 100 MiB more are denied;
@@ -31,6 +33,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -291,6 +294,66 @@ static void case_exitlate(void)
     card_within(256 * MiB, "after it ended");
 }
 
+static int asker_fd = -1;
+
+/* Asks for 100 MiB every 5 ms until the process ends, writing 'y' or 'n' for each answer. */
+static void *asker(void *arg)
+{
+    (void)arg;
+    CUcontext ctx = make_context(0);
+    (void)ctx;
+    for (;;) {
+        CUdeviceptr p;
+        char c = cuMemAlloc_v2(&p, 100 * MiB) == CUDA_SUCCESS ? 'y' : 'n';
+        if (write(asker_fd, &c, 1) != 1)
+            break;
+        usleep(5000);
+    }
+    return NULL;
+}
+
+static void mode_exitthread_child(const char *fd)
+{
+    make_context(0);
+    CUdeviceptr x;
+    if (cuMemAlloc_v2(&x, 200 * MiB) != CUDA_SUCCESS)
+        exit(2);
+    asker_fd = atoi(fd);
+    pthread_t t;
+    if (pthread_create(&t, NULL, asker, NULL) != 0)
+        exit(3);
+    usleep(20 * 1000);
+    exit(0); /* the asker runs on through every destructor, the slow one included */
+}
+
+static void case_exitthread(void)
+{
+    make_context(0);
+    int started[2], answers[2];
+    REQUIRE(pipe(started) == 0 && pipe(answers) == 0, "pipe");
+    pid_t w = fork();
+    if (w == 0) {
+        char env[64], pre[4096], fd[16];
+        snprintf(env, sizeof env, "%d", started[1]);
+        setenv("TEST_SLOW_FINI_FD", env, 1);
+        snprintf(pre, sizeof pre, "%s:%s", getenv("LD_PRELOAD"), getenv("TEST_SLOW_FINI"));
+        setenv("LD_PRELOAD", pre, 1);
+        snprintf(fd, sizeof fd, "%d", answers[1]);
+        execl(self, self, "exitthread_child", fd, (char *)NULL);
+        _exit(127);
+    }
+    close(started[1]);
+    close(answers[1]);
+    get_byte(started[0]); /* gpucap's destructor ran; the slow one runs for 1.5 s */
+    int yes = 0, no = 0;
+    char c;
+    while (read(answers[0], &c, 1) == 1)
+        c == 'y' ? yes++ : no++;
+    CHECK(yes == 0 && no > 0, "a thread of an exiting process was admitted %d times (denied %d)", yes, no);
+    CHECK(wait_status(w) == 0, "the child failed");
+    card_within(256 * MiB, "a thread asking while its process ends");
+}
+
 static void mode_exitlate_child(void)
 {
     make_context(0);
@@ -475,11 +538,13 @@ int main(int argc, char **argv)
         mode_sleeper(argv[2]);
     else if (strcmp(c, "exitlate_child") == 0)
         mode_exitlate_child();
+    else if (strcmp(c, "exitthread_child") == 0 && argc > 2)
+        mode_exitthread_child(argv[2]);
     if (strcmp(c, "hold") == 0 || strcmp(c, "want") == 0 || strcmp(c, "sleeper") == 0)
         return test_result();
     static const struct test_case cases[] = {
         {"limitdrop", case_limitdrop}, {"forklimit", case_forklimit},   {"zombie", case_zombie},
-        {"exitlate", case_exitlate},   {"exec", case_exec},             {"execvp", case_execvp},
+        {"exitlate", case_exitlate},   {"exitthread", case_exitthread}, {"exec", case_exec},             {"execvp", case_execvp},
         {"execfail", case_execfail},   {"privatefork", case_privatefork}, {"recovered", case_recovered},
         {"removed", case_removed},     {"replaced", case_replaced},
     };
