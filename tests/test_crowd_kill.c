@@ -93,8 +93,10 @@ static int worker(uint64_t seed, enum kind kind)
     /* One that exits holding its memory does not wait for its other thread: that one may be
      * allocating or freeing while the process exits (a release landing after the share was given
      * back is the race the ledger must not have). */
-    if (two && kind == EXITS_HOLDING)
+    if (two && kind == EXITS_HOLDING) {
+        pthread_detach(t);
         exit(0);
+    }
     if (two)
         pthread_join(t, NULL);
     if (kind == KILLED)
