@@ -33,7 +33,7 @@ grep -q '^\.TH GPUCAP 1' "$t/man" && grep -q 'GPUCAP_LEDGER_GROUP' "$t/man" || b
 
 # A bad size names the option and says "not a size" once.
 clean "$gpucap" run --memory 2gigs -- true; rc=$?
-[ $rc = 2 ] || bad "--memory 2gigs: rc $rc"
+[ $rc = 125 ] || bad "--memory 2gigs: rc $rc"
 grep -q "^gpucap run: --memory: '2gigs' is not a size; accepted: " "$t/err" || bad "--memory 2gigs: $(cat "$t/err")"
 grep -q "(not a size)" "$t/err" && bad "--memory 2gigs says it twice: $(cat "$t/err")"
 clean "$gpucap" run --device-memory 1=lots -- true

@@ -30,7 +30,7 @@ n=$(printf '%s' "$a" | tr -d 0 | wc -c)
 [ "$n" -ge 6 ] && [ "$n" -le 32 ] || bad "rate 0.3 of 60 failed $n"
 "$gpucap" run --fail-rate 0 -- "$alloc" a1 a1 F | grep -q "results=00$" || bad "rate 0 fails nothing"
 "$gpucap" run --fail-rate 1 -- "$alloc" a1 a1 | grep -q "results=11$" || bad "rate 1 fails everything"
-"$gpucap" run --fail-rate 2 -- true 2> /dev/null; [ $? = 2 ] || bad "--fail-rate 2 accepted"
+"$gpucap" run --fail-rate 2 -- true 2> /dev/null; [ $? = 125 ] || bad "--fail-rate 2 accepted"
 GPUCAP_FAIL_RATE=lots LD_PRELOAD=$TEST_PRELOAD "$alloc" a1 F > "$t/out" 2> "$t/err"
 grep -q "GPUCAP_FAIL_RATE: fail_rate = 'lots' is not valid" "$t/err" || bad "bad rate: $(cat "$t/err")"
 

@@ -30,11 +30,11 @@ FAKECUDA_RECORD=$t/record "$gpucap" run --memory 64MiB --report "$t/r.json" --js
 field "$t/r.json" first_denial | grep -qE '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z$' || bad "first denial time"
 grep -q "^results=01$" "$t/out" || bad "the child's results: $(cat "$t/out")"
 
-# The same run as text on stderr.
-"$gpucap" run --memory 64MiB --report - -- "$alloc" a16 c:a24,a30,F F > /dev/null 2> "$t/err"
+# The same run as text on stdout ('-'; the command's own output goes to stderr then).
+"$gpucap" run --memory 64MiB --report - -- "$alloc" a16 c:a24,a30,F F 2> /dev/null > "$t/err"
 grep -qE "^  peak +40.00 MiB \($((40 * MiB)) bytes\)" "$t/err" || bad "text peak: $(cat "$t/err")"
 grep -qE "^  denials +1$" "$t/err" || bad "text denials: $(cat "$t/err")"
-grep -qE "^device GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}: budget 64.00 MiB" "$t/err" ||
+grep -qE "^device GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}( \(GPU [0-9]+, [^)]*\))?: budget 64.00 MiB" "$t/err" ||
     bad "text device line: $(cat "$t/err")"
 # No report written by the processes of the run themselves: exactly one.
 [ "$(grep -c '^gpucap report' "$t/err")" = 1 ] || bad "one report for the run"

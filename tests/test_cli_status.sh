@@ -18,9 +18,9 @@ for _ in $(seq 100); do
     "$gpucap" status > "$t/out" 2> /dev/null && grep -q "in use 32.00 MiB" "$t/out" && break
     sleep 0.05
 done
-grep -qE "^device GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}  budget 64.00 MiB  in use 32.00 MiB \(contexts 8.00 MiB\)  peak 32.00 MiB" "$t/out" ||
+grep -qE "^device GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}( \(GPU [0-9]+, [^)]*\))?  budget 64.00 MiB  in use 32.00 MiB \(contexts 8.00 MiB\)  peak 32.00 MiB" "$t/out" ||
     bad "device line: $(cat "$t/out")"
-grep -qE "^$pid +yes +GPU-.* +32.00 MiB +32.00 MiB$" "$t/out" || bad "live process line: $(cat "$t/out")"
+grep -qE "^$pid +cli_alloc +[0-9]+ s +yes +GPU-.* +32.00 MiB +32.00 MiB$" "$t/out" || bad "live process line: $(cat "$t/out")"
 grep -qx "pod team-a/train-0 (uid 0c5e2d4a-1111-4222-8333-444455556666)  container main  written by gpucap [0-9.]*" \
     "$t/out" || bad "identity line: $(cat "$t/out")"
 "$gpucap" status --json --ledger "$GPUCAP_LEDGER" > "$t/j"
@@ -34,7 +34,7 @@ assert (i['namespace'],i['pod'],i['container'])==('team-a','train-0','main') and
 " "$t/j" $pid || bad "json: $(cat "$t/j")"
 kill -KILL $pid; wait $pid 2> /dev/null
 "$gpucap" status > "$t/out"
-grep -qE "^$pid +no " "$t/out" || bad "dead process: $(cat "$t/out")"
+grep -qE "^$pid +\? +\? +no " "$t/out" || bad "dead process: $(cat "$t/out")"
 
 head -c 100 /dev/urandom > "$t/junk"
 "$gpucap" status --ledger "$t/junk" > "$t/out" 2> "$t/err"; rc=$?

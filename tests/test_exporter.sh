@@ -14,7 +14,7 @@ pids=() churners=()
 cleanup() {
     for p in "${pids[@]}"; do kill -KILL "$p" 2> /dev/null; done
     wait 2> /dev/null
-    rm -rf "$t"
+    [ -n "${KEEP:-}" ] && echo "kept $t" || rm -rf "$t"
 }
 trap cleanup EXIT
 fail=0
@@ -62,7 +62,7 @@ url=http://127.0.0.1:$port
 
 scrape() { curl -sf "$url/metrics" > "$t/$1" || bad "scrape $1: curl failed"; }
 # value FILE METRIC LABELS-REGEX: the value of the one sample that matches.
-value() { grep -E "^$2\{[^}]*$3[^}]*\} " "$t/$1" | awk '{print $2}'; }
+value() { grep -E "^$2\{[^}]*$3[^}]*\} " "$t/$1" | awk '{print $NF}'; }
 for _ in $(seq 100); do
     scrape m1
     [ "$(value m1 gpucap_container_used_bytes 'container="side"')" = $((8 * MiB)) ] && break
@@ -73,12 +73,12 @@ promtool check metrics < "$t/m1" > "$t/lint" 2>&1 || bad "promtool: $(cat "$t/li
 
 # Each container against its processes' own figures: the fake driver's record and the denials seen.
 check_ctr() { # check_ctr UID CONTAINER NS POD BUDGET RESERVE: a container whose one process ran and exited
-    local out=$t/$1.$2.out sel="pod_uid=\"$1\",container=\"$2\""
+    local out=$t/$1.$2.out sel="uid=\"$1\",container=\"$2\""
     local fake denials
     fake=$(sed -n 's/^fake peak=\([0-9]*\) .*/\1/p' "$out")
     denials=$(sed -n 's/^results=//p' "$out" | tr -cd 1 | wc -c)
     [ -n "$fake" ] || { bad "$2: no fake record in $(cat "$out")"; return; }
-    grep -qE "^gpucap_container_used_bytes\{namespace=\"$3\",pod=\"$4\",$sel,gpu_uuid=\"GPU-[0-9a-f-]{36}\"\} " "$t/m1" ||
+    grep -qE "^gpucap_container_used_bytes\{namespace=\"$3\",pod=\"$4\",$sel,UUID=\"GPU-[0-9a-f-]{36}\"\} " "$t/m1" ||
         bad "$2: labels: $(grep "$sel" "$t/m1" | head -1)"
     # The process has exited without freeing: the library gives a share back only once the memory
     # is gone (after every destructor), by the container's next process that reaps it, and the
@@ -102,7 +102,7 @@ grep -q '^fake peak=41943040 ' "$t/$uid_a.main.out" || bad "main: unexpected fak
 [ "$(value m1 gpucap_gpu_budgets_bytes '')" = $((1056 * MiB)) ] || bad "card budgets: $(value m1 gpucap_gpu_budgets_bytes '')"
 [ "$(value m1 gpucap_gpu_memory_bytes '')" = $((1024 * MiB)) ] || bad "card size"
 [ "$(value m1 gpucap_gpu_containers '')" = 3 ] || bad "card containers"
-grep -qE '^gpucap_container_info\{namespace="team-b",pod="infer-0",pod_uid="'$uid_b'",container="srv",gpucap_version="[0-9.]+"\} 1$' \
+grep -qE '^gpucap_container_info\{namespace="team-b",pod="infer-0",uid="'$uid_b'",container="srv",mode="enforce",gpucap_version="[0-9.]+"\} 1$' \
     "$t/m1" || bad "info series"
 grep -q '^gpucap_exporter_ledgers 3$' "$t/m1" || bad "ledgers read: $(grep '^gpucap_exporter_ledgers ' "$t/m1")"
 
@@ -148,7 +148,7 @@ f=$(mk torn) && cp "$good" "$f" && python3 - "$f" "$uid_a" << 'EOF'
 import struct, sys
 path, uid = sys.argv[1], sys.argv[2].encode()
 data = bytearray(open(path, 'rb').read())
-# struct gpc_ledger_identity: seq, pad, written_ns, namespace[64], pod[256], then pod_uid.
+# struct gpc_ledger_identity: seq, mode, written_ns, namespace[64], pod[256], then pod_uid.
 seq_at = data.find(uid + b'\0') - (4 + 4 + 8 + 64 + 256)
 struct.pack_into('<I', data, seq_at, struct.unpack_from('<I', data, seq_at)[0] + 1)
 open(path, 'wb').write(data)
@@ -184,7 +184,7 @@ grep -q "$uid_x" "$t/m2" && bad "a series of the bad pod: $(grep "$uid_x" "$t/m2
 rm -rf "${root:?}/$uid_b"
 scrape m3
 grep -q "$uid_b" "$t/m3" && bad "pod B still shown: $(grep "$uid_b" "$t/m3" | head -1)"
-grep -q "pod_uid=\"$uid_a\",container=\"main\"" "$t/m3" || bad "pod A gone with B"
+grep -q "uid=\"$uid_a\",container=\"main\"" "$t/m3" || bad "pod A gone with B"
 [ "$(value m3 gpucap_gpu_budgets_bytes '')" = $((96 * MiB)) ] || bad "card budgets after B left"
 
 # /healthz, other paths and methods; a root that cannot be read is a scrape error and 503.

@@ -39,6 +39,9 @@ tmp = tempfile.mkdtemp()
 try:
     out = subprocess.run([exporter, "--once", "--root", tmp], capture_output=True, text=True, check=True).stdout
     families = set(re.findall(r"^# TYPE (\S+) ", out, re.M))
+    # The webhook's own families (served on its /metrics), from its source, and the recording rules.
+    server_c = os.path.join(examples, "..", "..", "..", "tools", "webhook", "server.c")
+    families |= set(re.findall(r"# TYPE (gpucap_webhook_[a-z_]+) ", open(server_c).read()))
     check("gpucap_container_used_bytes" in families, f"exporter families: {sorted(families)}")
 
     # DaemonSet, Service, ServiceAccount.
@@ -85,6 +88,17 @@ try:
         r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
         check(r.returncode == 0, f"{' '.join(cmd)}: {r.stdout}{r.stderr}")
     alerts = {r["alert"]: r["expr"] for g in groups for r in g["rules"] if "alert" in r}
+    records = {r["record"]: r["expr"] for g in groups for r in g["rules"] if "record" in r}
+    families |= set(records)
+    check("release" in rule["metadata"].get("labels", {}), "PrometheusRule without the release label")
+    check("release" in pm["metadata"].get("labels", {}), "PodMonitor without the release label")
+    for a in ("GpucapExporterDown", "GpucapExporterMissing", "GpucapExporterScrapeErrors", "GpucapContainerNearBudget"):
+        check(a in alerts, f"no alert {a}")
+    check('mode="enforce"' in alerts.get("GpucapDenials", ""), "GpucapDenials must count enforcing containers only")
+    check("absent(" in alerts.get("GpucapExporterMissing", ""), "GpucapExporterMissing must use absent()")
+    check("gpucap_gpu_used_bytes" in records, "the old name gpucap_gpu_used_bytes is not kept by a recording rule")
+    check(any("DCGM_FI_DEV_FB_USED" in e for e in records.values()), "no recording rule joins DCGM's series")
+    check(any("deviceuuid" in e and "ctrname" in e for e in records.values()), "no recording rule for HAMi's labels")
     check("GpucapDenials" in alerts and "gpucap_container_denials_total" in alerts["GpucapDenials"],
           "no alert on denials")
     check("GpucapBudgetsExceedCard" in alerts and "gpucap_gpu_budgets_bytes" in alerts["GpucapBudgetsExceedCard"]

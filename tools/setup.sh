@@ -5,7 +5,7 @@
 set -euo pipefail
 pkgs=(cmake make gcc clang pkg-config uthash-dev libinih-dev libunwind-dev libmicrohttpd-dev libjansson-dev librsvg2-bin
       libgnutls28-dev libcurl4-gnutls-dev python3 python3-jsonpatch python3-yaml python3-pip curl openssl strace wrk
-      prometheus dpkg-dev file rpm buildah gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
+      prometheus dpkg-dev file lintian buildah gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -83,11 +83,17 @@ __attribute__((destructor)) static void audit_summary_at_exit(void)
  * Before a denial: memory that pools and graphs keep for reuse counts against the budget, so give
  * back what they hold unused on this device and try once more. True when the retry admitted.
  */
-static bool retry_after_trim(int budget, int device, uint64_t bytes)
+static bool retry_after_trim(int budget, int device, uint64_t bytes, unsigned how)
 {
     if (budget < 0)
         return false;
-    return gpc_reclaim(device) && gpc_budget_reserve(budget, bytes) == 0;
+    return gpc_reclaim(device) && gpc_budget_admit(budget, bytes, how) == 0;
+}
+
+/* A charge's admission: the peak waits for the driver (a request it refuses is no part of it). */
+static unsigned admit_how(const struct gpc_charge *c)
+{
+    return GPC_ADMIT_DEFER_PEAK | (c->context ? GPC_ADMIT_CONTEXT : 0);
 }
 
 static CUresult charge_begin(struct gpc_charge *c, int device, uint64_t bytes, const char *call, bool context)
@@ -132,12 +138,13 @@ static CUresult charge_begin(struct gpc_charge *c, int device, uint64_t bytes, c
     }
     if (budget == GPC_BUDGET_NONE)
         return CUDA_SUCCESS;
-    if (gpc_budget_reserve(budget, bytes) != 0 && !retry_after_trim(budget, device, bytes)) {
+    unsigned how = admit_how(c);
+    if (gpc_budget_admit(budget, bytes, how) != 0 && !retry_after_trim(budget, device, bytes, how)) {
         /* Audit mode: the denial is counted and logged, and the bytes are admitted past the limit
          * so that the peak is what the job really needs. A broken setting (DENY) still denies. */
         if (gpc_opt_enum(&gpc_config, GPC_OPT_MODE) == GPC_MODE_AUDIT && budget >= 0) {
             note_audit_denial(call, device, bytes, budget);
-            if (gpc_budget_reserve_unchecked(budget, bytes) != 0)
+            if (gpc_budget_admit(budget, bytes, how | GPC_ADMIT_UNCHECKED) != 0)
                 return CUDA_ERROR_OUT_OF_MEMORY;
             c->budget = budget;
             return CUDA_SUCCESS;
@@ -175,9 +182,10 @@ static inline bool commit(struct gpc_charge *c, CUresult rc)
     if (c->budget == GPC_BUDGET_NONE)
         return false;
     if (rc != CUDA_SUCCESS) {
-        gpc_budget_release(c->budget, c->bytes);
+        gpc_charge_refused(c);
         return false;
     }
+    gpc_budget_admitted(c->budget);
     if (c->context) /* a context's reserve */
         gpc_budget_note_contexts(c->budget, (int64_t)c->bytes);
     return true;
@@ -200,17 +208,31 @@ void gpc_charge_end(struct gpc_charge *c, CUresult rc, enum gpc_map_kind kind, u
                 (unsigned long long)c->bytes, c->device);
 }
 
+void gpc_charge_admitted(const struct gpc_charge *c)
+{
+    if (c->budget != GPC_BUDGET_NONE)
+        gpc_budget_admitted(c->budget);
+}
+
+void gpc_charge_refused(const struct gpc_charge *c)
+{
+    if (c->budget != GPC_BUDGET_NONE)
+        gpc_budget_undo(c->budget, c->bytes, admit_how(c) | GPC_UNDO_DRIVER);
+}
+
 CUresult gpc_charge_settle(struct gpc_charge *c, uint64_t actual, enum gpc_map_kind kind, uint64_t key,
                            const char *call)
 {
     if (c->budget != GPC_BUDGET_NONE && actual < c->bytes) {
-        gpc_budget_release(c->budget, c->bytes - actual);
+        gpc_budget_give_back(c->budget, c->bytes - actual);
     } else if (c->budget != GPC_BUDGET_NONE && actual > c->bytes) {
         struct gpc_charge extra;
         if (charge_begin(&extra, c->device, actual - c->bytes, call, c->context) != CUDA_SUCCESS) {
-            gpc_budget_release(c->budget, c->bytes);
+            gpc_budget_undo(c->budget, c->bytes, admit_how(c)); /* the denial of the rest is counted */
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
+        /* One request: the rest is no allocation of its own. */
+        gpc_budget_undo(extra.budget, 0, admit_how(&extra));
     }
     c->bytes = actual;
     gpc_charge_end(c, CUDA_SUCCESS, kind, key);
@@ -227,8 +249,11 @@ bool gpc_free_begin(enum gpc_map_kind kind, uint64_t key, struct gpc_track *t)
 static inline void uncharge(int device, uint64_t bytes, bool context)
 {
     int budget = gpc_device_budget_if_ready(device);
-    if (context)
+    if (context) {
         gpc_budget_note_contexts(budget, -(int64_t)bytes);
+        gpc_budget_give_back(budget, bytes); /* a context's end is no free of the program's */
+        return;
+    }
     gpc_budget_release(budget, bytes);
 }
 
@@ -265,7 +290,10 @@ void gpc_free_end(bool known, enum gpc_map_kind kind, uint64_t key, const struct
     /* gpc_uncharge's steps, written out: the record's bytes are read after the lookup (one register
      * fewer on the free path). */
     int budget = gpc_device_budget_if_ready(t->device);
-    if (kind == GPC_MAP_CTX)
+    if (kind == GPC_MAP_CTX) {
         gpc_budget_note_contexts(budget, -(int64_t)t->bytes);
+        gpc_budget_give_back(budget, t->bytes); /* a context's end is no free of the program's */
+        return;
+    }
     gpc_budget_release(budget, t->bytes);
 }

@@ -28,11 +28,17 @@ CUresult gpc_charge_begin(struct gpc_charge *c, int device, uint64_t bytes, cons
 /* gpc_charge_begin for what is not an allocation call (a context reserve): no fault is injected. */
 CUresult gpc_charge_begin_context(struct gpc_charge *c, int device, uint64_t bytes, const char *call);
 /*
- * After the driver call: on failure gives the reservation back (false); on success keeps it, notes
+ * After the driver call: on failure gives the reservation back, counted as a refusal by the driver
+ * (false); on success keeps it (the peak follows), notes
  * a context's reserve in the figures (a gpc_charge_begin_context charge) and returns true, with
  * nothing recorded: for the primary context, which the caller counts by device.
  */
 bool gpc_charge_commit(struct gpc_charge *c, CUresult rc);
+/* For hooks that record by themselves: the driver carried out the charge `c` (the peak follows). */
+void gpc_charge_admitted(const struct gpc_charge *c);
+/* For hooks that record by themselves: the driver refused charge `c`; it is taken back and counted
+ * as a refusal by the driver, not as an allocation and a free. */
+void gpc_charge_refused(const struct gpc_charge *c);
 /* gpc_charge_commit, then on success records `key`. */
 void gpc_charge_end(struct gpc_charge *c, CUresult rc, enum gpc_map_kind kind, uint64_t key);
 /*

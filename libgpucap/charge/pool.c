@@ -336,12 +336,12 @@ static CUresult alloc_per_pointer(const struct async_req *r)
         pthread_mutex_unlock(&overflow_lock);
     }
     if (rc != CUDA_SUCCESS) {
-        if (c.budget != GPC_BUDGET_NONE)
-            gpc_budget_release(c.budget, c.bytes);
+        gpc_charge_refused(&c);
         return rc;
     }
     if (c.budget == GPC_BUDGET_NONE)
         return rc;
+    gpc_charge_admitted(&c);
     CUcontext ctx = NULL;
     if (gpc_real.cuCtxGetCurrent)
         gpc_real.cuCtxGetCurrent(&ctx);
@@ -369,7 +369,7 @@ static CUresult alloc_locked(struct pool *p, int dev, uint64_t ask, const struct
     if (c.budget == GPC_BUDGET_NONE)
         return rc;
     if (rc != CUDA_SUCCESS) {
-        gpc_budget_release(c.budget, ask);
+        gpc_charge_refused(&c);
         reconcile_locked(p);
         return rc;
     }
@@ -378,7 +378,7 @@ static CUresult alloc_locked(struct pool *p, int dev, uint64_t ask, const struct
         reserved = p->charged + r->bytes; /* cannot tell: count the allocation itself */
     uint64_t growth = reserved > p->charged ? reserved - p->charged : 0;
     if (growth <= ask) {
-        gpc_budget_release(c.budget, ask - growth);
+        gpc_budget_give_back(c.budget, ask - growth);
     } else {
         struct gpc_charge extra;
         if (gpc_charge_begin(&extra, dev, growth - ask, call) != CUDA_SUCCESS) {
@@ -389,9 +389,11 @@ static CUresult alloc_locked(struct pool *p, int dev, uint64_t ask, const struct
             reconcile_locked(p);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
+        gpc_budget_undo(extra.budget, 0, 0); /* one request: the pool's growth is not another */
     }
     if (reserved < p->charged)
-        gpc_budget_release(c.budget, p->charged - reserved);
+        gpc_budget_give_back(c.budget, p->charged - reserved);
+    gpc_charge_admitted(&c);
     p->charged = reserved;
     p->nallocs++;
     struct gpc_track t = {.bytes = r->bytes, .device = dev, .refs = 1, .aux = (uint64_t)(p - pools)};

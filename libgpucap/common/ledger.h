@@ -28,10 +28,10 @@ struct gpc_slot {
     _Atomic uint64_t limit;   /* GPC_UNLIMITED for no budget */
     _Atomic uint64_t leased;  /* the sum of the processes' leases: never above limit (but in audit mode) */
     _Atomic uint64_t peak;    /* highest in use seen; see gpc_ledger_peak() */
-    _Atomic uint64_t allocs;  /* batched per thread (up to 64 per thread not counted yet) */
+    _Atomic uint64_t allocs;  /* requests carried out (not context reserves); batched per thread */
     _Atomic uint64_t frees;
     _Atomic uint64_t denials;
-    _Atomic uint64_t largest;           /* largest single request seen */
+    _Atomic uint64_t largest;           /* largest single request seen (not a context reserve) */
     _Atomic uint64_t first_denial_ns;   /* CLOCK_REALTIME of the first denial, 0 if none */
     _Atomic uint64_t contexts;          /* of what is in use: the reserves charged for contexts */
 };
@@ -54,7 +54,10 @@ struct gpc_ledger_dev {
      * force (drvlimit.h), 0 when none was seen: then only gpucap enforces. The budget (slot.limit)
      * is never above it: min(gpucap's own, the driver's). */
     _Atomic uint64_t driver_limit;
-    char reserved[24];
+    /* v5: figures of the report (zero in a file of v4: none counted). */
+    _Atomic uint64_t refused_driver;  /* requests gpucap admitted and the driver refused */
+    _Atomic uint64_t context_count;   /* context reserves charged (not in allocs, largest) */
+    _Atomic uint64_t held_at_exit;    /* bytes processes still held when they exited normally */
 };
 
 /*
@@ -99,12 +102,17 @@ struct gpc_ledger_proc {
  * that attaches, under table_lock (gpc_ledger_identify); `seq` is odd while a write is under way, so
  * a reader that takes no lock (gpucap-exporter) can tell a torn copy. gpucap writes NUL-terminated
  * strings; readers bound them by the field size all the same (the file is the tenant's).
+ * `mode` took the place of a padding word that every writer left 0, so the layout and its version
+ * are unchanged and 0 reads as "not recorded".
  */
 #define GPC_IDENTITY_NAME 64  /* namespace, container name, pod UID: at most 63 characters */
 #define GPC_IDENTITY_POD 256  /* pod name: at most 253 characters */
+#define GPC_IDENTITY_MODE_UNKNOWN 0 /* a writer before the field was used (it was padding, always 0) */
+#define GPC_IDENTITY_MODE_ENFORCE 1
+#define GPC_IDENTITY_MODE_AUDIT 2
 struct gpc_ledger_identity {
     _Atomic uint32_t seq;
-    uint32_t pad;
+    uint32_t mode;              /* GPC_IDENTITY_MODE_*: GPUCAP_MODE of the last writer */
     uint64_t written_ns;        /* CLOCK_REALTIME of the last write */
     char pod_namespace[GPC_IDENTITY_NAME];
     char pod_name[GPC_IDENTITY_POD];
@@ -154,7 +162,11 @@ uint64_t gpc_proc_start_time(int32_t pid);
 uint64_t gpc_ledger_share_in_use(const struct gpc_ledger_share *s);
 /* What the processes of ledger `l` have in use on device entry `dev`: the sum of their shares. */
 uint64_t gpc_ledger_in_use(const struct gpc_ledger *l, int dev);
-/* The peak of device entry `dev`: the highest of the sums seen and of each process's own peak. */
+/* The same, without the shares of processes that are dead (gpc_ledger_proc_alive: /proc reads;
+ * for a reader in the processes' PID namespace, at a report) but that no library reaped yet. */
+uint64_t gpc_ledger_in_use_live(const struct gpc_ledger *l, int dev);
+/* The peak of device entry `dev`: the highest of the sums seen, of each process's own peak and of
+ * what is in use now (a lower bound when several processes share it: see the README). */
 uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev);
 
 /*

@@ -140,6 +140,19 @@ uint64_t gpc_ledger_in_use(const struct gpc_ledger *l, int dev)
     return sum;
 }
 
+uint64_t gpc_ledger_in_use_live(const struct gpc_ledger *l, int dev)
+{
+    uint64_t sum = 0;
+    for (uint32_t i = 0, n = procs_used(l); i < n; i++) {
+        const struct gpc_ledger_proc *p = &l->proc[i];
+        int32_t pid = atomic_load_explicit(&p->pid, memory_order_relaxed);
+        uint64_t in_use = pid ? gpc_ledger_share_in_use(&p->share[dev]) : 0;
+        if (in_use && gpc_ledger_proc_alive(pid, atomic_load(&p->start_time), p))
+            sum += in_use;
+    }
+    return sum;
+}
+
 uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev)
 {
     uint64_t peak = atomic_load_explicit(&l->dev[dev].slot.peak, memory_order_relaxed);
@@ -148,7 +161,9 @@ uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev)
         if (atomic_load_explicit(&l->proc[i].pid, memory_order_relaxed) != 0 && theirs > peak)
             peak = theirs;
     }
-    return peak;
+    /* Processes each below their own peak can be above it together: never below what is in use. */
+    uint64_t in_use = gpc_ledger_in_use(l, dev);
+    return in_use > peak ? in_use : peak;
 }
 
 /*

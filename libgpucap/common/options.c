@@ -266,6 +266,7 @@ struct ini_ctx {
     int line;
     int orphan_line; /* the first key before any [section]: reported after parsing (see load_file) */
     char orphan_key[64];
+    char bad_section[64]; /* the unknown section last reported (once per section) */
 };
 
 /* inih reads through this so that every handler call knows its line number. */
@@ -279,7 +280,7 @@ static char *read_line(char *str, int num, void *stream)
 }
 
 /* "GPU-" then hex digits and dashes, at least 8 digits: a UUID or a prefix of one. */
-static bool uuid_text(const char *t)
+bool gpc_settings_uuid_text(const char *t)
 {
     if (strncasecmp(t, "GPU-", 4) != 0 || strlen(t) >= GPC_UUID_TEXT)
         return false;
@@ -310,6 +311,65 @@ static struct gpc_value *uuid_value(struct gpc_settings *s, const char *uuid)
     return &u->v;
 }
 
+/* Edit distance between a and b (insert, delete, replace, swap two neighbours), up to 64 characters. */
+static int distance(const char *a, const char *b)
+{
+    int la = (int)strlen(a), lb = (int)strlen(b);
+    if (la > 64 || lb > 64)
+        return 99;
+    int d[65][65];
+    for (int i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (int j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (int i = 1; i <= la; i++)
+        for (int j = 1; j <= lb; j++) {
+            int cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+            int m = d[i - 1][j] + 1 < d[i][j - 1] + 1 ? d[i - 1][j] + 1 : d[i][j - 1] + 1;
+            if (d[i - 1][j - 1] + cost < m)
+                m = d[i - 1][j - 1] + cost;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < m)
+                m = d[i - 2][j - 2] + 1;
+            d[i][j] = m;
+        }
+    return d[la][lb];
+}
+
+/*
+ * "; did you mean 'memory_limit'?" when a setting of the table is near `word` (a third of its
+ * length or 2 edits at most), else "". With `env`, the variables are compared, else the ini keys
+ * (and, for `section`, the sections).
+ */
+static const char *suggest(const char *word, bool env, bool section, char *buf, size_t len)
+{
+    const char *best = NULL;
+    int best_d = 99;
+    if (section) {
+        static const char *const sections[] = {"gpucap", "device.0", "device.GPU-<uuid>"};
+        for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
+            int d = distance(word, sections[i]);
+            if (d < best_d)
+                best = sections[i], best_d = d;
+        }
+    } else {
+        for (int i = 0; i < GPC_OPT__COUNT; i++) {
+            const struct gpc_option_def *o = &gpc_option_defs[i];
+            if (!env && (o->flags & GPC_OPTF_ENV_ONLY))
+                continue;
+            int d = distance(word, env ? o->env : o->key);
+            if (d < best_d)
+                best = env ? o->env : o->key, best_d = d;
+        }
+    }
+    int most = (int)strlen(word) / 3;
+    if (most < 2)
+        most = 2;
+    buf[0] = '\0';
+    if (best && best_d <= most)
+        snprintf(buf, len, "; did you mean '%s'?", best);
+    return buf;
+}
+
 /* A section [device.GPU-...]: the limit of a device by UUID. */
 #define SECTION_UUID GPC_MAX_DEVICES
 
@@ -319,7 +379,7 @@ static int device_section(const char *section)
 {
     if (strncmp(section, "device.", 7) != 0)
         return -ENOENT;
-    if (uuid_text(section + 7))
+    if (gpc_settings_uuid_text(section + 7))
         return SECTION_UUID;
     char *end;
     long n = strtol(section + 7, &end, 10);
@@ -343,13 +403,19 @@ static int on_key(void *user, const char *section, const char *name, const char 
         return 1;
     }
     int dev = device_section(section);
-    if (dev == -EINVAL || (dev == -ENOENT && strcmp(section, "gpucap") != 0)) {
-        s->errors++;
-        s->config_bad = true;
-        say(GPC_LOG_ERROR, "%s: unknown section [%s] (use [gpucap], [device.<ordinal>] or "
-                     "[device.GPU-<uuid>]); "
-                     "budgets not set in the environment are 0", where, section);
-        return 1;
+    char hint[96];
+    bool unknown_section = dev == -EINVAL || (dev == -ENOENT && strcmp(section, "gpucap") != 0);
+    if (unknown_section) {
+        /* Said once per section; its keys are still checked (and not applied), so one typo in a
+         * section name does not hide the rest of the file. */
+        if (strcmp(c->bad_section, section) != 0) {
+            s->errors++;
+            s->config_bad = true;
+            say(GPC_LOG_ERROR, "%s: unknown section [%s] (use [gpucap], [device.<ordinal>] or "
+                         "[device.GPU-<uuid>]%s); budgets not set in the environment are 0", where, section,
+                         suggest(section, false, true, hint, sizeof hint));
+            snprintf(c->bad_section, sizeof c->bad_section, "%s", section);
+        }
     }
     for (int i = 0; i < GPC_OPT__COUNT; i++) {
         const struct gpc_option_def *d = &gpc_option_defs[i];
@@ -357,6 +423,12 @@ static int on_key(void *user, const char *section, const char *name, const char 
             continue;
         if (dev >= 0 && !(d->flags & GPC_OPTF_PER_DEVICE))
             break;
+        if (unknown_section) {
+            struct gpc_value scratch = {0};
+            if (!parse_value(d, value, &scratch))
+                report_bad(s, d, where, value, "it is in an unknown section, so it applies nowhere");
+            return 1;
+        }
         struct gpc_value *v = dev == SECTION_UUID ? uuid_value(s, section + 7)
                               : dev >= 0           ? &s->dev_limit[dev]
                                                    : &s->opt[i];
@@ -370,8 +442,8 @@ static int on_key(void *user, const char *section, const char *name, const char 
     }
     s->errors++;
     s->config_bad = true;
-    say(GPC_LOG_ERROR, "%s: unknown key '%s' in [%s]; budgets not set in the environment are 0",
-                 where, name, section);
+    say(GPC_LOG_ERROR, "%s: unknown key '%s' in [%s]%s; budgets not set in the environment are 0",
+                 where, name, section, suggest(name, false, false, hint, sizeof hint));
     return 1;
 }
 
@@ -390,7 +462,7 @@ static void load_file(struct gpc_settings *s, const char *env_path)
         }
         return;
     }
-    struct ini_ctx c = {s, f, 0, 0, ""};
+    struct ini_ctx c = {s, f, 0, 0, "", ""};
     int rc = ini_parse_stream(read_line, &c, on_key, &c);
     fclose(f);
     s->config_read = true;
@@ -491,7 +563,7 @@ static bool apply_env(struct gpc_settings *s, const char *name, const char *valu
         struct gpc_value *v;
         if (name[n] == '\0') {
             v = &s->opt[i];
-        } else if (name[n] == '_' && (d->flags & GPC_OPTF_PER_DEVICE) && uuid_text(name + n + 1)) {
+        } else if (name[n] == '_' && (d->flags & GPC_OPTF_PER_DEVICE) && gpc_settings_uuid_text(name + n + 1)) {
             v = uuid_value(s, name + n + 1);
             if (!v)
                 return true;
@@ -714,10 +786,11 @@ static void load(struct gpc_settings *s, char *const *envp)
         memcpy(name, *e, n);
         name[n] = '\0';
         if (!apply_env(s, name, eq + 1)) {
+            char hint[96];
             s->errors++;
             s->env_bad = true;
-            say(GPC_LOG_ERROR, "%s is not a gpucap setting (see `gpucap check`); every budget is 0 "
-                         "until it is removed or corrected", name);
+            say(GPC_LOG_ERROR, "%s is not a gpucap setting%s (see `gpucap check`); every budget is 0 "
+                         "until it is removed or corrected", name, suggest(name, true, false, hint, sizeof hint));
         }
     }
     gpc_log_threshold = gpc_opt_enum(s, GPC_OPT_LOG_LEVEL);

@@ -141,6 +141,9 @@ int gpc_option_parse(enum gpc_opt o, const char *text, struct gpc_value *v);
  * by the scheduler's GPU_MEMORY_LIMIT and, under the lock, by the platform file's own figure: the
  * lowest wins (*from names it).
  */
+/* "GPU-" then hex digits and dashes, 8 digits at least: a card's UUID or the start of one, as the
+ * per-UUID settings take it (GPUCAP_MEMORY_LIMIT_GPU-..., [device.GPU-...]). */
+bool gpc_settings_uuid_text(const char *t);
 uint64_t gpc_settings_limit(const struct gpc_settings *s, int ordinal, const char *uuid, uint64_t physical,
                             const struct gpc_value **from);
 /* True when some budget applies to some device (or a bad setting forces the safe state). */

@@ -5,9 +5,12 @@
  * One formatter for both writers: the library at process exit (GPUCAP_REPORT, report_exit.c) and
  * `gpucap run`, which reads the run's private ledger after the command is gone, so that a run of
  * several processes has one report. Per device: budget, peak, in use, allocations, frees, denials,
- * the largest request and when the first denial came (ISO 8601, UTC). Text for people, one JSON
- * object for machines. Written with snprintf into a stack buffer and write(2): it may run in a
- * destructor of a process in any state, so no malloc and no stdio stream.
+ * refusals by the driver, context reserves, the largest request and when the first denial came
+ * (ISO 8601, UTC); for `gpucap run`, also the command, how it ended and its wall time. Text for
+ * people, one JSON object for machines: the two say the same things. Written with snprintf into a
+ * stack buffer and write(2): it may run in a destructor of a process in any state, so no malloc and
+ * no stdio stream. The peak and the allocations are what the driver carried out (core/budget.c
+ * notes them after the driver call); a request the driver refused is counted apart.
  *
  * A report file is never written through an existing name: it is made new (O_EXCL, O_NOFOLLOW)
  * under a temporary name in the same directory and renamed over the report's, so a symbolic or hard
@@ -74,6 +77,61 @@ static void put(struct out *o, const char *fmt, ...)
     o->n += (size_t)n;
 }
 
+/* Appends n bytes as they are (no line bound). */
+static void put_bytes(struct out *o, const char *p, size_t n)
+{
+    while (n > 0) {
+        if (o->n == sizeof o->buf)
+            flush(o);
+        size_t k = sizeof o->buf - o->n < n ? sizeof o->buf - o->n : n;
+        memcpy(o->buf + o->n, p, k);
+        o->n += k, p += k, n -= k;
+    }
+}
+
+/* A JSON string: quotes, backslashes and control characters escaped (bytes >= 0x80 as they are). */
+static void put_json_string(struct out *o, const char *s)
+{
+    put_bytes(o, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            put_bytes(o, e, 2);
+        } else if (c < 0x20 || c == 0x7f) {
+            put(o, "\\u%04x", c);
+        } else {
+            put_bytes(o, (const char *)&c, 1);
+        }
+    }
+    put_bytes(o, "\"", 1);
+}
+
+/* A word of a command line as a shell would read it back: quoted when it holds anything but
+ * plain characters (control characters shown as '?'). */
+static void put_shell_word(struct out *o, const char *s)
+{
+    bool plain = *s != '\0';
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              strchr("-_./=:,+@%", *p)))
+            plain = false;
+    if (plain) {
+        put_bytes(o, s, strlen(s));
+        return;
+    }
+    put_bytes(o, "'", 1);
+    for (const char *p = s; *p; p++) {
+        if (*p == '\'')
+            put_bytes(o, "'\\''", 4);
+        else if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            put_bytes(o, "?", 1);
+        else
+            put_bytes(o, p, 1);
+    }
+    put_bytes(o, "'", 1);
+}
+
 static void format_time(uint64_t ns, char out[40])
 {
     time_t t = (time_t)(ns / 1000000000u);
@@ -84,56 +142,82 @@ static void format_time(uint64_t ns, char out[40])
 }
 
 struct figures {
-    uint64_t limit, used, peak, allocs, frees, denials, largest, first_denial_ns, driver_limit;
+    uint64_t limit, used, peak, allocs, frees, denials, refused, contexts, held_at_exit, largest, first_denial_ns,
+        driver_limit;
 };
 
 static void read_figures(const struct gpc_ledger *l, int id, struct figures *f)
 {
-    const struct gpc_slot *s = &l->dev[id].slot;
+    const struct gpc_ledger_dev *d = &l->dev[id];
+    const struct gpc_slot *s = &d->slot;
     f->limit = atomic_load(&s->limit);
-    f->used = gpc_ledger_in_use(l, id);
-    f->peak = gpc_ledger_peak(l, id);
-    if (f->used > f->peak)
-        f->peak = f->used;
+    /* Processes that exited keep their share until a library reaps them (their memory goes only
+     * when they are dead): a report, read in their PID namespace, leaves the dead ones out. */
+    f->used = gpc_ledger_in_use_live(l, id);
+    f->peak = gpc_ledger_peak(l, id); /* never below f->used */
     f->allocs = atomic_load(&s->allocs);
     f->frees = atomic_load(&s->frees);
     f->denials = atomic_load(&s->denials);
+    f->refused = atomic_load(&d->refused_driver);
+    f->contexts = atomic_load(&d->context_count);
+    f->held_at_exit = atomic_load(&d->held_at_exit);
     f->largest = atomic_load(&s->largest);
     f->first_denial_ns = atomic_load(&s->first_denial_ns);
     f->driver_limit = atomic_load(&l->dev[id].driver_limit);
 }
 
-static void text_device(struct out *o, const struct gpc_ledger_dev *d, const struct figures *f, bool audit)
+/* The run's device `uuid` as the caller named it (index, name), or NULL. */
+static const struct gpc_report_device *run_device(const struct gpc_report_run *run, const uint8_t uuid[16])
 {
-    char uuid[GPC_UUID_TEXT], a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], when[40];
+    for (int i = 0; run && i < run->ndev; i++)
+        if (memcmp(run->dev[i].uuid, uuid, 16) == 0)
+            return &run->dev[i];
+    return NULL;
+}
+
+static void text_size(struct out *o, const char *label, uint64_t v, const char *note)
+{
+    char a[GPC_SIZE_TEXT];
+    put(o, "  %-17s %s (%llu bytes)%s\n", label, gpc_format_size(v, a, sizeof a), (unsigned long long)v, note);
+}
+
+static void text_device(struct out *o, const struct gpc_ledger_dev *d, const struct figures *f, bool audit,
+                        const struct gpc_report_device *named)
+{
+    char uuid[GPC_UUID_TEXT], a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], when[40], who[160] = "";
     gpc_uuid_format(d->uuid, uuid);
+    if (named && named->index >= 0)
+        snprintf(who, sizeof who, " (GPU %d%s%s)", named->index, named->name[0] ? ", " : "", named->name);
     if (f->limit == GPC_UNLIMITED)
-        put(o, "device %s (%s): no budget\n", uuid, gpc_format_size(d->physical, b, sizeof b));
+        put(o, "device %s%s: no budget, card %s\n", uuid, who, gpc_format_size(d->physical, b, sizeof b));
     else
-        put(o, "device %s: budget %s of %s\n", uuid, gpc_format_size(f->limit, a, sizeof a),
+        put(o, "device %s%s: budget %s of %s\n", uuid, who, gpc_format_size(f->limit, a, sizeof a),
             gpc_format_size(d->physical, b, sizeof b));
-    if (f->driver_limit)
-        put(o, "  enforced by   %s (the driver's limit %s)\n", gpc_enforced_by(f->driver_limit),
-            gpc_format_size(f->driver_limit, a, sizeof a));
-    else
-        put(o, "  enforced by   %s\n", gpc_enforced_by(0));
-    put(o, "  peak          %s (%llu bytes)%s\n", gpc_format_size(f->peak, a, sizeof a), (unsigned long long)f->peak,
-        audit ? ": the budget this job needs" : "");
-    put(o, "  in use at end %s (%llu bytes)\n", gpc_format_size(f->used, a, sizeof a), (unsigned long long)f->used);
-    put(o, "  allocations   %llu\n", (unsigned long long)f->allocs);
-    put(o, "  frees         %llu\n", (unsigned long long)f->frees);
-    put(o, "  denials       %llu%s\n", (unsigned long long)f->denials,
+    if (f->driver_limit) {
+        char lim[GPC_SIZE_TEXT];
+        put(o, "  %-17s %s (the driver's limit %s)\n", "enforced by", gpc_enforced_by(f->driver_limit),
+            gpc_format_size(f->driver_limit, lim, sizeof lim));
+    } else {
+        put(o, "  %-17s %s\n", "enforced by", gpc_enforced_by(0));
+    }
+    text_size(o, "peak", f->peak, audit ? ": the budget this job needs" : "");
+    text_size(o, "in use at end", f->used, "");
+    text_size(o, "held at exit", f->held_at_exit, f->held_at_exit ? ": still allocated when its process exited" : "");
+    put(o, "  %-17s %llu\n", "allocations", (unsigned long long)f->allocs);
+    put(o, "  %-17s %llu\n", "frees", (unsigned long long)f->frees);
+    put(o, "  %-17s %llu%s\n", "denials", (unsigned long long)f->denials,
         audit && f->denials ? " (would have been denied; admitted in audit mode)" : "");
+    put(o, "  %-17s %llu%s\n", "driver refusals", (unsigned long long)f->refused,
+        f->refused ? " (the driver had no memory for them; not in the peak)" : "");
+    put(o, "  %-17s %llu\n", "context reserves", (unsigned long long)f->contexts);
     if (audit && f->denials)
-        put(o, "  sufficient    %s (%llu bytes): a budget of the peak would have denied nothing\n",
-            gpc_format_size(f->peak, a, sizeof a), (unsigned long long)f->peak);
-    put(o, "  largest       %s (%llu bytes)\n", gpc_format_size(f->largest, a, sizeof a),
-        (unsigned long long)f->largest);
+        text_size(o, "sufficient", f->peak, ": a budget of the peak would have denied nothing");
+    text_size(o, "largest request", f->largest, "");
     if (f->first_denial_ns) {
         format_time(f->first_denial_ns, when);
-        put(o, "  first denial  %s\n", when);
+        put(o, "  %-17s %s\n", "first denial", when);
     } else {
-        put(o, "  first denial  none\n");
+        put(o, "  %-17s none\n", "first denial");
     }
 }
 
@@ -153,11 +237,17 @@ static void json_timeline(struct out *o, const struct gpc_timeline *tl)
 }
 
 static void json_device(struct out *o, const struct gpc_ledger_dev *d, const struct figures *f, bool first,
-                        const struct gpc_timeline *tl)
+                        bool audit, const struct gpc_timeline *tl, const struct gpc_report_device *named)
 {
     char uuid[GPC_UUID_TEXT], when[40];
     gpc_uuid_format(d->uuid, uuid);
-    put(o, "%s{\"uuid\":\"%s\",\"physical\":%llu,", first ? "" : ",", uuid, (unsigned long long)d->physical);
+    put(o, "%s{\"uuid\":\"%s\",", first ? "" : ",", uuid);
+    if (named && named->index >= 0) {
+        put(o, "\"index\":%d,\"name\":", named->index);
+        put_json_string(o, named->name);
+        put(o, ",");
+    }
+    put(o, "\"physical\":%llu,", (unsigned long long)d->physical);
     if (f->limit == GPC_UNLIMITED)
         put(o, "\"budget\":null,");
     else
@@ -167,9 +257,16 @@ static void json_device(struct out *o, const struct gpc_ledger_dev *d, const str
         put(o, "\"driver_limit\":%llu,", (unsigned long long)f->driver_limit);
     else
         put(o, "\"driver_limit\":null,");
-    put(o, "\"peak\":%llu,\"in_use\":%llu,\"allocations\":%llu,\"frees\":%llu,\"denials\":%llu,\"largest\":%llu,",
-        (unsigned long long)f->peak, (unsigned long long)f->used, (unsigned long long)f->allocs,
-        (unsigned long long)f->frees, (unsigned long long)f->denials, (unsigned long long)f->largest);
+    put(o, "\"peak\":%llu,\"in_use\":%llu,\"held_at_exit\":%llu,\"allocations\":%llu,\"frees\":%llu,"
+        "\"denials\":%llu,\"driver_refusals\":%llu,\"context_reserves\":%llu,",
+        (unsigned long long)f->peak, (unsigned long long)f->used, (unsigned long long)f->held_at_exit,
+        (unsigned long long)f->allocs, (unsigned long long)f->frees, (unsigned long long)f->denials,
+        (unsigned long long)f->refused, (unsigned long long)f->contexts);
+    if (audit && f->denials)
+        put(o, "\"sufficient\":%llu,", (unsigned long long)f->peak);
+    else
+        put(o, "\"sufficient\":null,");
+    put(o, "\"largest\":%llu,", (unsigned long long)f->largest);
     if (f->first_denial_ns) {
         format_time(f->first_denial_ns, when);
         put(o, "\"first_denial\":\"%s\"", when);
@@ -181,21 +278,70 @@ static void json_device(struct out *o, const struct gpc_ledger_dev *d, const str
     put(o, "}");
 }
 
+/* The run: its command, how it ended, how long it took (what `gpucap run` knows). */
+static void text_run(struct out *o, const struct gpc_report_run *run)
+{
+    put(o, "%-19s ", "command");
+    for (int i = 0; i < run->argc; i++) {
+        if (i)
+            put_bytes(o, " ", 1);
+        put_shell_word(o, run->argv[i]);
+    }
+    put_bytes(o, "\n", 1);
+    if (run->signal)
+        put(o, "%-19s killed by signal %d (%s)\n", "exit", run->signal, run->signal_name ? run->signal_name : "?");
+    else
+        put(o, "%-19s status %d\n", "exit", run->status);
+    put(o, "%-19s %llu.%03llu s\n", "wall time", (unsigned long long)(run->wall_ns / 1000000000u),
+        (unsigned long long)(run->wall_ns / 1000000u % 1000u));
+}
+
+static void json_run(struct out *o, const struct gpc_report_run *run)
+{
+    put(o, "\"command\":[");
+    for (int i = 0; i < run->argc; i++) {
+        if (i)
+            put_bytes(o, ",", 1);
+        put_json_string(o, run->argv[i]);
+    }
+    if (run->signal) {
+        put(o, "],\"exit\":{\"status\":null,\"signal\":%d,\"signal_name\":", run->signal);
+        put_json_string(o, run->signal_name ? run->signal_name : "");
+        put(o, "},");
+    } else {
+        put(o, "],\"exit\":{\"status\":%d,\"signal\":null,\"signal_name\":null},", run->status);
+    }
+    put(o, "\"wall_seconds\":%llu.%06llu,", (unsigned long long)(run->wall_ns / 1000000000u),
+        (unsigned long long)(run->wall_ns / 1000u % 1000000u));
+}
+
 int gpc_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit)
 {
-    return gpc_report_write_timeline(fd, l, json, audit, NULL, 0);
+    return gpc_report_write_run(fd, l, json, audit, NULL, 0, NULL);
 }
 
 int gpc_report_write_timeline(int fd, const struct gpc_ledger *l, bool json, bool audit,
                               const struct gpc_timeline *tl, int ntl)
 {
+    return gpc_report_write_run(fd, l, json, audit, tl, ntl, NULL);
+}
+
+int gpc_report_write_run(int fd, const struct gpc_ledger *l, bool json, bool audit, const struct gpc_timeline *tl,
+                         int ntl, const struct gpc_report_run *run)
+{
     struct out o = {.fd = fd};
     int shown = 0;
-    if (json)
-        put(&o, "{\"version\":\"%s\",\"mode\":\"%s\",\"devices\":[", GPUCAP_VERSION_STRING,
-            audit ? "audit" : "enforce");
-    else
-        put(&o, "gpucap report (version %s%s)\n", GPUCAP_VERSION_STRING, audit ? "; audit mode: nothing was denied" : "");
+    if (json) {
+        put(&o, "{\"version\":\"%s\",\"mode\":\"%s\",", GPUCAP_VERSION_STRING, audit ? "audit" : "enforce");
+        if (run)
+            json_run(&o, run);
+        put(&o, "\"devices\":[");
+    } else {
+        put(&o, "gpucap report (gpucap %s)\n", GPUCAP_VERSION_STRING);
+        if (run)
+            text_run(&o, run);
+        put(&o, "%-19s %s\n", "mode", audit ? "audit (nothing was denied: the peak is what the job needs)" : "enforce");
+    }
     for (int i = 0; l && i < GPC_LEDGER_DEVICES; i++) {
         const struct gpc_ledger_dev *d = &l->dev[i];
         if (atomic_load(&d->state) != 1)
@@ -207,9 +353,9 @@ int gpc_report_write_timeline(int fd, const struct gpc_ledger *l, bool json, boo
             if (memcmp(tl[t].uuid, d->uuid, sizeof tl[t].uuid) == 0)
                 mine = &tl[t];
         if (json)
-            json_device(&o, d, &f, shown == 0, mine);
+            json_device(&o, d, &f, shown == 0, audit, mine, run_device(run, d->uuid));
         else
-            text_device(&o, d, &f, audit);
+            text_device(&o, d, &f, audit, run_device(run, d->uuid));
         shown++;
     }
     if (json)

@@ -30,6 +30,26 @@ struct gpc_timeline {
 /* gpc_report_write, with a "timeline" in each JSON device that one of `tl[0..ntl)` matches. */
 int gpc_report_write_timeline(int fd, const struct gpc_ledger *l, bool json, bool audit,
                               const struct gpc_timeline *tl, int ntl);
+/* What `gpucap run` adds to a report: a device's index and name (NVML's), the run's command,
+ * how it ended (exit status, or the signal that killed it) and its wall time. */
+struct gpc_report_device {
+    uint8_t uuid[16];
+    int index;          /* -1: unknown */
+    char name[96];
+};
+struct gpc_report_run {
+    char *const *argv;
+    int argc;
+    int status;         /* exit status when signal is 0 */
+    int signal;         /* the signal that killed the command, or 0 */
+    const char *signal_name;
+    uint64_t wall_ns;
+    const struct gpc_report_device *dev;
+    int ndev;
+};
+/* gpc_report_write_timeline with the run's own facts (`run` may be NULL). */
+int gpc_report_write_run(int fd, const struct gpc_ledger *l, bool json, bool audit, const struct gpc_timeline *tl,
+                         int ntl, const struct gpc_report_run *run);
 /*
  * Writes a report to the file `path` as a new file renamed into place (never through a symbolic
  * link or an existing inode); refuses a directory writable by every user that is not sticky. The

@@ -55,6 +55,12 @@
  * lease - spare over the processes: exact, whatever is spare.
  *
  * The allocation and free counts are batched per thread (64 events) off the shared line.
+ *
+ * The figures count what the driver carried out: the charge steps admit with GPC_ADMIT_DEFER_PEAK
+ * and note this process's peak and the timeline after the driver call (gpc_budget_admitted); a
+ * request the driver refuses is taken back by gpc_budget_undo, uncounted (a signed batch) and
+ * counted as a refusal by the driver. Context reserves are counted apart from the requests. None
+ * of this touches the admission argument above: the bytes are admitted and released as before.
  */
 #include "core/budget.h"
 
@@ -126,9 +132,9 @@ bool gpc_budget_fits(uint64_t used, uint64_t bytes, uint64_t limit)
 struct counts {
     _Atomic uint32_t pending;
     bool registered;
-    /* At most COUNT_BATCH events between flushes: 16 bits hold them. */
-    _Atomic uint16_t allocs[GPC_LEDGER_DEVICES], frees[GPC_LEDGER_DEVICES];
-    /* Bytes this thread admitted less those it released since its last flush (gpc_budget_held). */
+    /* At most COUNT_BATCH events between flushes (an uncounted one takes allocs below 0): 16 bits. */
+    _Atomic int16_t allocs[GPC_LEDGER_DEVICES], frees[GPC_LEDGER_DEVICES];
+    /* Bytes this thread had admitted less those it gave back, since its last flush (gpc_budget_held). */
     _Atomic int64_t held[GPC_LEDGER_DEVICES];
 };
 
@@ -147,16 +153,16 @@ static void flush(struct counts *c, bool own)
     atomic_store_explicit(&c->pending, 0, memory_order_relaxed);
     struct gpc_ledger *l = gpc_ledger;
     for (int id = 0; l && id < GPC_LEDGER_DEVICES; id++) {
-        if (!atomic_load_explicit(&c->allocs[id], memory_order_relaxed) &&
-            !atomic_load_explicit(&c->frees[id], memory_order_relaxed) &&
-            !(own && atomic_load_explicit(&c->held[id], memory_order_relaxed)))
-            continue;
-        uint32_t a = atomic_exchange_explicit(&c->allocs[id], 0, memory_order_relaxed);
-        uint32_t f = atomic_exchange_explicit(&c->frees[id], 0, memory_order_relaxed);
         if (own)
             atomic_fetch_add_explicit(&held_flushed[id], atomic_exchange_explicit(&c->held[id], 0, memory_order_relaxed),
                                       memory_order_relaxed);
-        atomic_fetch_add_explicit(&l->dev[id].slot.allocs, a, memory_order_relaxed);
+        if (!atomic_load_explicit(&c->allocs[id], memory_order_relaxed) &&
+            !atomic_load_explicit(&c->frees[id], memory_order_relaxed))
+            continue;
+        /* Signed: an allocation the driver refused is taken out of the batch again (uncount). */
+        int32_t a = atomic_exchange_explicit(&c->allocs[id], 0, memory_order_relaxed);
+        uint32_t f = (uint32_t)atomic_exchange_explicit(&c->frees[id], 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&l->dev[id].slot.allocs, (uint64_t)(int64_t)a, memory_order_relaxed);
         atomic_fetch_add_explicit(&l->dev[id].slot.frees, f, memory_order_relaxed);
     }
 }
@@ -194,23 +200,36 @@ static void counts_register(struct counts *c)
     }
 }
 
-static inline void bump(_Atomic uint16_t *x)
+static inline void bump(_Atomic int16_t *x)
 {
-    atomic_store_explicit(x, atomic_load_explicit(x, memory_order_relaxed) + 1, memory_order_relaxed);
+    atomic_store_explicit(x, (int16_t)(atomic_load_explicit(x, memory_order_relaxed) + 1), memory_order_relaxed);
 }
 
-static inline void count(int id, bool freed, uint64_t bytes)
+/* This thread's count of bytes held on budget id moves by `delta` (admitted: +, given back: -). */
+static inline void hold(int id, int64_t delta)
+{
+    _Atomic int64_t *h = &my_counts.held[id];
+    atomic_store_explicit(h, atomic_load_explicit(h, memory_order_relaxed) + delta, memory_order_relaxed);
+}
+
+static inline void count(int id, bool freed)
 {
     struct counts *c = &my_counts;
     if (gpc_unlikely(!c->registered))
         counts_register(c);
     bump(freed ? &c->frees[id] : &c->allocs[id]);
-    int64_t h = atomic_load_explicit(&c->held[id], memory_order_relaxed);
-    atomic_store_explicit(&c->held[id], freed ? h - (int64_t)bytes : h + (int64_t)bytes, memory_order_relaxed);
     atomic_store_explicit(&c->pending, atomic_load_explicit(&c->pending, memory_order_relaxed) + 1,
                           memory_order_relaxed);
     if (gpc_unlikely(atomic_load_explicit(&c->pending, memory_order_relaxed) >= COUNT_BATCH))
         flush(c, true);
+}
+
+/* An allocation counted at admission that the driver then refused (the batch may go below 0). */
+static void uncount(int id)
+{
+    struct counts *c = &my_counts;
+    atomic_store_explicit(&c->allocs[id], (int16_t)(atomic_load_explicit(&c->allocs[id], memory_order_relaxed) - 1),
+                          memory_order_relaxed);
 }
 
 void gpc_budget_flush_counts(void)
@@ -313,7 +332,7 @@ static inline void note_peak(struct gpc_ledger_share *s, uint64_t after)
  * Under device id's lock: grows share s by `grow` bytes, of which `bytes` are admitted at once and
  * the rest is spare. The generation is odd while lease and spare change together.
  */
-static void lease_grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, uint64_t grow, uint64_t bytes)
+static void lease_grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, uint64_t grow, uint64_t bytes, bool peak)
 {
     atomic_fetch_add_explicit(&s->spare, GPC_SPARE_GEN, memory_order_acq_rel);
     GPC_CRASH_POINT(1);
@@ -326,7 +345,8 @@ static void lease_grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, uin
     uint64_t w = atomic_fetch_add_explicit(&s->spare, GPC_SPARE_GEN + (grow - bytes), memory_order_acq_rel);
     w += GPC_SPARE_GEN + (grow - bytes);
     GPC_CRASH_POINT(4);
-    note_peak(s, w);
+    if (peak)
+        note_peak(s, w);
 }
 
 /*
@@ -436,8 +456,9 @@ int gpc_budget_set_limit(int id, uint64_t limit)
 }
 
 /* Under the lock: grows this process's lease enough to admit `bytes` at once. True if it did. */
-static bool grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int id, uint64_t bytes, bool unchecked)
+static bool grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int id, uint64_t bytes, unsigned how)
 {
+    bool unchecked = how & GPC_ADMIT_UNCHECKED;
     uint64_t limit = atomic_load_explicit(&d->slot.limit, memory_order_relaxed);
     uint64_t leased = atomic_load_explicit(&d->slot.leased, memory_order_relaxed);
     uint64_t by = bytes;
@@ -459,7 +480,7 @@ static bool grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int id, u
     }
     if (by > GPC_SPARE_MASK)
         by = bytes; /* the spare field's 47 bits (128 TiB) */
-    lease_grow(d, s, by, bytes);
+    lease_grow(d, s, by, bytes, !(how & GPC_ADMIT_DEFER_PEAK));
     /* A share starts closed (ledger.c): it opens here, under the lock, while the device is open. */
     if (gpc_unlikely(!(atomic_load_explicit(&s->spare, memory_order_relaxed) & GPC_SPARE_OPEN)) &&
         !atomic_load_explicit(&d->closed, memory_order_relaxed))
@@ -471,7 +492,7 @@ static bool grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int id, u
 
 /* Admission that the spare could not make: under the lock, grow the lease; if the budget is
  * leased out, take back everyone's spare and try again; then reap dead processes once. */
-static int reserve_slow(int id, uint64_t bytes, bool unchecked)
+static int reserve_slow(int id, uint64_t bytes, unsigned how)
 {
     for (int attempt = 0; attempt < 2; attempt++) {
         if (!gpc_ledger_me())
@@ -491,13 +512,13 @@ static int reserve_slow(int id, uint64_t bytes, bool unchecked)
             struct gpc_ledger_share *s = &me->share[id];
             uint64_t after;
             ok = take_spare(s, bytes, &after); /* another thread of ours grew it meanwhile */
-            if (ok)
+            if (ok && !(how & GPC_ADMIT_DEFER_PEAK))
                 note_peak(s, after);
             if (!ok)
-                ok = grow(d, s, id, bytes, unchecked);
+                ok = grow(d, s, id, bytes, how);
             if (!ok) {
                 take_all_spare(l, d);
-                ok = grow(d, s, id, bytes, false);
+                ok = grow(d, s, id, bytes, how & ~GPC_ADMIT_UNCHECKED);
             }
             reopen_if_fits(l, d);
         }
@@ -511,7 +532,7 @@ static int reserve_slow(int id, uint64_t bytes, bool unchecked)
     return -ENOMEM;
 }
 
-static int reserve(int id, uint64_t bytes, bool unchecked)
+int gpc_budget_admit(int id, uint64_t bytes, unsigned how)
 {
     if (id == GPC_BUDGET_NONE)
         return 0;
@@ -523,35 +544,58 @@ static int reserve(int id, uint64_t bytes, bool unchecked)
         if (gpc_likely(me != NULL)) {
             struct gpc_ledger_share *s = &me->share[id];
             if (gpc_likely(take_spare(s, bytes, &after))) {
-                note_peak(s, after);
+                if (!(how & GPC_ADMIT_DEFER_PEAK))
+                    note_peak(s, after);
                 rc = 0;
             } else {
-                rc = reserve_slow(id, bytes, unchecked);
+                rc = reserve_slow(id, bytes, how);
             }
         }
         if (gpc_unlikely(rc != 0 && atomic_load_explicit(&gpc_ledger_broken, memory_order_relaxed))) {
             /* The file was shrunk during this call (its figures read as zeros): admit on the
              * private budget that this process moves to now. */
             gpc_ledger_check_broken();
-            rc = reserve_slow(id, bytes, unchecked);
+            rc = reserve_slow(id, bytes, how);
         }
     }
     struct gpc_slot *slot = gpc_budget_slot(id);
-    if (gpc_unlikely(bytes > atomic_load_explicit(&slot->largest, memory_order_relaxed)))
+    if (gpc_unlikely(!slot)) /* not reached: id is a ledger entry or DENY (the compiler cannot tell) */
+        return rc;
+    /* A context reserve is no request of the program: not in the allocations, nor the largest. */
+    bool request = !(how & GPC_ADMIT_CONTEXT);
+    if (gpc_unlikely(request && bytes > atomic_load_explicit(&slot->largest, memory_order_relaxed)))
         max_into(&slot->largest, bytes);
     if (gpc_unlikely(rc != 0)) {
         count_denial(slot);
         timeline_note(id, true);
         return rc;
     }
-    count(id, false, bytes);
-    timeline_note(id, false);
+    if (gpc_likely(id >= 0))
+        hold(id, (int64_t)bytes);
+    if (gpc_likely(request))
+        count(id, false);
+    else if (id >= 0)
+        atomic_fetch_add_explicit(&gpc_ledger->dev[id].context_count, 1, memory_order_relaxed);
+    /* A deferred admission is in the timeline once the driver carried it out (gpc_budget_admitted). */
+    if (!(how & GPC_ADMIT_DEFER_PEAK))
+        timeline_note(id, false);
     return 0;
 }
 
 int gpc_budget_reserve(int id, uint64_t bytes)
 {
-    return reserve(id, bytes, false);
+    return gpc_budget_admit(id, bytes, 0);
+}
+
+void gpc_budget_admitted(int id)
+{
+    struct gpc_ledger_proc *me = id >= 0 ? gpc_ledger_me() : NULL;
+    if (gpc_unlikely(!me))
+        return;
+    /* As at admission: the pair read now, unless a lock holder is changing it (it notes the peak). */
+    struct gpc_ledger_share *s = &me->share[id];
+    note_peak(s, atomic_load_explicit(&s->spare, memory_order_relaxed));
+    timeline_note(id, false);
 }
 
 /* When the spare has grown past what a process keeps: gives some back, if the lock is free now (a
@@ -571,10 +615,8 @@ static void give_back_spare(int id)
     gpc_ledger_unlock(d);
 }
 
-void gpc_budget_release(int id, uint64_t bytes)
+static inline __attribute__((always_inline)) void give_back(int id, uint64_t bytes, bool freed)
 {
-    if (id < 0)
-        return;
     gpc_ledger_check_broken();
     struct gpc_ledger_proc *me = gpc_ledger_me();
     if (!me)
@@ -589,10 +631,47 @@ void gpc_budget_release(int id, uint64_t bytes)
             spare = lease;
     } while (!atomic_compare_exchange_weak_explicit(&s->spare, &w, (w & ~GPC_SPARE_MASK) | spare,
                                                     memory_order_release, memory_order_relaxed));
-    count(id, true, bytes);
+    hold(id, -(int64_t)bytes);
+    if (freed)
+        count(id, true);
     timeline_note(id, false);
     if (gpc_unlikely(spare > atomic_load_explicit(&keep_at_most[id], memory_order_relaxed)))
         give_back_spare(id);
+}
+
+void gpc_budget_release(int id, uint64_t bytes)
+{
+    if (id >= 0)
+        give_back(id, bytes, true);
+}
+
+void gpc_budget_give_back(int id, uint64_t bytes)
+{
+    if (id >= 0)
+        give_back(id, bytes, false);
+}
+
+void gpc_budget_undo(int id, uint64_t bytes, unsigned how)
+{
+    if (id < 0)
+        return;
+    give_back(id, bytes, false);
+    if (!(how & GPC_ADMIT_CONTEXT))
+        uncount(id);
+    else
+        atomic_fetch_sub_explicit(&gpc_ledger->dev[id].context_count, 1, memory_order_relaxed);
+    if (how & GPC_UNDO_DRIVER)
+        atomic_fetch_add_explicit(&gpc_ledger->dev[id].refused_driver, 1, memory_order_relaxed);
+}
+
+void gpc_budget_note_exit(void)
+{
+    struct gpc_ledger_proc *me = atomic_load(&gpc_ledger_entry);
+    for (int id = 0; me && gpc_ledger && id < GPC_LEDGER_DEVICES; id++) {
+        uint64_t held = gpc_ledger_share_in_use(&me->share[id]);
+        if (held)
+            atomic_fetch_add_explicit(&gpc_ledger->dev[id].held_at_exit, held, memory_order_relaxed);
+    }
 }
 
 /* ---- audit mode and fault injection (asked for by `gpucap`; see charge.c) ---- */
@@ -601,7 +680,7 @@ int gpc_budget_reserve_unchecked(int id, uint64_t bytes)
 {
     if (id < 0)
         return 0;
-    return reserve(id, bytes, true);
+    return gpc_budget_admit(id, bytes, GPC_ADMIT_UNCHECKED);
 }
 
 void gpc_budget_note_denial(int id, uint64_t bytes)

@@ -28,6 +28,24 @@ void gpc_crash_point(int n);
  * shares are taken back and admission is tried again.
  */
 int gpc_budget_reserve(int id, uint64_t bytes);
+/* How gpc_budget_admit admits (flags). */
+#define GPC_ADMIT_UNCHECKED 1u  /* audit mode: whatever the limit (see gpc_budget_reserve_unchecked) */
+#define GPC_ADMIT_CONTEXT 2u    /* a context reserve: counted apart, not a request (allocs, largest) */
+#define GPC_ADMIT_DEFER_PEAK 4u /* the peak and the timeline wait for gpc_budget_admitted (the driver may refuse) */
+#define GPC_UNDO_DRIVER 8u      /* gpc_budget_undo: the driver refused (counted as such) */
+/* gpc_budget_reserve with GPC_ADMIT_* flags. */
+int gpc_budget_admit(int id, uint64_t bytes, unsigned how);
+/* The driver carried out an admission made with GPC_ADMIT_DEFER_PEAK: this process's peak follows. */
+void gpc_budget_admitted(int id);
+/*
+ * Takes back an admission the driver did not carry out (`how`: the admission's GPC_ADMIT_CONTEXT,
+ * and GPC_UNDO_DRIVER when the driver refused it): the bytes back, the allocation uncounted, no free.
+ */
+void gpc_budget_undo(int id, uint64_t bytes, unsigned how);
+/* Gives back bytes that were no allocation of the program (a context, an estimate settled): no free. */
+void gpc_budget_give_back(int id, uint64_t bytes);
+/* At normal exit, before the ledger lets go: adds what this process still holds to held_at_exit. */
+void gpc_budget_note_exit(void);
 /* The admission rule: `bytes` more on top of `used` stays within `limit` (computed without wrapping). */
 bool gpc_budget_fits(uint64_t used, uint64_t bytes, uint64_t limit);
 /* Gives back bytes admitted earlier (no lock: into this process's lease). */

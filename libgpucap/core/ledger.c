@@ -1471,6 +1471,8 @@ void gpc_ledger_identify(void)
     put_identity(id->container_name, sizeof id->container_name, GPC_OPT_CONTAINER_NAME);
     memset(id->gpucap_version, 0, sizeof id->gpucap_version);
     snprintf(id->gpucap_version, sizeof id->gpucap_version, "%s", GPUCAP_VERSION_STRING);
+    id->mode = gpc_opt_enum(&gpc_config, GPC_OPT_MODE) == GPC_MODE_AUDIT ? GPC_IDENTITY_MODE_AUDIT
+                                                                         : GPC_IDENTITY_MODE_ENFORCE;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     id->written_ns = (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec;

@@ -4,7 +4,10 @@
  *
  * total = the budget (never above the physical size), free = min(budget - in use, physical free),
  * computed so that it can never go negative or wrap. Without a budget for the device, and whenever
- * the driver itself fails, the driver's answer is returned unchanged.
+ * the driver itself fails, the driver's answer is returned unchanged. In audit mode too: a program
+ * that sizes itself from what it is told (JAX's preallocation, vLLM's gpu_memory_utilization, a
+ * TensorFlow session) would otherwise take the budget, and the report's peak would be the budget
+ * and not what the job needs; told the card, it takes what it takes on the card.
  */
 #include "common/ledger.h"
 #include "core/budget.h"
@@ -35,14 +38,17 @@ static void apply_budget(int id, uint64_t *free_b, uint64_t *total_b)
 static int current_budget(void)
 {
     CUdevice dev;
-    if (!gpc_enforcing() || gpc_current_device(&dev) != CUDA_SUCCESS)
+    if (!gpc_enforcing() || gpc_opt_enum(&gpc_config, GPC_OPT_MODE) == GPC_MODE_AUDIT ||
+        gpc_current_device(&dev) != CUDA_SUCCESS)
         return GPC_BUDGET_NONE;
     return gpc_device_budget_current(dev);
 }
 
 static struct gpc_slot *device_slot(CUdevice dev)
 {
-    return gpc_enforcing() ? gpc_budget_slot(gpc_device_budget(dev)) : NULL;
+    if (!gpc_enforcing() || gpc_opt_enum(&gpc_config, GPC_OPT_MODE) == GPC_MODE_AUDIT)
+        return NULL; /* audit mode: the card as it is (see the head of this file) */
+    return gpc_budget_slot(gpc_device_budget(dev));
 }
 
 /* Pools may have given memory back at a synchronisation, and processes sharing the ledger may have

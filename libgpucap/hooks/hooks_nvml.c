@@ -126,7 +126,8 @@ static void read_cuda_uuids(void)
 /* The budget of an NVML device, or GPC_BUDGET_NONE when it has none we can tell. */
 static int nvml_budget(nvmlDevice_t device)
 {
-    if (!gpc_enforcing() || !real_nvml.nvmlDeviceGetUUID)
+    /* Audit mode: the card as it is, as in hooks_info.c (a program sizes itself from it). */
+    if (!gpc_enforcing() || !real_nvml.nvmlDeviceGetUUID || gpc_opt_enum(&gpc_config, GPC_OPT_MODE) == GPC_MODE_AUDIT)
         return GPC_BUDGET_NONE;
     char uuid[96];
     if (real_nvml.nvmlDeviceGetUUID(device, uuid, sizeof uuid) != NVML_SUCCESS)

@@ -100,7 +100,7 @@ void gpc_init_slow(void)
 }
 
 /*
- * At normal exit only the counts go in. The share stays: the driver frees this process's memory
+ * At normal exit only the counts and what it holds then (a figure) go in. The share stays: the driver frees this process's memory
  * when its device files close, after every destructor and atexit handler (ours may run before
  * others that still hold memory), so it is taken back by the next process that reaps, once this
  * one is dead (ledger.c). Giving it back here would let another process be admitted into memory
@@ -117,6 +117,8 @@ __attribute__((destructor)) static void stop(void)
                     "stays enforced");
         return;
     }
-    if (atomic_load(&gpc_initialized) && gpc_ledger)
+    if (atomic_load(&gpc_initialized) && gpc_ledger) {
         gpc_budget_flush_counts();
+        gpc_budget_note_exit();
+    }
 }

@@ -8,6 +8,8 @@
  *   c:OPS     run `cli_alloc OPS` (OPS comma-separated) as a child process and wait for it
  *   p         print the fake driver's own record of device 0: "fake peak=.. allocs=.. frees=.."
  *   m         print "unwind=1" if libunwind is mapped into this process, else "unwind=0"
+ *   i         print what the program is told: "info free=.. total=.." (cuMemGetInfo_v2)
+ *   f<P>      size itself as a framework does: allocate P% of the free memory cuMemGetInfo_v2 reports
  * At the end prints "results=" and one character per allocation attempt: 0 admitted, 1 failed.
  * Exit 0, or the child's failure.
  */
@@ -91,6 +93,20 @@ int main(int argc, char **argv)
             printf("fake peak=%llu allocs=%llu frees=%llu\n", (unsigned long long)fakecuda_peak(0),
                    (unsigned long long)fakecuda_alloc_count(0), (unsigned long long)fakecuda_free_count(0));
             break;
+        case 'i': {
+            size_t fr = 0, tot = 0;
+            cuMemGetInfo_v2(&fr, &tot);
+            printf("info free=%zu total=%zu\n", fr, tot);
+            break;
+        }
+        case 'f': {
+            size_t fr = 0, tot = 0;
+            cuMemGetInfo_v2(&fr, &tot);
+            CUdeviceptr p = 0;
+            CUresult arc = cuMemAlloc_v2(&p, fr * strtoull(op + 1, NULL, 10) / 100);
+            record(arc, p);
+            break;
+        }
         case 'm': {
             FILE *f = fopen("/proc/self/maps", "r");
             char line[512];

@@ -4,7 +4,8 @@
  *
  * usage: admission_cli [--default-memory SIZE] [--max-memory SIZE] [--image REF] [--preload file|env]
  *                      [--dra-claims true|false] [--visible-devices cap|deny|ignore]
- *                      [--trusted-namespaces LIST] [--namespace-policy FILE]
+ *                      [--trusted-namespaces LIST] [--namespace-policy FILE] [--pod-opt-out true|false]
+ *                      [--driver-limits off|on|auto] [--driver-limits-label LABEL]
  *                      [--kube-api URL --kube-token FILE --kube-ca FILE] < request.json
  * Prints the HTTP status on the first line and the response body after it. Exit 0, or 1 when the
  * configuration is refused or memory runs out.
@@ -37,6 +38,12 @@ int main(int argc, char **argv)
                           : strcmp(v, "ignore") == 0 ? GPC_VISIBLE_IGNORE : GPC_VISIBLE_CAP;
         else if (strcmp(k, "--trusted-namespaces") == 0)
             cfg.trusted_namespaces = v;
+        else if (strcmp(k, "--pod-opt-out") == 0)
+            cfg.pod_opt_out = strcmp(v, "true") == 0;
+        else if (strcmp(k, "--driver-limits") == 0)
+            cfg.driver = strcmp(v, "on") == 0 ? GPC_DRIVER_ON : strcmp(v, "auto") == 0 ? GPC_DRIVER_AUTO : GPC_DRIVER_OFF;
+        else if (strcmp(k, "--driver-limits-label") == 0)
+            cfg.driver_label = v;
         else if (strcmp(k, "--namespace-policy") == 0)
             policy_file = v;
         else if (strcmp(k, "--kube-api") == 0)

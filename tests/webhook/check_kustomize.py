@@ -10,7 +10,8 @@ Kubernetes schemas that kubernetes-validate ships, and the namespaces' Pod Secur
 (check_manifests.py's checks, run on the rendered output); `webhook` rewrites both images (the
 webhook's, and the init container's in GPUCAP_WEBHOOK_IMAGE) and keeps every other variable of the
 base; `webhook-exporter` adds the exporter and its dashboard ConfigMap; `default-budget` adds a
-default budget of 25%, which the base leaves out. Exit 77 without kubectl.
+default budget of 25%, which the base leaves out; `namespace-annotations` turns the annotations on.
+Exit 77 without kubectl.
 """
 import json
 import os
@@ -58,7 +59,8 @@ def main():
     _, base_env = webhook_env(base)
     check("GPUCAP_WEBHOOK_DEFAULT_MEMORY" not in base_env, "the base sets no default budget")
     versions = []
-    for name in ("webhook", "webhook-exporter", "default-budget"):
+    names = sorted(os.listdir(os.path.join(examples, "overlays")))
+    for name in names:
         docs = render(os.path.join(examples, "overlays", name))
         check(docs, f"overlay {name} renders objects")
         named = [(f"overlays/{name}", d) for d in docs]
@@ -74,7 +76,9 @@ def main():
               f"overlay {name}: init container image {env.get('GPUCAP_WEBHOOK_IMAGE')}")
         check(set(base_env) <= set(env), f"overlay {name}: variables of the base lost: {sorted(set(base_env) - set(env))}")
         for k, v in base_env.items():
-            if k != "GPUCAP_WEBHOOK_IMAGE":
+            if name == "namespace-annotations" and k == "GPUCAP_WEBHOOK_NAMESPACE_ANNOTATIONS":
+                check(env.get(k) == "true", "namespace-annotations: GPUCAP_WEBHOOK_NAMESPACE_ANNOTATIONS=true")
+            elif k != "GPUCAP_WEBHOOK_IMAGE":
                 check(env.get(k) == v, f"overlay {name}: {k} changed from {v!r} to {env.get(k)!r}")
         exporter = [d for d in kinds.get("DaemonSet", []) if d["metadata"]["name"] == "gpucap-exporter"]
         if name == "webhook-exporter":
@@ -98,7 +102,7 @@ def main():
     if cm.failures:
         print(f"{len(cm.failures)} failures")
         return 1
-    print(f"ok: 3 overlays render; Kubernetes schemas {', '.join(versions)}")
+    print(f"ok: {len(names)} overlays render; Kubernetes schemas {', '.join(versions)}")
     return 0
 
 

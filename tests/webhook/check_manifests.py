@@ -59,7 +59,9 @@ def review_of(pod):
 
 
 def handle(cli, pod, args=()):
-    args = [*args, "--default-memory", "25%"] if "--default-memory" not in args else list(args)
+    """The handler as the example webhook with overlays/default-budget runs it (default 25%, max 50%)."""
+    args = list(args) + ([] if "--default-memory" in args else ["--default-memory", "25%"]) + \
+        ([] if "--max-memory" in args or "--default-memory" in args else ["--max-memory", "50%"])
     out = subprocess.run([cli, *args], input=json.dumps(review_of(pod)).encode(), capture_output=True, check=True)
     status, _, body = out.stdout.decode().partition("\n")
     return int(status), json.loads(body)["response"]
@@ -221,6 +223,8 @@ def check_network_policy(docs):
             check(allowed and allowed <= ports, f"NetworkPolicy {p['metadata']['name']}: ingress only to the "
                   f"webhook's port {sorted(ports)}, not {sorted(map(str, allowed))}")
             check(rule.get("from"), f"NetworkPolicy {p['metadata']['name']}: ingress from named sources only")
+        # The base's webhook connects nowhere; egress (to the API server) comes with the
+        # namespace-annotations component, checked by tests/check_overlay_traffic.py.
         check(not p["spec"].get("egress"), f"NetworkPolicy {p['metadata']['name']}: no egress allowed")
 
 
@@ -269,8 +273,48 @@ def gpu_pods():
         ("NVIDIA_VISIBLE_DEVICES", pod([{"name": "c", "image": "x", "env": [{"name": "NVIDIA_VISIBLE_DEVICES",
                                                                               "value": "all"}]}]), True),
         ("gpucap annotation", pod([plain], {"gpucap.io/memory": "4GiB"}), True),
+        ("MIG device", pod([gpu("limits", "nvidia.com/mig-1g.10gb")]), True),
+        ("envFrom, no prefix", pod([{"name": "c", "image": "x", "envFrom": [{"configMapRef": {"name": "m"}}]}]), True),
+        ("envFrom, prefix NVIDIA_", pod([{"name": "c", "image": "x", "envFrom": [{"prefix": "NVIDIA_",
+                                                                                   "secretRef": {"name": "s"}}]}]), True),
+        ("envFrom, prefix APP_", pod([{"name": "c", "image": "x", "envFrom": [{"prefix": "APP_",
+                                                                                "configMapRef": {"name": "m"}}]}]), False),
         ("KAI gpu-fraction", pod([plain], {"gpu-fraction": "0.5"}), True),
         ("KAI gpu-memory", pod([plain], {"gpu-memory": "2000"}), True),
+    ]
+
+
+def gpu_updates():
+    """Updates made here: (name, old pod, new pod, subresource, whether matchConditions must send it)."""
+    pods = {n: p for n, p, _ in gpu_pods()}
+    injected = json.loads(json.dumps(pods["gpu limit"]))
+    injected["metadata"]["annotations"] = {"gpucap.io/injected": "g", "gpucap.io/memory": "4GiB",
+                                           "gpucap.io/budgets": '{"containers":{"g":"4GiB"}}'}
+
+    def changed(pod, f):
+        new = json.loads(json.dumps(pod))
+        f(new)
+        return new
+    label = lambda p: p["metadata"].setdefault("labels", {}).__setitem__("x", "y")
+    ann = lambda k, v: lambda p: p["metadata"].setdefault("annotations", {}).__setitem__(k, v)
+    drop = lambda k: lambda p: p["metadata"]["annotations"].pop(k)
+    eph = lambda c: lambda p: p["spec"].__setitem__("ephemeralContainers", [c])
+    plain = pods["plain"]
+    return [
+        ("a label on a GPU pod", injected, changed(injected, label), "", False),
+        ("a label on a plain pod", plain, changed(plain, label), "", False),
+        ("gpucap.io/memory changed", injected, changed(injected, ann("gpucap.io/memory", "6GiB")), "", True),
+        ("the record rewritten", injected, changed(injected, ann("gpucap.io/budgets", "{}")), "", True),
+        ("the record removed", injected, changed(injected, drop("gpucap.io/budgets")), "", True),
+        ("KAI gpu-fraction added", plain, changed(plain, ann("gpu-fraction", "1")), "", True),
+        ("ephemeral container with NVIDIA_VISIBLE_DEVICES", plain,
+         changed(plain, eph({"name": "d", "image": "x", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]})),
+         "ephemeralcontainers", True),
+        ("ephemeral container with envFrom", plain,
+         changed(plain, eph({"name": "d", "image": "x", "envFrom": [{"configMapRef": {"name": "m"}}]})),
+         "ephemeralcontainers", True),
+        ("plain ephemeral container in a plain pod", plain, changed(plain, eph({"name": "d", "image": "x"})),
+         "ephemeralcontainers", False),
     ]
 
 
@@ -293,12 +337,16 @@ def check_webhook_filter(cfg, cli, fixtures):
             except Exception as e:
                 check(False, f"matchCondition {c.get('name')}: does not compile: {e}")
 
-        def sent(pod):
-            act = {"object": celpy.json_to_cel(pod), "oldObject": None}
+        def sent(pod, old=None, sub=""):
+            request = {"operation": "UPDATE" if old else "CREATE", "subResource": sub}
+            act = {"object": celpy.json_to_cel(pod), "oldObject": celpy.json_to_cel(old),
+                   "request": celpy.json_to_cel(request)}
             return all(bool(p.evaluate(act)) for _, p in programs)
 
         for name, pod, want in gpu_pods():
             check(sent(pod) == want, f"matchConditions: pod '{name}' {'not ' if want else ''}sent to the webhook")
+        for name, old, new, sub, want in gpu_updates():
+            check(sent(new, old, sub) == want, f"matchConditions: update '{name}' {'not ' if want else ''}sent")
         if not cli:
             continue
         # The filter may send more than the webhook changes, never less.
@@ -411,7 +459,8 @@ def main():
             exprs = w.get("namespaceSelector", {}).get("matchExpressions", [])
             check(any(e["key"] == "gpucap.io/inject" and e["operator"] == "NotIn" for e in exprs), "namespace opt-out")
             check(w["clientConfig"]["service"]["path"] == "/mutate", "webhook path /mutate")
-            check(w["rules"][0]["resources"] == ["pods"] and w["rules"][0]["operations"] == ["CREATE"], "pod CREATE")
+            check(w["rules"][0]["resources"] == ["pods", "pods/ephemeralcontainers"] and
+                  w["rules"][0]["operations"] == ["CREATE", "UPDATE"], "pod CREATE and UPDATE, ephemeral containers")
         check_certificates(docs, cfg)
         check_webhook_filter(cfg, cli, fixtures)
 
@@ -437,7 +486,8 @@ def main():
     for role in docs.get("ClusterRole", []):
         check(role["rules"] == [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]}],
               f"the webhook's ClusterRole grants get on namespaces only: {role['rules']}")
-    check("ClusterRoleBinding" in docs, "the ClusterRole is bound to the webhook's ServiceAccount")
+    # The base reads no API object: no token, no binding (components/namespace-annotations adds both).
+    check("ClusterRoleBinding" in docs or "ClusterRole" not in docs, "the ClusterRole is bound to the webhook's ServiceAccount")
 
     for ns in docs.get("Namespace", []):
         check(ns["metadata"].get("labels", {}).get("gpucap.io/inject") == "false", "webhook namespace opted out")
@@ -476,13 +526,21 @@ def main():
         names = {v["name"] for v in dep["spec"]["template"]["spec"].get("volumes", [])}
         check("hostPath" not in json.dumps(dep), "the webhook needs no hostPath")
         check("policy" in names, "the namespace policy is mounted")
-        check(c["readinessProbe"]["httpGet"]["path"] == "/healthz", "readiness probe on /healthz")
+        check(c["readinessProbe"]["httpGet"]["path"] == "/readyz", "readiness probe on /readyz")
+        check(c["livenessProbe"]["httpGet"]["path"] == "/livez", "liveness probe on /livez")
+        if env.get("GPUCAP_WEBHOOK_NAMESPACE_ANNOTATIONS") != "true":
+            check(dep["spec"]["template"]["spec"].get("automountServiceAccountToken") is False,
+                  "a webhook that reads no API object gets no API token")
 
     pods = {p["metadata"]["name"]: p for p in docs.get("Pod", [])}
     if cli:
         manual = json.loads(json.dumps(pods["cuda-capped"]))
-        status, resp = handle(cli, manual)
+        status, resp = handle(cli, manual, ["--pod-opt-out", "true"])
         check(status == 200 and resp["allowed"] and "patch" not in resp, "pod-manual.yaml: opted out, untouched")
+        # Where the platform does not allow opting out, the opt-out is refused.
+        status, resp = handle(cli, manual)
+        check(status == 200 and not resp["allowed"] and "gpucap.io/inject" in resp["status"]["message"],
+              f"pod-manual.yaml where opting out is not allowed: denied: {resp}")
         # Without the opt-out the webhook refuses a tenant's own GPUCAP_* settings.
         del manual["metadata"]["annotations"]["gpucap.io/inject"]
         status, resp = handle(cli, manual, ["--default-memory", "25%"])

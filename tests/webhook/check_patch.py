@@ -52,7 +52,8 @@ CASES = {
     "ld-preload-valuefrom (env)": (["--preload", "env"], {"app": "4GiB"}, None),
     "init-containers": ([], {"warmup": "2GiB", "serve": "2GiB"}, None),
     "several-containers (trusted)": (["--trusted-namespaces", "ml"], {"a": "6GiB", "b": "6GiB"}, None),
-    "default-budget": (["--default-memory", "25%"], {"train": "25%"}, None),
+    # Without a maximum the default is the maximum (issue 23): the init container passes it on.
+    "default-budget": (["--default-memory", "25%"], {"train": "25%"}, "25%"),
     "default-budget (max)": (["--default-memory", "4GiB", "--max-memory", "10GiB"], {"train": "4GiB"}, "10GiB"),
     "default-budget (max only)": (["--max-memory", "30%"], {"train": "30%"}, "30%"),
     # A percentage cannot be compared with a byte maximum at admission: the library bounds it.
@@ -60,21 +61,23 @@ CASES = {
     "restricted-pod": ([], {"cuda": "2GiB"}, None),
     "no-gpu": (["--default-memory", "25%"], {}, None),
     "gpu-zero": ([], {}, None),
-    "opt-out": (["--default-memory", "25%"], {}, None),
+    "opt-out": (["--default-memory", "25%", "--pod-opt-out", "true"], {}, None),
     "update": (["--default-memory", "25%"], {}, None),
     # Schedulers' requests (requests.c): KAI's annotations give the first container (or the init or
     # regular one named by gpu-fraction-container-name) its share; the pod's other containers fall
     # back to gpucap's annotation or the default. HAMi's resources are per container.
     "kai-fraction": ([], {"trainer": "50%"}, None),
-    "kai-fraction (default)": (["--default-memory", "25%"], {"trainer": "50%", "log-shipper": "25%"}, None),
+    "kai-fraction (default)": (["--default-memory", "25%", "--max-memory", "60%"],
+                               {"trainer": "50%", "log-shipper": "25%"}, "60%"),
     # A share cannot be compared with a byte maximum at admission: the library bounds it on the node.
     "kai-fraction (byte max)": (["--max-memory", "10GiB"], {"trainer": "50%", "log-shipper": "10GiB"}, "10GiB"),
     "kai-mib": ([], {"trainer": "2000MiB"}, None),
     "kai-init-container": ([], {"warmup": "25%"}, None),
-    "kai-init-container (default)": (["--default-memory", "10%"], {"warmup": "25%", "serve": "10%"}, None),
+    "kai-init-container (default)": (["--default-memory", "10%", "--max-memory", "30%"],
+                                     {"warmup": "25%", "serve": "10%"}, "30%"),
     "kai-num-devices": ([], {"trainer": "50%"}, None),
     "hami-gpumem": ([], {"infer": "3000MiB"}, None),
-    "hami-gpumem-percentage": (["--default-memory", "10%"], {"infer": "50%"}, None),
+    "hami-gpumem-percentage": (["--default-memory", "10%", "--max-memory", "50%"], {"infer": "50%"}, "50%"),
     "hami-gpucores": ([], {"infer": "1024MiB"}, None),
     "sched-several-containers": ([], {"a": "3000MiB", "b": "40%", "c": "6GiB"}, None),
     "sched-mixed": ([], {"trainer": "2000MiB", "helper": "6GiB"}, None),
@@ -229,6 +232,9 @@ def check_fixture(cli, review, fx, args, budgets, maximum):
     check([v for v in spec_a.get("volumes") or [] if v not in vols] == (spec_b.get("volumes") or []),
           f"{fx}: other volumes unchanged")
     check(mutated["metadata"]["annotations"].get("gpucap.io/injected") == ",".join(budgets), f"{fx}: injected annotation")
+    want = dict({"max": maximum} if maximum else {}, containers=budgets)
+    got = json.loads(mutated["metadata"]["annotations"].get("gpucap.io/budgets", "null"))
+    check(got == want and list(got["containers"]) == list(budgets), f"{fx}: the budget record {got} != {want}")
     other_meta = {k: v for k, v in mutated["metadata"].items() if k != "annotations"}
     check(other_meta == {k: v for k, v in pod["metadata"].items() if k != "annotations"}, f"{fx}: metadata unchanged")
     check({k: v for k, v in spec_a.items() if k not in ("containers", "initContainers", "volumes")} ==
@@ -352,7 +358,7 @@ def variants(cli, fixtures):
     c["resources"] = {"claims": [{"name": "gpu"}]}
     claim["request"]["object"]["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "one-gpu"}]
     check_fixture(cli, claim, "default-budget (DRA claim)", ["--default-memory", "25%", "--dra-claims", "true"],
-                  {"train": "25%"}, None)
+                  {"train": "25%"}, "25%")
     check_fixture(cli, claim, "default-budget (DRA claim, flag off)", ["--default-memory", "25%"], {}, None)
 
     for value, chosen in (("all", True), ("GPU-0a1b2c3d-0000-1111-2222-333344445555", True), ("0,1", True),
@@ -362,7 +368,7 @@ def variants(cli, fixtures):
         c["resources"] = {}
         c.setdefault("env", []).append({"name": "NVIDIA_VISIBLE_DEVICES", "value": value})
         check_fixture(cli, vis, f"default-budget (NVIDIA_VISIBLE_DEVICES={value})", ["--default-memory", "25%"],
-                      {"train": "25%"} if chosen else {}, None)
+                      {"train": "25%"} if chosen else {}, "25%")
         check_fixture(cli, vis, f"default-budget (NVIDIA_VISIBLE_DEVICES={value}, ignore)",
                       ["--default-memory", "25%", "--visible-devices", "ignore"], {}, None)
 

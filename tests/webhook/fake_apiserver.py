@@ -4,7 +4,7 @@
 
 usage: fake_apiserver.py PORT_FILE CERT KEY TOKEN
 Serves the Namespace objects below with their gpucap.io/* annotations, only to a client that sends
-"Authorization: Bearer TOKEN" (401 otherwise, 404 for an unknown name), and GET /hits/NAME: how
+"Authorization: Bearer TOKEN" (401 otherwise, 404 for an unknown name, 503 for "flaky"), and GET /hits/NAME: how
 many times NAME was fetched (for the cache test). Writes the port it listens on to PORT_FILE.
 """
 import json
@@ -19,7 +19,12 @@ NAMESPACES = {
     "open": {},
     "typo": {"gpucap.io/max-memory": "lots"},
     "badtrust": {"gpucap.io/trusted": "yes"},
+    "driver": {"gpucap.io/driver-limits": "auto", "gpucap.io/allow-opt-out": "true"},
+    "baddriver": {"gpucap.io/driver-limits": "yes"},
+    "optout": {},
 }
+# Labels beyond kubernetes.io/metadata.name, by namespace.
+LABELS = {"optout": {"gpucap.io/allow-opt-out": "true"}}
 hits = {}
 lock = threading.Lock()
 
@@ -45,11 +50,13 @@ class Handler(BaseHTTPRequestHandler):
             hits[name] = hits.get(name, 0) + 1
         if self.headers.get("Authorization") != "Bearer " + TOKEN:
             return self.send(401, {"kind": "Status", "code": 401, "reason": "Unauthorized"})
+        if name == "flaky":
+            return self.send(503, {"kind": "Status", "code": 503, "reason": "ServiceUnavailable"})
         if name not in NAMESPACES:
             return self.send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
         self.send(200, {"kind": "Namespace", "apiVersion": "v1",
                         "metadata": {"name": name, "annotations": NAMESPACES[name],
-                                     "labels": {"kubernetes.io/metadata.name": name}},
+                                     "labels": {"kubernetes.io/metadata.name": name, **LABELS.get(name, {})}},
                         "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
 
     def log_message(self, *args):

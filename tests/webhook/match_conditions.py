@@ -3,7 +3,7 @@
 """match_conditions.py: evaluates the webhook configuration's matchConditions on pods, with cel-python.
 
 usage: match_conditions.py MUTATINGWEBHOOK_YAML < pods.json
-pods.json is a list of [label, pod]; prints a JSON list of [label, true|false], one per pod (the
+pods.json is a list of [label, pod] (a CREATE) or [label, pod, old pod, subresource] (an UPDATE); prints a JSON list of [label, true|false], one per pod (the
 conjunction of all conditions, as the API server applies them). Exit 0, 1 on a CEL error, 77
 without cel-python (run by check_patch.py with the interpreter pip installed cel-python for).
 """
@@ -21,7 +21,10 @@ with open(sys.argv[1]) as f:
 env = celpy.Environment()
 programs = [env.program(env.compile(c["expression"])) for w in conf["webhooks"] for c in w.get("matchConditions", [])]
 out = []
-for label, pod in json.load(sys.stdin):
-    activation = {"object": celpy.json_to_cel(pod)}
+for label, pod, *update in json.load(sys.stdin):
+    old, sub = update if update else (None, "")
+    request = {"operation": "UPDATE" if update else "CREATE", "subResource": sub or ""}
+    activation = {"object": celpy.json_to_cel(pod), "oldObject": celpy.json_to_cel(old),
+                  "request": celpy.json_to_cel(request)}
     out.append([label, all(bool(p.evaluate(activation)) for p in programs)])
 print(json.dumps(out))

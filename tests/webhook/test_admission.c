@@ -8,6 +8,7 @@
  * the handler must answer each with a sensible status and a body, and ASan (in the sanitized CI
  * build) must see no leak or bad access. Exit 0 pass, 1 fail.
  */
+#include <errno.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -37,6 +38,30 @@ static const struct gpc_admission_config max_10g = {.image = "gpucap:t", .defaul
 static const struct gpc_admission_config max_4g = {.image = "gpucap:t", .max_memory = "4GiB"};
 static const struct gpc_admission_config trusted_ml = {.image = "gpucap:t", .trusted_namespaces = "dev, ml"};
 static const struct gpc_admission_config max_1g = {.image = "gpucap:t", .max_memory = "1GiB"};
+static const struct gpc_admission_config default_25_max_60 = {.image = "gpucap:t", .default_memory = "25%",
+                                                              .max_memory = "60%"};
+static const struct gpc_admission_config opt_out_flag = {.image = "gpucap:t", .default_memory = "25%",
+                                                         .pod_opt_out = true};
+
+/* A namespace policy for the tests: "ml" allows opting out; "down" cannot be read (the API away);
+ * "broken" is malformed. */
+static int test_lookup(void *ctx, const char *ns, struct gpc_ns_policy *out, char *err, size_t errlen)
+{
+    (void)ctx;
+    memset(out, 0, sizeof *out);
+    if (strcmp(ns, "down") == 0) {
+        snprintf(err, errlen, "GET https://api/api/v1/namespaces/down: Connection refused");
+        return -EIO;
+    }
+    if (strcmp(ns, "broken") == 0) {
+        snprintf(err, errlen, "annotation gpucap.io/trusted is not \"true\" or \"false\"");
+        return -EINVAL;
+    }
+    out->allow_opt_out = strcmp(ns, "ml") == 0;
+    return 0;
+}
+static const struct gpc_admission_config opt_out_ns = {.image = "gpucap:t", .default_memory = "25%",
+                                                       .ns_lookup = test_lookup};
 
 struct expect_op {
     const char *op, *path, *fragment; /* fragment: text the op's value (as JSON) must contain */
@@ -65,20 +90,21 @@ struct fixture_case {
 #define INIT_ARGS "\"command\":[\"/usr/local/gpucap/bin/gpucap\",\"inject\",\"--to\",\"/gpucap-out/lib\",\"--ledgers\",\"/gpucap-out/ledger\","
 
 static const struct fixture_case cases[] = {
-    {"annotated-bare.json", &annotated_only, 200, 1, 12,
+    {"annotated-bare.json", &annotated_only, 200, 1, 13,
      {IDENTITY("/spec/containers/0", "", "train"), MOUNTS("/spec/containers/0", "", "train"),
       {"add", "/spec/volumes", "[{\"name\":\"gpucap-lib\",\"emptyDir\":{}}]"},
       {"add", "/spec/volumes/-", "{\"name\":\"gpucap-ledger\",\"emptyDir\":{}}"},
       {"add", "/spec/initContainers", INIT_ARGS "\"train=8GiB\"]"},
-      {"add", "/metadata/annotations/gpucap.io~1injected", "\"train\""}},
+      {"add", "/metadata/annotations/gpucap.io~1injected", "\"train\""},
+      {"add", "/metadata/annotations/gpucap.io~1budgets", "\"{\\\"containers\\\":{\\\"train\\\":\\\"8GiB\\\"}}\""}},
      NULL},
-    {"annotated-env-volumes.json", &annotated_only, 200, 1, 12,
+    {"annotated-env-volumes.json", &annotated_only, 200, 1, 13,
      {IDENTITY("/spec/containers/0", "/-", "train"), MOUNTS("/spec/containers/0", "/-", "train"),
       {"add", "/spec/volumes/-", "gpucap-lib"}, {"add", "/spec/volumes/-", "gpucap-ledger"},
       {"add", "/spec/initContainers", "\"train=12.5%\""}},
      NULL},
     /* The restricted profile's fields on the init container; its resources. */
-    {"annotated-env-volumes.json", &annotated_only, 200, 1, 12,
+    {"annotated-env-volumes.json", &annotated_only, 200, 1, 13,
      {{"add", "/spec/containers/0/env/-", ""}, {"add", "/spec/containers/0/env/-", ""},
       {"add", "/spec/containers/0/env/-", ""}, {"add", "/spec/containers/0/env/-", ""},
       {"add", "/spec/containers/0/volumeMounts/-", ""}, {"add", "/spec/containers/0/volumeMounts/-", ""},
@@ -90,25 +116,25 @@ static const struct fixture_case cases[] = {
                                       "\"seccompProfile\":{\"type\":\"RuntimeDefault\"}}"}},
      NULL},
     /* LD_PRELOAD mode: the user's list kept first, no /etc/ld.so.preload mount. */
-    {"existing-ld-preload.json", &env_mode, 200, 1, 12,
+    {"existing-ld-preload.json", &env_mode, 200, 1, 13,
      {{"add", "/spec/containers/0/env/0/value",
        "\"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2:/usr/local/gpucap/lib/libgpucap.so\""},
       {"add", "/spec/containers/0/env/-", "GPUCAP_POD_NAMESPACE"}},
      NULL},
-    {"ld-preload-valuefrom.json", &env_mode, 200, 1, 13,
+    {"ld-preload-valuefrom.json", &env_mode, 200, 1, 14,
      {{"add", "/spec/containers/0/env/1", "\"LD_PRELOAD_BEFORE_GPUCAP\""},
       {"replace", "/spec/containers/0/env/2", "\"$(LD_PRELOAD_BEFORE_GPUCAP):/usr/local/gpucap/lib/libgpucap.so\""}},
      NULL},
     /* File mode leaves the user's LD_PRELOAD alone. */
-    {"existing-ld-preload.json", &annotated_only, 200, 1, 12,
+    {"existing-ld-preload.json", &annotated_only, 200, 1, 13,
      {{"add", "/spec/containers/0/env/-", "GPUCAP_POD_NAMESPACE"}}, NULL},
     /* GPU init containers are patched at their old index, then ours goes first. */
-    {"init-containers.json", &annotated_only, 200, 1, 20,
+    {"init-containers.json", &annotated_only, 200, 1, 21,
      {IDENTITY("/spec/initContainers/0", "", "warmup"), MOUNTS("/spec/initContainers/0", "", "warmup"),
       {"add", "/spec/containers/0/env/-", "GPUCAP_POD_NAMESPACE"}},
      NULL},
     {"several-containers.json", &annotated_only, 200, 0, 0, {{0}}, "container b sets GPUCAP_MEMORY_LIMIT=\"1GiB\""},
-    {"several-containers.json", &trusted_ml, 200, 1, 20,
+    {"several-containers.json", &trusted_ml, 200, 1, 21,
      {IDENTITY("/spec/containers/0", "", "a"), MOUNTS("/spec/containers/0", "/-", "a"),
       IDENTITY("/spec/containers/2", "/-", "b")},
      NULL},
@@ -118,8 +144,9 @@ static const struct fixture_case cases[] = {
     {"default-budget.json", &with_default, 200, 1, 12,
      {IDENTITY("/spec/containers/0", "", "train"), MOUNTS("/spec/containers/0", "/-", "train"),
       {"add", "/spec/volumes/-", "gpucap-lib"}, {"add", "/spec/volumes/-", "gpucap-ledger"},
-      {"add", "/spec/initContainers", INIT_ARGS "\"train=25%\"]"},
-      {"add", "/metadata/annotations", "gpucap.io/injected"}},
+      {"add", "/spec/initContainers", INIT_ARGS "\"--max\",\"25%\",\"train=25%\"]"},
+      {"add", "/metadata/annotations",
+       "{\"gpucap.io/injected\":\"train\",\"gpucap.io/budgets\":\"{\\\"max\\\":\\\"25%\\\",\\\"containers\\\":{\\\"train\\\":\\\"25%\\\"}}\"}"}},
      NULL},
     /* A cluster maximum: the default applies within it and the init container passes it on. */
     {"default-budget.json", &max_10g, 200, 1, 12,
@@ -130,10 +157,14 @@ static const struct fixture_case cases[] = {
       {"add", "/spec/volumes/-", ""}, {"add", "/spec/volumes/-", ""},
       {"add", "/spec/initContainers", INIT_ARGS "\"--max\",\"10GiB\",\"train=4GiB\"]"}},
      NULL},
-    {"annotated-bare.json", &max_10g, 200, 1, 12, {{0}}, NULL},
+    {"annotated-bare.json", &max_10g, 200, 1, 13, {{0}}, NULL},
     {"annotated-bare.json", &max_4g, 200, 0, 0, {{0}},
      "container train asks for 8GiB (annotation gpucap.io/memory), above the maximum 4GiB (cluster --max-memory)"},
-    {"opt-out.json", &with_default, 200, 1, 0, {{0}}, NULL},
+    /* Issue 23: the pod's opt-out holds only where the platform allows it (flag or namespace policy). */
+    {"opt-out.json", &with_default, 200, 0, 0, {{0}},
+     "annotation gpucap.io/inject: \"false\" is not allowed in namespace ml"},
+    {"opt-out.json", &opt_out_flag, 200, 1, 0, {{0}}, NULL},
+    {"opt-out.json", &opt_out_ns, 200, 1, 0, {{0}}, NULL},
     {"update.json", &with_default, 200, 1, 0, {{0}}, NULL},
     {"bad-memory.json", &with_default, 200, 0, 0, {{0}}, "annotation gpucap.io/memory: \"lots\" is not a size"},
     {"bad-inject.json", &with_default, 200, 0, 0, {{0}}, "annotation gpucap.io/inject: \"no\""},
@@ -142,13 +173,13 @@ static const struct fixture_case cases[] = {
     {"wrong-types.json", &with_default, 400, -1, 0, {{0}}, "wrong type"},
     /* Schedulers' requests (requests.c). KAI: a GPU pod without nvidia.com/gpu, the share on the first
      * container; the sidecar gets nothing without a default, the default with one. */
-    {"kai-fraction.json", &annotated_only, 200, 1, 12,
+    {"kai-fraction.json", &annotated_only, 200, 1, 13,
      {IDENTITY("/spec/containers/0", "", "trainer"), MOUNTS("/spec/containers/0", "", "trainer"),
       {"add", "/spec/volumes", "gpucap-lib"}, {"add", "/spec/volumes/-", "gpucap-ledger"},
       {"add", "/spec/initContainers", INIT_ARGS "\"trainer=50%\"]"},
       {"add", "/metadata/annotations/gpucap.io~1injected", "\"trainer\""}},
      NULL},
-    {"kai-fraction.json", &with_default, 200, 1, 20,
+    {"kai-fraction.json", &default_25_max_60, 200, 1, 21,
      {{"add", "/spec/containers/0/env", ""}, {"add", "/spec/containers/0/env/-", ""},
       {"add", "/spec/containers/0/env/-", ""}, {"add", "/spec/containers/0/env/-", ""},
       {"add", "/spec/containers/0/volumeMounts", ""}, {"add", "/spec/containers/0/volumeMounts/-", ""},
@@ -156,13 +187,13 @@ static const struct fixture_case cases[] = {
       IDENTITY("/spec/containers/1", "", "log-shipper"), MOUNTS("/spec/containers/1", "", "log-shipper")},
      NULL},
     /* The init container named by gpu-fraction-container-name carries the share. */
-    {"kai-init-container.json", &annotated_only, 200, 1, 12,
+    {"kai-init-container.json", &annotated_only, 200, 1, 13,
      {IDENTITY("/spec/initContainers/1", "", "warmup"), MOUNTS("/spec/initContainers/1", "", "warmup"),
       {"add", "/spec/volumes", "gpucap-lib"}, {"add", "/spec/volumes/-", "gpucap-ledger"},
       {"add", "/spec/initContainers/0", INIT_ARGS "\"warmup=25%\"]"},
       {"add", "/metadata/annotations/gpucap.io~1injected", "\"warmup\""}},
      NULL},
-    {"kai-num-devices.json", &annotated_only, 200, 1, 12,
+    {"kai-num-devices.json", &annotated_only, 200, 1, 13,
      {{"add", "/spec/containers/0/env", ""}, {"add", "/spec/containers/0/env/-", ""},
       {"add", "/spec/containers/0/env/-", ""}, {"add", "/spec/containers/0/env/-", ""},
       {"add", "/spec/containers/0/volumeMounts", ""}, {"add", "/spec/containers/0/volumeMounts/-", ""},
@@ -177,13 +208,13 @@ static const struct fixture_case cases[] = {
     /* gpucores: not enforced, said in the response's warnings. */
     {"hami-gpucores.json", &annotated_only, 200, 1, 12, {[10] = {"add", "/spec/initContainers", "\"infer=1024MiB\"]"}},
      NULL},
-    {"sched-several-containers.json", &annotated_only, 200, 1, 28,
+    {"sched-several-containers.json", &annotated_only, 200, 1, 29,
      {[14] = {"add", "/spec/containers/1/volumeMounts/-", "\"subPath\":\"b/gpucap.ini\""},
       [16] = {"add", "/spec/containers/3/env", "GPUCAP_POD_NAMESPACE"},
       [19] = {"add", "/spec/containers/3/env/-", "{\"name\":\"GPUCAP_CONTAINER_NAME\",\"value\":\"c\"}"}},
      NULL},
     /* Precedence: the scheduler's request, then gpucap's annotation, both within the maximum. */
-    {"sched-mixed.json", &max_10g, 200, 1, 20,
+    {"sched-mixed.json", &max_10g, 200, 1, 21,
      {[18] = {"add", "/spec/initContainers", INIT_ARGS "\"--max\",\"10GiB\",\"trainer=2000MiB\",\"helper=6GiB\"]"}},
      NULL},
     {"sched-mixed.json", &max_4g, 200, 0, 0, {{0}},
@@ -399,8 +430,50 @@ static void hostile(const char *dir)
     gpc_admission_result_free(&res);
 }
 
+/* A GPU pod of namespace `ns`, through a handler whose namespace policy comes from test_lookup(). */
+static void policy_status(const char *ns, int code, const char *fragment)
+{
+    char body[600];
+    snprintf(body, sizeof body,
+             "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"u\","
+             "\"namespace\":\"%s\",\"operation\":\"CREATE\",\"object\":{\"metadata\":{},\"spec\":{\"containers\":"
+             "[{\"name\":\"x\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}}}", ns);
+    struct gpc_admission_result res;
+    gpc_admission_handle(&opt_out_ns, body, strlen(body), &res);
+    json_t *rev = res.body ? json_loads(res.body, 0, NULL) : NULL;
+    json_t *st = json_object_get(json_object_get(rev, "response"), "status");
+    const char *msg = json_string_value(json_object_get(st, "message"));
+    CHECK(res.status == 200 && json_is_false(json_object_get(json_object_get(rev, "response"), "allowed")) &&
+              json_integer_value(json_object_get(st, "code")) == code && msg && strstr(msg, fragment),
+          "namespace %s: want code %d and \"%s\": %s", ns, code, fragment, res.body ? res.body : "-");
+    if (code == 503)
+        CHECK(json_is_string(json_object_get(st, "reason")) &&
+                  strcmp(json_string_value(json_object_get(st, "reason")), "ServiceUnavailable") == 0,
+              "503 with reason ServiceUnavailable: %s", res.body ? res.body : "-");
+    json_decref(rev);
+    gpc_admission_result_free(&res);
+}
+
 static void config_checks(void)
 {
+    /* Issue 24: a policy that cannot be read now is a 503 that says retry; a malformed one is not. */
+    policy_status("down", 503, "cannot be read now (GET https://api/api/v1/namespaces/down: Connection refused); "
+                               "retry later");
+    policy_status("broken", 400, "is not valid");
+
+    /* Issue 23: the start-up line says what bounds a tenant's request. */
+    char line[600];
+    gpc_admission_describe(&with_default, line, sizeof line);
+    CHECK(strstr(line, "no max-memory: the default 25% is the maximum") && strstr(line, "only where the namespace"),
+          "describe, default only: %s", line);
+    gpc_admission_describe(&max_10g, line, sizeof line);
+    CHECK(strstr(line, "max-memory 10GiB") && strstr(line, "driver limits off"), "describe, max: %s", line);
+    struct gpc_admission_config auto_cfg = {.image = "gpucap:t", .driver = GPC_DRIVER_AUTO, .pod_opt_out = true};
+    gpc_admission_describe(&auto_cfg, line, sizeof line);
+    CHECK(strstr(line, "driver limits auto (pods selecting nodes labelled gpucap.io/driver-limits=true)") &&
+              strstr(line, "honoured everywhere") && strstr(line, "annotated pods only"),
+          "describe, auto: %s", line);
+
     char err[512];
     struct gpc_admission_config c = {.image = "ghcr.io/x/gpucap:1", .default_memory = "2GiB", .max_memory = "4GiB"};
     CHECK(gpc_admission_check_config(&c, err, sizeof err) == 0, "good config refused: %s", err);

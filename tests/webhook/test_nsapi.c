@@ -9,6 +9,7 @@
  * is used rather than nothing. Exit 0 pass, 1 fail.
  */
 #include <curl/curl.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +73,15 @@ int main(int argc, char **argv)
     /* The value is checked by the handler (a size); here only passed on. */
     CHECK(lookup(p, "typo", &pol, err, sizeof err) == 0 && strcmp(pol.max_memory, "lots") == 0, "typo passed on");
     CHECK(lookup(p, "badtrust", &pol, err, sizeof err) < 0 && strstr(err, "gpucap.io/trusted"), "badtrust: %s", err);
+    CHECK(lookup(p, "driver", &pol, err, sizeof err) == 0 && strcmp(pol.driver_limits, "auto") == 0 && pol.allow_opt_out,
+          "driver-limits and allow-opt-out annotations: %s %d", pol.driver_limits, pol.allow_opt_out);
+    CHECK(lookup(p, "optout", &pol, err, sizeof err) == 0 && pol.allow_opt_out, "allow-opt-out as a label");
+    CHECK(lookup(p, "open", &pol, err, sizeof err) == 0 && !pol.allow_opt_out && !pol.driver_limits[0], "open: neither");
+    CHECK(lookup(p, "baddriver", &pol, err, sizeof err) == -EINVAL && strstr(err, "gpucap.io/driver-limits"),
+          "baddriver: %s", err);
     CHECK(lookup(p, "gone", &pol, err, sizeof err) < 0 && strstr(err, "404"), "unknown namespace: %s", err);
+    /* An API server answering 5xx: -EAGAIN, which the handler turns into a 503 that says retry. */
+    CHECK(lookup(p, "flaky", &pol, err, sizeof err) == -EAGAIN && strstr(err, "503"), "API 503: %s", err);
     unsigned long before = gpc_nsapi_fetches(p);
     CHECK(lookup(p, "../../api", &pol, err, sizeof err) < 0 && gpc_nsapi_fetches(p) == before,
           "a name that is not a DNS label is refused without a fetch");

@@ -68,7 +68,8 @@ code=$("${C[@]}" -o "$T/resp" -w '%{http_code}' -H 'Content-Type: application/js
 uid=$(sed -n 's/^    "uid": "\([^"]*\)",$/\1/p' "$HERE/fixtures/annotated-bare.json")
 [ -n "$uid" ] && grep -q "\"uid\":\"$uid\"" "$T/resp" || fail "uid $uid not echoed: $(cat "$T/resp")"
 grep -q '"patchType":"JSONPatch"' "$T/resp" || fail "no patch: $(cat "$T/resp")"
-grep -q 'allowed: patched containers=train=8GiB max=- preload=file' "$T/log" || fail "no decision line in the log"
+grep -q 'allowed: patched containers=train=8GiB max=25% preload=file' "$T/log" || fail "no decision line in the log"
+grep -q 'policy: no max-memory: the default 25% is the maximum' "$T/log" || fail "the start-up log does not say that the default is the maximum"
 
 expect() { # status, then curl arguments
     local want=$1; shift
@@ -81,7 +82,7 @@ grep -q 'malformed JSON' "$T/body" || fail "400 without a message"
 expect 400 --data-binary @"$HERE/fixtures/not-a-review.json" "$URL/mutate"
 expect 405 "$URL/mutate"
 expect 405 --data-binary x "$URL/healthz"
-expect 404 "$URL/metrics"
+expect 404 "$URL/nope"
 head -c $((1 << 20)) /dev/zero | tr '\0' ' ' >"$T/big"
 # An announced oversize body is refused from its headers: with Expect: 100-continue the client waits
 # for that answer instead of sending into a connection the server closes (a reset, not a 413).
@@ -96,6 +97,26 @@ done >"$T/codes"
 wait_curls() { for j in $(jobs -p); do [ "$j" = "$PID" ] || wait "$j"; done; }
 wait_curls
 [ "$(grep -c '^200$' "$T/codes")" = 64 ] || fail "concurrent requests: $(sort "$T/codes" | uniq -c)"
+
+# /livez, /readyz and /metrics (Prometheus text): admissions by result, latency, the certificate's expiry.
+[ "$("${C[@]}" "$URL/livez")" = ok ] || fail "/livez"
+[ "$("${C[@]}" "$URL/readyz")" = ok ] || fail "/readyz"
+expect 405 --data-binary x "$URL/metrics"
+"${C[@]}" "$URL/metrics" >"$T/metrics" || fail "/metrics"
+if command -v promtool >/dev/null; then
+    promtool check metrics <"$T/metrics" >"$T/lint" 2>&1 && [ ! -s "$T/lint" ] || fail "promtool: $(cat "$T/lint")"
+fi
+metric() { sed -n "s/^$1 //p" "$T/metrics"; }
+[ "$(metric 'gpucap_webhook_admissions_total{result="patched"}')" = 65 ] ||
+    fail "patched: $(grep admissions_total "$T/metrics")"
+[ "$(metric 'gpucap_webhook_admissions_total{result="bad_request"}')" = 4 ] ||
+    fail "bad_request (two 400, two 413): $(grep admissions_total "$T/metrics")"
+[ "$(metric 'gpucap_webhook_admission_duration_seconds_count')" = 67 ] ||
+    fail "latency count (65 patched, 2 malformed): $(grep duration_seconds_count "$T/metrics")"
+[ "$(metric 'gpucap_webhook_admission_duration_seconds_bucket{le="+Inf"}')" = 67 ] || fail "+Inf bucket"
+not_after=$(date -d "$(openssl x509 -in "$T/secret/..2024_01/tls.crt" -noout -enddate | cut -d= -f2)" +%s)
+[ "$(metric gpucap_webhook_certificate_expiry_timestamp_seconds)" = "$not_after" ] ||
+    fail "certificate expiry $(metric gpucap_webhook_certificate_expiry_timestamp_seconds), expected $not_after"
 
 # Rotation: a new certificate and key, swapped in like the kubelet does.
 old=$(fingerprint_served)

@@ -5,7 +5,9 @@
 #include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 int gpc_parse_listen(const char *text, struct sockaddr_storage *ss, socklen_t *len)
 {
@@ -45,4 +47,77 @@ enum MHD_Result gpc_http_reply(struct MHD_Connection *conn, unsigned status, con
     enum MHD_Result rc = MHD_queue_response(conn, status, r);
     MHD_destroy_response(r);
     return rc;
+}
+
+static time_t now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec;
+}
+
+int gpc_http_guard_init(struct gpc_http_guard *g, unsigned max_connections, unsigned header_deadline)
+{
+    *g = (struct gpc_http_guard){.header_deadline = header_deadline};
+    pthread_mutex_init(&g->lock, NULL);
+    g->slots = calloc(max_connections, sizeof *g->slots);
+    if (!g->slots)
+        return -ENOMEM;
+    g->nslots = max_connections;
+    return 0;
+}
+
+void gpc_http_guard_free(struct gpc_http_guard *g)
+{
+    free(g->slots);
+    g->slots = NULL;
+    g->nslots = 0;
+    pthread_mutex_destroy(&g->lock);
+}
+
+void gpc_http_guard_notify(void *guard, struct MHD_Connection *conn, void **ctx,
+                           enum MHD_ConnectionNotificationCode code)
+{
+    struct gpc_http_guard *g = guard;
+    pthread_mutex_lock(&g->lock);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        for (unsigned i = 0; fd && i < g->nslots; i++) {
+            if (!g->slots[i].conn) {
+                g->slots[i] = (struct gpc_http_slot){conn, fd->connect_fd, now_s() + g->header_deadline};
+                *ctx = &g->slots[i];
+                break;
+            }
+        }
+    } else if (*ctx) {
+        ((struct gpc_http_slot *)*ctx)->conn = NULL;
+        *ctx = NULL;
+    }
+    pthread_mutex_unlock(&g->lock);
+}
+
+void gpc_http_guard_deadline(struct gpc_http_guard *g, struct MHD_Connection *conn, unsigned seconds)
+{
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (!info || !info->socket_context)
+        return;
+    pthread_mutex_lock(&g->lock);
+    ((struct gpc_http_slot *)info->socket_context)->deadline = seconds ? now_s() + seconds : 0;
+    pthread_mutex_unlock(&g->lock);
+}
+
+unsigned gpc_http_guard_sweep(struct gpc_http_guard *g)
+{
+    time_t now = now_s();
+    unsigned n = 0;
+    pthread_mutex_lock(&g->lock);
+    for (unsigned i = 0; i < g->nslots; i++) {
+        if (g->slots[i].conn && g->slots[i].deadline && now > g->slots[i].deadline) {
+            shutdown(g->slots[i].fd, SHUT_RDWR);
+            g->slots[i].deadline = 0;
+            n++;
+        }
+    }
+    pthread_mutex_unlock(&g->lock);
+    return n;
 }

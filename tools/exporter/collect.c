@@ -14,10 +14,11 @@
  * bounded by the layout's constants or the limits below, never by a count from the file, and
  * every string from the file is bounded by its field and reduced to a name's characters.
  *
- * Which labels are trusted: pod_uid and container come from the path, which the kubelet made and
- * the tenant cannot rename; namespace and pod are what the tenant's library recorded (the webhook
+ * Which labels are trusted: uid (the pod's) and container come from the path, which the kubelet made
+ * and the tenant cannot rename; namespace and pod are what the tenant's library recorded (the webhook
  * sets them from the downward API). A ledger whose recorded pod UID or container name differs from
- * its path is skipped ("mismatch").
+ * its path is skipped ("mismatch"). Cards: a device entry naming a card the node does not have
+ * (cards.c says which it has) is left out and counted, so a forged ledger adds no card series.
  *
  * Live processes: the pids in a ledger are in the container's PID namespace, which the node's
  * namespace cannot check. gpucap_container_processes counts the entries with a non-zero pid that
@@ -27,6 +28,7 @@
  * container's next process reaps it (a share is given back only once its memory is gone).
  */
 #include "collect.h"
+#include "tool.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -36,9 +38,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cards.h"
 #include "common/drvlimit.h"
 #include "common/ledger.h"
 #include "common/units.h"
@@ -105,6 +109,7 @@ struct dev_rec {
 struct ctr_rec {
     char pod_uid[GPC_IDENTITY_NAME], container[GPC_IDENTITY_NAME];
     char ns[GPC_IDENTITY_NAME], pod[GPC_IDENTITY_POD], version[32];
+    const char *mode; /* "enforce", "audit" or "unknown" (a writer that did not record it) */
     int ndev;
     struct dev_rec dev[GPC_LEDGER_DEVICES];
 };
@@ -114,6 +119,7 @@ struct scan {
     struct ctr_rec *ctr;
     unsigned nctr, cap;
     struct gpc_scrape *s;
+    const struct gpc_cards *cards;
 };
 
 /* A name as the path or the kubelet spells it: letters, digits, '-', '.', '_', 1 to 63 of them. */
@@ -133,20 +139,6 @@ static bool name_ok(const char *n)
 
 /* A string field from the file: bounded by its size, anything but a name's characters as '?', so
  * it is always a valid label value that needs no escaping. */
-static void field_copy(char *out, const char *field, size_t size)
-{
-    size_t n = strnlen(field, size);
-    if (n == size)
-        n = size - 1;
-    for (size_t i = 0; i < n; i++) {
-        char c = field[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-                  c == '.' || c == '_' || c == '+';
-        out[i] = ok ? c : '?';
-    }
-    out[n] = '\0';
-}
-
 static enum gpc_skip check_reason(const char *why)
 {
     if (strncmp(why, "truncated", 9) == 0)
@@ -222,16 +214,20 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
     if (!r)
         return GPC_SKIP_LIMIT;
     memset(r, 0, sizeof *r);
-    field_copy(r->pod_uid, pod_uid, sizeof r->pod_uid);
-    field_copy(r->container, container, sizeof r->container);
+    tool_field_text(r->pod_uid, sizeof r->pod_uid, pod_uid, sizeof r->pod_uid);
+    tool_field_text(r->container, sizeof r->container, container, sizeof r->container);
     char uid[GPC_IDENTITY_NAME], ctr[GPC_IDENTITY_NAME];
-    field_copy(uid, l->identity.pod_uid, sizeof l->identity.pod_uid);
-    field_copy(ctr, l->identity.container_name, sizeof l->identity.container_name);
+    tool_field_text(uid, sizeof uid, l->identity.pod_uid, sizeof l->identity.pod_uid);
+    tool_field_text(ctr, sizeof ctr, l->identity.container_name, sizeof l->identity.container_name);
     if ((uid[0] && strcmp(uid, pod_uid) != 0) || (ctr[0] && strcmp(ctr, container) != 0))
         return GPC_SKIP_MISMATCH;
-    field_copy(r->ns, l->identity.pod_namespace, sizeof l->identity.pod_namespace);
-    field_copy(r->pod, l->identity.pod_name, sizeof l->identity.pod_name);
-    field_copy(r->version, l->identity.gpucap_version, sizeof l->identity.gpucap_version);
+    tool_field_text(r->ns, sizeof r->ns, l->identity.pod_namespace, sizeof l->identity.pod_namespace);
+    tool_field_text(r->pod, sizeof r->pod, l->identity.pod_name, sizeof l->identity.pod_name);
+    tool_field_text(r->version, sizeof r->version, l->identity.gpucap_version,
+                    sizeof l->identity.gpucap_version);
+    r->mode = l->identity.mode == GPC_IDENTITY_MODE_ENFORCE ? "enforce"
+              : l->identity.mode == GPC_IDENTITY_MODE_AUDIT ? "audit"
+                                                            : "unknown";
     for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
         const struct gpc_ledger_dev *e = &l->dev[d];
         if (atomic_load(&e->state) != 1)
@@ -241,6 +237,13 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
         for (int k = 0; k < r->ndev; k++)
             if (memcmp(r->dev[k].uuid, e->uuid, sizeof e->uuid) == 0)
                 return GPC_SKIP_CORRUPT;
+        /* A card this node does not have: the tenant's own invention, shown nowhere. */
+        char text[GPC_UUID_TEXT];
+        gpc_uuid_format(e->uuid, text);
+        if (sc->cards->known && !gpc_cards_find(sc->cards, text)) {
+            sc->s->foreign_cards++;
+            continue;
+        }
         struct dev_rec *o = &r->dev[r->ndev++];
         memcpy(o->uuid, e->uuid, sizeof o->uuid);
         o->physical = e->physical;
@@ -358,7 +361,9 @@ static void scan_pod(struct scan *sc, int root_fd, const char *pod_uid)
 /* ---- the exposition ---- */
 
 struct card {
-    uint8_t uuid[16];
+    char uuid[GPC_UUID_TEXT];
+    int index;           /* -1: not known */
+    const char *model;   /* "": not known */
     uint64_t physical, budgets, used;
     unsigned containers;
 };
@@ -378,39 +383,55 @@ struct dev_family {
     const char *name, *type, *help;
     size_t offset;
     bool finite_only; /* leave out GPC_UNLIMITED (no budget) */
+    bool mode;        /* carries the container's `mode` label */
 };
 
 static const struct dev_family dev_families[] = {
     {"gpucap_container_budget_bytes", "gauge",
      "Device memory budget of the container on this card (absent: no budget).", offsetof(struct dev_rec, limit),
-     true},
+     true, false},
     {"gpucap_container_used_bytes", "gauge", "Device memory the container's processes hold on this card.",
-     offsetof(struct dev_rec, used), false},
+     offsetof(struct dev_rec, used), false, false},
     {"gpucap_container_context_reserve_bytes", "gauge",
      "Of gpucap_container_used_bytes, the reserves charged for CUDA contexts.", offsetof(struct dev_rec, contexts),
-     false},
+     false, false},
     {"gpucap_container_peak_bytes", "gauge", "Highest device memory in use by the container on this card.",
-     offsetof(struct dev_rec, peak), false},
+     offsetof(struct dev_rec, peak), false, false},
     {"gpucap_container_denials_total", "counter",
-     "Allocations gpucap answered out-of-memory (in audit mode: would have) for the container on this card.",
-     offsetof(struct dev_rec, denials), false},
+     "Allocations over the container's budget on this card: answered out-of-memory when mode=\"enforce\", "
+     "only counted when mode=\"audit\".",
+     offsetof(struct dev_rec, denials), false, true},
     {"gpucap_container_allocations_total", "counter", "Charges admitted for the container on this card (allocations and context reserves).",
-     offsetof(struct dev_rec, allocs), false},
+     offsetof(struct dev_rec, allocs), false, false},
     {"gpucap_container_driver_limit_bytes", "gauge",
      "The NVIDIA driver's own memory limit for the container on this card, as gpucap saw it in force (absent: "
-     "none; gpucap alone enforces).", offsetof(struct dev_rec, driver_limit), true},
+     "none; gpucap alone enforces).", offsetof(struct dev_rec, driver_limit), true, false},
 };
+
+/*
+ * The labels of a container's series, named as the neighbours name them: `uid` as kube-state-metrics
+ * names the pod UID, `UUID` as DCGM's exporter names the card.
+ */
+#define CTR_LABELS "namespace=\"%s\",pod=\"%s\",uid=\"%s\",container=\"%s\""
+
+/* A card's labels as DCGM's exporter writes them: UUID, gpu (index), modelName, where known. */
+static void card_labels(const struct card *c, char *out, size_t len)
+{
+    int n = snprintf(out, len, "UUID=\"%s\"", c->uuid);
+    if (c->index >= 0 && n > 0 && (size_t)n < len)
+        n += snprintf(out + n, len - (size_t)n, ",gpu=\"%d\"", c->index);
+    if (c->model[0] && n > 0 && (size_t)n < len)
+        snprintf(out + n, len - (size_t)n, ",model_name=\"%s\"", c->model);
+}
 
 static void write_metrics(struct scan *sc, struct gpc_text *t)
 {
     family(t, "gpucap_container_info", "gauge",
-           "A gpucap container's ledger: identity as recorded, gpucap version of its last writer.");
+           "A gpucap container's ledger: identity as recorded; mode and gpucap version of its last writer.");
     for (unsigned i = 0; i < sc->nctr; i++) {
         const struct ctr_rec *r = &sc->ctr[i];
-        gpc_text_printf(t,
-                        "gpucap_container_info{namespace=\"%s\",pod=\"%s\",pod_uid=\"%s\",container=\"%s\","
-                        "gpucap_version=\"%s\"} 1\n",
-                        r->ns, r->pod, r->pod_uid, r->container, r->version);
+        gpc_text_printf(t, "gpucap_container_info{" CTR_LABELS ",mode=\"%s\",gpucap_version=\"%s\"} 1\n", r->ns,
+                        r->pod, r->pod_uid, r->container, r->mode, r->version);
     }
     for (size_t f = 0; f < sizeof dev_families / sizeof *dev_families; f++) {
         const struct dev_family *df = &dev_families[f];
@@ -424,8 +445,9 @@ static void write_metrics(struct scan *sc, struct gpc_text *t)
                     continue;
                 char uuid[GPC_UUID_TEXT];
                 gpc_uuid_format(r->dev[d].uuid, uuid);
-                gpc_text_printf(t, "%s{namespace=\"%s\",pod=\"%s\",pod_uid=\"%s\",container=\"%s\",gpu_uuid=\"%s\"} %llu\n",
-                                df->name, r->ns, r->pod, r->pod_uid, r->container, uuid, (unsigned long long)v);
+                gpc_text_printf(t, "%s{" CTR_LABELS ",UUID=\"%s\"%s%s%s} %llu\n", df->name, r->ns, r->pod,
+                                r->pod_uid, r->container, uuid, df->mode ? ",mode=\"" : "", df->mode ? r->mode : "",
+                                df->mode ? "\"" : "", (unsigned long long)v);
             }
         }
     }
@@ -437,8 +459,8 @@ static void write_metrics(struct scan *sc, struct gpc_text *t)
             char uuid[GPC_UUID_TEXT];
             gpc_uuid_format(r->dev[d].uuid, uuid);
             uint64_t drv = r->dev[d].driver_limit;
-            gpc_text_printf(t, "gpucap_container_enforcement_info{namespace=\"%s\",pod=\"%s\",pod_uid=\"%s\","
-                            "container=\"%s\",gpu_uuid=\"%s\",enforced_by=\"%s\"} 1\n", r->ns, r->pod, r->pod_uid,
+            gpc_text_printf(t, "gpucap_container_enforcement_info{" CTR_LABELS ",UUID=\"%s\",enforced_by=\"%s\"} 1\n",
+                            r->ns, r->pod, r->pod_uid,
                             r->container, uuid, gpc_enforced_by(drv == GPC_UNLIMITED ? 0 : drv));
         }
     }
@@ -450,27 +472,41 @@ static void write_metrics(struct scan *sc, struct gpc_text *t)
         for (int d = 0; d < r->ndev; d++) {
             char uuid[GPC_UUID_TEXT];
             gpc_uuid_format(r->dev[d].uuid, uuid);
-            gpc_text_printf(t, "gpucap_container_processes{namespace=\"%s\",pod=\"%s\",pod_uid=\"%s\",container=\"%s\","
-                            "gpu_uuid=\"%s\"} %u\n", r->ns, r->pod, r->pod_uid, r->container, uuid, r->dev[d].procs);
+            gpc_text_printf(t, "gpucap_container_processes{" CTR_LABELS ",UUID=\"%s\"} %u\n", r->ns, r->pod,
+                            r->pod_uid, r->container, uuid, r->dev[d].procs);
         }
     }
 
-    /* Per card: budgets added up over the containers, against the card's size. */
+    /*
+     * Per card: budgets added up over the containers, against the card's size. With a list of the
+     * node's cards, every card of the list is shown (with nothing on it too), with its size from
+     * NVML where NVML gave one; without one, the cards the ledgers name.
+     */
     struct card cards[MAX_CARDS];
     unsigned ncards = 0;
+    const struct gpc_cards *known = sc->cards;
+    for (unsigned k = 0; known->known && k < known->n && ncards < MAX_CARDS; k++) {
+        const struct gpc_card *kc = &known->card[k];
+        cards[ncards] = (struct card){.index = kc->index, .model = kc->model, .physical = kc->memory};
+        snprintf(cards[ncards++].uuid, GPC_UUID_TEXT, "%s", kc->uuid);
+    }
     for (unsigned i = 0; i < sc->nctr; i++) {
         for (int d = 0; d < sc->ctr[i].ndev; d++) {
             const struct dev_rec *dv = &sc->ctr[i].dev[d];
+            char uuid[GPC_UUID_TEXT];
+            gpc_uuid_format(dv->uuid, uuid);
             unsigned c = 0;
-            while (c < ncards && memcmp(cards[c].uuid, dv->uuid, 16) != 0)
+            while (c < ncards && strcasecmp(cards[c].uuid, uuid) != 0)
                 c++;
             if (c == ncards) {
-                if (ncards == MAX_CARDS)
+                if (ncards == MAX_CARDS || known->known)
                     continue;
-                cards[ncards++] = (struct card){.physical = 0};
-                memcpy(cards[c].uuid, dv->uuid, 16);
+                cards[ncards++] = (struct card){.index = -1, .model = ""};
+                memcpy(cards[c].uuid, uuid, sizeof uuid);
             }
-            if (dv->physical > cards[c].physical)
+            /* The ledgers' figure only where the node's own source gave none. */
+            const struct gpc_card *kc = known->known ? gpc_cards_find(known, uuid) : NULL;
+            if ((!kc || !kc->memory) && dv->physical > cards[c].physical)
                 cards[c].physical = dv->physical;
             if (dv->limit != GPC_UNLIMITED)
                 cards[c].budgets = add_sat(cards[c].budgets, dv->limit);
@@ -482,28 +518,31 @@ static void write_metrics(struct scan *sc, struct gpc_text *t)
         const char *name, *help;
         size_t offset;
     } card_families[] = {
-        {"gpucap_gpu_memory_bytes", "Memory of the card as the driver reported it to gpucap.",
+        {"gpucap_gpu_memory_bytes", "Memory of the card: from NVML where the exporter reads it, else as the driver "
+                                    "reported it to gpucap.",
          offsetof(struct card, physical)},
         {"gpucap_gpu_budgets_bytes", "Sum of the budgets of the gpucap containers on the card.",
          offsetof(struct card, budgets)},
-        {"gpucap_gpu_used_bytes", "Sum of the device memory the gpucap containers hold on the card.",
+        {"gpucap_gpu_containers_used_bytes", "Sum of the device memory the gpucap containers hold on the card (not the "
+                                             "card's whole use: DCGM_FI_DEV_FB_USED is).",
          offsetof(struct card, used)},
     };
+    char labels[256];
     for (size_t f = 0; f < sizeof card_families / sizeof *card_families; f++) {
         family(t, card_families[f].name, "gauge", card_families[f].help);
         for (unsigned c = 0; c < ncards; c++) {
             uint64_t v;
             memcpy(&v, (const char *)&cards[c] + card_families[f].offset, sizeof v);
-            char uuid[GPC_UUID_TEXT];
-            gpc_uuid_format(cards[c].uuid, uuid);
-            gpc_text_printf(t, "%s{gpu_uuid=\"%s\"} %llu\n", card_families[f].name, uuid, (unsigned long long)v);
+            if (card_families[f].offset == offsetof(struct card, physical) && v == 0)
+                continue; /* a listed card nobody reported a size for */
+            card_labels(&cards[c], labels, sizeof labels);
+            gpc_text_printf(t, "%s{%s} %llu\n", card_families[f].name, labels, (unsigned long long)v);
         }
     }
     family(t, "gpucap_gpu_containers", "gauge", "gpucap containers whose ledger has the card.");
     for (unsigned c = 0; c < ncards; c++) {
-        char uuid[GPC_UUID_TEXT];
-        gpc_uuid_format(cards[c].uuid, uuid);
-        gpc_text_printf(t, "gpucap_gpu_containers{gpu_uuid=\"%s\"} %u\n", uuid, cards[c].containers);
+        card_labels(&cards[c], labels, sizeof labels);
+        gpc_text_printf(t, "gpucap_gpu_containers{%s} %u\n", labels, cards[c].containers);
     }
 }
 
@@ -514,12 +553,15 @@ static void write_scrape(const struct gpc_scrape *s, struct gpc_text *t)
     family(t, "gpucap_exporter_ledgers_skipped", "gauge", "Ledger files the last scrape skipped, by reason.");
     for (int i = 0; i < GPC_SKIP__COUNT; i++)
         gpc_text_printf(t, "gpucap_exporter_ledgers_skipped{reason=\"%s\"} %u\n", gpc_skip_names[i], s->skipped[i]);
+    family(t, "gpucap_exporter_foreign_cards", "gauge",
+           "Card entries of the ledgers read by the last scrape that name a card this node does not have (left out).");
+    gpc_text_printf(t, "gpucap_exporter_foreign_cards %u\n", s->foreign_cards);
 }
 
-int gpc_collect(const char *root, struct gpc_text *out, struct gpc_scrape *s)
+int gpc_collect(const char *root, const struct gpc_cards *cards, struct gpc_text *out, struct gpc_scrape *s)
 {
     memset(s, 0, sizeof *s);
-    struct scan sc = {.s = s};
+    struct scan sc = {.s = s, .cards = cards};
     int rc = 0;
     int root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = root_fd >= 0 ? fdopendir(root_fd) : NULL;

@@ -31,6 +31,7 @@ struct gpc_scrape {
     unsigned ledgers;                /* read and shown */
     unsigned skipped[GPC_SKIP__COUNT];
     int root_error;                  /* 0, or the errno of opening the root directory */
+    unsigned foreign_cards;          /* device entries naming a card the node does not have */
 };
 
 /* A growing text buffer; text is NUL-terminated, NULL after an allocation failure. */
@@ -44,12 +45,14 @@ void gpc_text_printf(struct gpc_text *t, const char *fmt, ...) __attribute__((fo
 /*
  * Walks `root` (laid out like /var/lib/kubelet/pods: <pod-uid>/volumes/kubernetes.io~empty-dir/
  * gpucap-ledger/<container>/gpucap.ledger), copies each ledger with pread(2), validates the copy and
- * appends the per-container, per-card and per-scrape metric families to `out` in the Prometheus text
+ * appends the per-container, per-card and per-scrape metric families (cards and card entries only
+ * for the cards in `cards`, when it is a known list: cards.h) to `out` in the Prometheus text
  * format (the caller appends the exporter's own counters and timings). Takes no lock
  * and writes nothing. Returns 0, or a negative errno when `root` cannot be read (then *s says so and
  * `out` holds only the scrape counts).
  */
-int gpc_collect(const char *root, struct gpc_text *out, struct gpc_scrape *s);
+struct gpc_cards;
+int gpc_collect(const char *root, const struct gpc_cards *cards, struct gpc_text *out, struct gpc_scrape *s);
 
 /* The label value of each skip reason. */
 extern const char *const gpc_skip_names[GPC_SKIP__COUNT];

@@ -7,6 +7,10 @@
  * one internal thread: scrapes run one at a time, so a burst of scrapers costs one scrape's memory
  * at a time. Every setting is one row of the table below: a flag and the GPUCAP_EXPORTER_* variable
  * with the same meaning; a flag overrides the variable. `--once` prints one scrape and exits.
+ *
+ * Any pod of the node may connect, so clients are bounded as the webhook's are (tools/common/http.h):
+ * connections in all and per address, a deadline from accept to complete request headers swept by
+ * the main thread, an idle timeout. Card series only for the cards of this node (cards.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,66 +27,72 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cards.h"
 #include "collect.h"
 #include "gpucap_version.h"
 #include "http.h"
+#include "tool.h"
 
-enum opt_id { OPT_LISTEN, OPT_ROOT, OPT_COUNT };
+enum opt_id { OPT_LISTEN, OPT_ROOT, OPT_CARDS, OPT_MAX_CONNECTIONS_PER_IP, OPT_ONCE, OPT_COUNT };
 
-static const struct row {
-    const char *flag, *env, *def, *doc;
-} rows[OPT_COUNT] = {
-    [OPT_LISTEN] = {"listen", "GPUCAP_EXPORTER_LISTEN", ":9477",
+#define MAX_CONNECTIONS 64
+#define HEADER_DEADLINE 5 /* seconds from accept to complete request headers */
+#define IDLE_TIMEOUT 10   /* seconds without traffic before a connection is closed */
+
+/* Every setting: a flag, its variable, default and help (tools/common's table: --help, the man page
+ * and the parser read it). */
+static const struct tool_flag rows[OPT_COUNT] = {
+    [OPT_LISTEN] = {"listen", 'l', "ADDR", "GPUCAP_EXPORTER_LISTEN", ":9477",
                     "address to serve HTTP on: HOST:PORT, [IPV6]:PORT or :PORT (port 0: any free port)"},
-    [OPT_ROOT] = {"root", "GPUCAP_EXPORTER_ROOT", "/var/lib/kubelet/pods",
-                  "the kubelet's pod directory (mounted read-only): <pod-uid>/volumes/kubernetes.io~empty-dir/"
+    [OPT_ROOT] = {"root", 'r', "DIR", "GPUCAP_EXPORTER_ROOT", "/var/lib/kubelet/pods",
+                  "the kubelet's pod directory (mounted read-only): <pod-uid>/volumes/kubernetes.io~empty-dir/\n"
                   "gpucap-ledger/<container>/gpucap.ledger"},
+    [OPT_CARDS] = {"cards", 0, "SOURCE", "GPUCAP_EXPORTER_CARDS", "auto",
+                   "where the node's GPUs are read, whose series alone are shown: auto (NVML, else\n"
+                   "/proc/driver/nvidia/gpus, else none shown), nvml, proc[:DIR], list:UUID[,UUID...], none (no check)"},
+    [OPT_MAX_CONNECTIONS_PER_IP] = {"max-connections-per-ip", 0, "N", "GPUCAP_EXPORTER_MAX_CONNECTIONS_PER_IP", "4",
+                                    "open connections from one address, 1 to 64 (64 in all)"},
+    [OPT_ONCE] = {"once", 0, NULL, NULL, NULL, "print one scrape on stdout and exit, without serving HTTP"},
+};
+
+static const struct tool_cmd exporter_cmd = {
+    .name = "gpucap-exporter",
+    .summary = "Prometheus exporter of the gpucap ledgers of a node",
+    .synopsis = "gpucap-exporter [--listen ADDR] [--root DIR] [--cards SOURCE] [--max-connections-per-ip N] [--once]",
+    .about = "Prometheus exporter of the gpucap ledgers on this node: GET /metrics, GET /healthz. Reads the\n"
+             "ledgers only (no lock, no write). Each option may also be given in the variable shown; a flag\n"
+             "overrides the variable.",
+    .flags = rows,
+    .nflags = OPT_COUNT,
+    .tail = "Exit 0, 1 when it cannot serve (or --once cannot read DIR), 2 for a usage error.\n",
+    .usage_exit = TOOL_EXIT_USAGE,
+    .man_description = "Serves GET /metrics (the Prometheus text format) and GET /healthz over plain HTTP. Every "
+                       "scrape walks the kubelet's pod directory and reads each gpucap container's ledger: no "
+                       "lock is taken and nothing is written. The ledgers are the tenants' files: each is opened "
+                       "without following links, copied and checked, and cards this node does not have are left "
+                       "out (--cards). Connections are bounded per address and in all (64), with a deadline of 5 "
+                       "seconds for the request headers and an idle timeout of 10 seconds.",
+    .man_exit = "0 after SIGTERM or SIGINT, or after --once when the pod directory could be read; 1 when it "
+                "could not be read (--once) or the address cannot be served; 2 for a bad option or value.",
+    .man_files = "/var/lib/kubelet/pods/<pod-uid>/volumes/kubernetes.io~empty-dir/gpucap-ledger/<container>/"
+                 "gpucap.ledger: the ledgers read (under --root). libnvidia-ml.so.1: NVML, for the node's cards "
+                 "(--cards auto or nvml). /proc/driver/nvidia/gpus/*/information: the driver's list of cards "
+                 "(--cards auto or proc).",
+    .man_see_also = ".BR gpucap (1),\n.BR gpucap\\-webhook (1),\n.BR gpucap.ini (5)",
 };
 
 static volatile sig_atomic_t stop;
 static const char *root;
-static atomic_ullong scrape_errors;
+static struct gpc_cards cards;
+static struct gpc_http_guard guard;
+static atomic_ullong scrape_errors, closed_slow;
 
 static void on_signal(int sig)
 {
     stop = 1;
 }
 
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void say(const char *fmt, ...)
-{
-    char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "gpucap-exporter: %s\n", line);
-}
-
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: gpucap-exporter [--listen ADDR] [--root DIR] [--once]\n\n"
-               "Prometheus exporter of the gpucap ledgers on this node: GET /metrics, GET /healthz.\n"
-               "Reads the ledgers only (no lock, no write). --once prints one scrape to stdout and exits\n"
-               "(0, or 1 when the root cannot be read). Each option may also be given in the variable\n"
-               "shown; a flag overrides the variable. --version prints the version.\n\n");
-    for (int i = 0; i < OPT_COUNT; i++)
-        fprintf(f, "  --%-8s %s\n  %-10s %s, default %s\n", rows[i].flag, rows[i].doc, "", rows[i].env, rows[i].def);
-}
-
-/* gpucap-exporter(1), generated from the same rows as --help (`--help-man`, run by the build). */
-static void usage_man(FILE *f)
-{
-    fprintf(f, ".TH GPUCAP-EXPORTER 1 \"\" \"gpucap %s\" \"User Commands\"\n", GPUCAP_VERSION_STRING);
-    fputs(".SH NAME\ngpucap\\-exporter \\- Prometheus exporter of the gpucap ledgers of a node\n"
-          ".SH SYNOPSIS\n.B gpucap\\-exporter\n[\\-\\-listen \\fIADDR\\fR] [\\-\\-root \\fIDIR\\fR] [\\-\\-once]\n"
-          ".SH DESCRIPTION\nServes GET /metrics (Prometheus text format) and GET /healthz. Reads the ledgers "
-          "only: no lock, no write. \\-\\-once prints one scrape and exits. Each option may also be given in "
-          "the environment variable shown; a flag overrides the variable.\n.SH OPTIONS\n", f);
-    for (int i = 0; i < OPT_COUNT; i++)
-        fprintf(f, ".TP\n.B \\-\\-%s\n%s (%s, default %s)\n", rows[i].flag, rows[i].doc, rows[i].env, rows[i].def);
-    fputs(".SH SEE ALSO\n.BR gpucap (1),\n.BR gpucap\\-webhook (1)\n", f);
-}
+#define say(...) tool_error("gpucap-exporter", __VA_ARGS__)
 
 /* One scrape with the exporter's own metrics; NULL on allocation failure. */
 static char *scrape(size_t *len, bool *ok)
@@ -91,7 +101,7 @@ static char *scrape(size_t *len, bool *ok)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     struct gpc_text t = {0};
     struct gpc_scrape s;
-    int rc = gpc_collect(root, &t, &s);
+    int rc = gpc_collect(root, &cards, &t, &s);
     /* Said when it starts and when it ends, not at every scrape. */
     static int said;
     if (rc != 0)
@@ -110,6 +120,10 @@ static char *scrape(size_t *len, bool *ok)
                         "ledgers.\n# TYPE gpucap_exporter_scrape_duration_seconds gauge\n"
                         "gpucap_exporter_scrape_duration_seconds %.6f\n",
                     (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+    gpc_text_printf(&t, "# HELP gpucap_exporter_connections_closed_slow_total Connections closed for not sending "
+                        "their request headers in time.\n# TYPE gpucap_exporter_connections_closed_slow_total "
+                        "counter\ngpucap_exporter_connections_closed_slow_total %llu\n",
+                    (unsigned long long)atomic_load(&closed_slow));
     gpc_text_printf(&t, "# HELP gpucap_exporter_build_info The exporter's version.\n"
                         "# TYPE gpucap_exporter_build_info gauge\ngpucap_exporter_build_info{version=\"%s\"} 1\n",
                     GPUCAP_VERSION_STRING);
@@ -130,6 +144,8 @@ static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *data, size_t *data_size, void **state)
 {
+    /* The headers are complete (a GET has no body): no deadline while the scrape runs. */
+    gpc_http_guard_deadline(&guard, conn, 0);
     bool metrics = strcmp(url, "/metrics") == 0;
     if (!metrics && strcmp(url, "/healthz") != 0)
         return reply(conn, MHD_HTTP_NOT_FOUND, "text/plain", "not found: GET /metrics or GET /healthz\n", NULL);
@@ -162,6 +178,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return rc;
 }
 
+/* A request answered: the connection waits for the next one under the idle timeout only. */
+static void on_done(void *cls, struct MHD_Connection *conn, void **state, enum MHD_RequestTerminationCode why)
+{
+    gpc_http_guard_deadline(&guard, conn, 0);
+}
+
 static void on_mhd_error(void *cls, const char *fmt, va_list ap)
 {
     char line[512];
@@ -170,7 +192,7 @@ static void on_mhd_error(void *cls, const char *fmt, va_list ap)
     say("microhttpd: %s", line);
 }
 
-static int serve(const char *listen)
+static int serve(const char *listen, unsigned per_ip)
 {
     struct sockaddr_storage addr;
     socklen_t addrlen;
@@ -183,8 +205,11 @@ static int serve(const char *listen)
         flags |= MHD_USE_IPv6;
     struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_EXTERNAL_LOGGER,
                                             on_mhd_error, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                                            MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
-                                            MHD_OPTION_END);
+                                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
+                                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
+                                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT,
+                                            MHD_OPTION_NOTIFY_CONNECTION, gpc_http_guard_notify, &guard,
+                                            MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_END);
     if (!d) {
         say("cannot listen on %s: %s", listen, strerror(errno));
         return 1;
@@ -195,58 +220,54 @@ static int serve(const char *listen)
     bool v6 = addr.ss_family == AF_INET6;
     say("listening on http://%s%s%s:%u; ledgers under %s", v6 ? "[" : "", host, v6 ? "]" : "", info ? info->port : 0,
         root);
-    while (!stop)
-        pause();
+    /* The deadline sweep, in steps of 100 ms; the stop signal cuts a sleep short. */
+    while (!stop) {
+        struct timespec tick = {0, 100 * 1000 * 1000};
+        nanosleep(&tick, NULL);
+        unsigned n = gpc_http_guard_sweep(&guard);
+        if (n)
+            atomic_fetch_add(&closed_slow, n);
+    }
     say("stopping");
     MHD_stop_daemon(d);
+    return 0;
+}
+
+static int set_flag(void *arg, int flag, const char *value)
+{
+    const char **val = arg;
+    val[flag] = flag == OPT_ONCE ? "1" : value;
     return 0;
 }
 
 int main(int argc, char **argv)
 {
     const char *val[OPT_COUNT];
-    for (int i = 0; i < OPT_COUNT; i++) {
-        const char *env = getenv(rows[i].env);
-        val[i] = env && *env ? env : rows[i].def;
-    }
-    bool once = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        if (strcmp(a, "--help-man") == 0) {
-            usage_man(stdout);
-            return 0;
-        }
-        if (strcmp(a, "--version") == 0) {
-            printf("gpucap-exporter %s\n", GPUCAP_VERSION_STRING);
-            return 0;
-        }
-        if (strcmp(a, "--once") == 0) {
-            once = true;
-            continue;
-        }
-        int found = -1;
-        const char *v = NULL;
-        for (int k = 0; k < OPT_COUNT && found < 0; k++) {
-            size_t n = strlen(rows[k].flag);
-            if (strncmp(a, "--", 2) != 0 || strncmp(a + 2, rows[k].flag, n) != 0)
-                continue;
-            if (a[2 + n] == '=')
-                v = a + 3 + n, found = k;
-            else if (a[2 + n] == '\0' && i + 1 < argc)
-                v = argv[++i], found = k;
-        }
-        if (found < 0) {
-            fprintf(stderr, "gpucap-exporter: unexpected argument '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        val[found] = v;
-    }
+    tool_env_values(&exporter_cmd, val);
+    int first, rc = tool_begin(&exporter_cmd, argc, argv, set_flag, val, &first);
+    if (rc >= 0)
+        return rc;
+    bool once = val[OPT_ONCE] != NULL;
     root = val[OPT_ROOT];
+    char *end;
+    unsigned long per_ip = strtoul(val[OPT_MAX_CONNECTIONS_PER_IP], &end, 10);
+    if (*end || end == val[OPT_MAX_CONNECTIONS_PER_IP] || per_ip < 1 || per_ip > MAX_CONNECTIONS) {
+        tool_usage_error(&exporter_cmd, "--max-connections-per-ip '%s': expected a whole number from 1 to %d",
+                         val[OPT_MAX_CONNECTIONS_PER_IP], MAX_CONNECTIONS);
+        return TOOL_EXIT_USAGE;
+    }
+    char why[512];
+    if (gpc_cards_load(val[OPT_CARDS], &cards, why, sizeof why) != 0) {
+        say("cards %s: %s", val[OPT_CARDS], why);
+        return 2;
+    }
+    if (!once) {
+        if (!cards.known)
+            say("cards: not checked (--cards none): every card a ledger names is shown");
+        else
+            say("cards: %u from %s%s%s; card entries of other cards are left out", cards.n, cards.source,
+                why[0] ? ": " : "", why);
+    }
     if (once) {
         size_t len;
         bool ok;
@@ -263,5 +284,9 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    return serve(val[OPT_LISTEN]);
+    if (gpc_http_guard_init(&guard, MAX_CONNECTIONS, HEADER_DEADLINE) != 0) {
+        say("out of memory");
+        return 1;
+    }
+    return serve(val[OPT_LISTEN], (unsigned)per_ip);
 }

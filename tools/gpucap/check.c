@@ -12,13 +12,50 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char check_usage[] =
-    "usage: gpucap check [FILE]\n"
-    "\n"
-    "Validates the GPUCAP_* environment and an ini file (FILE, else GPUCAP_CONFIG, else\n"
-    "/etc/gpucap/gpucap.ini if present) against the settings table, prints each setting with its\n"
-    "origin and the effective budget per device. Exit 0 when all is valid, 1 otherwise.\n"
-    "\n";
+enum { F_JSON, F_COUNT };
+static const struct tool_flag check_flags[F_COUNT] = {
+    [F_JSON] = {"json", 'j', NULL, NULL, NULL, "the settings, budgets and errors as one JSON object on stdout"},
+};
+
+const struct tool_cmd cli_check_cmd = {
+    .name = "gpucap check",
+    .summary = "validate gpucap's settings",
+    .synopsis = "gpucap check [--json] [FILE]",
+    .about = "Validates the GPUCAP_* environment and an ini file (FILE, else GPUCAP_CONFIG, else\n"
+             "/etc/gpucap/gpucap.ini if present) against the settings table, the whole file (an unknown\n"
+             "section or key is reported, with the nearest known name, and checking goes on), prints each\n"
+             "setting with its origin and the effective budget per device.",
+    .flags = check_flags,
+    .nflags = F_COUNT,
+    .tail = "Exit 0 when all is valid, 1 otherwise, 2 for a usage error.\n\n" CLI_SETTINGS_NOTE,
+    .usage_exit = CLI_USAGE,
+    .max_operands = 1,
+};
+
+/* The error lines of the load, kept for --json (and printed as the library prints them without). */
+struct said {
+    bool json;
+    int n;
+    char line[64][600];
+};
+
+static void collect(enum gpc_log_level level, const char *line, void *arg)
+{
+    struct said *w = arg;
+    if (!w->json) {
+        fprintf(stderr, "gpucap: %s: %s\n", level == GPC_LOG_ERROR ? "error" : "warning", line);
+        return;
+    }
+    if (w->n < 64)
+        snprintf(w->line[w->n++], sizeof w->line[0], "%s%s", level == GPC_LOG_ERROR ? "error: " : "warning: ", line);
+}
+
+static int on_flag(void *arg, int flag, const char *v)
+{
+    (void)flag, (void)v;
+    *(bool *)arg = true;
+    return 0;
+}
 
 static void show_value(const struct gpc_value *v, char *buf, size_t len)
 {
@@ -49,26 +86,61 @@ static void show_budget(const struct gpc_settings *s, const char *who, int ordin
                (unsigned long long)from->u.size.bytes, where);
 }
 
+/* --json: {"config": {...}, "settings": [...], "budgets": [...], "errors": [...], "ok": bool}. */
+static int print_json(const struct gpc_settings *s, const char *file, const struct said *said)
+{
+    printf("{\"config\":{\"path\":");
+    tool_json_string(stdout, s->config_path);
+    printf(",\"read\":%s,\"bad\":%s,\"locked\":%s,\"from\":\"%s\"},\"settings\":[", s->config_read ? "true" : "false",
+           s->config_bad ? "true" : "false", s->locked ? "true" : "false", file ? "argument" : "environment");
+    for (int i = 0; i < GPC_OPT__COUNT; i++) {
+        const struct gpc_value *v = &s->opt[i];
+        char where[600];
+        printf("%s{\"key\":\"%s\",\"variable\":\"%s\",\"value\":", i ? "," : "", gpc_option_defs[i].key,
+               gpc_option_defs[i].env);
+        if (v->set)
+            tool_json_string(stdout, v->text);
+        else
+            printf("null");
+        printf(",\"valid\":%s,\"origin\":", v->bad ? "false" : "true");
+        if (v->set)
+            tool_json_string(stdout, file && i == GPC_OPT_CONFIG ? "the command line"
+                                                    : gpc_value_origin(s, v, (enum gpc_opt)i, -1, where, sizeof where));
+        else
+            printf("null");
+        printf("}");
+    }
+    const struct gpc_value *from;
+    uint64_t limit = gpc_settings_limit(s, -1, NULL, 0, &from);
+    printf("],\"budget\":{\"all_devices\":");
+    if (!from || limit == GPC_UNLIMITED)
+        printf("null");
+    else if (from->bad)
+        printf("0");
+    else
+        tool_json_string(stdout, from->text);
+    printf("},\"errors\":[");
+    for (int i = 0; i < said->n; i++) {
+        if (i)
+            putchar(',');
+        tool_json_string(stdout, said->line[i]);
+    }
+    printf("],\"error_count\":%d,\"ok\":%s}\n", s->errors, s->errors ? "false" : "true");
+    return s->errors ? 1 : 0;
+}
+
 int cmd_check(int argc, char **argv)
 {
-    const char *file = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(check_usage, stdout);
-            cli_print_settings_note(stdout);
-            return 0;
-        }
-        if (argv[i][0] == '-' || file) {
-            fprintf(stderr, "gpucap check: unexpected argument '%s'\n%s", argv[i], check_usage);
-            return CLI_USAGE;
-        }
-        file = argv[i];
-    }
+    bool json = false;
+    int first, rc = tool_begin(&cli_check_cmd, argc, argv, on_flag, &json, &first);
+    if (rc >= 0)
+        return rc;
+    const char *file = first < argc ? argv[first] : NULL;
     if (file) {
         /* Said here, about the argument: the library would name GPUCAP_CONFIG, which the user did not set. */
         FILE *f = fopen(file, "re");
         if (!f) {
-            fprintf(stderr, "gpucap check: %s cannot be read (%s)\n", file, strerror(errno));
+            tool_error("gpucap check", "%s cannot be read (%s)", file, strerror(errno));
             return 1;
         }
         fclose(f);
@@ -77,18 +149,23 @@ int cmd_check(int argc, char **argv)
 
     extern char **environ;
     struct gpc_settings s;
+    static struct said said;
+    said.json = json;
     fflush(stdout);
-    gpc_settings_load(&s, environ);
+    gpc_settings_load_to(&s, environ, collect, &said);
     /* A rate is text in the table; it is parsed where it is used, and here with the same parser. */
     const struct gpc_value *rate = &s.opt[GPC_OPT_FAIL_RATE];
     uint64_t r;
     if (rate->set && gpc_fault_parse_rate(rate->text, &r) != 0) {
         char where[600];
         s.errors++;
-        gpc_log_line(GPC_LOG_ERROR, "%s: fail_rate = '%s' is not valid; accepted: a share from 0 to 1 (0.05) or a "
-                     "percentage (5%%)", gpc_value_origin(&s, rate, GPC_OPT_FAIL_RATE, -1, where, sizeof where),
-                     rate->text);
+        char line[700];
+        snprintf(line, sizeof line, "%s: fail_rate = '%s' is not valid; accepted: a share from 0 to 1 (0.05) or a "
+                 "percentage (5%%)", gpc_value_origin(&s, rate, GPC_OPT_FAIL_RATE, -1, where, sizeof where), rate->text);
+        collect(GPC_LOG_ERROR, line, &said);
     }
+    if (json)
+        return print_json(&s, file, &said);
 
     if (s.config_read)
         printf("config file: %s%s\n", s.config_path, s.config_bad ? " (has errors)" : "");
@@ -105,15 +182,18 @@ int cmd_check(int argc, char **argv)
         const struct gpc_option_def *d = &gpc_option_defs[i];
         char val[300], where[600];
         show_value(&s.opt[i], val, sizeof val);
-        printf("  %-14s = %-24s %s\n", d->key, val,
-               s.opt[i].set ? gpc_value_origin(&s, &s.opt[i], (enum gpc_opt)i, -1, where, sizeof where) : "");
+        const char *origin = s.opt[i].set ? gpc_value_origin(&s, &s.opt[i], (enum gpc_opt)i, -1, where, sizeof where) : "";
+        /* The file given as the argument is named as such, not as GPUCAP_CONFIG (set by us). */
+        if (file && i == GPC_OPT_CONFIG)
+            origin = "the command line";
+        printf("  %-16s = %-24s %s\n", d->key, val, origin);
     }
     for (int i = 0; i < s.n_uuid; i++) {
         char val[300], where[600];
         char key[96];
         snprintf(key, sizeof key, "[device.%s] memory_limit", s.uuid_limit[i].uuid);
         show_value(&s.uuid_limit[i].v, val, sizeof val);
-        printf("  %-14s = %-24s %s\n", key, val,
+        printf("  %-16s = %-24s %s\n", key, val,
                gpc_value_origin(&s, &s.uuid_limit[i].v, GPC_OPT_MEMORY_LIMIT, -1, where, sizeof where));
     }
     for (int dev = 0; dev < GPC_MAX_DEVICES; dev++) {
@@ -123,7 +203,7 @@ int cmd_check(int argc, char **argv)
         char key[48];
         snprintf(key, sizeof key, "[device.%d] memory_limit", dev);
         show_value(&s.dev_limit[dev], val, sizeof val);
-        printf("  %-14s = %-24s %s\n", key, val,
+        printf("  %-16s = %-24s %s\n", key, val,
                gpc_value_origin(&s, &s.dev_limit[dev], GPC_OPT_MEMORY_LIMIT, dev, where, sizeof where));
     }
     printf("effective budget:\n");

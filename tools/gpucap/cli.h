@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cli.h: what the files of the `gpucap` command share. main.c dispatches to one cmd_* per
- * subcommand; every setting the command reads or passes on is a row of libgpucap's options table.
+ * subcommand; help.c writes the help and the man page; shared.c holds the helpers the subcommands
+ * share (finding the library, reading settings quietly, reading a ledger, naming devices). Every
+ * setting the command reads or passes on is a row of libgpucap's options table.
  */
 #ifndef GPUCAP_CLI_H
 #define GPUCAP_CLI_H
@@ -19,9 +21,11 @@
 #include "common/options.h"
 #include "common/report.h"
 #include "common/units.h"
+#include "tool.h"
 
-/* Exit codes: 0 success, 1 the check found a problem (or the command failed), 2 usage error. */
-#define CLI_USAGE 2
+/* Exit codes of the commands other than run: 0 success, 1 the check found a problem (or the command
+ * failed), 2 usage error. `gpucap run` uses tool.h's 125/126/127 for its own failures. */
+#define CLI_USAGE TOOL_EXIT_USAGE
 
 int cmd_run(int argc, char **argv);
 int cmd_check(int argc, char **argv);
@@ -29,34 +33,55 @@ int cmd_doctor(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_inject(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
+/* Each command's flags and help (the rows --help and the man page print). */
+extern const struct tool_cmd cli_run_cmd, cli_check_cmd, cli_doctor_cmd, cli_status_cmd, cli_inject_cmd,
+    cli_plot_cmd;
+
+/* help.c: gpucap's own help (the commands and every GPUCAP_* setting), and gpucap(1). */
+void cli_print_help(FILE *f);
+void cli_print_man(FILE *f);
+/* help.c: prints the options table (every GPUCAP_* setting) for --help. */
+void cli_print_options(FILE *f);
+/* The line a command's --help ends with: where the settings are listed. */
+#define CLI_SETTINGS_NOTE "Settings (GPUCAP_* variables, ini keys): `gpucap --help` or man gpucap lists them all.\n"
+
 
 /*
  * plot.c: the report of `gpucap run` with the timelines its processes wrote into `dir`: an SVG
- * picture when `dest` ends in .svg, else gpc_report_write's text or JSON (with a "timeline" per
- * device). 0, or -errno.
+ * picture when `dest` ends in .svg, else gpc_report_write_run's text or JSON (with a "timeline"
+ * per device). `run` (may be NULL) adds the command's facts. 0, or -errno.
  */
-int cli_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit, const char *dir, const char *dest);
+int cli_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit, const char *dir, const char *dest,
+                     const struct gpc_report_run *run);
 /* plot.c: removes the timeline files of a run from `dir`. */
 void cli_timeline_clean(const char *dir);
 
-/* main.c: prints the options table (every GPUCAP_* setting) for --help. */
-void cli_print_options(FILE *f);
-/* main.c: the line a command's --help ends with: where the settings are listed. */
-void cli_print_settings_note(FILE *f);
 /*
- * main.c: finds libgpucap.so: `given` (--lib), GPUCAP_LIB, beside this executable (build tree and
- * install prefix), the configured install path, /usr/local/lib/gpucap, /usr/lib/gpucap. Writes the absolute path into buf and
- * returns 0, or -ENOENT with *tried listing where it looked.
+ * shared.c: finds libgpucap.so: `given` (--lib), GPUCAP_LIB, beside this executable (build tree and
+ * install prefix), the configured install path, /usr/local/lib/gpucap, /usr/lib/gpucap, each place
+ * once. Writes the absolute path into buf and returns 0, or -ENOENT with *tried listing where it
+ * looked.
  */
 int cli_find_lib(const char *given, char *buf, size_t len, char *tried, size_t tried_len);
-/* main.c: reads settings from `envp` like the library does, without printing its error lines. */
+/* shared.c: reads settings from `envp` like the library does, without printing its error lines. */
 void cli_settings_quiet(struct gpc_settings *s, char *const *envp);
 /*
- * main.c: maps a ledger file read-only. Returns the mapping (munmap with sizeof(struct gpc_ledger))
- * or NULL with *why set: cannot be opened, truncated, or refused by gpc_ledger_check (the library's
- * own check: not a ledger, another layout version, a corrupted header or device entry). A device's
- * use above its limit is no fault: audit mode admits past it.
+ * shared.c: reads a ledger file into a private copy, as a file someone else may write: opened with
+ * O_NONBLOCK|O_NOFOLLOW (a FIFO or a link planted at the path cannot hang or redirect the read),
+ * only a regular file no larger than a ledger, copied with pread (a file truncated meanwhile reads
+ * short, never SIGBUS), then checked by gpc_ledger_check. Returns the copy (free() it), or NULL
+ * with *why set: cannot be opened, not a regular file, truncated, or the check's reason. *age_ns
+ * (optional) is how long ago the file was last written.
  */
-const struct gpc_ledger *cli_map_ledger(const char *path, char *why, size_t len);
+struct gpc_ledger *cli_read_ledger(const char *path, char *why, size_t len, uint64_t *age_ns);
+/*
+ * shared.c: the index and name NVML gives the card `uuid` ("GPU-..."), through a dlopen of
+ * libnvidia-ml.so.1 (as doctor does). 0, or -ENOENT (no NVML, or no such card): *index -1, name "".
+ */
+int cli_device_name(const char *uuid, int *index, char *name, size_t len);
+/* shared.c: "1 denial", "2 denials": the count and the noun, singular or plural. */
+const char *cli_count(unsigned long long n, const char *one, const char *many, char *buf, size_t len);
+/* shared.c: a duration as "45 s", "12 min", "3 h", "2 d". */
+const char *cli_age(uint64_t ns, char *buf, size_t len);
 
 #endif

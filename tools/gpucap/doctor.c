@@ -18,29 +18,49 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char doctor_usage[] =
-    "usage: gpucap doctor [--lib PATH] [--root DIR]\n"
-    "\n"
-    "Checks this node or pod: NVIDIA device nodes, the driver and NVML and their versions, the\n"
-    "cards (memory, MIG), whether libgpucap.so is preloaded here with a limit set, and whether the\n"
-    "library exports every hook. Then the driver's own per-container memory limits: whether this\n"
-    "node and container can have them (driver r615+, cgroup v2 and its dmem controller, the\n"
-    "container toolkit's variables) and whether one is in force. --root DIR reads /proc/driver,\n"
-    "/proc/self/cgroup, /sys/fs/cgroup and /usr/bin under DIR (a node's tree mounted elsewhere;\n"
-    "the tests). Exit 0 when no check failed, 1 otherwise.\n"
-    "\n";
+enum { F_LIB, F_ROOT, F_JSON, F_COUNT };
+static const struct tool_flag doctor_flags[F_COUNT] = {
+    [F_LIB] = {"lib", 0, "FILE", "GPUCAP_LIB", NULL, "the libgpucap.so to check (default: found beside gpucap)"},
+    [F_ROOT] = {"root", 0, "DIR", NULL, "/",
+                "read /proc/driver, /proc/self/cgroup, /sys/fs/cgroup and /usr/bin under DIR (a node's\n"
+                "tree mounted elsewhere; the tests)"},
+    [F_JSON] = {"json", 'j', NULL, NULL, NULL, "the checks as one JSON object on stdout"},
+};
 
-static int failures;
+const struct tool_cmd cli_doctor_cmd = {
+    .name = "gpucap doctor",
+    .summary = "check a node or pod before trusting a gpucap cap",
+    .synopsis = "gpucap doctor [--json] [--lib FILE] [--root DIR]",
+    .about = "Checks this node or pod: NVIDIA device nodes, the driver and NVML and their versions, the\n"
+             "cards (memory, MIG), whether libgpucap.so is preloaded here with a limit set, and whether the\n"
+             "library exports every hook. Then the driver's own per-container memory limits: whether this\n"
+             "node and container can have them (driver r615+, cgroup v2 and its dmem controller, the\n"
+             "container toolkit's variables) and whether one is in force.",
+    .flags = doctor_flags,
+    .nflags = F_COUNT,
+    .tail = "Exit 0 when no check failed, 1 otherwise, 2 for a usage error.\n\n" CLI_SETTINGS_NOTE,
+    .usage_exit = CLI_USAGE,
+};
+
+static int failures, shown;
+static bool json;
 
 static void line(const char *tag, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void line(const char *tag, const char *fmt, ...)
 {
+    char text[1024];
     va_list ap;
     va_start(ap, fmt);
-    printf("%-4s  ", tag);
-    vprintf(fmt, ap);
-    putchar('\n');
+    vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
+    if (json) {
+        printf("%s{\"result\":\"%s\",\"message\":", shown ? "," : "", tag);
+        tool_json_string(stdout, text);
+        printf("}");
+    } else {
+        printf("%-4s  %s\n", tag, text);
+    }
+    shown++;
     if (strcmp(tag, "FAIL") == 0)
         failures++;
 }
@@ -366,33 +386,39 @@ static void check_exports(const char *lib_opt)
         line("PASS", "version: the library and this command are gpucap %s", GPUCAP_VERSION_STRING);
 }
 
+struct doctor_opts {
+    const char *lib, *root;
+};
+
+static int on_flag(void *arg, int flag, const char *v)
+{
+    struct doctor_opts *o = arg;
+    if (flag == F_LIB)
+        o->lib = v;
+    else if (flag == F_ROOT)
+        o->root = v;
+    else
+        json = true;
+    return 0;
+}
+
 int cmd_doctor(int argc, char **argv)
 {
-    const char *lib_opt = NULL, *root = "/";
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(doctor_usage, stdout);
-            cli_print_settings_note(stdout);
-            return 0;
-        }
-        if (strcmp(argv[i], "--lib") == 0 && i + 1 < argc) {
-            lib_opt = argv[++i];
-            continue;
-        }
-        if (strcmp(argv[i], "--root") == 0 && i + 1 < argc) {
-            root = argv[++i];
-            continue;
-        }
-        fprintf(stderr, "gpucap doctor: unexpected argument '%s'\n%s", argv[i], doctor_usage);
-        return CLI_USAGE;
-    }
+    struct doctor_opts o = {.root = "/"};
+    int first, rc = tool_begin(&cli_doctor_cmd, argc, argv, on_flag, &o, &first);
+    if (rc >= 0)
+        return rc;
+    if (json)
+        printf("{\"checks\":[");
     check_nodes();
     check_driver();
     check_nvml();
     check_preload();
-    check_exports(lib_opt);
-    check_driver_limits(root);
-    if (failures)
+    check_exports(o.lib);
+    check_driver_limits(o.root);
+    if (json)
+        printf("],\"failures\":%d,\"ok\":%s}\n", failures, failures ? "false" : "true");
+    else if (failures)
         printf("%d check%s failed\n", failures, failures == 1 ? "" : "s");
     else
         printf("all checks passed\n");

@@ -29,18 +29,32 @@
 #define MOUNT_LEDGER_FILE "/run/gpucap/ledger/gpucap.ledger"
 #define MAX_CONTAINERS 64
 
-static const char inject_usage[] =
-    "usage: gpucap inject --to DIR [--ledgers DIR] [--max SIZE] [--lib FILE] CONTAINER=SIZE...\n"
-    "\n"
-    "Fills a pod's gpucap volume (run by the init container the webhook injects):\n"
-    "  DIR/lib/libgpucap.so, DIR/bin/gpucap   the library and this command\n"
-    "  DIR/ld.so.preload                      " MOUNT_LIB "\n"
-    "  DIR/CONTAINER/gpucap.ini               lock = true, memory_limit = SIZE,\n"
-    "                                         memory_limit_max = --max (when given), ledger\n"
-    "  --ledgers DIR: DIR/CONTAINER/gpucap.ledger, each container's ledger (0666,\n"
-    "                 in a directory of this user, 0755)\n"
-    "CONTAINER is a container name (DNS label); SIZE a size for that container.\n"
-    "Exit 0 when every file is in place, 1 on a failure, 2 on a usage error.\n";
+enum { F_TO, F_LEDGERS, F_MAX, F_LIB, F_COUNT };
+static const struct tool_flag inject_flags[F_COUNT] = {
+    [F_TO] = {"to", 0, "DIR", NULL, NULL, "the pod's gpucap volume to fill (required)"},
+    [F_LEDGERS] = {"ledgers", 0, "DIR", NULL, NULL,
+                   "make DIR/CONTAINER/gpucap.ledger, each container's ledger (0666, in a directory of\n"
+                   "this user, 0755)"},
+    [F_MAX] = {"max", 0, "SIZE", NULL, NULL, "memory_limit_max of every container (a larger SIZE is refused)"},
+    [F_LIB] = {"lib", 0, "FILE", "GPUCAP_LIB", NULL, "the libgpucap.so to copy (default: found beside gpucap)"},
+};
+
+const struct tool_cmd cli_inject_cmd = {
+    .name = "gpucap inject",
+    .summary = "fill a pod's gpucap volume",
+    .synopsis = "gpucap inject --to DIR [--ledgers DIR] [--max SIZE] [--lib FILE] CONTAINER=SIZE...",
+    .about = "Fills a pod's gpucap volume (run by the init container the webhook injects):\n"
+             "  DIR/lib/libgpucap.so, DIR/bin/gpucap   the library and this command\n"
+             "  DIR/ld.so.preload                      " MOUNT_LIB "\n"
+             "  DIR/CONTAINER/gpucap.ini               lock = true, memory_limit = SIZE,\n"
+             "                                         memory_limit_max = --max (when given), ledger\n"
+             "CONTAINER is a container name (DNS label); SIZE a size for that container.",
+    .flags = inject_flags,
+    .nflags = F_COUNT,
+    .tail = "Exit 0 when every file is in place, 1 on a failure, 2 on a usage error.\n",
+    .usage_exit = CLI_USAGE,
+    .max_operands = TOOL_ANY,
+};
 
 struct target {
     const char *name;
@@ -159,40 +173,33 @@ static int fail(const char *what, const char *path, int rc)
     return 1;
 }
 
+static int set_flag(void *arg, int flag, const char *value)
+{
+    ((const char **)arg)[flag] = value;
+    return 0;
+}
+
 int cmd_inject(int argc, char **argv)
 {
-    const char *to = NULL, *ledgers = NULL, *max = NULL, *lib = NULL;
+    const char *v[F_COUNT] = {0};
     struct target t[MAX_CONTAINERS];
     size_t nt = 0;
-    for (int i = 1; i < argc; i++) {
+    int first, rc = tool_begin(&cli_inject_cmd, argc, argv, set_flag, v, &first);
+    if (rc >= 0)
+        return rc;
+    const char *to = v[F_TO], *ledgers = v[F_LEDGERS], *max = v[F_MAX], *lib = v[F_LIB];
+    for (int i = first; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(inject_usage, stdout);
-            return 0;
-        }
-        const char **flag = strcmp(a, "--to") == 0        ? &to
-                            : strcmp(a, "--ledgers") == 0 ? &ledgers
-                            : strcmp(a, "--max") == 0     ? &max
-                            : strcmp(a, "--lib") == 0     ? &lib
-                                                          : NULL;
-        if (flag) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "gpucap inject: %s needs a value\n", a);
-                return CLI_USAGE;
-            }
-            *flag = argv[++i];
-            continue;
-        }
         const char *eq = strchr(a, '=');
         if (!eq || !dns_label(a, (size_t)(eq - a)) || nt == MAX_CONTAINERS) {
-            fprintf(stderr, "gpucap inject: \"%s\" is not CONTAINER=SIZE with a container name (DNS label)%s\n%s",
-                    a, nt == MAX_CONTAINERS ? ", or too many containers" : "", inject_usage);
+            tool_usage_error(&cli_inject_cmd, "'%s' is not CONTAINER=SIZE with a container name (DNS label)%s", a,
+                             nt == MAX_CONTAINERS ? ", or too many containers" : "");
             return CLI_USAGE;
         }
         t[nt++] = (struct target){a, eq + 1};
     }
     if (!to || !nt) {
-        fprintf(stderr, "gpucap inject: --to and at least one CONTAINER=SIZE are required\n%s", inject_usage);
+        tool_usage_error(&cli_inject_cmd, "--to DIR and at least one CONTAINER=SIZE are required");
         return CLI_USAGE;
     }
 
@@ -224,7 +231,6 @@ int cmd_inject(int argc, char **argv)
     self[n] = '\0';
 
     char path[PATH_MAX];
-    int rc;
     snprintf(path, sizeof path, "%s/lib", to);
     if ((rc = make_dir(path, 0755)) != 0)
         return fail("cannot create", path, rc);

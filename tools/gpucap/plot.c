@@ -8,13 +8,17 @@
  * denials". They are merged per device by time. The picture has one panel per device: usage over
  * time (the highest figure of each bucket, so no peak is lost), the budget as a red dashed line,
  * each denial as a red mark on it, and the peak labelled; in audit mode the peak is labelled as
- * the budget the job needs. Plain SVG 1.1 with inline styles: any browser or rsvg-convert shows it.
+ * the budget the job needs. Each panel is titled with the card's index and name (NVML's) when
+ * known. Plain SVG 1.1 with inline styles: any browser or rsvg-convert shows it.
+ *
+ * A JSON report may come from anywhere: every loop is bounded (gridlines, ticks, points), every
+ * number is clamped before it is turned into an integer, and every string written into the SVG is
+ * escaped (a uuid or a name holding markup stays text).
  */
 #include "cli.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -24,6 +28,8 @@
 
 struct series {
     char uuid[GPC_UUID_TEXT];
+    int index;      /* NVML's index of the card, -1: unknown */
+    char name[96];
     uint64_t physical, budget, peak, denials; /* budget GPC_UNLIMITED: none */
     struct gpc_tl_point *p;
     int n, cap;
@@ -46,11 +52,18 @@ static struct series *series_of(struct plot *pl, const char *uuid)
     memset(s, 0, sizeof *s);
     snprintf(s->uuid, sizeof s->uuid, "%s", uuid);
     s->budget = GPC_UNLIMITED;
+    s->index = -1;
     return s;
 }
 
+/* Points a panel draws at most: the timelines of a run have 512 per process; a report someone
+ * else wrote may claim any number. */
+#define MAX_POINTS 65536
+
 static int add_point(struct series *s, struct gpc_tl_point pt)
 {
+    if (s->n == MAX_POINTS)
+        return -E2BIG;
     if (s->n == s->cap) {
         int cap = s->cap ? 2 * s->cap : 256;
         struct gpc_tl_point *p = realloc(s->p, (size_t)cap * sizeof *p);
@@ -151,18 +164,43 @@ static int uuid_parse(const char *text, uint8_t out[16])
 #define PANEL_H 420.0
 #define LEFT 96.0
 #define RIGHT 40.0
-#define TOP 64.0
+#define TOP 84.0
 #define BOTTOM 56.0
+
+/* Writes `t` as SVG text or an attribute value: markup characters as entities, control bytes as '?'. */
+static void xml_text(FILE *f, const char *t)
+{
+    for (; *t; t++) {
+        switch (*t) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        case '\'': fputs("&#39;", f); break;
+        default: fputc((unsigned char)*t < 0x20 || *t == 0x7f ? '?' : *t, f);
+        }
+    }
+}
+
+/* A number from a JSON report as bytes or a count: negative, not a number or beyond 2^64 clamped. */
+static uint64_t clamp_u64(double v)
+{
+    if (!(v > 0))
+        return 0;
+    if (v >= 18446744073709549568.0)
+        return UINT64_MAX;
+    return (uint64_t)v;
+}
 
 /* "48 MiB", "1.5 GiB": short labels for the axis and the marks. */
 static const char *short_size(uint64_t b, char *buf, size_t len)
 {
-    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
     if (b == 0)
         return snprintf(buf, len, "0"), buf;
     double v = (double)b;
     int u = 0;
-    while (v >= 1024 && u < 4) {
+    while (v >= 1024 && u < 6) {
         v /= 1024;
         u++;
     }
@@ -177,9 +215,18 @@ static const char *short_size(uint64_t b, char *buf, size_t len)
 static uint64_t byte_step(uint64_t top)
 {
     uint64_t step = 1;
-    while (top / step > 8)
+    while (top / step > 8 && step < (UINT64_C(1) << 62))
         step *= 2;
     return step;
+}
+
+/* A tick's time: milliseconds for a run shorter than 2 s, else seconds. */
+static void time_label(double t, double span, char *buf, size_t len)
+{
+    if (span < 2)
+        snprintf(buf, len, "%g ms", round(t * 1e6) / 1e3);
+    else
+        snprintf(buf, len, "%g s", round(t * 1e3) / 1e3);
 }
 
 static double time_step(double span)
@@ -197,39 +244,80 @@ static double time_step(double span)
     return p;
 }
 
+/* A label's box, to keep labels apart. */
+struct box {
+    double x0, y0, x1, y1;
+};
+
+static bool overlaps(struct box a, struct box b)
+{
+    return a.x0 < b.x1 && b.x0 < a.x1 && a.y0 < b.y1 && b.y0 < a.y1;
+}
+
+/* The box of a 13 px label of n characters at (x, y) anchored at its start or its end. */
+static struct box label_box(double x, double y, size_t n, bool start)
+{
+    double w = 7.6 * (double)n;
+    return start ? (struct box){x, y - 13, x + w, y + 4} : (struct box){x - w, y - 13, x, y + 4};
+}
+
 static void panel(FILE *f, const struct series *s, double y0, bool audit)
 {
     char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], c[GPC_SIZE_TEXT];
     double x0 = LEFT, x1 = W - RIGHT, ytop = y0 + TOP, ybot = y0 + PANEL_H - BOTTOM;
     uint64_t tstart = s->n ? s->p[0].t_ns : 0, tend = s->n ? s->p[s->n - 1].t_ns : 0;
-    double span = (double)(tend - tstart) / 1e9;
-    if (span <= 0)
-        span = 1;
-    span *= 1.04; /* room after the last change */
+    /* A bucket's width: the smallest gap between two points (buckets are 1 ms and doubled). A run
+     * shorter than one bucket is drawn one bucket wide, so that a short run is a shape, not a line. */
+    uint64_t width = 0;
+    for (int i = 1; i < s->n; i++) {
+        uint64_t gap = s->p[i].t_ns - s->p[i - 1].t_ns;
+        if (gap && (!width || gap < width))
+            width = gap;
+    }
+    if (!width)
+        width = 1000000;
+    double span = (double)(tend - tstart + width) / 1e9;
+    span *= 1.04; /* room after the last bucket */
     uint64_t top = s->peak;
     for (int i = 0; i < s->n; i++)
         if (s->p[i].max > top)
             top = s->p[i].max;
     if (s->budget != GPC_UNLIMITED && s->budget > top)
         top = s->budget;
-    top = top ? top + top / 8 : 1 << 20;
+    top = !top ? 1 << 20 : top > UINT64_MAX - top / 8 ? UINT64_MAX : top + top / 8;
 #define X(t) (x0 + ((double)((t) - tstart) / 1e9) / span * (x1 - x0))
-#define Y(v) (ybot - (double)(v) / (double)top * (ybot - ytop))
+#define Y(v) (ybot - (double)((v) < top ? (v) : top) / (double)top * (ybot - ytop)) /* clamped: a hostile figure stays inside */
 
-    /* Title: what the picture answers. */
+    /* Title: which card, and what the picture answers. */
+    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" class=\"title\">", x0, y0 + 28);
+    if (s->index >= 0) {
+        fprintf(f, "GPU %d", s->index);
+        if (s->name[0]) {
+            fputs(" (", f);
+            xml_text(f, s->name);
+            fputc(')', f);
+        }
+    } else {
+        /* No index known: the UUID's first group names the card here, the subtitle has all of it. */
+        char shortid[16];
+        snprintf(shortid, sizeof shortid, "%.12s", s->uuid);
+        fputs("device ", f);
+        xml_text(f, shortid);
+    }
     const char *budget = s->budget == GPC_UNLIMITED ? "no budget" : short_size(s->budget, b, sizeof b);
     if (audit)
-        fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" class=\"title\">%s: this job needs %s (budget %s)</text>\n", x0,
-                y0 + 28, s->uuid, short_size(s->peak, a, sizeof a), budget);
+        fprintf(f, ": this job needs %s (budget %s)</text>\n", short_size(s->peak, a, sizeof a), budget);
     else
-        fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" class=\"title\">%s: peak %s of a %s budget</text>\n", x0, y0 + 28,
-                s->uuid, short_size(s->peak, a, sizeof a), budget);
-    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" class=\"sub\">%" PRIu64 " %s%s; card of %s</text>\n", x0, y0 + 48,
-            s->denials, s->denials == 1 ? "denial" : "denials",
-            audit ? " (audit mode: counted, then admitted)" : "", short_size(s->physical, c, sizeof c));
+        fprintf(f, ": peak %s of a %s budget</text>\n", short_size(s->peak, a, sizeof a), budget);
+    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" class=\"sub\">%" PRIu64 " %s%s; card of %s", x0, y0 + 48, s->denials,
+            s->denials == 1 ? "denial" : "denials", audit ? " (audit mode: counted, then admitted)" : "",
+            short_size(s->physical, c, sizeof c));
+    fputs(", ", f);
+    xml_text(f, s->uuid);
+    fputs("</text>\n", f);
 
-    /* Legend, top right. */
-    double lx = x1 - 300, ly = y0 + 44;
+    /* Legend, on a line of its own under the titles, at the right. */
+    double lx = x1 - 300, ly = y0 + 68;
     fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"16\" height=\"10\" class=\"usagekey\"/>"
                "<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">in use</text>\n", lx, ly - 9, lx + 22, ly);
     fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"budgetkey\"/>"
@@ -238,42 +326,51 @@ static void panel(FILE *f, const struct series *s, double y0, bool audit)
     fprintf(f, "<path class=\"denialkey\" d=\"M%.1f %.1f l-6 -11 h12 Z\"/>"
                "<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">denial</text>\n", lx + 200, ly + 1, lx + 210, ly);
 
-    /* Grid and axes. */
+    /* Grid and axes: at most 9 gridlines and 12 ticks, whatever the figures. */
     uint64_t step = byte_step(top);
-    for (uint64_t v = 0; v <= top; v += step) {
+    for (int k = 0; k <= 9; k++) {
+        uint64_t v = step * (uint64_t)k;
+        if (v > top || (k && v / (uint64_t)k != step))
+            break;
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>\n", x0, Y(v), x1, Y(v));
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"ytick\">%s</text>\n", x0 - 8, Y(v) + 4,
                 short_size(v, a, sizeof a));
     }
     double ts = time_step(span);
-    for (double t = 0; t <= span + 1e-9; t += ts) {
+    for (int k = 0; k <= 12; k++) {
+        double t = ts * k;
+        if (t > span + 1e-12)
+            break;
         double x = x0 + t / span * (x1 - x0);
+        char lab[48];
+        time_label(t, span, lab, sizeof lab);
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"tick\"/>\n", x, ybot, x, ybot + 5);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"xtick\">%g s</text>\n", x, ybot + 20, t);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"xtick\">%s</text>\n", x, ybot + 20, lab);
     }
     fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"axis\"/>\n", x0, ybot, x1, ybot);
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"xlabel\">time since the first allocation</text>\n",
             (x0 + x1) / 2, ybot + 42);
 
-    /* Usage: a step line through each bucket's highest and last figure, filled below. */
+    /* Usage: each bucket at its highest figure for its width, then its last figure until the next. */
     if (s->n) {
         fprintf(f, "<path class=\"usage\" d=\"M%.1f %.1f", X(tstart), Y(0));
         uint64_t level = 0;
         for (int i = 0; i < s->n; i++) {
             double x = X(s->p[i].t_ns);
-            fprintf(f, " L%.1f %.1f L%.1f %.1f L%.1f %.1f", x, Y(level), x, Y(s->p[i].max), x, Y(s->p[i].last));
+            double xe = i + 1 < s->n && s->p[i + 1].t_ns - s->p[i].t_ns < width ? X(s->p[i + 1].t_ns)
+                                                                                  : X(s->p[i].t_ns + width);
+            fprintf(f, " L%.1f %.1f L%.1f %.1f L%.1f %.1f L%.1f %.1f", x, Y(level), x, Y(s->p[i].max), xe,
+                    Y(s->p[i].max), xe, Y(s->p[i].last));
             level = s->p[i].last;
         }
         fprintf(f, " L%.1f %.1f L%.1f %.1f Z\"/>\n", x1, Y(level), x1, Y(0));
     }
 
-    /* The budget, and each denial on it. */
-    if (s->budget != GPC_UNLIMITED) {
-        fprintf(f, "<line id=\"budget-%s\" class=\"budget\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n",
-                s->uuid, x0, Y(s->budget), x1, Y(s->budget));
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"budgetlabel\">budget %s</text>\n", x1 - 4,
-                Y(s->budget) - 8, short_size(s->budget, a, sizeof a));
-    }
+    /* Each denial as a mark on the budget line; the boxes of the marks, the labels keep off them
+     * (beyond MAX_MARK_BOXES marks, the whole line's band). */
+#define MAX_MARK_BOXES 64
+    struct box taken[MAX_MARK_BOXES + 2];
+    int ntaken = 0, marks = 0;
     double yd = s->budget != GPC_UNLIMITED ? Y(s->budget) : ytop;
     for (int i = 0; i < s->n; i++) {
         if (!s->p[i].denials)
@@ -282,9 +379,28 @@ static void panel(FILE *f, const struct series *s, double y0, bool audit)
         fprintf(f, "<g class=\"denial\"><title>%u denial%s at %.3f s</title>"
                    "<path d=\"M%.1f %.1f l-6 -11 h12 Z\"/></g>\n",
                 s->p[i].denials, s->p[i].denials == 1 ? "" : "s", (double)(s->p[i].t_ns - tstart) / 1e9, x, yd);
+        if (marks++ < MAX_MARK_BOXES)
+            taken[ntaken++] = (struct box){x - 8, yd - 13, x + 8, yd + 1};
+        else
+            taken[0] = (struct box){x0, yd - 13, x1, yd + 1}, ntaken = 1;
+    }
+    /* The budget line, labelled at its right end, else its left end: where no mark is. */
+    if (s->budget != GPC_UNLIMITED) {
+        fprintf(f, "<line class=\"budget\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", x0, yd, x1, yd);
+        char lab[48];
+        snprintf(lab, sizeof lab, "budget %s", short_size(s->budget, a, sizeof a));
+        struct box right = label_box(x1 - 4, yd - 8, strlen(lab), false), left = label_box(x0 + 12, yd - 8, strlen(lab), true);
+        bool right_free = true;
+        for (int k = 0; k < ntaken; k++)
+            right_free = right_free && !overlaps(right, taken[k]);
+        struct box at = right_free ? right : left;
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"budgetlabel\" text-anchor=\"%s\">%s</text>\n",
+                right_free ? x1 - 4 : x0 + 12, yd - 8, right_free ? "end" : "start", lab);
+        taken[ntaken++] = at;
     }
 
-    /* The peak, at the first bucket that reached it (the ledger's figure is the authority). */
+    /* The peak, at the first bucket that reached it (the ledger's figure is the authority); its
+     * label where it meets neither the denial marks nor the budget's label. */
     int hi = -1;
     for (int i = 0; i < s->n; i++)
         if (hi < 0 || s->p[i].max > s->p[hi].max)
@@ -293,10 +409,22 @@ static void panel(FILE *f, const struct series *s, double y0, bool audit)
         uint64_t pk = s->peak > s->p[hi].max ? s->peak : s->p[hi].max;
         double x = X(s->p[hi].t_ns), y = Y(pk);
         bool right = x < (x0 + x1) / 2;
+        char lab[96];
+        snprintf(lab, sizeof lab, "peak %s%s", short_size(pk, a, sizeof a), audit ? ": the budget this job needs" : "");
+        double lx2 = right ? x + 10 : x - 10, tries[] = {y - 10, y + 22, y - 26, y + 38, y - 42, y + 54}, ly2 = tries[0];
+        for (size_t t = 0; t < sizeof tries / sizeof tries[0]; t++) {
+            struct box bx = label_box(lx2, tries[t], strlen(lab), right);
+            bool clash = bx.y0 < ytop - 4 || bx.y1 > ybot;
+            for (int k = 0; k < ntaken && !clash; k++)
+                clash = overlaps(bx, taken[k]);
+            if (!clash) {
+                ly2 = tries[t];
+                break;
+            }
+        }
         fprintf(f, "<circle class=\"peak\" cx=\"%.1f\" cy=\"%.1f\" r=\"5\"/>\n", x, y);
-        fprintf(f, "<text class=\"peaklabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">peak %s%s</text>\n",
-                right ? x + 10 : x - 10, y - 10 > ytop + 12 ? y - 10 : y + 22, right ? "start" : "end",
-                short_size(pk, a, sizeof a), audit ? ": the budget this job needs" : "");
+        fprintf(f, "<text class=\"peaklabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">%s</text>\n", lx2, ly2,
+                right ? "start" : "end", lab);
     }
 #undef X
 #undef Y
@@ -320,11 +448,12 @@ static void svg_write(FILE *f, const struct plot *pl)
                ".xlabel{font-size:12px;fill:#666;text-anchor:middle}\n"
                ".usage,.usagekey{fill:#4c78a8;fill-opacity:0.28;stroke:#1f4e79;stroke-width:2;stroke-linejoin:round}\n"
                ".budget,.budgetkey{stroke:#d62728;stroke-width:2.5;stroke-dasharray:9 6}\n"
-               ".budgetlabel{font-size:13px;font-weight:bold;fill:#d62728;text-anchor:end}\n"
+               ".budgetlabel{font-size:13px;font-weight:bold;fill:#d62728}\n"
                ".denial,.denialkey{fill:#d62728;stroke:#7f0000;stroke-width:1}\n"
                ".legend{font-size:12px;fill:#444}\n"
                ".peak{fill:#1f4e79;stroke:#fff;stroke-width:1.5}\n"
                ".peaklabel{font-size:13px;font-weight:bold;fill:#1f4e79}\n"
+               ".budgetlabel,.peaklabel{paint-order:stroke;stroke:#fff;stroke-width:4px;stroke-linejoin:round}\n"
                "</style>\n<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n");
     if (!pl->n)
         fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" class=\"title\">no device memory was allocated under a budget</text>\n",
@@ -340,12 +469,13 @@ static bool is_svg(const char *dest)
     return n > 4 && strcasecmp(dest + n - 4, ".svg") == 0;
 }
 
-int cli_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit, const char *dir, const char *dest)
+int cli_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit, const char *dir, const char *dest,
+                     const struct gpc_report_run *run)
 {
     struct plot pl = {.audit = audit};
     timeline_load(dir, &pl);
     int rc = 0;
-    if (is_svg(dest)) {
+    if (dest && is_svg(dest)) {
         /* The ledger's figures for every device it knows; the timelines of those. */
         struct plot out = {.audit = audit};
         for (int i = 0; l && i < GPC_LEDGER_DEVICES; i++) {
@@ -359,7 +489,12 @@ int cli_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit, 
                 continue;
             s->physical = d->physical;
             s->budget = atomic_load(&d->slot.limit);
-            s->peak = atomic_load(&d->slot.peak);
+            s->peak = gpc_ledger_peak(l, i);
+            for (int k = 0; run && k < run->ndev; k++)
+                if (memcmp(run->dev[k].uuid, d->uuid, sizeof d->uuid) == 0) {
+                    s->index = run->dev[k].index;
+                    snprintf(s->name, sizeof s->name, "%s", run->dev[k].name);
+                }
             s->denials = atomic_load(&d->slot.denials);
             s->p = t->p;
             s->n = t->n;
@@ -383,7 +518,7 @@ int cli_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit, 
                 tl[ntl].p = pl.dev[i].p;
                 tl[ntl++].n = pl.dev[i].n;
             }
-        rc = gpc_report_write_timeline(fd, l, json, audit, tl, ntl);
+        rc = gpc_report_write_run(fd, l, json, audit, tl, ntl, run);
     }
     plot_free(&pl);
     return rc;
@@ -391,16 +526,31 @@ int cli_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit, 
 
 /* ---- gpucap plot REPORT.json ---- */
 
-static const char *plot_usage = "usage: gpucap plot REPORT.json [-o OUT.svg]\n"
-                                "\n"
-                                "Draws the usage timeline of a JSON report (gpucap run --report FILE --json, or\n"
-                                "GPUCAP_REPORT with GPUCAP_REPORT_FORMAT=json) as an SVG picture: usage per device\n"
-                                "over time, the budget, each denial, the peak. Default output: stdout.\n";
+enum { F_OUTPUT, F_COUNT };
+static const struct tool_flag plot_flags[F_COUNT] = {
+    [F_OUTPUT] = {"output", 'o', "FILE", NULL, "stdout", "write the SVG picture to FILE"},
+};
+
+const struct tool_cmd cli_plot_cmd = {
+    .name = "gpucap plot",
+    .summary = "draw a gpucap JSON report as an SVG picture",
+    .synopsis = "gpucap plot [-o FILE] REPORT.json",
+    .about = "Draws the usage timeline of a JSON report (gpucap run --report FILE --json, or GPUCAP_REPORT\n"
+             "with GPUCAP_REPORT_FORMAT=json) as an SVG picture: per device (titled with its index and\n"
+             "name) the usage over time, the budget, each denial, the peak.",
+    .flags = plot_flags,
+    .nflags = F_COUNT,
+    .tail = "Exit 0, 1 when the report cannot be read or the picture written, 2 for a usage error.\n",
+    .usage_exit = CLI_USAGE,
+    .max_operands = 1,
+};
 
 static uint64_t num(json_t *o, const char *key, uint64_t def)
 {
     json_t *v = json_object_get(o, key);
-    return json_is_integer(v) ? (uint64_t)json_integer_value(v) : json_is_real(v) ? (uint64_t)json_real_value(v) : def;
+    return json_is_integer(v) ? (json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0)
+           : json_is_real(v)  ? clamp_u64(json_real_value(v))
+                              : def;
 }
 
 static int plot_from_json(json_t *root, struct plot *pl, char *why, size_t len)
@@ -422,7 +572,13 @@ static int plot_from_json(json_t *root, struct plot *pl, char *why, size_t len)
         if (!s)
             break;
         s->physical = num(d, "physical", 0);
-        s->budget = json_is_integer(json_object_get(d, "budget")) ? num(d, "budget", 0) : GPC_UNLIMITED;
+        json_t *budget = json_object_get(d, "budget"), *index = json_object_get(d, "index"),
+               *name = json_object_get(d, "name");
+        s->budget = json_is_number(budget) ? num(d, "budget", 0) : GPC_UNLIMITED;
+        if (json_is_number(index) && json_number_value(index) >= 0 && json_number_value(index) < 1 << 20)
+            s->index = (int)json_number_value(index);
+        if (json_is_string(name))
+            snprintf(s->name, sizeof s->name, "%s", json_string_value(name));
         s->peak = num(d, "peak", 0);
         s->denials = num(d, "denials", 0);
         json_t *tl = json_object_get(d, "timeline"), *pts = json_object_get(tl, "points");
@@ -431,49 +587,48 @@ static int plot_from_json(json_t *root, struct plot *pl, char *why, size_t len)
         json_array_foreach(pts, k, p) {
             if (!json_is_array(p) || json_array_size(p) < 4)
                 continue;
+            /* Seconds from the start, at most about 30 years; figures clamped to 64 bits. */
             double t = json_number_value(json_array_get(p, 0));
-            struct gpc_tl_point pt = {(uint64_t)(t * 1e9 + 0.5), (uint64_t)json_number_value(json_array_get(p, 1)),
-                                      (uint64_t)json_number_value(json_array_get(p, 2)),
-                                      (uint32_t)json_number_value(json_array_get(p, 3))};
+            uint64_t den = clamp_u64(json_number_value(json_array_get(p, 3)));
+            struct gpc_tl_point pt = {clamp_u64((t < 1e9 ? t : 1e9) * 1e9 + 0.5),
+                                      clamp_u64(json_number_value(json_array_get(p, 1))),
+                                      clamp_u64(json_number_value(json_array_get(p, 2))),
+                                      den > UINT32_MAX ? UINT32_MAX : (uint32_t)den};
             if (add_point(s, pt) != 0)
                 break;
         }
+        qsort(s->p, (size_t)s->n, sizeof s->p[0], by_time);
     }
+    return 0;
+}
+
+static int set_output(void *arg, int flag, const char *v)
+{
+    (void)flag;
+    *(const char **)arg = v;
     return 0;
 }
 
 int cmd_plot(int argc, char **argv)
 {
-    static const struct option opts[] = {{"output", required_argument, NULL, 'o'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
     const char *out = NULL;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
-        if (c == 'o') {
-            out = optarg;
-        } else if (c == 'h') {
-            fputs(plot_usage, stdout);
-            return 0;
-        } else {
-            fputs(plot_usage, stderr);
-            return CLI_USAGE;
-        }
-    }
-    if (optind != argc - 1) {
-        fputs(plot_usage, stderr);
+    int optind, rc = tool_begin(&cli_plot_cmd, argc, argv, set_output, &out, &optind);
+    if (rc >= 0)
+        return rc;
+    if (optind == argc) {
+        tool_usage_error(&cli_plot_cmd, "no REPORT.json given");
         return CLI_USAGE;
     }
     json_error_t err;
-    json_t *root = json_load_file(argv[optind], 0, &err);
+    /* Integers as reals: a figure beyond 2^63 (a report someone else wrote) loads, and is clamped. */
+    json_t *root = json_load_file(argv[optind], JSON_DECODE_INT_AS_REAL, &err);
     if (!root) {
         fprintf(stderr, "gpucap plot: %s: %s (line %d)\n", argv[optind], err.text, err.line);
         return 1;
     }
     struct plot pl = {0};
     char why[160];
-    int rc = plot_from_json(root, &pl, why, sizeof why);
+    rc = plot_from_json(root, &pl, why, sizeof why);
     json_decref(root);
     if (rc != 0) {
         fprintf(stderr, "gpucap plot: %s: %s\n", argv[optind], why);

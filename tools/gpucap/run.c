@@ -7,49 +7,67 @@
  * and the figures are those of this run alone. Options become GPUCAP_* settings of the child:
  * the child's library reads them through the same table as always. Signals sent to gpucap are
  * passed on to CMD (not those the terminal sends to the whole foreground group: CMD has them
- * already). When CMD is gone, the run's report is written from the ledger, the ledger removed, and
+ * already). When CMD is gone, the run's report is written from the ledger (with the command, how it
+ * ended, its wall time) to a file, to stdout (`--report -`: CMD's own stdout then goes to stderr, so
+ * that stdout holds the report alone) or to a descriptor (`--report-fd N`), the ledger removed, and
  * gpucap exits with CMD's status, or dies of CMD's signal so that the shell sees the same thing.
+ * gpucap's own failures exit 125, a CMD that cannot be executed 126, one not found 127 (env(1)).
  */
 #include "cli.h"
 
 #include <errno.h>
-#include <getopt.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
-static const char run_usage[] =
-    "usage: gpucap run [options] [--] CMD ARGS...\n"
-    "\n"
-    "Runs CMD with libgpucap.so preloaded and a ledger private to this run and its children.\n"
-    "\n"
-    "  -m, --memory SIZE          budget for every device (GPUCAP_MEMORY_LIMIT)\n"
-    "  -d, --device-memory DEV=SIZE\n"
-    "                             budget for device ordinal DEV (GPUCAP_MEMORY_LIMIT_<DEV>); repeatable\n"
-    "  -a, --audit                deny nothing; log and count what the budget would deny (GPUCAP_MODE=audit);\n"
-    "                             the report's peak is the budget the job needs\n"
-    "  -r, --report FILE|-        write the run's report to FILE ('-': stderr) when CMD is gone;\n"
-    "                             FILE.svg: a picture of each device's usage over time\n"
-    "  -j, --json                 the report as JSON\n"
-    "      --fail-after N         allocations after the N-th of each process fail (GPUCAP_FAIL_AFTER)\n"
-    "      --fail-rate P          a share P (0..1) of allocations fail (GPUCAP_FAIL_RATE)\n"
-    "      --seed S               which ones: the same seed fails the same allocations (GPUCAP_FAIL_SEED)\n"
-    "  -b, --backtrace            log the call stack of each denied allocation (GPUCAP_BACKTRACE=1)\n"
-    "      --lib PATH             the libgpucap.so to preload (GPUCAP_LIB; default: found beside gpucap)\n"
-    "  -h, --help                 this text\n"
-    "\n"
-    "Without a budget from an option, the environment or the ini file, the run is measured under a\n"
-    "budget of 100% of each device. GPUCAP_REPORT in the environment is taken as --report.\n"
-    "Exit status: CMD's (or CMD's signal); 2 for a usage error; 127 when CMD cannot be run.\n"
-    "\n"
-    "example: gpucap run --audit --report - -- python train.py\n"
-    "\n";
+enum { F_MEMORY, F_DEVICE_MEMORY, F_AUDIT, F_REPORT, F_REPORT_FD, F_JSON, F_FAIL_AFTER, F_FAIL_RATE, F_SEED,
+       F_BACKTRACE, F_LIB, F_COUNT };
+
+static const struct tool_flag run_flags[F_COUNT] = {
+    [F_MEMORY] = {"memory", 'm', "SIZE", "GPUCAP_MEMORY_LIMIT", NULL, "budget for every device"},
+    [F_DEVICE_MEMORY] = {"device-memory", 'd', "DEV=SIZE", "GPUCAP_MEMORY_LIMIT_<DEV>", NULL,
+                         "budget for one device, DEV its ordinal (0, 1, ...) or UUID (GPU-...); repeatable"},
+    [F_AUDIT] = {"audit", 'a', NULL, "GPUCAP_MODE=audit", NULL,
+                 "deny nothing; count what the budget would deny; CMD sees the whole card, so the\n"
+                 "report's peak is the budget the job needs (see README: frameworks that size themselves)"},
+    [F_REPORT] = {"report", 'r', "FILE", "GPUCAP_REPORT", NULL,
+                  "write the run's report to FILE when CMD is gone; FILE.svg: a picture of the usage;\n"
+                  "'-': stdout, and CMD's own stdout goes to stderr (stdout holds the report alone)"},
+    [F_REPORT_FD] = {"report-fd", 0, "N", NULL, NULL, "write the report to open descriptor N (3>report.json)"},
+    [F_JSON] = {"json", 'j', NULL, "GPUCAP_REPORT_FORMAT=json", NULL, "the report as JSON"},
+    [F_FAIL_AFTER] = {"fail-after", 0, "N", "GPUCAP_FAIL_AFTER", NULL, "allocations after the N-th of each process fail"},
+    [F_FAIL_RATE] = {"fail-rate", 0, "P", "GPUCAP_FAIL_RATE", NULL, "a share P (0..1, or 5%) of allocations fail"},
+    [F_SEED] = {"seed", 0, "S", "GPUCAP_FAIL_SEED", NULL, "which ones: the same seed fails the same allocations"},
+    [F_BACKTRACE] = {"backtrace", 'b', NULL, "GPUCAP_BACKTRACE=1", NULL, "log the call stack of each denied allocation"},
+    [F_LIB] = {"lib", 0, "FILE", "GPUCAP_LIB", NULL, "the libgpucap.so to preload (default: found beside gpucap)"},
+};
+
+const struct tool_cmd cli_run_cmd = {
+    .name = "gpucap run",
+    .summary = "run a command under a GPU memory budget",
+    .synopsis = "gpucap run [OPTION...] [--] CMD [ARG...]",
+    .about = "Runs CMD with libgpucap.so preloaded and a ledger private to this run and its children.",
+    .flags = run_flags,
+    .nflags = F_COUNT,
+    .tail = "Without a budget from an option, the environment or the ini file, the run is measured under a\n"
+            "budget of 100% of each device. GPUCAP_REPORT in the environment is taken as --report.\n"
+            "The report: per device budget, peak, use, allocations, frees, denials, refusals by the driver,\n"
+            "context reserves, largest request; the command, its exit status or signal, wall time, version.\n"
+            "Exit status: CMD's (or CMD's signal); 125 when gpucap fails or is used wrongly, 126 when CMD\n"
+            "cannot be executed, 127 when CMD is not found.\n"
+            "\n"
+            "example: gpucap run --audit --json --report - -- python train.py | jq .devices\n"
+            "\n" CLI_SETTINGS_NOTE,
+    .stop_at_operand = true,
+    .usage_exit = TOOL_EXIT_OWN,
+    .max_operands = TOOL_ANY,
+};
 
 static volatile sig_atomic_t child_pid;
 static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
@@ -63,12 +81,6 @@ static void forward(int sig, siginfo_t *info, void *uc)
         return;
     if (child_pid > 0)
         kill((pid_t)child_pid, sig);
-}
-
-static int die(const char *msg)
-{
-    fprintf(stderr, "gpucap run: %s\n", msg);
-    return CLI_USAGE;
 }
 
 /* Prepends `lib` to LD_PRELOAD, keeping every entry that was there (once). */
@@ -92,31 +104,53 @@ struct run_report {
     const struct gpc_ledger *l;
     bool json, audit;
     const char *dir, *dest;
+    const struct gpc_report_run *run;
 };
 
 static int write_run_report(int fd, void *arg)
 {
     const struct run_report *r = arg;
-    return cli_report_write(fd, r->l, r->json, r->audit, r->dir, r->dest);
+    return cli_report_write(fd, r->l, r->json, r->audit, r->dir, r->dest, r->run);
 }
 
-static void write_report(const char *ledger, const char *dir, const char *dest, bool json, bool audit)
+/* The report of the run to `dest` (a file, "-" for stdout) or, with dest NULL, to descriptor `fd`.
+ * 0, or -1 after saying why. */
+static int write_report(const char *ledger, const char *dir, const char *dest, int fd, bool json, bool audit,
+                        struct gpc_report_run *run)
 {
     char why[256];
-    const struct gpc_ledger *l = NULL;
+    struct gpc_ledger *l = NULL;
     if (access(ledger, F_OK) == 0) {
-        l = cli_map_ledger(ledger, why, sizeof why);
+        l = cli_read_ledger(ledger, why, sizeof why, NULL);
         if (!l)
-            fprintf(stderr, "gpucap run: the run's ledger %s %s; no figures\n", ledger, why);
+            tool_error("gpucap run", "the run's ledger %s %s; no figures", ledger, why);
     }
+    /* The cards by the index and name NVML gives them. */
+    struct gpc_report_device named[GPC_LEDGER_DEVICES];
+    run->ndev = 0;
+    for (int i = 0; l && i < GPC_LEDGER_DEVICES; i++) {
+        if (atomic_load(&l->dev[i].state) != 1)
+            continue;
+        struct gpc_report_device *d = &named[run->ndev++];
+        char uuid[GPC_UUID_TEXT];
+        memcpy(d->uuid, l->dev[i].uuid, sizeof d->uuid);
+        gpc_uuid_format(d->uuid, uuid);
+        cli_device_name(uuid, &d->index, d->name, sizeof d->name);
+    }
+    run->dev = named;
     /* No ledger: CMD made no CUDA allocation under the library (or did not load it). */
-    struct run_report r = {l, json, audit, dir, dest};
-    if (strcmp(dest, "-") == 0)
-        write_run_report(STDERR_FILENO, &r);
-    else if (gpc_report_file(dest, write_run_report, &r, why, sizeof why) != 0)
-        fprintf(stderr, "gpucap run: the report cannot be written to %s: %s\n", dest, why);
-    if (l)
-        munmap((void *)l, sizeof *l);
+    struct run_report r = {l, json, audit, dir, dest, run};
+    int rc = 0;
+    if (!dest || strcmp(dest, "-") == 0) {
+        fflush(stdout);
+        if ((rc = write_run_report(dest ? STDOUT_FILENO : fd, &r)) != 0)
+            tool_error("gpucap run", "the report cannot be written to %s: %s", dest ? "stdout" : "its descriptor",
+                       strerror(-rc));
+    } else if ((rc = gpc_report_file(dest, write_run_report, &r, why, sizeof why)) != 0) {
+        tool_error("gpucap run", "the report cannot be written to %s: %s", dest, why);
+    }
+    free(l);
+    return rc ? -1 : 0;
 }
 
 /* A flag's value becomes the variable of its settings row, which the child's library reads. */
@@ -130,8 +164,8 @@ static int set_size(const char *opt, const char *name, const char *text)
     struct gpc_size sz;
     int rc = gpc_parse_size(text, &sz);
     if (rc != 0) {
-        fprintf(stderr, "gpucap run: %s: '%s' is %s; accepted: %s\n", opt, text,
-                rc == -ERANGE ? "out of range" : "not a size", gpc_size_forms);
+        tool_usage_error(&cli_run_cmd, "%s: '%s' is %s; accepted: %s", opt, text,
+                         rc == -ERANGE ? "out of range" : "not a size", gpc_size_forms);
         return -1;
     }
     setenv(name, text, 1);
@@ -142,101 +176,126 @@ static int set_count(const char *flag, enum gpc_opt o, const char *text)
 {
     struct gpc_value v;
     if (gpc_option_parse(o, text, &v) != 0) {
-        fprintf(stderr, "gpucap run: %s: '%s' is not a whole number >= 0\n", flag, text);
+        tool_usage_error(&cli_run_cmd, "%s: '%s' is not a whole number >= 0", flag, text);
         return -1;
     }
     set_row(o, text);
     return 0;
 }
 
+struct run_opts {
+    const char *lib, *report;
+    int report_fd; /* -1: none */
+    bool json;
+};
+
+static int on_flag(void *arg, int flag, const char *v)
+{
+    struct run_opts *o = arg;
+    switch (flag) {
+    case F_MEMORY:
+        return set_size("--memory", gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, v);
+    case F_DEVICE_MEMORY: {
+        /* DEV=SIZE: DEV an ordinal or a UUID (or its start), the names the settings take. */
+        const char *eq = strchr(v, '=');
+        char dev[GPC_UUID_TEXT] = "", name[96];
+        if (eq && (size_t)(eq - v) < sizeof dev)
+            snprintf(dev, sizeof dev, "%.*s", (int)(eq - v), v);
+        char *end;
+        long ordinal = dev[0] ? strtol(dev, &end, 10) : -1;
+        bool is_ordinal = dev[0] && !*end && ordinal >= 0 && ordinal < GPC_MAX_DEVICES;
+        if (!is_ordinal && !gpc_settings_uuid_text(dev)) {
+            tool_usage_error(&cli_run_cmd, "--device-memory takes DEV=SIZE, DEV a device ordinal (0, 1, ...) or "
+                             "UUID (GPU-...), not '%s'", v);
+            return -1;
+        }
+        snprintf(name, sizeof name, "%s_%s", gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, dev);
+        return set_size("--device-memory", name, eq + 1);
+    }
+    case F_AUDIT:
+        set_row(GPC_OPT_MODE, "audit");
+        return 0;
+    case F_REPORT:
+        o->report = v;
+        return 0;
+    case F_REPORT_FD: {
+        char *end;
+        errno = 0;
+        long fd = strtol(v, &end, 10);
+        if (errno || end == v || *end || fd < 0 || fd > INT_MAX || fcntl((int)fd, F_GETFD) < 0) {
+            tool_usage_error(&cli_run_cmd, "--report-fd: '%s' is not an open file descriptor", v);
+            return -1;
+        }
+        o->report_fd = (int)fd;
+        return 0;
+    }
+    case F_JSON:
+        o->json = true;
+        return 0;
+    case F_FAIL_AFTER:
+        return set_count("--fail-after", GPC_OPT_FAIL_AFTER, v);
+    case F_FAIL_RATE: {
+        uint64_t r;
+        if (gpc_fault_parse_rate(v, &r) != 0) {
+            tool_usage_error(&cli_run_cmd, "--fail-rate takes a share from 0 to 1 (0.05) or a percentage (5%%), not '%s'",
+                             v);
+            return -1;
+        }
+        set_row(GPC_OPT_FAIL_RATE, v);
+        return 0;
+    }
+    case F_SEED:
+        return set_count("--seed", GPC_OPT_FAIL_SEED, v);
+    case F_BACKTRACE:
+        set_row(GPC_OPT_BACKTRACE, "1");
+        return 0;
+    case F_LIB:
+        o->lib = v;
+        return 0;
+    }
+    return -1;
+}
+
+static const char *signal_name(int sig)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
+    static char buf[32];
+    const char *abbrev = sigabbrev_np(sig);
+    if (abbrev) {
+        snprintf(buf, sizeof buf, "SIG%s", abbrev);
+        return buf;
+    }
+#endif
+    return strsignal(sig);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 int cmd_run(int argc, char **argv)
 {
-    enum { OPT_FAIL_AFTER = 1000, OPT_FAIL_RATE, OPT_SEED, OPT_LIB };
-    static const struct option longopts[] = {
-        {"memory", required_argument, NULL, 'm'},
-        {"device-memory", required_argument, NULL, 'd'},
-        {"audit", no_argument, NULL, 'a'},
-        {"report", required_argument, NULL, 'r'},
-        {"json", no_argument, NULL, 'j'},
-        {"fail-after", required_argument, NULL, OPT_FAIL_AFTER},
-        {"fail-rate", required_argument, NULL, OPT_FAIL_RATE},
-        {"seed", required_argument, NULL, OPT_SEED},
-        {"backtrace", no_argument, NULL, 'b'},
-        {"lib", required_argument, NULL, OPT_LIB},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *lib_opt = NULL, *report = NULL;
-    bool json = false;
-    /* '+': stop at the first non-option, CMD's own options are CMD's. */
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "+m:d:ar:jbh", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'm':
-            if (set_size("--memory", gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, optarg) != 0)
-                return CLI_USAGE;
-            break;
-        case 'd': {
-            char *eq = strchr(optarg, '=');
-            char *end;
-            long dev = eq ? strtol(optarg, &end, 10) : -1;
-            if (!eq || end != eq || dev < 0 || dev >= GPC_MAX_DEVICES)
-                return die("--device-memory takes DEV=SIZE, DEV a device ordinal (0, 1, ...)");
-            char name[64];
-            snprintf(name, sizeof name, "%s_%ld", gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, dev);
-            if (set_size("--device-memory", name, eq + 1) != 0)
-                return CLI_USAGE;
-            break;
-        }
-        case 'a':
-            set_row(GPC_OPT_MODE, "audit");
-            break;
-        case 'r':
-            report = optarg;
-            break;
-        case 'j':
-            json = true;
-            break;
-        case OPT_FAIL_AFTER:
-            if (set_count("--fail-after", GPC_OPT_FAIL_AFTER, optarg) != 0)
-                return CLI_USAGE;
-            break;
-        case OPT_FAIL_RATE: {
-            uint64_t r;
-            if (gpc_fault_parse_rate(optarg, &r) != 0)
-                return die("--fail-rate takes a share from 0 to 1 (0.05) or a percentage (5%)");
-            set_row(GPC_OPT_FAIL_RATE, optarg);
-            break;
-        }
-        case OPT_SEED:
-            if (set_count("--seed", GPC_OPT_FAIL_SEED, optarg) != 0)
-                return CLI_USAGE;
-            break;
-        case 'b':
-            set_row(GPC_OPT_BACKTRACE, "1");
-            break;
-        case OPT_LIB:
-            lib_opt = optarg;
-            break;
-        case 'h':
-            fputs(run_usage, stdout);
-            cli_print_settings_note(stdout);
-            return 0;
-        default:
-            fputs(run_usage, stderr);
-            return CLI_USAGE;
-        }
+    struct run_opts o = {.report_fd = -1};
+    int first, rc = tool_begin(&cli_run_cmd, argc, argv, on_flag, &o, &first);
+    if (rc >= 0)
+        return rc;
+    if (first >= argc) {
+        tool_usage_error(&cli_run_cmd, "no command to run");
+        return TOOL_EXIT_OWN;
     }
-    if (optind >= argc)
-        return die("no command to run (gpucap run [options] -- CMD ARGS...)");
-    char **cmd = argv + optind;
+    if (o.report && o.report_fd >= 0) {
+        tool_usage_error(&cli_run_cmd, "--report and --report-fd: choose one");
+        return TOOL_EXIT_OWN;
+    }
+    char **cmd = argv + first;
 
     char lib[PATH_MAX], tried[2048];
-    if (cli_find_lib(lib_opt, lib, sizeof lib, tried, sizeof tried) != 0) {
-        fprintf(stderr, "gpucap run: libgpucap.so not found (looked at %s); pass --lib PATH or set GPUCAP_LIB\n",
-                tried);
-        return 1;
+    if (cli_find_lib(o.lib, lib, sizeof lib, tried, sizeof tried) != 0) {
+        tool_error("gpucap run", "libgpucap.so not found (looked at %s); pass --lib FILE or set GPUCAP_LIB", tried);
+        return TOOL_EXIT_OWN;
     }
 
     /* The settings as CMD will read them: a mode or report format from the environment or the ini
@@ -245,24 +304,31 @@ int cmd_run(int argc, char **argv)
     struct gpc_settings s;
     cli_settings_quiet(&s, environ);
     bool audit = gpc_opt_enum(&s, GPC_OPT_MODE) == GPC_MODE_AUDIT;
-    json = json || gpc_opt_enum(&s, GPC_OPT_REPORT_FORMAT) == GPC_REPORT_JSON;
-    if (!report && s.opt[GPC_OPT_REPORT].src == GPC_SRC_ENV)
+    bool json = o.json || gpc_opt_enum(&s, GPC_OPT_REPORT_FORMAT) == GPC_REPORT_JSON;
+    const char *report = o.report;
+    if (!report && o.report_fd < 0 && s.opt[GPC_OPT_REPORT].src == GPC_SRC_ENV)
         report = gpc_opt_string(&s, GPC_OPT_REPORT);
+    if (report && !*report)
+        report = NULL;
+    bool want_report = report || o.report_fd >= 0;
     if (!gpc_settings_any_limit(&s))
         set_row(GPC_OPT_MEMORY_LIMIT, "100%");
+    /* CMD does not get the report's descriptor. */
+    if (o.report_fd > 2)
+        fcntl(o.report_fd, F_SETFD, FD_CLOEXEC);
 
     const char *tmp = getenv("TMPDIR");
     char dir[PATH_MAX], ledger[PATH_MAX + 16];
     snprintf(dir, sizeof dir, "%s/gpucap-run.XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(dir)) {
-        fprintf(stderr, "gpucap run: cannot create a directory for the run's ledger in %s (%s)\n",
-                tmp && *tmp ? tmp : "/tmp", strerror(errno));
-        return 1;
+        tool_error("gpucap run", "cannot create a directory for the run's ledger in %s (%s)",
+                   tmp && *tmp ? tmp : "/tmp", strerror(errno));
+        return TOOL_EXIT_OWN;
     }
     snprintf(ledger, sizeof ledger, "%s/ledger", dir);
     set_row(GPC_OPT_LEDGER, ledger);
     /* With a report, the processes of the run write their usage timelines into the run's directory. */
-    if (report && *report)
+    if (want_report)
         set_row(GPC_OPT_TIMELINE, dir);
     /* The one report of the run is ours; the processes of the run write none. */
     unsetenv(gpc_option_defs[GPC_OPT_REPORT].env);
@@ -280,20 +346,25 @@ int cmd_run(int argc, char **argv)
         sigaction(forwarded[i], &sa, NULL);
 
     fflush(NULL);
+    uint64_t t0 = now_ns();
     pid_t pid = fork();
     if (pid < 0) {
-        fprintf(stderr, "gpucap run: fork: %s\n", strerror(errno));
+        tool_error("gpucap run", "fork: %s", strerror(errno));
         rmdir(dir);
-        return 1;
+        return TOOL_EXIT_OWN;
     }
     if (pid == 0) {
         struct sigaction dfl = {.sa_handler = SIG_DFL};
         for (size_t i = 0; i < N_FORWARDED; i++)
             sigaction(forwarded[i], &dfl, NULL);
         sigprocmask(SIG_SETMASK, &old, NULL);
+        /* --report -: stdout is the report's; CMD writes its own output to stderr. */
+        if (report && strcmp(report, "-") == 0)
+            dup2(STDERR_FILENO, STDOUT_FILENO);
         execvp(cmd[0], cmd);
-        fprintf(stderr, "gpucap run: %s: %s\n", cmd[0], strerror(errno));
-        _exit(errno == ENOENT ? 127 : 126);
+        int err = errno;
+        tool_error("gpucap run", "%s: %s", cmd[0], strerror(err));
+        _exit(err == ENOENT ? TOOL_EXIT_NOT_FOUND : TOOL_EXIT_CANNOT_EXEC);
     }
     child_pid = pid;
     sigprocmask(SIG_SETMASK, &old, NULL);
@@ -302,9 +373,17 @@ int cmd_run(int argc, char **argv)
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     child_pid = 0;
+    struct gpc_report_run run = {
+        .argv = cmd,
+        .argc = argc - first,
+        .status = WIFEXITED(status) ? WEXITSTATUS(status) : 0,
+        .signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0,
+        .wall_ns = now_ns() - t0,
+    };
+    if (run.signal)
+        run.signal_name = signal_name(run.signal);
 
-    if (report && *report)
-        write_report(ledger, dir, report, json, audit);
+    bool report_failed = want_report && write_report(ledger, dir, report, o.report_fd, json, audit, &run) != 0;
     cli_timeline_clean(dir);
     unlink(ledger);
     rmdir(dir);
@@ -325,5 +404,7 @@ int cmd_run(int argc, char **argv)
         raise(sig);
         return 128 + sig;
     }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    /* CMD's status wins; a report that could not be written is gpucap's failure when CMD succeeded. */
+    rc = WIFEXITED(status) ? WEXITSTATUS(status) : TOOL_EXIT_OWN;
+    return rc == 0 && report_failed ? TOOL_EXIT_OWN : rc;
 }

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * status.c: `gpucap status [--ledger FILE] [--json]`: the ledger as it is now, read-only: whose it
- * is (pod, container, the writer's gpucap version); per device (by UUID) budget, in use and peak, and
- * who enforces it (`enforced by: driver + gpucap` where the NVIDIA driver's own limit was seen in
- * force, else `gpucap`); per process pid, in use, peak and whether it is alive.
- * The file is mapped read-only with the layout of ledger.h; nothing is locked or written, so a
- * status never disturbs the processes it looks at. A ledger that cannot be read is one line with
- * the reason, exit 1.
+ * status.c: `gpucap status [--ledger FILE] [--json]`: the ledger as it is now, read-only: its path
+ * (and where that came from), its age and whether any process of it is alive; whose it is (pod,
+ * container, the writer's gpucap version); per device (by UUID, with NVML's index and name) budget,
+ * in use, peak and denials, and who enforces it (`enforced by: driver + gpucap` where the NVIDIA
+ * driver's own limit was seen in force, else `gpucap`); per process pid, command name
+ * (/proc/<pid>/comm), age, use, peak and whether it is alive. The file is someone else's: it is
+ * copied (cli_read_ledger: no link followed, no FIFO waited on, no mapping that a truncation turns
+ * into SIGBUS), nothing is locked or written, so a status never disturbs the processes it looks at.
+ * A ledger that cannot be read is one line with the reason, exit 1.
  */
 #include "cli.h"
 #include "common/drvlimit.h"
@@ -15,16 +17,28 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
-static const char status_usage[] =
-    "usage: gpucap status [--ledger FILE] [--json]\n"
-    "\n"
-    "Shows the ledger (FILE, else the ledger setting: GPUCAP_LEDGER or `ledger` in the ini file, else\n"
-    "/tmp/gpucap-<euid>.ledger): per device its budget, use and peak; per process its use, peak and whether it is alive. Read-only.\n"
-    "Exit 0, or 1 when the ledger cannot be read (the reason is said).\n"
-    "\n";
+enum { F_LEDGER, F_JSON, F_COUNT };
+static const struct tool_flag status_flags[F_COUNT] = {
+    [F_LEDGER] = {"ledger", 'l', "FILE", "GPUCAP_LEDGER", "/tmp/gpucap-<euid>.ledger", "the ledger to show"},
+    [F_JSON] = {"json", 'j', NULL, NULL, NULL, "one JSON object on stdout"},
+};
+
+const struct tool_cmd cli_status_cmd = {
+    .name = "gpucap status",
+    .summary = "show a gpucap ledger",
+    .synopsis = "gpucap status [--json] [--ledger FILE]",
+    .about = "Shows the ledger (FILE, else the ledger setting: GPUCAP_LEDGER or `ledger` in the ini file, else\n"
+             "/tmp/gpucap-<euid>.ledger): its age; per device its budget, use, peak and denials; per process\n"
+             "its command, age, use, peak and whether it is alive. Read-only.",
+    .flags = status_flags,
+    .nflags = F_COUNT,
+    .tail = "Exit 0, 1 when the ledger cannot be read (the reason is said), 2 for a usage error.\n\n" CLI_SETTINGS_NOTE,
+    .usage_exit = CLI_USAGE,
+};
 
 static bool alive(const struct gpc_ledger_proc *p)
 {
@@ -45,32 +59,17 @@ static uint64_t dead_share(const struct gpc_ledger *l, int dv)
     return sum;
 }
 
-/* A string field of the ledger as text: bounded by the field, and anything but a name's
- * characters shown as '?' (the file is the tenant's; this also keeps the JSON valid). */
-static const char *field_text(const char *field, size_t size, char *out)
-{
-    size_t n = strnlen(field, size);
-    for (size_t i = 0; i < n; i++) {
-        char c = field[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-                  c == '.' || c == '_' || c == '+';
-        out[i] = ok ? c : '?';
-    }
-    out[n] = '\0';
-    return out;
-}
-
 /* The identity block: who the ledger belongs to (the GPUCAP_POD_* settings of its writers). */
 static void print_identity(const struct gpc_ledger *l, bool json)
 {
     const struct gpc_ledger_identity *id = &l->identity;
     char ns[GPC_IDENTITY_NAME + 1], pod[GPC_IDENTITY_POD + 1], uid[GPC_IDENTITY_NAME + 1],
         ctr[GPC_IDENTITY_NAME + 1], ver[sizeof id->gpucap_version + 1];
-    field_text(id->pod_namespace, sizeof id->pod_namespace, ns);
-    field_text(id->pod_name, sizeof id->pod_name, pod);
-    field_text(id->pod_uid, sizeof id->pod_uid, uid);
-    field_text(id->container_name, sizeof id->container_name, ctr);
-    field_text(id->gpucap_version, sizeof id->gpucap_version, ver);
+    tool_field_text(ns, sizeof ns, id->pod_namespace, sizeof id->pod_namespace);
+    tool_field_text(pod, sizeof pod, id->pod_name, sizeof id->pod_name);
+    tool_field_text(uid, sizeof uid, id->pod_uid, sizeof id->pod_uid);
+    tool_field_text(ctr, sizeof ctr, id->container_name, sizeof id->container_name);
+    tool_field_text(ver, sizeof ver, id->gpucap_version, sizeof id->gpucap_version);
     if (json) {
         printf("\"identity\":{\"namespace\":\"%s\",\"pod\":\"%s\",\"pod_uid\":\"%s\",\"container\":\"%s\","
                "\"gpucap_version\":\"%s\"},", ns, pod, uid, ctr, ver);
@@ -90,50 +89,115 @@ static void budget_text(uint64_t limit, char *buf, size_t len)
         gpc_format_size(limit, buf, len);
 }
 
+/* The command name of a live process (/proc/<pid>/comm, as ps shows it), reduced to safe characters;
+ * "?" when it cannot be read (another PID namespace: a container's ledger read from the node). */
+static const char *comm_of(int32_t pid, bool live, char *out, size_t len)
+{
+    snprintf(out, len, "?");
+    if (!live)
+        return out;
+    char path[64], raw[32] = "";
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return out;
+    ssize_t n = read(fd, raw, sizeof raw - 1);
+    close(fd);
+    if (n <= 0)
+        return out;
+    raw[strcspn(raw, "\n")] = '\0';
+    return tool_field_text(out, len, raw, sizeof raw);
+}
+
+/* How long ago process start time `ticks` (clock ticks since boot) was; false when unknown. */
+static bool proc_age(uint64_t ticks, uint64_t *ns)
+{
+    struct timespec up;
+    long hz = sysconf(_SC_CLK_TCK);
+    if (!ticks || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &up) != 0)
+        return false;
+    uint64_t start = ticks * (1000000000u / (uint64_t)hz);
+    uint64_t now = (uint64_t)up.tv_sec * 1000000000u + (uint64_t)up.tv_nsec;
+    *ns = now > start ? now - start : 0;
+    return true;
+}
+
+static uint64_t realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+struct status_opts {
+    const char *path;
+    bool json;
+};
+
+static int on_flag(void *arg, int flag, const char *v)
+{
+    struct status_opts *o = arg;
+    if (flag == F_LEDGER)
+        o->path = v;
+    else
+        o->json = true;
+    return 0;
+}
+
 int cmd_status(int argc, char **argv)
 {
-    const char *path = NULL;
-    bool json = false;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(status_usage, stdout);
-            cli_print_settings_note(stdout);
-            return 0;
-        } else if (strcmp(argv[i], "--ledger") == 0 && i + 1 < argc) {
-            path = argv[++i];
-        } else if (strncmp(argv[i], "--ledger=", 9) == 0) {
-            path = argv[i] + 9;
-        } else if (strcmp(argv[i], "--json") == 0) {
-            json = true;
-        } else {
-            fprintf(stderr, "gpucap status: unexpected argument '%s'\n%s", argv[i], status_usage);
-            return CLI_USAGE;
-        }
-    }
-    char named[512];
+    struct status_opts o = {0};
+    int first, rc = tool_begin(&cli_status_cmd, argc, argv, on_flag, &o, &first);
+    if (rc >= 0)
+        return rc;
+    const char *path = o.path;
+    bool json = o.json;
+    char named[512], from[64] = "--ledger";
     if (!path) {
         extern char **environ;
         struct gpc_settings s;
         cli_settings_quiet(&s, environ);
         gpc_ledger_path(&s, named, sizeof named);
         path = named;
+        const struct gpc_value *v = &s.opt[GPC_OPT_LEDGER];
+        snprintf(from, sizeof from, "%s", v->set && v->src == GPC_SRC_ENV    ? "GPUCAP_LEDGER"
+                                          : v->set && v->src == GPC_SRC_FILE ? "the ini file"
+                                                                             : "the default: GPUCAP_LEDGER is not set");
     }
     if (strcmp(path, "off") == 0) {
-        fprintf(stderr, "gpucap status: GPUCAP_LEDGER=off: every process has a private budget, there is no "
-                "ledger to show\n");
+        tool_error("gpucap status", "GPUCAP_LEDGER=off: every process has a private budget, there is no ledger to "
+                   "show");
         return 1;
     }
     char why[256];
-    const struct gpc_ledger *l = cli_map_ledger(path, why, sizeof why);
+    uint64_t mtime_age = 0;
+    struct gpc_ledger *l = cli_read_ledger(path, why, sizeof why, &mtime_age);
     if (!l) {
-        fprintf(stderr, "gpucap status: ledger %s %s\n", path, why);
+        tool_error("gpucap status", "ledger %s (%s) %s", path, from, why);
         return 1;
     }
 
-    if (json)
-        printf("{\"ledger\":\"%s\",", path);
-    else
-        printf("ledger %s\n", path);
+    /* The ledger's age: since a process last attached to it, or the file last changed. */
+    uint64_t now = realtime_ns(), written = l->identity.written_ns, age = mtime_age;
+    if (written && written < now && now - written < age)
+        age = now - written;
+    int live = 0;
+    for (int i = 0; i < GPC_LEDGER_PROCS; i++)
+        if (atomic_load(&l->proc[i].pid) != 0 && alive(&l->proc[i]))
+            live++;
+    char agetext[32];
+    cli_age(age, agetext, sizeof agetext);
+    if (json) {
+        printf("{\"ledger\":");
+        tool_json_string(stdout, path);
+        printf(",\"ledger_from\":\"%s\",\"age_seconds\":%llu,\"live_processes\":%d,\"stale\":%s,", from,
+               (unsigned long long)(age / 1000000000u), live, live ? "false" : "true");
+    } else {
+        printf("ledger %s (%s), last written %s ago", path, from, agetext);
+        if (!live)
+            printf("; stale: no live process uses it");
+        printf("\n");
+    }
     print_identity(l, json);
     if (json)
         printf("\"devices\":[");
@@ -142,14 +206,24 @@ int cmd_status(int argc, char **argv)
         const struct gpc_ledger_dev *d = &l->dev[i];
         if (atomic_load(&d->state) != 1)
             continue;
-        char uuid[GPC_UUID_TEXT], a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], c[GPC_SIZE_TEXT], p[GPC_SIZE_TEXT];
+        char uuid[GPC_UUID_TEXT], a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], c[GPC_SIZE_TEXT], p[GPC_SIZE_TEXT], name[96];
+        int index;
         gpc_uuid_format(d->uuid, uuid);
+        cli_device_name(uuid, &index, name, sizeof name);
+        /* The peak is never below what is in use (gpc_ledger_peak); dead processes' shares are left
+         * out of the use shown, not out of the peak they made. */
         uint64_t limit = atomic_load(&d->slot.limit), used = gpc_ledger_in_use(l, i), peak = gpc_ledger_peak(l, i),
-                 dead = dead_share(l, i);
+                 dead = dead_share(l, i), denials = atomic_load(&d->slot.denials);
         used = used > dead ? used - dead : 0;
         if (json) {
-            printf("%s{\"uuid\":\"%s\",\"physical\":%llu,\"budget\":", shown ? "," : "", uuid,
-                   (unsigned long long)d->physical);
+            printf("%s{\"uuid\":\"%s\",", shown ? "," : "", uuid);
+            if (index >= 0) {
+                printf("\"index\":%d,\"name\":", index);
+                tool_json_string(stdout, name);
+                printf(",");
+            } else
+                printf("\"index\":null,\"name\":null,");
+            printf("\"physical\":%llu,\"budget\":", (unsigned long long)d->physical);
             if (limit == GPC_UNLIMITED)
                 printf("null");
             else
@@ -162,17 +236,20 @@ int cmd_status(int argc, char **argv)
                 printf("null");
             printf(",\"in_use\":%llu,\"contexts\":%llu,\"peak\":%llu,\"denials\":%llu}", (unsigned long long)used,
                    (unsigned long long)atomic_load(&d->slot.contexts), (unsigned long long)peak,
-                   (unsigned long long)atomic_load(&d->slot.denials));
+                   (unsigned long long)denials);
         } else {
             budget_text(limit, a, sizeof a);
-            char x[GPC_SIZE_TEXT];
-            printf("device %s  budget %s  in use %s (contexts %s)  peak %s  (card %s, %llu denials)\n", uuid, a,
+            char x[GPC_SIZE_TEXT], who[128] = "", den[48];
+            if (index >= 0)
+                snprintf(who, sizeof who, " (GPU %d, %s)", index, name);
+            printf("device %s%s  budget %s  in use %s (contexts %s)  peak %s  (card %s, %s)\n", uuid, who, a,
                    gpc_format_size(used, b, sizeof b), gpc_format_size(atomic_load(&d->slot.contexts), x, sizeof x),
                    gpc_format_size(peak, c, sizeof c), gpc_format_size(d->physical, p, sizeof p),
-                   (unsigned long long)atomic_load(&d->slot.denials));
+                   cli_count(denials, "denial", "denials", den, sizeof den));
             uint64_t drv = atomic_load(&d->driver_limit);
             if (drv)
-                printf("  enforced by: %s (the driver's limit %s)\n", gpc_enforced_by(drv), gpc_format_size(drv, x, sizeof x));
+                printf("  enforced by: %s (the driver's limit %s)\n", gpc_enforced_by(drv),
+                       gpc_format_size(drv, x, sizeof x));
             else
                 printf("  enforced by: %s\n", gpc_enforced_by(0));
         }
@@ -183,7 +260,7 @@ int cmd_status(int argc, char **argv)
     if (json)
         printf("],\"processes\":[");
     else
-        printf("%-8s %-6s %-44s %12s %12s\n", "pid", "alive", "device", "in use", "peak");
+        printf("%-8s %-16s %-8s %-6s %-44s %12s %12s\n", "pid", "command", "age", "alive", "device", "in use", "peak");
     int procs = 0;
     for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
         const struct gpc_ledger_proc *p = &l->proc[i];
@@ -191,6 +268,12 @@ int cmd_status(int argc, char **argv)
         if (pid == 0)
             continue;
         bool live = alive(p);
+        char comm[32], pa[32] = "?";
+        uint64_t page = 0;
+        bool have_age = live && proc_age(atomic_load(&p->start_time), &page);
+        if (have_age)
+            cli_age(page, pa, sizeof pa);
+        comm_of(pid, live, comm, sizeof comm);
         for (int dv = 0; dv < GPC_LEDGER_DEVICES; dv++) {
             const struct gpc_ledger_share *s = &p->share[dv];
             uint64_t used = gpc_ledger_share_in_use(s), peak = atomic_load(&s->peak);
@@ -198,12 +281,18 @@ int cmd_status(int argc, char **argv)
                 continue;
             char uuid[GPC_UUID_TEXT], a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT];
             gpc_uuid_format(l->dev[dv].uuid, uuid);
-            if (json)
-                printf("%s{\"pid\":%d,\"alive\":%s,\"uuid\":\"%s\",\"in_use\":%llu,\"peak\":%llu}", procs ? "," : "",
-                       (int)pid, live ? "true" : "false", uuid, (unsigned long long)used, (unsigned long long)peak);
-            else
-                printf("%-8d %-6s %-44s %12s %12s\n", (int)pid, live ? "yes" : "no", uuid,
-                       gpc_format_size(used, a, sizeof a), gpc_format_size(peak, b, sizeof b));
+            if (json) {
+                printf("%s{\"pid\":%d,\"command\":\"%s\",\"age_seconds\":", procs ? "," : "", (int)pid, comm);
+                if (have_age)
+                    printf("%llu", (unsigned long long)(page / 1000000000u));
+                else
+                    printf("null");
+                printf(",\"alive\":%s,\"uuid\":\"%s\",\"in_use\":%llu,\"peak\":%llu}", live ? "true" : "false", uuid,
+                       (unsigned long long)used, (unsigned long long)(peak > used ? peak : used));
+            } else {
+                printf("%-8d %-16s %-8s %-6s %-44s %12s %12s\n", (int)pid, comm, pa, live ? "yes" : "no", uuid,
+                       gpc_format_size(used, a, sizeof a), gpc_format_size(peak > used ? peak : used, b, sizeof b));
+            }
             procs++;
         }
     }
@@ -211,6 +300,6 @@ int cmd_status(int argc, char **argv)
         printf("]}\n");
     else if (!procs)
         printf("no process entries\n");
-    munmap((void *)l, sizeof *l);
+    free(l);
     return 0;
 }

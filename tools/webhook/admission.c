@@ -4,20 +4,29 @@
  *
  * Pure: a request body in, an HTTP status and a body out, no I/O and no global state, so the server
  * calls it from many threads and the unit tests and the fuzzer call it directly (the namespace
- * policy comes through the caller's lookup). `gpucap.io/inject: "false"` opts a pod out.
+ * policy comes through the caller's lookup).
  *
- * GPU containers (an nvidia.com/gpu* resource; a scheduler's share annotation; a DRA claim and
- * NVIDIA_VISIBLE_DEVICES, as flags choose) get the layout of contract 2 (admission.h): an init
- * container `gpucap inject` that writes one locked ini per GPU container into an emptyDir, read-only
- * mounts of the library, /etc/ld.so.preload and the ini, a ledger directory of their own, and the
- * identity variables. The budget is the platform's: see budget_of() for the order of precedence. A
- * tenant's GPUCAP_* variables and mounts over gpucap's paths are denied unless the namespace is
- * trusted. What is already there and ours is kept, so a second pass over a mutated pod produces an
- * empty patch (reinvocation).
+ * Pod CREATE: GPU containers (an nvidia.com/gpu* or nvidia.com/mig-* resource; a scheduler's share
+ * annotation; a DRA claim, NVIDIA_VISIBLE_DEVICES or an envFrom that could carry it, as flags
+ * choose) get the layout of contract 2 (admission.h): an init container `gpucap inject` that writes
+ * one locked ini per GPU container into an emptyDir, read-only mounts of the library,
+ * /etc/ld.so.preload and the ini, a ledger directory of their own, and the identity variables;
+ * where the node's driver enforces limits itself, its variables too (driver_env()). The budget is
+ * the platform's: see budget_of() for the order of precedence; without a maximum the default is
+ * the maximum. It is recorded on the pod (GPC_ANN_BUDGETS) for the node agent. A tenant's GPUCAP_*
+ * or driver-limit variables and mounts over gpucap's paths are denied unless the namespace is
+ * trusted; `gpucap.io/inject: "false"` is honoured only where the platform allows opting out. What
+ * is already there and ours is kept, so a second pass over a mutated pod produces an empty patch
+ * (reinvocation).
+ *
+ * Pod UPDATE (review_update()): a changed budget annotation is checked as at creation and the record
+ * rewritten; the record cannot be set by the tenant. `pods/ephemeralcontainers`: an ephemeral
+ * container that could see a GPU is refused (its cap would need the init container, long gone).
  *
  * Input arrives already decoded by the API server into Go types, so a field of the wrong JSON type
  * means the caller is not the API server: that is a 400, not a denial. A value a user wrote wrongly
- * (the annotations) is a denial with a message the user sees in `kubectl` output.
+ * (the annotations) is a denial with a message the user sees in `kubectl` output; a namespace policy
+ * that cannot be read now is a 503 that says to retry.
  */
 #include "admission.h"
 
@@ -38,10 +47,19 @@
 #define ANN_PRELOAD "gpucap.io/preload"
 #define USER_PRELOAD "LD_PRELOAD_BEFORE_GPUCAP"
 #define VISIBLE "NVIDIA_VISIBLE_DEVICES"
+/* The NVIDIA container toolkit's apply-cuda-memory-limits hook reads these: whole MiB, both needed. */
+#define DRIVER_REQUEST "NVIDIA_GPU_MEMORY_REQUEST"
+#define DRIVER_LIMIT "NVIDIA_GPU_MEMORY_LIMIT"
 #define MAX_CHOSEN 64
 
 /* The device plugin's resources start so: nvidia.com/gpu, nvidia.com/gpu.shared, HAMi's gpumem. */
 static const char gpu_prefix[] = "nvidia.com/gpu";
+/* MIG devices: nvidia.com/mig-1g.10gb and the like (the device plugin's mixed strategy). */
+static const char mig_prefix[] = "nvidia.com/mig-";
+
+/* The pod annotations a change of budget comes from (gpucap's own, KAI's); see review_update(). */
+static const char *const budget_annotations[] = {ANN_MEMORY, "gpu-fraction", "gpu-memory",
+                                                 "gpu-fraction-container-name", "gpu-fraction-num-devices"};
 
 /* The paths gpucap owns inside a GPU container; a tenant mount at or under one is an override. */
 static const char *const owned_paths[] = {GPC_MOUNT_INI_DIR, GPC_MOUNT_PRELOAD, GPC_MOUNT_PREFIX, "/run/gpucap"};
@@ -61,6 +79,7 @@ struct chosen {
     char name[72];
     char budget[64];
     const char *source; /* "KAI annotation gpu-fraction", "annotation gpucap.io/memory", ... */
+    bool mig;           /* a MIG device: the driver's limits do not apply there */
 };
 
 struct review {
@@ -69,9 +88,12 @@ struct review {
     json_t *patch;   /* JSONPatch operations, in order */
     json_t *warnings; /* the response's warnings: parts of a request gpucap does not enforce */
     bool oom;
+    int code;        /* status.code of a denial: 400, or 503 when retrying may succeed */
     const char *ns;
     struct gpc_ns_policy policy;
     bool trusted;    /* tenant overrides allowed in this namespace */
+    bool driver;     /* the driver's own limits are set too (patch_env()) */
+    bool opt_out;    /* the pod asks to opt out where the platform does not allow it: a GPU container denies it */
     enum gpc_preload_mode preload;
     char max[64];    /* the maximum that applies, "" none */
     const char *max_source;
@@ -199,6 +221,12 @@ static json_t *get_typed(json_t *obj, const char *key, json_type type, bool *bad
     return v;
 }
 
+/* Parses a size as the library will; false when it is not one. */
+static bool size_of(const char *text, struct gpc_size *out)
+{
+    return text && *text && gpc_parse_size(text, out) == 0;
+}
+
 /* A resource quantity other than zero ("1", 2, "500m"; not "0", "0.0" or 0). */
 static bool nonzero_quantity(json_t *q)
 {
@@ -212,18 +240,27 @@ static bool nonzero_quantity(json_t *q)
     return false;
 }
 
-static bool requests_gpu(json_t *container)
+/*
+ * True when the container asks for a GPU as a resource: an nvidia.com/gpu* resource (whole cards,
+ * shared replicas, HAMi's shares) or an nvidia.com/mig-* one (a MIG device, *mig set).
+ */
+static bool requests_gpu(json_t *container, bool *mig)
 {
     json_t *res = json_object_get(container, "resources");
     static const char *const kinds[] = {"limits", "requests"};
+    bool gpu = false;
     for (size_t k = 0; k < 2; k++) {
         const char *key;
         json_t *q;
-        json_object_foreach(json_object_get(res, kinds[k]), key, q)
-            if (strncmp(key, gpu_prefix, sizeof gpu_prefix - 1) == 0 && nonzero_quantity(q))
-                return true;
+        json_object_foreach(json_object_get(res, kinds[k]), key, q) {
+            bool is_mig = strncmp(key, mig_prefix, sizeof mig_prefix - 1) == 0;
+            if ((is_mig || strncmp(key, gpu_prefix, sizeof gpu_prefix - 1) == 0) && nonzero_quantity(q)) {
+                gpu = true;
+                *mig |= is_mig;
+            }
+        }
     }
-    return false;
+    return gpu;
 }
 
 /*
@@ -246,6 +283,27 @@ static bool visible_devices(json_t *env)
                     : json_object_get(e, "valueFrom") != NULL;
     }
     return visible;
+}
+
+/* True when an envFrom `prefix` ("" or absent: none) put before some key could make `name`. */
+static bool prefix_could_make(const char *prefix, const char *name)
+{
+    size_t n = prefix ? strlen(prefix) : 0;
+    return n < strlen(name) && strncmp(prefix ? prefix : "", name, n) == 0;
+}
+
+/*
+ * Index of the first envFrom source (a ConfigMap or Secret, read by the kubelet, never by us) whose
+ * keys could set `name`, or -1: without a prefix any key could, with one only a prefix of the name.
+ */
+static long env_from_could_set(json_t *from, const char *name)
+{
+    for (size_t i = 0; i < json_array_size(from); i++) {
+        const char *prefix = json_string_value(json_object_get(json_array_get(from, i), "prefix"));
+        if (prefix_could_make(prefix, name))
+            return (long)i;
+    }
+    return -1;
 }
 
 /* True when `list` (LD_PRELOAD syntax: colon- or blank-separated) already names `path`. */
@@ -303,12 +361,34 @@ static int identity_index(const char *name)
 }
 
 /*
- * The env patch of one chosen container at JSON Pointer `at`: the identity variables and, in
- * LD_PRELOAD mode, the library appended to LD_PRELOAD. A tenant GPUCAP_* variable (or an envFrom
- * whose prefix makes GPUCAP_* names) is an override: denied unless the namespace is trusted.
+ * The driver's limit for a chosen container, as the toolkit's hook reads it: whole MiB in decimal
+ * digits, rounded down (never above the budget). False when none is set: the driver's limits are
+ * off for this pod, the device is a MIG one (not supported there), or the budget is a share of the
+ * card, whose bytes only the node knows (gpucap alone enforces those).
  */
-static enum verdict patch_env(struct review *r, const char *at, const char *where, json_t *c, const char *name)
+static bool driver_mib(const struct review *r, const struct chosen *ch, char out[24])
 {
+    struct gpc_size s;
+    if (!r->driver || ch->mig || !size_of(ch->budget, &s) || s.is_percent)
+        return false;
+    snprintf(out, 24, "%llu", (unsigned long long)(s.bytes >> 20));
+    return true;
+}
+
+/*
+ * The env patch of one chosen container at JSON Pointer `at`: the identity variables, the driver's
+ * limits where they apply (request = limit = the budget: gpucap has one figure) and, in LD_PRELOAD
+ * mode, the library appended to LD_PRELOAD. A tenant GPUCAP_* or NVIDIA_GPU_MEMORY_* variable (or
+ * an envFrom whose prefix makes GPUCAP_* names) is an override: denied unless the namespace is
+ * trusted (which then keeps its own driver variables and gets neither of ours: the hook refuses a
+ * request above the limit). An envFrom could carry the driver's variables too, but an `env` entry
+ * wins over every envFrom in the kubelet: ours hold where we set them, and where we do not there is
+ * no driver limit of the platform's to loosen (gpucap's cap holds either way).
+ */
+static enum verdict patch_env(struct review *r, const char *at, const char *where, json_t *c,
+                              const struct chosen *ch)
+{
+    const char *name = ch->name;
     bool bad = false;
     json_t *env = get_typed(c, "env", JSON_ARRAY, &bad);
     json_t *from = get_typed(c, "envFrom", JSON_ARRAY, &bad);
@@ -329,7 +409,10 @@ static enum verdict patch_env(struct review *r, const char *at, const char *wher
     }
 
     const size_t nid = sizeof identity_fields / sizeof identity_fields[0] + 1;
-    bool have[8] = {false};
+    char mib[24];
+    bool driver = driver_mib(r, ch, mib);
+    static const char *const driver_vars[2] = {DRIVER_REQUEST, DRIVER_LIMIT};
+    bool have[8] = {false}, have_driver[2] = {false};
     long preload = -1;
     for (size_t i = 0; i < json_array_size(env); i++) {
         json_t *e = json_array_get(env, i);
@@ -342,23 +425,33 @@ static enum verdict patch_env(struct review *r, const char *at, const char *wher
             continue; /* the API server's validation rejects it after us */
         if (strcmp(n, "LD_PRELOAD") == 0)
             preload = (long)i; /* with duplicates the last one wins, as in the kubelet */
-        if (strncmp(n, "GPUCAP_", 7) != 0)
+        int d = strcmp(n, DRIVER_REQUEST) == 0 ? 0 : strcmp(n, DRIVER_LIMIT) == 0 ? 1 : -1;
+        if (strncmp(n, "GPUCAP_", 7) != 0 && d < 0)
             continue;
-        int id = identity_index(n);
-        json_t *want = id >= 0 ? identity_var((size_t)id, name) : NULL;
+        int id = d >= 0 ? -1 : identity_index(n);
+        json_t *want = id >= 0 ? identity_var((size_t)id, name) : d >= 0 && driver ? env_var(driver_vars[d], mib) : NULL;
         bool ours = want && json_equal(want, e);
         json_decref(want);
         if (ours || r->trusted) {
             if (id >= 0)
                 have[id] = true;
+            if (d >= 0)
+                have_driver[d] = true;
+            if (d >= 0 && !ours) /* a trusted tenant's own: it keeps its pair, ours would not match it */
+                have_driver[0] = have_driver[1] = true;
             continue;
         }
         char shown[64], value[64];
         clean(shown, sizeof shown, n);
         clean(value, sizeof value, json_string_value(json_object_get(e, "value")));
-        say(r, "container %s sets %s%s%s%s: gpucap's settings belong to the platform in this namespace (its "
-               "budget comes from the " ANN_MEMORY " annotation within the namespace maximum)",
-            name, shown, value[0] ? "=\"" : "", value, value[0] ? "\"" : "");
+        if (d >= 0)
+            say(r, "container %s sets %s%s%s%s: the driver's memory limits belong to the platform in this namespace "
+                   "(they follow the container's gpucap budget)",
+                name, shown, value[0] ? "=\"" : "", value, value[0] ? "\"" : "");
+        else
+            say(r, "container %s sets %s%s%s%s: gpucap's settings belong to the platform in this namespace (its "
+                   "budget comes from the " ANN_MEMORY " annotation within the namespace maximum)",
+                name, shown, value[0] ? "=\"" : "", value, value[0] ? "\"" : "");
         return V_DENY;
     }
 
@@ -410,6 +503,12 @@ static enum verdict patch_env(struct review *r, const char *at, const char *wher
         if (have[i])
             continue;
         append(r, at, "env", exists, identity_var(i, name));
+        exists = true;
+    }
+    for (size_t d = 0; driver && d < 2; d++) {
+        if (have_driver[d])
+            continue;
+        append(r, at, "env", exists, env_var(driver_vars[d], mib));
         exists = true;
     }
     return V_ALLOW;
@@ -512,12 +611,6 @@ static bool dns_label(const char *name)
     return true;
 }
 
-/* Parses a size as the library will; false when it is not one. */
-static bool size_of(const char *text, struct gpc_size *out)
-{
-    return text && *text && gpc_parse_size(text, out) == 0;
-}
-
 /* True when both sizes are of one kind (bytes or share) and a is above b. */
 static bool above(const char *a, const char *b)
 {
@@ -530,8 +623,9 @@ static bool above(const char *a, const char *b)
 /*
  * The budget of one GPU container, in the one order of precedence: the platform maximum bounds
  * everything; then the scheduler's request; then gpucap's own annotation; then the namespace's
- * default, the cluster's default, and last the maximum itself. Returns V_ALLOW with *skip set when
- * nothing gives a budget (the pod is left alone: annotated pods only), V_DENY above the maximum.
+ * default or the cluster's default (also the maximum where none is set: platform()). Returns V_ALLOW
+ * with *skip set when nothing gives a budget (the pod is left alone: annotated pods only), V_DENY
+ * above the maximum.
  */
 static enum verdict budget_of(struct review *r, json_t *c, const char *name, struct chosen *out, bool *skip)
 {
@@ -583,11 +677,54 @@ static enum verdict other_mounts(struct review *r, json_t *c, const char *name)
     return V_ALLOW;
 }
 
-/* Why a container is a GPU container, or NULL. V_DENY (with r->msg) for a refused way of asking. */
-static const char *gpu_reason(struct review *r, json_t *c, const char *field, const char *name, enum verdict *v)
+/* True when an `env` entry names `name` (whatever its value: it wins over every envFrom). */
+static bool env_names(json_t *env, const char *name)
 {
-    if (requests_gpu(c))
-        return "nvidia.com/gpu";
+    for (size_t i = 0; i < json_array_size(env); i++) {
+        const char *n = json_string_value(json_object_get(json_array_get(env, i), "name"));
+        if (n && strcmp(n, name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * Why a container could see GPUs without asking for one as a resource, or NULL: NVIDIA_VISIBLE_DEVICES
+ * in its env, or an envFrom (a ConfigMap or Secret we cannot read) that could set it, *from_at then
+ * its index. Nothing under --visible-devices ignore (the node set-up ignores the variable).
+ */
+static const char *visible_reason(const struct review *r, json_t *c, long *from_at)
+{
+    if (r->cfg->visible == GPC_VISIBLE_IGNORE)
+        return NULL;
+    json_t *env = json_object_get(c, "env");
+    if (visible_devices(env))
+        return VISIBLE;
+    *from_at = env_names(env, VISIBLE) ? -1 : env_from_could_set(json_object_get(c, "envFrom"), VISIBLE);
+    return *from_at >= 0 ? "envFrom" : NULL;
+}
+
+/* The denial of a container that could see GPUs without a cap (visible_reason() said why). */
+static void say_visible(struct review *r, const char *kind, const char *name, const char *why, long from_at)
+{
+    if (strcmp(why, VISIBLE) == 0)
+        say(r, "%s %s sets " VISIBLE " without requesting nvidia.com/gpu: it would see GPUs without a cap; "
+               "request the GPU as a resource", kind, name);
+    else
+        say(r, "%s %s takes envFrom[%ld] (a ConfigMap or Secret) that could set " VISIBLE " without requesting "
+               "nvidia.com/gpu: it could see GPUs without a cap; request the GPU as a resource, give envFrom a "
+               "prefix, or set " VISIBLE "=void in env", kind, name, from_at);
+}
+
+/*
+ * Why a container is a GPU container, or NULL; *mig when it asks for a MIG device. V_DENY (with
+ * r->msg) for a refused way of asking.
+ */
+static const char *gpu_reason(struct review *r, json_t *c, const char *field, const char *name, bool *mig,
+                              enum verdict *v)
+{
+    if (requests_gpu(c, mig))
+        return *mig ? "nvidia.com/mig-*" : "nvidia.com/gpu";
     /* KAI gives the share to a regular container, or to the init container its annotation names
      * (a request for it, or a malformed one that budget_of() then denies); a KAI pod's other
      * regular containers may see the device too: capped, from the annotation or the default. */
@@ -598,14 +735,43 @@ static const char *gpu_reason(struct review *r, json_t *c, const char *field, co
     json_t *claims = json_object_get(json_object_get(c, "resources"), "claims");
     if (r->cfg->dra_claims && json_array_size(claims) > 0)
         return "resource claim";
-    if (r->cfg->visible != GPC_VISIBLE_IGNORE && visible_devices(json_object_get(c, "env"))) {
-        if (r->cfg->visible == GPC_VISIBLE_CAP)
-            return VISIBLE;
-        say(r, "container %s sets " VISIBLE " without requesting nvidia.com/gpu: it would see GPUs without "
-               "a cap; request the GPU as a resource", name);
+    long from_at = -1;
+    const char *why = visible_reason(r, c, &from_at);
+    if (why && r->cfg->visible == GPC_VISIBLE_CAP)
+        return why;
+    if (why) {
+        say_visible(r, "container", name, why, from_at);
         *v = V_DENY;
     }
     return NULL;
+}
+
+/* Adds one line to the response's warnings (cleaned, bounded). */
+static void warn(struct review *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(struct review *r, const char *fmt, ...)
+{
+    char text[256], cleaned[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    clean(cleaned, sizeof cleaned, text);
+    if (json_array_append_new(r->warnings, json_string(cleaned)) != 0)
+        r->oom = true;
+}
+
+/* Where the driver's limits are on but cannot be set for this container, the response says why. */
+static void driver_warning(struct review *r, const struct chosen *ch)
+{
+    char mib[24];
+    if (!r->driver || driver_mib(r, ch, mib))
+        return;
+    if (ch->mig)
+        warn(r, "container %s: the driver's memory limits do not apply to MIG devices; gpucap alone enforces %s",
+             ch->name, ch->budget);
+    else
+        warn(r, "container %s: budget %s is a share of the card, known only on the node; the driver's limit "
+                "(whole MiB) is not set, gpucap alone enforces it", ch->name, ch->budget);
 }
 
 /* Patches every GPU container of spec[field] ("containers" or "initContainers"). */
@@ -636,17 +802,15 @@ static enum verdict patch_list(struct review *r, json_t *spec, const char *field
         enum verdict v = V_ALLOW;
         char shown[72];
         clean(shown, sizeof shown, name ? name : "");
-        if (!gpu_reason(r, c, field, shown, &v)) {
+        bool mig = false;
+        if (!gpu_reason(r, c, field, shown, &mig, &v)) {
             if (v != V_ALLOW || (v = other_mounts(r, c, shown)) != V_ALLOW)
                 return v;
             continue;
         }
-        char warn[256], cleaned[256];
-        if (gpc_wh_sched_warning(c, warn, sizeof warn) > 0) {
-            clean(cleaned, sizeof cleaned, warn);
-            if (json_array_append_new(r->warnings, json_string(cleaned)) != 0)
-                r->oom = true;
-        }
+        char text[256];
+        if (gpc_wh_sched_warning(c, text, sizeof text) > 0)
+            warn(r, "%s", text);
         if (!name || !dns_label(name)) {
             say(r, "%s: name \"%s\" is not a DNS label", where, shown);
             return V_BAD;
@@ -666,7 +830,15 @@ static enum verdict patch_list(struct review *r, json_t *spec, const char *field
             return v;
         if (skip)
             continue;
-        if ((v = patch_env(r, at, where, c, name)) != V_ALLOW || (v = patch_mounts(r, at, where, c, name)) != V_ALLOW)
+        if (r->opt_out) {
+            say(r, "annotation " ANN_INJECT ": \"false\" is not allowed in namespace %s: who runs a GPU without "
+                   "gpucap's cap is the platform's decision (namespace policy allow_opt_out, or --pod-opt-out); "
+                   "container %s would get %s (%s)", r->ns ? r->ns : "-", name, ch->budget, ch->source);
+            return V_DENY;
+        }
+        ch->mig = mig;
+        driver_warning(r, ch);
+        if ((v = patch_env(r, at, where, c, ch)) != V_ALLOW || (v = patch_mounts(r, at, where, c, name)) != V_ALLOW)
             return v;
         r->nchosen++;
         append_name(r->names, sizeof r->names, name);
@@ -772,22 +944,87 @@ static void patch_init(struct review *r, json_t *spec, long init_at)
     }
 }
 
-/* Records which containers carry the injection; also shows JSON Pointer escaping of the key. */
-static void patch_annotation(struct review *r, json_t *meta, json_t *annotations)
+static void op_remove(struct review *r, const char *path)
 {
-    const char *now = json_string_value(json_object_get(annotations, ANN_INJECTED));
-    if (now && strcmp(now, r->names) == 0)
-        return;
-    if (!meta) {
-        op(r, "add", "/metadata", json_pack("{s:{s:s}}", "annotations", ANN_INJECTED, r->names));
-    } else if (!annotations) {
-        op(r, "add", "/metadata/annotations", json_pack("{s:s}", ANN_INJECTED, r->names));
-    } else {
+    json_t *o = json_pack("{s:s, s:s}", "op", "remove", "path", path);
+    if (!o || json_array_append_new(r->patch, o) != 0)
+        r->oom = true;
+}
+
+/*
+ * Sets the pod's annotations keys[i] to values[i] (NULL: removed), creating metadata and
+ * annotations as needed; only what differs is patched, so a second pass patches nothing.
+ */
+static void patch_annotations(struct review *r, json_t *meta, json_t *ann, const char *const keys[],
+                              const char *const values[], size_t n)
+{
+    json_t *all = json_object();
+    bool any = false;
+    for (size_t k = 0; all && k < n; k++) {
+        const char *now = json_string_value(json_object_get(ann, keys[k]));
         char key[64], path[96];
-        pointer_escape(key, sizeof key, ANN_INJECTED);
+        pointer_escape(key, sizeof key, keys[k]);
         snprintf(path, sizeof path, "/metadata/annotations/%s", key);
-        op(r, "add", path, json_string(r->names));
+        if (!values[k]) {
+            if (json_object_get(ann, keys[k]))
+                op_remove(r, path);
+            continue;
+        }
+        if (json_object_set_new(all, keys[k], json_string(values[k])) != 0)
+            r->oom = true;
+        if (now && strcmp(now, values[k]) == 0)
+            continue;
+        any = true;
+        if (ann)
+            op(r, "add", path, json_string(values[k])); /* "add" replaces an existing member */
     }
+    if (!all)
+        r->oom = true;
+    else if (any && !meta)
+        op(r, "add", "/metadata", json_pack("{s:O}", "annotations", all));
+    else if (any && !ann)
+        op(r, "add", "/metadata/annotations", json_incref(all));
+    json_decref(all);
+}
+
+/*
+ * The record of the resolved budgets (GPC_ANN_BUDGETS) as compact JSON:
+ * {"max":"10GiB","containers":{"train":"8GiB","helper":"25%"}}, "max" absent when none applies.
+ * NULL when memory ran out (r->oom set). The caller frees it.
+ */
+static char *budget_record(struct review *r)
+{
+    json_t *containers = json_object(), *rec = json_object();
+    char *text = NULL;
+    if (!containers || !rec)
+        goto out;
+    for (size_t i = 0; i < r->nchosen; i++)
+        if (json_object_set_new(containers, r->chosen[i].name, json_string(r->chosen[i].budget)) != 0)
+            goto out;
+    if ((r->max[0] && json_object_set_new(rec, "max", json_string(r->max)) != 0) ||
+        json_object_set(rec, "containers", containers) != 0)
+        goto out;
+    text = json_dumps(rec, JSON_COMPACT);
+out:
+    json_decref(containers);
+    json_decref(rec);
+    if (!text)
+        r->oom = true;
+    return text;
+}
+
+/* The two annotations only the webhook writes: which containers carry the cap, and their budgets. */
+static const char *const record_keys[2] = {ANN_INJECTED, GPC_ANN_BUDGETS};
+
+/* Records the injection on the pod (both annotations); with nothing chosen, removes a tenant's. */
+static void patch_records(struct review *r, json_t *meta, json_t *ann)
+{
+    char *budgets = r->nchosen ? budget_record(r) : NULL;
+    if (r->nchosen && !budgets)
+        return;
+    const char *values[2] = {r->nchosen ? r->names : NULL, budgets};
+    patch_annotations(r, meta, ann, record_keys, values, 2);
+    free(budgets);
 }
 
 /* A size annotation or setting, trimmed into dst; false (with r->msg) when it is not a size. */
@@ -808,15 +1045,57 @@ static bool take_size(struct review *r, char *dst, size_t len, const char *text,
     return false;
 }
 
-/* The platform's side: namespace policy, then cluster flags; fills max, fallback, trusted, preload. */
-static enum verdict platform(struct review *r, const char *preload_ann)
+/*
+ * True when the pod can only run on nodes labelled `label`="true": its nodeSelector says so, or
+ * every term of its required node affinity does (the terms are alternatives).
+ */
+static bool selects_label(json_t *spec, const char *label)
+{
+    const char *v = json_string_value(json_object_get(json_object_get(spec, "nodeSelector"), label));
+    if (v && strcmp(v, "true") == 0)
+        return true;
+    json_t *req = json_object_get(json_object_get(json_object_get(spec, "affinity"), "nodeAffinity"),
+                                  "requiredDuringSchedulingIgnoredDuringExecution");
+    json_t *terms = json_object_get(req, "nodeSelectorTerms");
+    bool all = json_array_size(terms) > 0;
+    for (size_t t = 0; all && t < json_array_size(terms); t++) {
+        json_t *exprs = json_object_get(json_array_get(terms, t), "matchExpressions");
+        bool term = false;
+        for (size_t e = 0; !term && e < json_array_size(exprs); e++) {
+            json_t *x = json_array_get(exprs, e);
+            const char *key = json_string_value(json_object_get(x, "key"));
+            const char *oper = json_string_value(json_object_get(x, "operator"));
+            json_t *values = json_object_get(x, "values");
+            term = key && oper && strcmp(key, label) == 0 && strcmp(oper, "In") == 0 && json_array_size(values) > 0;
+            for (size_t i = 0; term && i < json_array_size(values); i++)
+                term = json_is_string(json_array_get(values, i)) &&
+                       strcmp(json_string_value(json_array_get(values, i)), "true") == 0;
+        }
+        all = term;
+    }
+    return all;
+}
+
+/*
+ * The platform's side: namespace policy, then cluster flags; fills max, fallback, trusted, preload
+ * and whether the driver's limits are set (spec: the pod's, for `auto`). Without a maximum the
+ * default is the maximum: a tenant may ask for less than the default, never more.
+ */
+static enum verdict platform(struct review *r, const char *preload_ann, json_t *spec)
 {
     if (r->cfg->ns_lookup && r->ns) {
         char err[256] = "";
-        if (r->cfg->ns_lookup(r->cfg->ns_ctx, r->ns, &r->policy, err, sizeof err) != 0) {
+        int rc = r->cfg->ns_lookup(r->cfg->ns_ctx, r->ns, &r->policy, err, sizeof err);
+        if (rc != 0) {
             char shown[256];
             clean(shown, sizeof shown, err);
-            say(r, "the policy of namespace %s cannot be read (%s); retry later", r->ns, shown);
+            /* A malformed policy stays malformed; anything else (the API unreachable, slow, 5xx) may pass. */
+            if (rc == -EINVAL) {
+                say(r, "the policy of namespace %s is not valid (%s); the platform must fix it", r->ns, shown);
+            } else {
+                r->code = 503;
+                say(r, "the policy of namespace %s cannot be read now (%s); retry later", r->ns, shown);
+            }
             return V_DENY;
         }
     }
@@ -829,7 +1108,8 @@ static enum verdict platform(struct review *r, const char *preload_ann)
         trim_copy(r->max, sizeof r->max, r->cfg->max_memory);
         r->max_source = "cluster --max-memory";
     }
-    if (r->policy.default_memory[0]) {
+    bool ns_default = r->policy.default_memory[0] != '\0';
+    if (ns_default) {
         if (!take_size(r, r->fallback, sizeof r->fallback, r->policy.default_memory, "namespace policy default_memory"))
             return V_DENY;
         r->fallback_source = "namespace default";
@@ -840,6 +1120,27 @@ static enum verdict platform(struct review *r, const char *preload_ann)
         snprintf(r->fallback, sizeof r->fallback, "%s", r->max);
         r->fallback_source = r->max_source;
     }
+    if (!r->max[0] && r->fallback[0]) {
+        snprintf(r->max, sizeof r->max, "%s", r->fallback);
+        r->max_source = ns_default ? "namespace default, the maximum where none is set"
+                                   : "cluster --default-memory, the maximum where none is set";
+    }
+
+    enum gpc_driver_limits mode = r->cfg->driver;
+    if (r->policy.driver_limits[0]) {
+        const char *d = r->policy.driver_limits;
+        if (strcmp(d, "on") != 0 && strcmp(d, "off") != 0 && strcmp(d, "auto") != 0) {
+            char shown[16];
+            clean(shown, sizeof shown, d);
+            say(r, "the policy of namespace %s is not valid (driver_limits \"%s\" is not on, off or auto); the "
+                   "platform must fix it", r->ns ? r->ns : "-", shown);
+            return V_DENY;
+        }
+        mode = d[1] == 'n' ? GPC_DRIVER_ON : d[1] == 'f' ? GPC_DRIVER_OFF : GPC_DRIVER_AUTO;
+    }
+    r->driver = mode == GPC_DRIVER_ON ||
+                (mode == GPC_DRIVER_AUTO && selects_label(spec, r->cfg->driver_label ? r->cfg->driver_label
+                                                                                      : GPC_DRIVER_LABEL));
 
     r->preload = r->cfg->preload;
     if (preload_ann) {
@@ -861,6 +1162,199 @@ static enum verdict platform(struct review *r, const char *preload_ann)
     return V_ALLOW;
 }
 
+/* The pod's parts every review reads; V_BAD (with r->msg) when the types are not a pod's. */
+struct pod_parts {
+    json_t *meta, *ann, *spec;
+    const char *inject, *memory, *preload;
+};
+
+static enum verdict pod_parts(struct review *r, json_t *req, json_t *pod, struct pod_parts *p)
+{
+    bool bad = false;
+    r->pod = pod;
+    p->meta = get_typed(pod, "metadata", JSON_OBJECT, &bad);
+    p->ann = get_typed(p->meta, "annotations", JSON_OBJECT, &bad);
+    p->spec = get_typed(pod, "spec", JSON_OBJECT, &bad);
+    p->inject = get_string(p->ann, ANN_INJECT, &bad);
+    p->memory = get_string(p->ann, ANN_MEMORY, &bad);
+    p->preload = get_string(p->ann, ANN_PRELOAD, &bad);
+    r->ns = get_string(req, "namespace", &bad);
+    if (!r->ns)
+        r->ns = get_string(p->meta, "namespace", &bad);
+    if (bad || !p->spec) {
+        say(r, "request.object is not a pod: metadata, annotations, namespace or spec is missing or has the "
+               "wrong type");
+        return V_BAD;
+    }
+    return V_ALLOW;
+}
+
+/*
+ * `kubectl debug` and the like: an ephemeral container added to a running pod (UPDATE of
+ * pods/ephemeralcontainers). gpucap cannot cap it (its ini comes from the init container, which ran
+ * when the pod started, and no volume can be added now), so one that could see a GPU is refused,
+ * as is one that mounts gpucap's volumes (it could rewrite the library, the ini or the ledger).
+ * Ephemeral containers cannot request resources: NVIDIA_VISIBLE_DEVICES (or an envFrom that could
+ * set it) is how they would see a GPU. Those already in the pod were checked when added.
+ */
+static enum verdict review_ephemeral(struct review *r, json_t *req, json_t *pod, const char **what)
+{
+    struct pod_parts p;
+    enum verdict v = pod_parts(r, req, pod, &p);
+    if (v != V_ALLOW || (v = platform(r, NULL, p.spec)) != V_ALLOW)
+        return v;
+    bool bad = false;
+    json_t *list = get_typed(p.spec, "ephemeralContainers", JSON_ARRAY, &bad);
+    json_t *old = json_object_get(json_object_get(json_object_get(req, "oldObject"), "spec"), "ephemeralContainers");
+    if (bad) {
+        say(r, "request.object.spec.ephemeralContainers is not an array");
+        return V_BAD;
+    }
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        json_t *c = json_array_get(list, i);
+        const char *name = json_string_value(json_object_get(c, "name"));
+        bool seen = false;
+        for (size_t k = 0; name && k < json_array_size(old); k++)
+            seen |= json_equal(json_array_get(old, k), c);
+        if (seen)
+            continue;
+        char shown[72];
+        clean(shown, sizeof shown, name ? name : "");
+        long from_at = -1;
+        const char *why = visible_reason(r, c, &from_at);
+        if (why) {
+            say_visible(r, "ephemeral container", shown, why, from_at);
+            strncat(r->msg, "; gpucap cannot cap an ephemeral container (the pod's volumes and init container are "
+                            "fixed at creation): debug without GPU access",
+                    sizeof r->msg - strlen(r->msg) - 1);
+            return V_DENY;
+        }
+        if ((v = other_mounts(r, c, shown)) != V_ALLOW)
+            return v;
+    }
+    *what = "ephemeral containers: none sees a GPU";
+    return V_ALLOW;
+}
+
+/* True when the pod annotation `key` differs between two annotation objects (absent counts). */
+static bool annotation_changed(json_t *a, json_t *b, const char *key)
+{
+    json_t *x = json_object_get(a, key), *y = json_object_get(b, key);
+    return !(x == y || (x && y && json_equal(x, y)));
+}
+
+/*
+ * Pod UPDATE: only annotations (and a few spec fields gpucap does not own) change on a running pod.
+ * A pod gpucap did not inject (no gpu-init, no record on the old object) gets no record: a tenant's
+ * is removed. An injected pod whose budget annotations (gpucap.io/memory, KAI's) changed has the
+ * budget of every container it injected resolved again, with the same precedence and maximum as at
+ * creation: above the maximum (or left with none) the update is denied, naming the values; else
+ * the record is rewritten and the node agent applies it. Any other update keeps the old record,
+ * whatever the tenant wrote into it.
+ */
+static enum verdict review_update(struct review *r, json_t *req, json_t *pod, const char **what)
+{
+    struct pod_parts p;
+    bool bad = false;
+    enum verdict v = pod_parts(r, req, pod, &p);
+    json_t *old = get_typed(req, "oldObject", JSON_OBJECT, &bad);
+    if (v != V_ALLOW)
+        return v;
+    if (!old || bad) {
+        say(r, "request.oldObject is missing or not an object in an UPDATE");
+        return V_BAD;
+    }
+    json_t *old_ann = json_object_get(json_object_get(old, "metadata"), "annotations");
+    const char *injected = json_string_value(json_object_get(old_ann, ANN_INJECTED));
+    const char *old_record = json_string_value(json_object_get(old_ann, GPC_ANN_BUDGETS));
+    if (!injected || !*injected || find_init(json_object_get(old, "spec")) < 0) {
+        const char *none[2] = {NULL, NULL};
+        patch_annotations(r, p.meta, p.ann, record_keys, none, 2);
+        *what = json_array_size(r->patch) ? "update: a record gpucap did not write removed" : "update: not injected";
+        return V_ALLOW;
+    }
+    bool changed = false;
+    for (size_t k = 0; k < sizeof budget_annotations / sizeof budget_annotations[0]; k++)
+        changed |= annotation_changed(old_ann, p.ann, budget_annotations[k]);
+    if (!changed && old_record) {
+        const char *keep[2] = {injected, old_record};
+        patch_annotations(r, p.meta, p.ann, record_keys, keep, 2);
+        *what = json_array_size(r->patch) ? "update: the record restored" : "update: budgets unchanged";
+        return V_ALLOW;
+    }
+
+    /* Resolved again. Without a change (a pod from before the record), a failure only skips the record. */
+    struct review fresh = {.cfg = r->cfg, .code = 400, .patch = r->patch, .warnings = r->warnings};
+    struct review *f = changed ? r : &fresh;
+    f->pod = pod;
+    f->ns = r->ns;
+    if (p.memory && !take_size(f, f->annotation, sizeof f->annotation, p.memory, "annotation " ANN_MEMORY))
+        return changed ? V_DENY : V_ALLOW;
+    if ((v = platform(f, NULL, p.spec)) != V_ALLOW)
+        return changed ? v : V_ALLOW;
+    f->sched_pod = gpc_wh_sched_gpu_pod(pod);
+    for (const char *n = injected; *n;) {
+        size_t len = strcspn(n, ",");
+        char name[72];
+        snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), n);
+        n += len + (n[len] == ',');
+        json_t *c = NULL;
+        static const char *const fields[2] = {"containers", "initContainers"};
+        for (size_t l = 0; !c && l < 2; l++) {
+            json_t *list = json_object_get(p.spec, fields[l]);
+            for (size_t i = 0; !c && i < json_array_size(list); i++) {
+                const char *cn = json_string_value(json_object_get(json_array_get(list, i), "name"));
+                if (cn && strcmp(cn, name) == 0)
+                    c = json_array_get(list, i);
+            }
+        }
+        if (!c || f->nchosen == MAX_CHOSEN)
+            continue; /* the spec's containers cannot change on UPDATE: not ours to judge */
+        bool skip = false;
+        struct chosen *ch = &f->chosen[f->nchosen];
+        if ((v = budget_of(f, c, name, ch, &skip)) != V_ALLOW)
+            return changed ? v : V_ALLOW;
+        if (skip) {
+            if (!changed)
+                return V_ALLOW;
+            say(r, "container %s would have no budget after this update, but carries gpucap's cap: keep "
+                   ANN_MEMORY " (or the scheduler's request) on the pod", name);
+            return V_DENY;
+        }
+        snprintf(ch->name, sizeof ch->name, "%s", name);
+        f->nchosen++;
+        append_name(f->names, sizeof f->names, name);
+        /* The driver's limit was applied when the container started; a raise does not reach it. */
+        json_t *env = json_object_get(c, "env");
+        for (size_t i = 0; changed && i < json_array_size(env); i++) {
+            json_t *e = json_array_get(env, i);
+            const char *var = json_string_value(json_object_get(e, "name"));
+            const char *mib = json_string_value(json_object_get(e, "value"));
+            struct gpc_size s;
+            if (var && mib && strcmp(var, DRIVER_LIMIT) == 0 && size_of(ch->budget, &s) &&
+                (s.is_percent || s.bytes > strtoull(mib, NULL, 10) << 20))
+                warn(r, "container %s: the driver's limit stays %s MiB (" DRIVER_LIMIT ", applied when the container "
+                        "started); gpucap's budget %s applies below it", name, mib, ch->budget);
+        }
+    }
+    char *record = budget_record(f);
+    if (!record) {
+        r->oom = true;
+        return V_ALLOW;
+    }
+    const char *values[2] = {injected, record};
+    patch_annotations(r, p.meta, p.ann, record_keys, values, 2);
+    free(record);
+    if (f != r) { /* for the log line */
+        r->nchosen = f->nchosen;
+        memcpy(r->chosen, f->chosen, sizeof r->chosen);
+        snprintf(r->max, sizeof r->max, "%s", f->max);
+        r->oom |= f->oom;
+    }
+    *what = changed ? "update: budgets resolved again" : "update: budgets recorded";
+    return V_ALLOW;
+}
+
 /* The decision for a request whose envelope is valid; fills r->patch, r->msg and *what for the log. */
 static enum verdict review_pod(struct review *r, json_t *req, const char **what)
 {
@@ -873,62 +1367,64 @@ static enum verdict review_pod(struct review *r, json_t *req, const char **what)
         say(r, "request.kind, request.operation or request.subResource has the wrong type");
         return V_BAD;
     }
-    /* The webhook configuration sends only pod creations; anything else passes untouched. */
-    if ((k && strcmp(k, "Pod") != 0) || (opname && strcmp(opname, "CREATE") != 0) || (sub && *sub)) {
-        *what = "not a pod creation";
+    bool create = !opname || strcmp(opname, "CREATE") == 0, update = opname && strcmp(opname, "UPDATE") == 0;
+    bool ephemeral = sub && strcmp(sub, "ephemeralcontainers") == 0;
+    /* The webhook configuration sends pod creations and updates, and ephemeral containers. */
+    if ((k && strcmp(k, "Pod") != 0) || !(create || update) || (sub && *sub && !(ephemeral && update))) {
+        *what = "not a pod creation or update";
         return V_ALLOW;
     }
-
     json_t *pod = get_typed(req, "object", JSON_OBJECT, &bad);
     if (!pod) {
         say(r, "request.object is missing or not an object");
         return V_BAD;
     }
-    r->pod = pod;
-    json_t *meta = get_typed(pod, "metadata", JSON_OBJECT, &bad);
-    json_t *ann = get_typed(meta, "annotations", JSON_OBJECT, &bad);
-    json_t *spec = get_typed(pod, "spec", JSON_OBJECT, &bad);
-    const char *inject = get_string(ann, ANN_INJECT, &bad);
-    const char *memory = get_string(ann, ANN_MEMORY, &bad);
-    const char *preload = get_string(ann, ANN_PRELOAD, &bad);
-    r->ns = get_string(req, "namespace", &bad);
-    if (!r->ns)
-        r->ns = get_string(meta, "namespace", &bad);
-    if (bad || !spec) {
-        say(r, "request.object is not a pod: metadata, annotations, namespace or spec is missing or has the "
-               "wrong type");
-        return V_BAD;
-    }
+    if (ephemeral)
+        return review_ephemeral(r, req, pod, what);
+    if (update)
+        return review_update(r, req, pod, what);
 
-    if (inject && strcmp(inject, "false") == 0) {
-        *what = "opted out (" ANN_INJECT ": false)";
+    struct pod_parts p;
+    enum verdict v = pod_parts(r, req, pod, &p);
+    if (v != V_ALLOW)
+        return v;
+    bool opt_out = p.inject && strcmp(p.inject, "false") == 0;
+    if (opt_out && r->cfg->pod_opt_out) {
+        patch_records(r, p.meta, p.ann);
+        *what = "opted out (" ANN_INJECT ": false, --pod-opt-out)";
         return V_ALLOW;
     }
-    if (inject && strcmp(inject, "true") != 0) {
+    if (p.inject && !opt_out && strcmp(p.inject, "true") != 0) {
         char shown[64];
-        clean(shown, sizeof shown, inject);
+        clean(shown, sizeof shown, p.inject);
         say(r, "annotation " ANN_INJECT ": \"%s\" is not \"true\" or \"false\"", shown);
         return V_DENY;
     }
-    if (memory && !take_size(r, r->annotation, sizeof r->annotation, memory, "annotation " ANN_MEMORY))
+    if (p.memory && !take_size(r, r->annotation, sizeof r->annotation, p.memory, "annotation " ANN_MEMORY))
         return V_DENY;
 
-    enum verdict v = platform(r, preload);
-    if (v != V_ALLOW)
+    if ((v = platform(r, p.preload, p.spec)) != V_ALLOW)
         return v;
+    if (opt_out && r->policy.allow_opt_out) {
+        patch_records(r, p.meta, p.ann);
+        *what = "opted out (" ANN_INJECT ": false, allowed by the namespace policy)";
+        return V_ALLOW;
+    }
+    r->opt_out = opt_out;
     r->sched_pod = gpc_wh_sched_gpu_pod(pod);
-    long init_at = find_init(spec);
-    if ((v = patch_list(r, spec, "initContainers", init_at)) != V_ALLOW ||
-        (v = patch_list(r, spec, "containers", -1)) != V_ALLOW)
+    long init_at = find_init(p.spec);
+    if ((v = patch_list(r, p.spec, "initContainers", init_at)) != V_ALLOW ||
+        (v = patch_list(r, p.spec, "containers", -1)) != V_ALLOW)
         return v;
     if (!r->nchosen) {
+        patch_records(r, p.meta, p.ann);
         *what = r->fallback[0] || r->annotation[0] ? "no GPU container" : "no budget (no annotation, no default)";
         return V_ALLOW;
     }
-    if (!patch_volumes(r, spec, init_at))
+    if (!patch_volumes(r, p.spec, init_at))
         return V_DENY;
-    patch_init(r, spec, init_at);
-    patch_annotation(r, meta, ann);
+    patch_init(r, p.spec, init_at);
+    patch_records(r, p.meta, p.ann);
     *what = json_array_size(r->patch) ? "patched" : "already injected";
     return V_ALLOW;
 }
@@ -978,7 +1474,10 @@ static int set_review(struct gpc_admission_result *out, const char *uid, struct 
     if (json_array_size(r->warnings) && json_object_set(resp, "warnings", r->warnings))
         goto oom;
     if (v == V_DENY) {
-        if (json_object_set_new(resp, "status", json_pack("{s:i, s:s}", "code", 400, "message", r->msg)))
+        if (json_object_set_new(resp, "status", r->code == 503 ? json_pack("{s:i, s:s, s:s}", "code", 503, "reason",
+                                                                          "ServiceUnavailable", "message", r->msg)
+                                                              : json_pack("{s:i, s:s}", "code", r->code, "message",
+                                                                          r->msg)))
             goto oom;
     } else if (json_array_size(r->patch)) {
         char *text = json_dumps(r->patch, JSON_COMPACT);
@@ -1016,7 +1515,7 @@ int gpc_admission_handle(const struct gpc_admission_config *cfg, const char *bod
         return set_text(out, 413, "request body larger than " GPC_ADMISSION_MAX_BODY_TEXT);
     }
 
-    struct review r = {.cfg = cfg};
+    struct review r = {.cfg = cfg, .code = 400};
 
     json_error_t jerr;
     json_t *root = json_loadb(body ? body : "", body ? len : 0, JSON_REJECT_DUPLICATES, &jerr);
@@ -1134,4 +1633,26 @@ int gpc_admission_check_config(const struct gpc_admission_config *cfg, char *err
         return -EINVAL;
     }
     return 0;
+}
+
+void gpc_admission_describe(const struct gpc_admission_config *cfg, char *out, size_t len)
+{
+    static const char *const driver[] = {"off", "on", "auto"};
+    const char *max = cfg->max_memory, *def = cfg->default_memory;
+    char bound[160];
+    if (max)
+        snprintf(bound, sizeof bound, "max-memory %s", max);
+    else if (def)
+        snprintf(bound, sizeof bound, "no max-memory: the default %s is the maximum (a pod may ask for less, "
+                                      "never more)", def);
+    else
+        snprintf(bound, sizeof bound, "no max-memory and no default: annotated pods only, bounded only by a "
+                                      "namespace policy");
+    snprintf(out, len, "policy: %s; default-memory %s; pod opt-out (%s: \"false\") %s; driver limits %s%s%s%s",
+             bound, def ? def : "none", ANN_INJECT,
+             cfg->pod_opt_out ? "honoured everywhere" : "only where the namespace policy allows it",
+             driver[cfg->driver <= GPC_DRIVER_AUTO ? cfg->driver : 0],
+             cfg->driver == GPC_DRIVER_AUTO ? " (pods selecting nodes labelled " : "",
+             cfg->driver == GPC_DRIVER_AUTO ? (cfg->driver_label ? cfg->driver_label : GPC_DRIVER_LABEL) : "",
+             cfg->driver == GPC_DRIVER_AUTO ? "=true)" : "");
 }

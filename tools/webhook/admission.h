@@ -53,16 +53,27 @@ enum gpc_visible_mode {
     GPC_VISIBLE_IGNORE, /* left alone (the node set-up ignores the variable) */
 };
 
+/* Whether the webhook also sets the NVIDIA driver's own per-container limits (docs/driver-limits.md). */
+enum gpc_driver_limits {
+    GPC_DRIVER_OFF,  /* gpucap alone: the nodes' drivers or toolkits cannot apply them */
+    GPC_DRIVER_ON,   /* every GPU node can: set them for every GPU container */
+    GPC_DRIVER_AUTO, /* only for pods that select nodes carrying the driver-limits label */
+};
+
 /* What the platform set for one namespace; empty strings: not set. */
 struct gpc_ns_policy {
     char max_memory[64];     /* no container of the namespace gets more */
     char default_memory[64]; /* budget of containers that ask for none */
+    char driver_limits[8];   /* "off", "on", "auto"; "": the cluster's --driver-limits */
     bool trusted;            /* tenant GPUCAP_* variables and mounts over gpucap's paths allowed */
+    bool allow_opt_out;      /* a pod's gpucap.io/inject: "false" is honoured in this namespace */
 };
 
 /*
  * Fills *out for namespace `ns` (all empty when the platform set nothing for it). Returns 0, or a
- * negative errno with a message in err when the policy cannot be known: the pod is then denied.
+ * negative errno with a message in err when the policy cannot be known: the pod is then denied,
+ * with a 5xx-class status that says to retry unless the error is -EINVAL (the platform's policy is
+ * malformed: retrying does not help).
  */
 typedef int (*gpc_ns_lookup_fn)(void *ctx, const char *ns, struct gpc_ns_policy *out, char *err, size_t errlen);
 
@@ -75,13 +86,27 @@ struct gpc_admission_config {
     bool dra_claims;                /* containers with resources.claims are GPU containers */
     enum gpc_visible_mode visible;  /* NVIDIA_VISIBLE_DEVICES without a GPU request */
     const char *trusted_namespaces; /* comma-separated; NULL: none */
+    bool pod_opt_out;               /* gpucap.io/inject: "false" honoured in every namespace (else only
+                                       where the namespace policy allows it) */
+    enum gpc_driver_limits driver;  /* the NVIDIA driver's limits too (a namespace policy may override) */
+    const char *driver_label;       /* node label of driver-limit nodes, for `auto`; NULL: GPC_DRIVER_LABEL */
     gpc_ns_lookup_fn ns_lookup;     /* NULL: no per-namespace policy */
     void *ns_ctx;
 };
 
+/* The node label `--driver-limits=auto` looks for in a pod's node selection (value "true"). */
+#define GPC_DRIVER_LABEL "gpucap.io/driver-limits"
+
+/*
+ * The annotation where the webhook records the resolved budget of every injected container, at
+ * CREATE and at every UPDATE; the node agent applies exactly that (examples/kubernetes/README.md
+ * gives the format). Only the webhook writes it: a tenant's value is overwritten.
+ */
+#define GPC_ANN_BUDGETS "gpucap.io/budgets"
+
 /* What to send back. body is NUL-terminated (body_len excludes the NUL) and owned by the result. */
 struct gpc_admission_result {
-    int status;               /* HTTP status: 200, 400 or 413 */
+    int status;               /* HTTP status: 200, 400 or 413 (a review's own status.code may be 503) */
     const char *content_type; /* "application/json" or "text/plain" */
     char *body;
     size_t body_len;
@@ -94,6 +119,13 @@ struct gpc_admission_result {
  * naming the setting written to err.
  */
 int gpc_admission_check_config(const struct gpc_admission_config *cfg, char *err, size_t errlen);
+
+/*
+ * One line (no newline) for the start-up log: the cluster maximum and default, and what bounds a
+ * tenant's request when no maximum is set (the default is then the maximum), who may opt out, the
+ * driver's limits. Never fails; truncated to len.
+ */
+void gpc_admission_describe(const struct gpc_admission_config *cfg, char *out, size_t len);
 
 /*
  * Answers one POST /mutate body. A well-formed admission.k8s.io/v1 AdmissionReview gets 200 and a

@@ -17,66 +17,127 @@
 #include "gpucap_version.h"
 #include "server.h"
 #include "common/units.h"
+#include "tool.h"
 
 enum opt_id { OPT_LISTEN, OPT_CERT, OPT_KEY, OPT_DEFAULT_MEMORY, OPT_MAX_MEMORY, OPT_NAMESPACE_POLICY,
               OPT_NAMESPACE_ANNOTATIONS, OPT_KUBE_API, OPT_KUBE_TOKEN, OPT_KUBE_CA, OPT_NAMESPACE_TTL, OPT_IMAGE,
               OPT_PRELOAD, OPT_DRA_CLAIMS, OPT_VISIBLE_DEVICES, OPT_TRUSTED_NAMESPACES, OPT_THREADS,
-              OPT_RELOAD_INTERVAL, OPT_MAX_CONNECTIONS, OPT_MAX_CONNECTIONS_PER_IP, OPT_COUNT };
+              OPT_RELOAD_INTERVAL, OPT_MAX_CONNECTIONS, OPT_MAX_CONNECTIONS_PER_IP, OPT_POD_OPT_OUT, OPT_DRIVER_LIMITS,
+              OPT_DRIVER_LIMITS_LABEL, OPT_COUNT };
 
 enum opt_type { T_STRING, T_PATH, T_SIZE, T_UINT, T_CHOICE };
 
-static const struct row {
-    const char *flag;
-    const char *env;
-    enum opt_type type;
-    const char *def; /* NULL: no default */
-    unsigned min, max; /* for T_UINT */
-    const char *doc;
-    const char *choices[4]; /* for T_CHOICE: the value's index becomes the number */
-} rows[OPT_COUNT] = {
-    [OPT_LISTEN] = {"listen", "GPUCAP_WEBHOOK_LISTEN", T_STRING, ":8443", 0, 0,
+/* Each setting: its flag, variable, default and help (tools/common's table, which --help, the man
+ * page and the parser read), and below, how its value is checked. */
+static const struct tool_flag rows[OPT_COUNT] = {
+    [OPT_LISTEN] = {"listen", 0, "ADDR", "GPUCAP_WEBHOOK_LISTEN", ":8443",
                     "address to serve HTTPS on: HOST:PORT, [IPV6]:PORT or :PORT (port 0: any free port)"},
-    [OPT_CERT] = {"cert", "GPUCAP_WEBHOOK_CERT", T_PATH, NULL, 0, 0,
+    [OPT_CERT] = {"cert", 0, "FILE", "GPUCAP_WEBHOOK_CERT", NULL,
                   "PEM certificate (chain) file, e.g. tls.crt of a mounted Secret; reloaded when it changes"},
-    [OPT_KEY] = {"key", "GPUCAP_WEBHOOK_KEY", T_PATH, NULL, 0, 0,
+    [OPT_KEY] = {"key", 0, "FILE", "GPUCAP_WEBHOOK_KEY", NULL,
                  "PEM private key file, e.g. tls.key of a mounted Secret; reloaded when it changes"},
-    [OPT_DEFAULT_MEMORY] = {"default-memory", "GPUCAP_WEBHOOK_DEFAULT_MEMORY", T_SIZE, NULL, 0, 0,
+    [OPT_DEFAULT_MEMORY] = {"default-memory", 0, "SIZE", "GPUCAP_WEBHOOK_DEFAULT_MEMORY", NULL,
                             "budget for every GPU container of unannotated pods (unset: annotated pods only)"},
-    [OPT_MAX_MEMORY] = {"max-memory", "GPUCAP_WEBHOOK_MAX_MEMORY", T_SIZE, NULL, 0, 0,
+    [OPT_MAX_MEMORY] = {"max-memory", 0, "SIZE", "GPUCAP_WEBHOOK_MAX_MEMORY", NULL,
                         "cluster maximum: no container gets more, whatever it asks (unset: none)"},
-    [OPT_NAMESPACE_POLICY] = {"namespace-policy", "GPUCAP_WEBHOOK_NAMESPACE_POLICY", T_PATH, NULL, 0, 0,
+    [OPT_NAMESPACE_POLICY] = {"namespace-policy", 0, "FILE", "GPUCAP_WEBHOOK_NAMESPACE_POLICY", NULL,
                               "ini file (a ConfigMap): [NAMESPACE] max_memory, default_memory, trusted"},
-    [OPT_NAMESPACE_ANNOTATIONS] = {"namespace-annotations", "GPUCAP_WEBHOOK_NAMESPACE_ANNOTATIONS", T_CHOICE, "false",
-                                   0, 0, "true: read gpucap.io/max-memory, default-memory, trusted on the Namespace "
-                                   "(Kubernetes API; RBAC get namespaces)", {"false", "true"}},
-    [OPT_KUBE_API] = {"kube-api", "GPUCAP_WEBHOOK_KUBE_API", T_STRING, NULL, 0, 0,
+    [OPT_NAMESPACE_ANNOTATIONS] = {"namespace-annotations", 0, "true|false", "GPUCAP_WEBHOOK_NAMESPACE_ANNOTATIONS",
+                                   "false", "true: read gpucap.io/max-memory, default-memory, trusted on the Namespace "
+                                   "(Kubernetes API; RBAC get namespaces)"},
+    [OPT_KUBE_API] = {"kube-api", 0, "URL", "GPUCAP_WEBHOOK_KUBE_API", NULL,
                       "API server URL (unset: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT)"},
-    [OPT_KUBE_TOKEN] = {"kube-token", "GPUCAP_WEBHOOK_KUBE_TOKEN", T_PATH,
-                        "/var/run/secrets/kubernetes.io/serviceaccount/token", 0, 0,
+    [OPT_KUBE_TOKEN] = {"kube-token", 0, "FILE", "GPUCAP_WEBHOOK_KUBE_TOKEN",
+                        "/var/run/secrets/kubernetes.io/serviceaccount/token",
                         "service account token file, read again on every fetch"},
-    [OPT_KUBE_CA] = {"kube-ca", "GPUCAP_WEBHOOK_KUBE_CA", T_PATH, "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
-                     0, 0, "CA bundle of the API server"},
-    [OPT_NAMESPACE_TTL] = {"namespace-ttl", "GPUCAP_WEBHOOK_NAMESPACE_TTL", T_UINT, "30", 0, 3600,
+    [OPT_KUBE_CA] = {"kube-ca", 0, "FILE", "GPUCAP_WEBHOOK_KUBE_CA",
+                     "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt", "CA bundle of the API server"},
+    [OPT_NAMESPACE_TTL] = {"namespace-ttl", 0, "SECONDS", "GPUCAP_WEBHOOK_NAMESPACE_TTL", "30",
                            "seconds a Namespace's policy is cached"},
-    [OPT_IMAGE] = {"image", "GPUCAP_WEBHOOK_IMAGE", T_STRING, NULL, 0, 0,
+    [OPT_IMAGE] = {"image", 0, "IMAGE", "GPUCAP_WEBHOOK_IMAGE", NULL,
                    "gpucap image of the injected init container (holds /usr/local/gpucap)"},
-    [OPT_PRELOAD] = {"preload", "GPUCAP_WEBHOOK_PRELOAD", T_CHOICE, "file", 0, 0,
+    [OPT_PRELOAD] = {"preload", 0, "file|env", "GPUCAP_WEBHOOK_PRELOAD", "file",
                      "file: /etc/ld.so.preload, kept by env -i; env: LD_PRELOAD (a trusted namespace may "
-                     "choose with the gpucap.io/preload annotation)", {"file", "env"}},
-    [OPT_DRA_CLAIMS] = {"dra-claims", "GPUCAP_WEBHOOK_DRA_CLAIMS", T_CHOICE, "false", 0, 0,
-                        "true: containers with resources.claims (DRA) are GPU containers", {"false", "true"}},
-    [OPT_VISIBLE_DEVICES] = {"visible-devices", "GPUCAP_WEBHOOK_VISIBLE_DEVICES", T_CHOICE, "cap", 0, 0,
-                             "NVIDIA_VISIBLE_DEVICES without a GPU request: cap (a GPU container), deny, ignore",
-                             {"cap", "deny", "ignore"}},
-    [OPT_TRUSTED_NAMESPACES] = {"trusted-namespaces", "GPUCAP_WEBHOOK_TRUSTED_NAMESPACES", T_STRING, NULL, 0, 0,
+                     "choose with the gpucap.io/preload annotation)"},
+    [OPT_DRA_CLAIMS] = {"dra-claims", 0, "true|false", "GPUCAP_WEBHOOK_DRA_CLAIMS", "false",
+                        "true: containers with resources.claims (DRA) are GPU containers"},
+    [OPT_VISIBLE_DEVICES] = {"visible-devices", 0, "cap|deny|ignore", "GPUCAP_WEBHOOK_VISIBLE_DEVICES", "cap",
+                             "NVIDIA_VISIBLE_DEVICES (in env, or possibly from an envFrom) without a GPU request: cap\n"
+                             "(a GPU container), deny, ignore"},
+    [OPT_TRUSTED_NAMESPACES] = {"trusted-namespaces", 0, "NS[,NS...]", "GPUCAP_WEBHOOK_TRUSTED_NAMESPACES", NULL,
                                 "comma-separated namespaces whose GPUCAP_* variables and mounts are allowed"},
-    [OPT_THREADS] = {"threads", "GPUCAP_WEBHOOK_THREADS", T_UINT, "4", 1, 256, "worker threads"},
-    [OPT_RELOAD_INTERVAL] = {"reload-interval", "GPUCAP_WEBHOOK_RELOAD_INTERVAL", T_UINT, "10", 1, 3600,
+    [OPT_THREADS] = {"threads", 0, "N", "GPUCAP_WEBHOOK_THREADS", "4", "worker threads (1 to 256)"},
+    [OPT_RELOAD_INTERVAL] = {"reload-interval", 0, "SECONDS", "GPUCAP_WEBHOOK_RELOAD_INTERVAL", "10",
                              "seconds between checks of the certificate and key files"},
-    [OPT_MAX_CONNECTIONS] = {"max-connections", "GPUCAP_WEBHOOK_MAX_CONNECTIONS", T_UINT, "256", 1, 4096,
+    [OPT_MAX_CONNECTIONS] = {"max-connections", 0, "N", "GPUCAP_WEBHOOK_MAX_CONNECTIONS", "256",
                              "open connections in all; about 100 KiB of memory each at most"},
-    [OPT_MAX_CONNECTIONS_PER_IP] = {"max-connections-per-ip", "GPUCAP_WEBHOOK_MAX_CONNECTIONS_PER_IP", T_UINT, "64",
-                                    1, 4096, "open connections from one address (an API server counts as one)"},
+    [OPT_MAX_CONNECTIONS_PER_IP] = {"max-connections-per-ip", 0, "N", "GPUCAP_WEBHOOK_MAX_CONNECTIONS_PER_IP", "64",
+                                    "open connections from one address (an API server counts as one)"},
+    [OPT_POD_OPT_OUT] = {"pod-opt-out", 0, "true|false", "GPUCAP_WEBHOOK_POD_OPT_OUT", "false",
+                         "true: a pod's gpucap.io/inject: \"false\" is honoured in every namespace (false: only\n"
+                         "where the namespace policy allows it)"},
+    [OPT_DRIVER_LIMITS] = {"driver-limits", 0, "off|on|auto", "GPUCAP_WEBHOOK_DRIVER_LIMITS", "off",
+                           "also set the NVIDIA driver's per-container limits (NVIDIA_GPU_MEMORY_LIMIT): off, on\n"
+                           "(every GPU node has them), auto (pods that select nodes with --driver-limits-label)"},
+    [OPT_DRIVER_LIMITS_LABEL] = {"driver-limits-label", 0, "LABEL", "GPUCAP_WEBHOOK_DRIVER_LIMITS_LABEL",
+                                 GPC_DRIVER_LABEL, "node label (value \"true\") that --driver-limits auto looks for in\n"
+                                 "a pod's nodeSelector or required node affinity"},
+};
+
+static const struct check_row {
+    enum opt_type type;
+    unsigned min, max;      /* for T_UINT */
+    const char *choices[4]; /* for T_CHOICE: the value's index becomes the number */
+} checks[OPT_COUNT] = {
+    [OPT_LISTEN] = {T_STRING, 0, 0, {0}},
+    [OPT_CERT] = {T_PATH, 0, 0, {0}},
+    [OPT_KEY] = {T_PATH, 0, 0, {0}},
+    [OPT_DEFAULT_MEMORY] = {T_SIZE, 0, 0, {0}},
+    [OPT_MAX_MEMORY] = {T_SIZE, 0, 0, {0}},
+    [OPT_NAMESPACE_POLICY] = {T_PATH, 0, 0, {0}},
+    [OPT_NAMESPACE_ANNOTATIONS] = {T_CHOICE, 0, 0, {"false", "true"}},
+    [OPT_KUBE_API] = {T_STRING, 0, 0, {0}},
+    [OPT_KUBE_TOKEN] = {T_PATH, 0, 0, {0}},
+    [OPT_KUBE_CA] = {T_PATH, 0, 0, {0}},
+    [OPT_NAMESPACE_TTL] = {T_UINT, 0, 3600, {0}},
+    [OPT_IMAGE] = {T_STRING, 0, 0, {0}},
+    [OPT_PRELOAD] = {T_CHOICE, 0, 0, {"file", "env"}},
+    [OPT_DRA_CLAIMS] = {T_CHOICE, 0, 0, {"false", "true"}},
+    [OPT_VISIBLE_DEVICES] = {T_CHOICE, 0, 0, {"cap", "deny", "ignore"}},
+    [OPT_TRUSTED_NAMESPACES] = {T_STRING, 0, 0, {0}},
+    [OPT_THREADS] = {T_UINT, 1, 256, {0}},
+    [OPT_RELOAD_INTERVAL] = {T_UINT, 1, 3600, {0}},
+    [OPT_MAX_CONNECTIONS] = {T_UINT, 1, 4096, {0}},
+    [OPT_MAX_CONNECTIONS_PER_IP] = {T_UINT, 1, 4096, {0}},
+    [OPT_POD_OPT_OUT] = {T_CHOICE, 0, 0, {"false", "true"}},
+    [OPT_DRIVER_LIMITS] = {T_CHOICE, 0, 0, {"off", "on", "auto"}},
+    [OPT_DRIVER_LIMITS_LABEL] = {T_STRING, 0, 0, {0}},
+};
+
+static const struct tool_cmd webhook_cmd = {
+    .name = "gpucap-webhook",
+    .summary = "Kubernetes admission webhook that injects gpucap into GPU pods",
+    .synopsis = "gpucap-webhook --cert FILE --key FILE --image IMAGE [OPTION...]",
+    .about = "Mutating admission webhook: POST /mutate, GET /livez, /readyz, /healthz, /metrics. Each option\n"
+             "may also be given in the environment variable shown; a flag overrides the variable.",
+    .flags = rows,
+    .nflags = OPT_COUNT,
+    .tail = "Sizes: see `gpucap --help`. Exit 0 when stopped, 1 when it cannot serve, 2 for a usage or\n"
+            "setting error.\n",
+    .usage_exit = TOOL_EXIT_USAGE,
+    .man_description = "Mutating admission webhook over HTTPS: POST /mutate answers the API server's admission "
+                       "reviews of pods; GET /livez (the process serves), GET /readyz and /healthz (a valid "
+                       "certificate is loaded) and GET /metrics (Prometheus text: admissions by result, their "
+                       "latency, the certificate's expiry). Each option may also be given in the environment "
+                       "variable shown; a flag overrides the variable.",
+    .man_notes_title = "SIZES",
+    .man_notes = gpc_size_forms,
+    .man_exit = "0 after SIGTERM or SIGINT; 1 when it cannot start (address, certificate, key); 2 for a bad "
+                "option, value or policy file.",
+    .man_files = "The certificate and key (--cert, --key; checked again every --reload-interval seconds), the "
+                 "namespace policy (--namespace-policy), the service account's token and CA "
+                 "(/var/run/secrets/kubernetes.io/serviceaccount/, with --namespace-annotations true).",
+    .man_see_also = ".BR gpucap (1),\n.BR gpucap\\-exporter (1),\n.BR gpucap.ini (5)",
 };
 
 static volatile sig_atomic_t stop;
@@ -86,42 +147,10 @@ static void on_signal(int sig)
     stop = 1;
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: gpucap-webhook --cert FILE --key FILE [options]\n\n"
-               "Mutating admission webhook: POST /mutate, GET /healthz. Each option may also be given\n"
-               "in the environment variable shown; a flag overrides the variable. --version prints the version.\n\n");
-    for (int i = 0; i < OPT_COUNT; i++) {
-        fprintf(f, "  --%-22s %s\n  %-24s %s", rows[i].flag, rows[i].doc, "", rows[i].env);
-        if (rows[i].def)
-            fprintf(f, ", default %s", rows[i].def);
-        fputc('\n', f);
-    }
-    fprintf(f, "\nSizes: %s.\n", gpc_size_forms);
-}
-
-/* gpucap-webhook(1), generated from the same rows as --help (`--help-man`, run by the build). */
-static void usage_man(FILE *f)
-{
-    fprintf(f, ".TH GPUCAP-WEBHOOK 1 \"\" \"gpucap %s\" \"User Commands\"\n", GPUCAP_VERSION_STRING);
-    fputs(".SH NAME\ngpucap\\-webhook \\- Kubernetes admission webhook that injects gpucap into GPU pods\n"
-          ".SH SYNOPSIS\n.B gpucap\\-webhook\n\\-\\-cert \\fIFILE\\fR \\-\\-key \\fIFILE\\fR [\\fIoptions\\fR]\n"
-          ".SH DESCRIPTION\nMutating admission webhook: POST /mutate, GET /healthz. Each option may also be "
-          "given in the environment variable shown; a flag overrides the variable.\n.SH OPTIONS\n", f);
-    for (int i = 0; i < OPT_COUNT; i++) {
-        fputs(".TP\n.B \\-\\-", f);
-        for (const char *p = rows[i].flag; *p; p++)
-            fputs(*p == '-' ? "\\-" : (char[]){*p, 0}, f);
-        fprintf(f, "\n%s (%s%s%s)\n", rows[i].doc, rows[i].env, rows[i].def ? ", default " : "",
-                rows[i].def ? rows[i].def : "");
-    }
-    fprintf(f, ".SH SIZES\n%s.\n.SH SEE ALSO\n.BR gpucap (1)\n", gpc_size_forms);
-}
-
 /* Checks one value against its row; returns 0 or -EINVAL after a message naming the setting. */
 static int check(int id, const char *value, const char *from, unsigned *num)
 {
-    const struct row *r = &rows[id];
+    const struct check_row *r = &checks[id];
     struct gpc_size size;
     char *end;
     switch (r->type) {
@@ -160,56 +189,40 @@ static int check(int id, const char *value, const char *from, unsigned *num)
     return -EINVAL;
 }
 
-int main(int argc, char **argv)
-{
+struct given {
     const char *value[OPT_COUNT];
     const char *from[OPT_COUNT];
     char names[OPT_COUNT][48];
+};
+
+static int set_flag(void *arg, int id, const char *value)
+{
+    struct given *g = arg;
+    g->value[id] = value;
+    snprintf(g->names[id], sizeof g->names[id], "--%s", rows[id].name);
+    g->from[id] = g->names[id];
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static struct given g;
+    const char **value = g.value, **from = g.from;
+    tool_env_values(&webhook_cmd, value);
     for (int i = 0; i < OPT_COUNT; i++) {
         const char *env = getenv(rows[i].env);
-        value[i] = env && *env ? env : rows[i].def;
         from[i] = env && *env ? rows[i].env : "default";
     }
-
-    for (int a = 1; a < argc; a++) {
-        const char *arg = argv[a];
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        if (strcmp(arg, "--help-man") == 0) {
-            usage_man(stdout);
-            return 0;
-        }
-        if (strcmp(arg, "--version") == 0) {
-            printf("gpucap-webhook %s\n", GPUCAP_VERSION_STRING);
-            return 0;
-        }
-        int id = -1;
-        const char *eq = strchr(arg, '=');
-        size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
-        for (int i = 0; i < OPT_COUNT && arg[0] == '-' && arg[1] == '-'; i++)
-            if (strlen(rows[i].flag) == n - 2 && memcmp(arg + 2, rows[i].flag, n - 2) == 0)
-                id = i;
-        if (id < 0) {
-            fprintf(stderr, "gpucap-webhook: unknown argument \"%s\" (see --help)\n", arg);
-            return 2;
-        }
-        if (!eq && a + 1 >= argc) {
-            fprintf(stderr, "gpucap-webhook: --%s needs a value\n", rows[id].flag);
-            return 2;
-        }
-        value[id] = eq ? eq + 1 : argv[++a];
-        snprintf(names[id], sizeof names[id], "--%s", rows[id].flag);
-        from[id] = names[id];
-    }
+    int first, rc = tool_begin(&webhook_cmd, argc, argv, set_flag, &g, &first);
+    if (rc >= 0)
+        return rc;
 
     unsigned num[OPT_COUNT] = {0};
     for (int i = 0; i < OPT_COUNT; i++) {
         if (!value[i]) {
             if (i == OPT_CERT || i == OPT_KEY || i == OPT_IMAGE) {
-                fprintf(stderr, "gpucap-webhook: --%s (or %s) is required\n", rows[i].flag, rows[i].env);
-                return 2;
+                tool_usage_error(&webhook_cmd, "--%s %s (or %s) is required", rows[i].name, rows[i].arg, rows[i].env);
+                return TOOL_EXIT_USAGE;
             }
             continue;
         }
@@ -231,7 +244,10 @@ int main(int argc, char **argv)
                       .preload = num[OPT_PRELOAD] ? GPC_PRELOAD_ENV : GPC_PRELOAD_FILE,
                       .dra_claims = num[OPT_DRA_CLAIMS] == 1,
                       .visible = (enum gpc_visible_mode)num[OPT_VISIBLE_DEVICES],
-                      .trusted_namespaces = value[OPT_TRUSTED_NAMESPACES]},
+                      .trusted_namespaces = value[OPT_TRUSTED_NAMESPACES],
+                      .pod_opt_out = num[OPT_POD_OPT_OUT] == 1,
+                      .driver = (enum gpc_driver_limits)num[OPT_DRIVER_LIMITS],
+                      .driver_label = value[OPT_DRIVER_LIMITS_LABEL]},
     };
     char err[512];
     if (gpc_admission_check_config(&opt.admission, err, sizeof err) != 0) {
@@ -273,7 +289,7 @@ int main(int argc, char **argv)
     json_object_seed(0); /* before any thread, so the hash seed is chosen once */
     setvbuf(stderr, NULL, _IOLBF, 0);
 
-    int rc = gpc_server_run(&opt, &stop) == 0 ? 0 : 1;
+    rc = gpc_server_run(&opt, &stop) == 0 ? 0 : 1;
     gpc_nspolicy_close(policy);
     gpc_nsapi_close(api);
     return rc;

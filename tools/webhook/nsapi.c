@@ -8,6 +8,8 @@
  *   gpucap.io/max-memory: "50%"       no container of the namespace gets more
  *   gpucap.io/default-memory: "25%"   budget of containers that ask for none
  *   gpucap.io/trusted: "true"         tenant GPUCAP_* variables and mounts over gpucap's paths allowed
+ *   gpucap.io/allow-opt-out: "true"   a pod's gpucap.io/inject: "false" is honoured (annotation or label)
+ *   gpucap.io/driver-limits: "auto"   on, off, auto: the NVIDIA driver's own limits too
  *
  * A fetched policy is kept for a TTL. When the API cannot be reached, an expired entry is used
  * (said in the log); with none, the lookup fails and the pod is denied: never an unbounded cap.
@@ -27,6 +29,8 @@
 #define ANN_MAX "gpucap.io/max-memory"
 #define ANN_DEFAULT "gpucap.io/default-memory"
 #define ANN_TRUSTED "gpucap.io/trusted"
+#define ANN_OPT_OUT "gpucap.io/allow-opt-out"
+#define ANN_DRIVER "gpucap.io/driver-limits"
 #define CACHE_SIZE 1024
 #define MAX_ANSWER (1u << 20) /* a Namespace object is a few kB */
 
@@ -109,6 +113,11 @@ static int parse_namespace(const char *body, size_t len, struct gpc_ns_policy *o
     const char *max = json_string_value(json_object_get(ann, ANN_MAX));
     const char *def = json_string_value(json_object_get(ann, ANN_DEFAULT));
     const char *trusted = json_string_value(json_object_get(ann, ANN_TRUSTED));
+    const char *driver = json_string_value(json_object_get(ann, ANN_DRIVER));
+    const char *opt_out = json_string_value(json_object_get(ann, ANN_OPT_OUT));
+    if (!opt_out) /* a label too: the Namespace's labels are the platform's as much as its annotations */
+        opt_out = json_string_value(json_object_get(json_object_get(json_object_get(root, "metadata"), "labels"),
+                                                    ANN_OPT_OUT));
     if ((max && strlen(max) >= sizeof out->max_memory) || (def && strlen(def) >= sizeof out->default_memory)) {
         snprintf(err, errlen, "annotation " ANN_MAX " or " ANN_DEFAULT " is too long");
         rc = -EINVAL;
@@ -119,6 +128,18 @@ static int parse_namespace(const char *body, size_t len, struct gpc_ns_policy *o
         rc = -EINVAL;
         goto out;
     }
+    if (opt_out && strcmp(opt_out, "true") != 0 && strcmp(opt_out, "false") != 0) {
+        snprintf(err, errlen, ANN_OPT_OUT " is not \"true\" or \"false\"");
+        rc = -EINVAL;
+        goto out;
+    }
+    if (driver && strcmp(driver, "on") != 0 && strcmp(driver, "off") != 0 && strcmp(driver, "auto") != 0) {
+        snprintf(err, errlen, "annotation " ANN_DRIVER " is not \"on\", \"off\" or \"auto\"");
+        rc = -EINVAL;
+        goto out;
+    }
+    snprintf(out->driver_limits, sizeof out->driver_limits, "%s", driver ? driver : "");
+    out->allow_opt_out = opt_out && strcmp(opt_out, "true") == 0;
     snprintf(out->max_memory, sizeof out->max_memory, "%s", max ? max : "");
     snprintf(out->default_memory, sizeof out->default_memory, "%s", def ? def : "");
     out->trusted = trusted && strcmp(trusted, "true") == 0;
@@ -166,7 +187,8 @@ static int fetch(struct gpc_nsapi *p, const char *ns, struct gpc_ns_policy *out,
     } else if (code != 200) {
         snprintf(err, errlen, "GET %s: HTTP %ld%s", url, code,
                  code == 401 || code == 403 ? " (the webhook's service account needs get on namespaces)" : "");
-        rc = code == 404 ? -ENOENT : -EACCES;
+        /* 429 and 5xx pass (the caller answers "retry"); a refusal or a missing Namespace does not. */
+        rc = code == 404 ? -ENOENT : code == 429 || code >= 500 ? -EAGAIN : -EACCES;
     } else {
         rc = parse_namespace(a.buf ? a.buf : "", a.len, out, err, errlen);
     }
@@ -314,6 +336,9 @@ int gpc_ns_chain_lookup(void *ctx, const char *ns, struct gpc_ns_policy *out, ch
         memcpy(out->max_memory, file.max_memory, sizeof out->max_memory);
     if (file.default_memory[0])
         memcpy(out->default_memory, file.default_memory, sizeof out->default_memory);
+    if (file.driver_limits[0])
+        memcpy(out->driver_limits, file.driver_limits, sizeof out->driver_limits);
     out->trusted |= file.trusted;
+    out->allow_opt_out |= file.allow_opt_out;
     return 0;
 }

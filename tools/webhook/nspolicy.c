@@ -7,6 +7,8 @@
  *   max_memory = 50%       ; no container of the namespace gets more
  *   default_memory = 25%   ; budget of containers that ask for none
  *   trusted = false        ; true: tenant GPUCAP_* variables and mounts over gpucap's paths allowed
+ *   allow_opt_out = false  ; true: a pod's gpucap.io/inject: "false" is honoured here
+ *   driver_limits = auto   ; on, off, auto: the NVIDIA driver's own limits too (--driver-limits)
  *
  * Read with inih. A lookup stats the file (a ConfigMap update swaps a symlink) and reads it again
  * when it changed; an update that breaks the file keeps the last good table, said once in the log.
@@ -69,14 +71,22 @@ static int on_key(void *user, const char *section, const char *name, const char 
         }
         snprintf(name[0] == 'm' ? e->policy.max_memory : e->policy.default_memory, sizeof e->policy.max_memory, "%s",
                  value);
-    } else if (strcmp(name, "trusted") == 0) {
+    } else if (strcmp(name, "trusted") == 0 || strcmp(name, "allow_opt_out") == 0) {
         if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0) {
-            snprintf(t->err, sizeof t->err, "[%s] trusted = %s: not true or false", section, value);
+            snprintf(t->err, sizeof t->err, "[%s] %s = %s: not true or false", section, name, value);
             return 0;
         }
-        e->policy.trusted = value[0] == 't';
+        *(name[0] == 't' ? &e->policy.trusted : &e->policy.allow_opt_out) = value[0] == 't';
+    } else if (strcmp(name, "driver_limits") == 0) {
+        if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0 && strcmp(value, "auto") != 0) {
+            snprintf(t->err, sizeof t->err, "[%s] driver_limits = %s: not on, off or auto", section, value);
+            return 0;
+        }
+        snprintf(e->policy.driver_limits, sizeof e->policy.driver_limits, "%s", value);
     } else {
-        snprintf(t->err, sizeof t->err, "[%s] unknown key %s (max_memory, default_memory, trusted)", section, name);
+        snprintf(t->err, sizeof t->err,
+                 "[%s] unknown key %s (max_memory, default_memory, trusted, allow_opt_out, driver_limits)", section,
+                 name);
         return 0;
     }
     return 1;

@@ -18,12 +18,19 @@
  * from there to a complete body, enforced by the main thread, an idle timeout, and error lines
  * rate-limited. TLS is 1.3, or 1.2 with
  * ECDHE and an AEAD cipher only.
+ *
+ * Besides POST /mutate: GET /livez (the process serves), GET /readyz (a certificate is loaded and
+ * has not expired), GET /healthz (the same as /readyz, kept for older manifests) and GET /metrics,
+ * Prometheus text: admissions by result, their latency as a histogram, the certificate's expiry, the
+ * connections closed by a deadline. The counters are atomics: a request takes no lock for them.
  */
 #include "server.h"
 
 #include <errno.h>
 #include <gnutls/abstract.h>
 #include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
+#include <jansson.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -37,6 +44,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "gpucap_version.h"
 #include "http.h"
 
 #define MAX_CHAIN 8
@@ -108,6 +116,7 @@ static void log_limited(const char *line)
 struct creds {
     gnutls_pcert_st chain[MAX_CHAIN];
     unsigned n;
+    time_t not_after; /* the serving certificate's expiry; 0 if unknown */
     gnutls_privkey_t key;
     struct creds *older;
 };
@@ -201,6 +210,12 @@ static struct creds *creds_load(const char *cert_path, const char *key_path, con
         c->n = 0;
         goto fail;
     }
+    gnutls_x509_crt_t crt;
+    if (gnutls_x509_crt_init(&crt) == 0) {
+        if (gnutls_x509_crt_import(crt, &c->chain[0].cert, GNUTLS_X509_FMT_DER) == 0)
+            c->not_after = gnutls_x509_crt_get_expiration_time(crt);
+        gnutls_x509_crt_deinit(crt);
+    }
     rc = gnutls_privkey_init(&c->key);
     if (rc == 0)
         rc = gnutls_privkey_import_x509_raw(c->key, &key, GNUTLS_X509_FMT_PEM, NULL, 0);
@@ -288,76 +303,20 @@ static int reload(struct watch *w, bool first)
 
 /* ---- connections ---- */
 
-/*
- * Every connection with its deadline: for the TLS handshake and request headers from accept, then
- * for the body from the headers, none between requests (the idle timeout applies there). Filled by
- * microhttpd's connection notices (worker threads), moved on by the request callbacks, swept by the
- * main thread, which shuts down the socket of a connection past its deadline; microhttpd then sees
- * the end of the stream and closes it. So a client cannot hold a connection, or the bytes reserved
- * for its body, by trickling. A slot is freed in the "closed" notice, before microhttpd closes the
- * descriptor, so the sweep never touches a descriptor that was reused.
- */
-struct conn_slot {
-    struct MHD_Connection *conn; /* NULL: free */
-    int fd;
-    time_t deadline; /* 0: none */
-};
+/* Deadlines from accept to headers, and from there to the body: http.h, gpc_http_guard. */
+static struct gpc_http_guard guard;
+static atomic_ullong closed_slow; /* connections the sweep ended */
 
-static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct conn_slot *slots; /* one per allowed connection */
-static unsigned nslots;
-
-static time_t now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec;
-}
-
-static void on_connection(void *cls, struct MHD_Connection *conn, void **ctx, enum MHD_ConnectionNotificationCode code)
-{
-    pthread_mutex_lock(&slots_lock);
-    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        const union MHD_ConnectionInfo *fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        for (unsigned i = 0; fd && i < nslots; i++) {
-            if (!slots[i].conn) {
-                slots[i] = (struct conn_slot){conn, fd->connect_fd, now_s() + HEADER_DEADLINE};
-                *ctx = &slots[i];
-                break;
-            }
-        }
-    } else if (*ctx) {
-        ((struct conn_slot *)*ctx)->conn = NULL;
-        *ctx = NULL;
-    }
-    pthread_mutex_unlock(&slots_lock);
-}
-
-/* From a request callback: the connection's next deadline is `seconds` from now (0: none). */
 static void set_deadline(struct MHD_Connection *conn, unsigned seconds)
 {
-    const union MHD_ConnectionInfo *info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    if (!info || !info->socket_context)
-        return;
-    pthread_mutex_lock(&slots_lock);
-    ((struct conn_slot *)info->socket_context)->deadline = seconds ? now_s() + seconds : 0;
-    pthread_mutex_unlock(&slots_lock);
+    gpc_http_guard_deadline(&guard, conn, seconds);
 }
 
-/* Main thread: ends the connections past their header deadline. */
+/* Main thread: ends the connections past their deadline. */
 static void sweep_slow(void)
 {
-    time_t now = now_s();
-    unsigned n = 0;
-    pthread_mutex_lock(&slots_lock);
-    for (unsigned i = 0; i < nslots; i++) {
-        if (slots[i].conn && slots[i].deadline && now > slots[i].deadline) {
-            shutdown(slots[i].fd, SHUT_RDWR);
-            slots[i].deadline = 0;
-            n++;
-        }
-    }
-    pthread_mutex_unlock(&slots_lock);
+    unsigned n = gpc_http_guard_sweep(&guard);
+    atomic_fetch_add(&closed_slow, n);
     if (n) {
         char line[160];
         snprintf(line, sizeof line,
@@ -365,6 +324,132 @@ static void sweep_slow(void)
                  n == 1 ? "" : "s", HEADER_DEADLINE, BODY_DEADLINE);
         log_limited(line);
     }
+}
+
+/* ---- metrics ---- */
+
+/*
+ * Results of POST /mutate: allowed (no change), patched (allowed with a patch), denied (a policy
+ * said no), bad_request (not an admission review, too large, too deep), error (the webhook could not
+ * decide: out of memory, too busy, or a denial with a 5xx code, which says "retry").
+ */
+enum result { R_ALLOWED, R_PATCHED, R_DENIED, R_BAD_REQUEST, R_ERROR, R__COUNT };
+static const char *const result_names[R__COUNT] = {"allowed", "patched", "denied", "bad_request", "error"};
+static const double buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
+#define NBUCKETS (sizeof buckets / sizeof *buckets)
+static atomic_ullong admissions[R__COUNT];
+static atomic_ullong latency_count[NBUCKETS + 1]; /* per bucket, not cumulative; the last is +Inf */
+static atomic_ullong latency_sum_ns;
+
+static void count_result(enum result r, const struct timespec *t0)
+{
+    atomic_fetch_add(&admissions[r], 1);
+    if (!t0)
+        return;
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    uint64_t ns = (uint64_t)(t1.tv_sec - t0->tv_sec) * 1000000000u + (uint64_t)(t1.tv_nsec - t0->tv_nsec);
+    unsigned b = 0;
+    while (b < NBUCKETS && (double)ns / 1e9 > buckets[b])
+        b++;
+    atomic_fetch_add(&latency_count[b], 1);
+    atomic_fetch_add(&latency_sum_ns, ns);
+}
+
+/* The result of a handled review, from the response it carries (status 200) or its status. */
+static enum result classify(const struct gpc_admission_result *res)
+{
+    if (!res->body || res->status >= 500)
+        return R_ERROR;
+    if (res->status != 200)
+        return R_BAD_REQUEST;
+    json_t *root = json_loadb(res->body, res->body_len, 0, NULL);
+    json_t *resp = json_object_get(root, "response");
+    enum result r = R_ERROR;
+    if (json_is_true(json_object_get(resp, "allowed")))
+        r = json_object_get(resp, "patch") ? R_PATCHED : R_ALLOWED;
+    else if (json_is_false(json_object_get(resp, "allowed")))
+        r = json_integer_value(json_object_get(json_object_get(resp, "status"), "code")) >= 500 ? R_ERROR : R_DENIED;
+    json_decref(root);
+    return r;
+}
+
+/* A growing text for /metrics; NULL text after an allocation failure. */
+struct mtext {
+    char *p;
+    size_t len, cap;
+};
+
+static void mprintf(struct mtext *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void mprintf(struct mtext *t, const char *fmt, ...)
+{
+    for (int tries = 0; tries < 8; tries++) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = t->p ? vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap) : -1;
+        va_end(ap);
+        if (n >= 0 && (size_t)n < t->cap - t->len) {
+            t->len += (size_t)n;
+            return;
+        }
+        if (t->cap && !t->p)
+            return; /* failed before */
+        size_t cap = t->cap ? 2 * t->cap : 8192;
+        char *p = realloc(t->p, cap);
+        if (!p) {
+            free(t->p);
+            t->p = NULL;
+            return;
+        }
+        t->p = p;
+        t->cap = cap;
+    }
+}
+
+static enum MHD_Result metrics(struct MHD_Connection *conn)
+{
+    struct mtext t = {0};
+    mprintf(&t, "# HELP gpucap_webhook_admissions_total Pod admission reviews answered, by result.\n"
+                "# TYPE gpucap_webhook_admissions_total counter\n");
+    for (int r = 0; r < R__COUNT; r++)
+        mprintf(&t, "gpucap_webhook_admissions_total{result=\"%s\"} %llu\n", result_names[r],
+                (unsigned long long)atomic_load(&admissions[r]));
+    mprintf(&t, "# HELP gpucap_webhook_admission_duration_seconds Time from a complete review to its answer.\n"
+                "# TYPE gpucap_webhook_admission_duration_seconds histogram\n");
+    unsigned long long cum = 0;
+    for (unsigned b = 0; b <= NBUCKETS; b++) {
+        cum += atomic_load(&latency_count[b]);
+        if (b < NBUCKETS)
+            mprintf(&t, "gpucap_webhook_admission_duration_seconds_bucket{le=\"%g\"} %llu\n", buckets[b], cum);
+        else
+            mprintf(&t, "gpucap_webhook_admission_duration_seconds_bucket{le=\"+Inf\"} %llu\n", cum);
+    }
+    mprintf(&t, "gpucap_webhook_admission_duration_seconds_sum %.9f\n"
+                "gpucap_webhook_admission_duration_seconds_count %llu\n",
+            (double)atomic_load(&latency_sum_ns) / 1e9, cum);
+    struct creds *c = atomic_load(&current);
+    mprintf(&t, "# HELP gpucap_webhook_certificate_expiry_timestamp_seconds When the serving certificate expires "
+                "(Unix time).\n# TYPE gpucap_webhook_certificate_expiry_timestamp_seconds gauge\n"
+                "gpucap_webhook_certificate_expiry_timestamp_seconds %lld\n",
+            (long long)(c ? c->not_after : 0));
+    mprintf(&t, "# HELP gpucap_webhook_connections_closed_slow_total Connections closed for not finishing a request "
+                "in time.\n# TYPE gpucap_webhook_connections_closed_slow_total counter\n"
+                "gpucap_webhook_connections_closed_slow_total %llu\n",
+            (unsigned long long)atomic_load(&closed_slow));
+    mprintf(&t, "# HELP gpucap_webhook_build_info The webhook's version.\n# TYPE gpucap_webhook_build_info gauge\n"
+                "gpucap_webhook_build_info{version=\"%s\"} 1\n", GPUCAP_VERSION_STRING);
+    if (!t.p)
+        return gpc_http_reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain", "out of memory\n", 14, NULL);
+    enum MHD_Result rc = gpc_http_reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", t.p, t.len, NULL);
+    free(t.p);
+    return rc;
+}
+
+/* Ready: a certificate is loaded and has not expired. */
+static bool ready(void)
+{
+    struct creds *c = atomic_load(&current);
+    return c && (c->not_after == 0 || c->not_after > time(NULL));
 }
 
 /* ---- requests ---- */
@@ -395,6 +480,7 @@ static enum MHD_Result text(struct MHD_Connection *conn, unsigned status, const 
 
 static enum MHD_Result too_big(struct MHD_Connection *conn)
 {
+    count_result(R_BAD_REQUEST, NULL);
     char line[120];
     snprintf(line, sizeof line, "rejected: request body larger than %u bytes", GPC_ADMISSION_MAX_BODY);
     log_limited(line);
@@ -403,6 +489,7 @@ static enum MHD_Result too_big(struct MHD_Connection *conn)
 
 static enum MHD_Result busy(struct MHD_Connection *conn)
 {
+    count_result(R_ERROR, NULL);
     log_limited("rejected: too many request bytes in flight");
     return text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "too many requests in flight; retry\n");
 }
@@ -451,13 +538,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     const struct gpc_admission_config *cfg = cls;
     if (!*state)
         set_deadline(conn, BODY_DEADLINE);
-    if (strcmp(url, "/healthz") == 0) {
+    bool livez = strcmp(url, "/livez") == 0, readyz = strcmp(url, "/readyz") == 0 || strcmp(url, "/healthz") == 0;
+    if (livez || readyz || strcmp(url, "/metrics") == 0) {
         if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
             return gpc_http_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "use GET\n", 8, "GET, HEAD");
-        return text(conn, MHD_HTTP_OK, "ok\n");
+        if (livez)
+            return text(conn, MHD_HTTP_OK, "ok\n");
+        if (readyz)
+            return ready() ? text(conn, MHD_HTTP_OK, "ok\n")
+                           : text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "no valid certificate\n");
+        return metrics(conn);
     }
     if (strcmp(url, "/mutate") != 0)
-        return text(conn, MHD_HTTP_NOT_FOUND, "not found: POST /mutate or GET /healthz\n");
+        return text(conn, MHD_HTTP_NOT_FOUND, "not found: POST /mutate, GET /livez, /readyz, /healthz or /metrics\n");
     if (strcmp(method, "POST") != 0)
         return gpc_http_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "use POST\n", 9, "POST");
 
@@ -527,10 +620,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         log_limited(line);
         char msg[160];
         snprintf(msg, sizeof msg, "%s\n", shape);
+        count_result(R_BAD_REQUEST, NULL);
         return text(conn, MHD_HTTP_BAD_REQUEST, msg);
     }
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     struct gpc_admission_result res;
     gpc_admission_handle(cfg, up->buf, up->len, &res);
+    count_result(classify(&res), &t0);
     wh_log("%s", res.log);
     enum MHD_Result rc = res.body ? gpc_http_reply(conn, (unsigned)res.status, res.content_type, res.body, res.body_len, NULL)
                                   : text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
@@ -577,14 +674,12 @@ int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *
     struct watch w = {.cert = opt->cert, .key = opt->key};
     if (reload(&w, true) != 0)
         return -1;
-    slots = calloc(opt->max_connections, sizeof *slots);
-    if (!slots) {
+    if (gpc_http_guard_init(&guard, opt->max_connections, HEADER_DEADLINE) != 0) {
         wh_log("out of memory");
         creds_free(atomic_load(&current));
         atomic_store(&current, NULL);
         return -1;
     }
-    nslots = opt->max_connections;
 
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_TLS | MHD_USE_ERROR_LOG;
     if (addr.ss_family == AF_INET6)
@@ -595,13 +690,13 @@ int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *
         MHD_OPTION_HTTPS_CERT_CALLBACK, pick_cert, MHD_OPTION_HTTPS_PRIORITIES, TLS_PRIORITIES,
         MHD_OPTION_THREAD_POOL_SIZE, opt->threads, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT,
         MHD_OPTION_CONNECTION_LIMIT, opt->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        opt->max_connections_per_ip, MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+        opt->max_connections_per_ip, MHD_OPTION_NOTIFY_CONNECTION, gpc_http_guard_notify, &guard,
         MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_END);
     if (!d) {
         wh_log("cannot listen on %s: %s", opt->listen, strerror(errno));
         creds_free(atomic_load(&current));
         atomic_store(&current, NULL);
-        free(slots);
+        gpc_http_guard_free(&guard);
         return -1;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
@@ -613,6 +708,9 @@ int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *
             opt->admission.preload == GPC_PRELOAD_ENV ? "env" : "file",
             opt->admission.default_memory ? opt->admission.default_memory : "none (annotated pods only)",
             opt->admission.max_memory ? opt->admission.max_memory : "none");
+    char policy[600];
+    gpc_admission_describe(&opt->admission, policy, sizeof policy);
+    wh_log("%s", policy);
 
     /* Sleeps are cut short by the stop signal; the interval is checked in steps of 100 ms. */
     unsigned ticks = 0;
@@ -629,9 +727,7 @@ int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *
     }
     wh_log("stopping");
     MHD_stop_daemon(d);
-    free(slots);
-    slots = NULL;
-    nslots = 0;
+    gpc_http_guard_free(&guard);
     creds_free(atomic_load(&current));
     atomic_store(&current, NULL);
     return 0;

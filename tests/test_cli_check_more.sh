@@ -1,0 +1,47 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# test_cli_check_more.sh GPUCAP CLI_ALLOC: `gpucap check` checks the whole file: an unknown section
+# is said once and the keys in it are still checked (a bad value there, and everything after it);
+# an unknown key, section or variable comes with the nearest known name ("did you mean"); a file
+# given as the argument is named as such, not as GPUCAP_CONFIG; --json carries the same.
+set -u
+gpucap=$1
+t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
+fail=0
+bad() { echo "FAIL $*"; fail=1; }
+
+printf '[gpucap]\nmemory_limt = 1GiB\n[gpcap]\nmode = audti\nlog_level = info\n[gpucap]\nlog_levl = info\nfail_after = x\n' \
+    > "$t/c.ini"
+"$gpucap" check "$t/c.ini" > "$t/out" 2> "$t/err"; rc=$?
+[ $rc = 1 ] || bad "rc $rc"
+grep -q "c.ini:2: unknown key 'memory_limt' in \[gpucap\]; did you mean 'memory_limit'?" "$t/err" ||
+    bad "did you mean memory_limit: $(cat "$t/err")"
+[ "$(grep -c "unknown section \[gpcap\]" "$t/err")" = 1 ] || bad "unknown section said once: $(cat "$t/err")"
+grep -q "unknown section \[gpcap\].*did you mean 'gpucap'?" "$t/err" || bad "did you mean gpucap: $(cat "$t/err")"
+grep -q "c.ini:4: mode = 'audti' is not valid" "$t/err" || bad "a bad value in an unknown section: $(cat "$t/err")"
+grep -q "c.ini:7: unknown key 'log_levl' in \[gpucap\]; did you mean 'log_level'?" "$t/err" ||
+    bad "after the unknown section: $(cat "$t/err")"
+grep -q "c.ini:8: fail_after = 'x' is not valid" "$t/err" || bad "the last line: $(cat "$t/err")"
+grep -q "^5 errors" "$t/out" || bad "count: $(tail -1 "$t/out")"
+# The argument is named as the argument.
+grep -qE "^  config +=.*c.ini +the command line$" "$t/out" || bad "argument named: $(grep config "$t/out")"
+grep -q GPUCAP_CONFIG "$t/out" && bad "names GPUCAP_CONFIG: $(grep GPUCAP_CONFIG "$t/out")"
+# A mistyped variable.
+GPUCAP_MEMORY_LIMT=1GiB "$gpucap" check > /dev/null 2> "$t/err"
+grep -q "GPUCAP_MEMORY_LIMT is not a gpucap setting; did you mean 'GPUCAP_MEMORY_LIMIT'?" "$t/err" ||
+    bad "did you mean the variable: $(cat "$t/err")"
+# Nothing near: no suggestion.
+printf '[gpucap]\nzzzzzzzzzzzz = 1\n' > "$t/far.ini"
+"$gpucap" check "$t/far.ini" > /dev/null 2> "$t/err"
+grep -q "did you mean" "$t/err" && bad "a far-fetched suggestion: $(cat "$t/err")"
+# --json: the same errors, valid JSON.
+"$gpucap" check --json "$t/c.ini" > "$t/j" 2> "$t/err"; rc=$?
+[ $rc = 1 ] || bad "--json rc $rc"
+python3 - "$t/j" <<'PY' || bad "check --json: $(cat "$t/j")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert not d["ok"] and d["error_count"] == 5, d
+assert any("did you mean 'memory_limit'" in e for e in d["errors"]), d["errors"]
+assert d["config"]["from"] == "argument", d["config"]
+PY
+exit $fail

@@ -1,0 +1,104 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# test_cli_plot_more.sh GPUCAP CLI_ALLOC: the usage picture names the card (its index and name, as
+# NVML gives them), keeps its labels apart (the peak's and the budget's off the denial marks and
+# off each other), draws a run shorter than one bucket as a shape on a millisecond axis; and
+# `gpucap plot` takes a JSON report as hostile: a figure of 1.5e19 bytes or a huge time ends in
+# bounded time with a bounded picture, and markup in a uuid or a name stays text.
+set -u
+gpucap=$1 alloc=$2
+t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
+fail=0
+bad() { echo "FAIL $*"; fail=1; }
+export FAKECUDA_CTX_BYTES=0 GPUCAP_CONTEXT_RESERVE=0
+
+# facts FILE: checks of the picture, one "name=value" per line.
+facts() {
+    python3 - "$1" <<'PY'
+import re, sys, xml.etree.ElementTree as ET
+S = "{http://www.w3.org/2000/svg}"
+root = ET.parse(sys.argv[1]).getroot()
+def cls(tag, c):
+    return [e for e in root.iter(S + tag) if e.get("class") == c]
+title = cls("text", "title")[0]
+print("title=" + "".join(title.itertext()))
+def box(e):  # a 13 px bold label, about 7.6 px a character
+    x, y, w = float(e.get("x")), float(e.get("y")), 7.6 * len("".join(e.itertext()))
+    end = e.get("text-anchor") == "end"
+    return (x - w if end else x, y - 13, x if end else x + w, y + 4)
+labels = [box(e) for e in cls("text", "peaklabel") + cls("text", "budgetlabel")]
+marks = []
+for g in cls("g", "denial"):
+    m = re.match(r"M([\d.]+) ([\d.]+)", g.find(S + "path").get("d"))
+    x, y = float(m.group(1)), float(m.group(2))
+    marks.append((x - 6, y - 11, x + 6, y))
+def over(a, b):
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+clash = sum(over(l, m) for l in labels for m in marks) + sum(over(a, b) for i, a in enumerate(labels) for b in labels[i + 1:])
+print("clashes=%d" % clash)
+print("marks=%d labels=%d" % (len(marks), len(labels)))
+area = 0.0
+for p in cls("path", "usage"):
+    pts = [(float(x), float(y)) for x, y in re.findall(r"[ML]([\d.]+) ([\d.]+)", p.get("d"))]
+    area += abs(sum(a[0] * b[1] - b[0] * a[1] for a, b in zip(pts, pts[1:] + pts[:1]))) / 2
+print("usage_area=%d" % area)
+print("xticks=" + ",".join(e.text for e in cls("text", "xtick")))
+PY
+}
+
+# Title: the card's index and name.
+"$gpucap" run --memory 64MiB --report "$t/c.svg" -- "$alloc" a32 a32 a8 a8 F > /dev/null 2>&1
+facts "$t/c.svg" > "$t/f" || bad "the SVG does not parse"
+grep -q "^title=GPU 0 (Fake GPU 0): peak 64 MiB of a 64 MiB budget$" "$t/f" || bad "title: $(grep title "$t/f")"
+# Labels apart: the peak is the budget, the denials are on it, at the peak's time.
+grep -q "^clashes=0$" "$t/f" || bad "labels collide: $(cat "$t/f")"
+grep -q "^marks=[1-9]" "$t/f" || bad "no denial marks: $(cat "$t/f")"
+# A run shorter than a bucket: a shape, and the axis in milliseconds.
+area=$(sed -n 's/^usage_area=//p' "$t/f")
+[ "${area:-0}" -gt 1000 ] || bad "a short run is a line: area $area"
+grep -q "^xticks=.* ms" "$t/f" || bad "time axis: $(grep xticks "$t/f")"
+# A denial a moment after the peak, where the peak's label would go.
+"$gpucap" run --memory 64MiB --report "$t/n.svg" -- "$alloc" a60 s1 F a40 a40 s9 F > /dev/null 2>&1
+facts "$t/n.svg" > "$t/f" || bad "the SVG does not parse"
+grep -q "^clashes=0$" "$t/f" || bad "the peak's label on a denial mark: $(cat "$t/f")"
+# Audit, a longer run: the label says what the job needs and still meets no mark.
+"$gpucap" run --audit --memory 64MiB --report "$t/a.svg" -- "$alloc" a16 s2 a32 s1 a30 s1 a20 a40 s2 F > /dev/null 2>&1
+facts "$t/a.svg" > "$t/f" || bad "the audit SVG does not parse"
+grep -q "^clashes=0$" "$t/f" || bad "audit labels collide: $(cat "$t/f")"
+grep -q "^title=GPU 0 (Fake GPU 0): this job needs" "$t/f" || bad "audit title: $(grep title "$t/f")"
+
+# Hostile reports: bounded, escaped.
+cat > "$t/huge.json" <<'J'
+{"mode":"enforce","devices":[{"uuid":"GPU-<script>alert(1)</script>","name":"<b>x</b>&","index":3,
+ "physical":1.5e19,"budget":1.5e19,"peak":1.5e19,"denials":1,
+ "timeline":{"points":[[0,1.5e19,1.5e19,1],[1e300,-5,1e40,1e20],[-1,0,0,0]]}}]}
+J
+timeout 10 "$gpucap" plot "$t/huge.json" -o "$t/huge.svg" 2> "$t/err"; rc=$?
+[ $rc = 0 ] || bad "huge figures: rc $rc $(cat "$t/err")"
+size=$(stat -c %s "$t/huge.svg" 2> /dev/null || echo 0)
+[ "$size" -gt 0 ] && [ "$size" -lt 200000 ] || bad "huge figures: picture of $size bytes"
+grep -q "<script>\|<b>" "$t/huge.svg" && bad "markup copied into the SVG: $(grep -o '.\{20\}<script>.\{20\}' "$t/huge.svg")"
+python3 -c 'import sys, xml.etree.ElementTree as ET; ET.parse(sys.argv[1])' "$t/huge.svg" || bad "hostile SVG does not parse"
+grep -q "GPU 3 (&lt;b&gt;x&lt;/b&gt;&amp;)" "$t/huge.svg" || bad "name not escaped as text: $(grep title "$t/huge.svg")"
+# One figure of 1.5e19 bytes: the gridlines of a scale near 2^64 end.
+printf '{"mode":"enforce","devices":[{"uuid":"GPU-1","physical":1.5e19,"peak":1.5e19,"timeline":{"points":[[0,1.5e19,1.5e19,0]]}}]}' \
+    > "$t/one.json"
+timeout 10 "$gpucap" plot "$t/one.json" -o "$t/one.svg" 2> "$t/err"; rc=$?
+size=$(stat -c %s "$t/one.svg" 2> /dev/null || echo 0)
+[ $rc = 0 ] && [ "$size" -lt 200000 ] || bad "1.5e19 bytes: rc $rc, picture of $size bytes"
+rm -f "$t/one.svg"
+# Integers beyond 2^63 load too (as the numbers they are, clamped).
+sed 's/1\.5e19/15000000000000000000/g' "$t/huge.json" > "$t/bigint.json"
+timeout 10 "$gpucap" plot "$t/bigint.json" -o "$t/bigint.svg" 2> "$t/err"; rc=$?
+[ $rc = 0 ] || bad "integers beyond 2^63: rc $rc $(cat "$t/err")"
+# Many points: at most a bounded number drawn.
+python3 -c '
+import json
+pts = [[i * 0.001, 1 << 20, 1 << 20, 0] for i in range(200000)]
+json.dump({"mode": "enforce", "devices": [{"uuid": "GPU-aaaaaaaa", "budget": 1 << 30, "peak": 1 << 20,
+           "timeline": {"points": pts}}]}, open("'"$t"'/many.json", "w"))'
+timeout 20 "$gpucap" plot "$t/many.json" -o "$t/many.svg" 2> "$t/err"; rc=$?
+[ $rc = 0 ] || bad "many points: rc $rc $(cat "$t/err")"
+size=$(stat -c %s "$t/many.svg" 2> /dev/null || echo 0)
+[ "$size" -lt 8000000 ] || bad "many points: picture of $size bytes"
+exit $fail

@@ -1,0 +1,101 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# test_cli_report_run.sh GPUCAP CLI_ALLOC: the report of `gpucap run` as a machine reads it and as
+# it should read: `--report -` is stdout holding the report alone (CMD's own stdout goes to
+# stderr, the library's log lines stay on stderr), `--report-fd N` a descriptor CMD does not
+# inherit; the report names the command, its exit status or signal, the wall time and the version,
+# in text and JSON alike; its figures mean what they say: the peak and the allocations are what
+# the driver carried out (a request the driver refused is a driver refusal, not in the peak nor
+# an allocation nor a free), context reserves are apart (not the largest request), frees are
+# counted; in audit mode the program is told the card, so a job that sizes itself from what it is
+# told shows what it takes on the card.
+set -u
+gpucap=$1 alloc=$2
+t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
+fail=0
+bad() { echo "FAIL $*"; fail=1; }
+MiB=$((1024 * 1024))
+export FAKECUDA_CTX_BYTES=0
+j() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
+
+# --report - with --json: stdout is one JSON document although CMD prints on its stdout and the
+# library warns on stderr (here: a denial).
+"$gpucap" run --json --report - -- "$alloc" a40 a40 F > "$t/out" 2> "$t/err"; rc=$?
+[ $rc = 0 ] || bad "run: rc $rc $(cat "$t/err")"
+python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$t/out" || bad "stdout is not the report alone: $(cat "$t/out")"
+grep -q "results=01" "$t/err" || bad "CMD's stdout not on stderr: $(cat "$t/err")"
+grep -q "denied on device 0" "$t/err" || bad "log line: $(cat "$t/err")"
+grep -q '"command":\[' "$t/out" || bad "no command in $(cat "$t/out")"
+# The run's facts.
+[ "$(j "$t/out" "d['command'][1:]")" = "['a40', 'a40', 'F']" ] || bad "command: $(j "$t/out" "d['command']")"
+[ "$(j "$t/out" "d['exit']['status'], d['exit']['signal']")" = "(0, None)" ] || bad "exit: $(j "$t/out" "d['exit']")"
+j "$t/out" "d['wall_seconds']" | grep -qE '^[0-9]+\.[0-9]+$' || bad "wall_seconds: $(cat "$t/out")"
+[ "$(j "$t/out" "d['version']")" = "$("$gpucap" --version | cut -d' ' -f2)" ] || bad "version"
+
+# --report-fd 3: the report there, CMD without descriptor 3.
+"$gpucap" run --json --report-fd 3 -- sh -c 'if [ -e /proc/self/fd/3 ]; then echo leaked; fi; exit 4' \
+    3> "$t/fd.json" > "$t/out" 2>&1; rc=$?
+[ $rc = 4 ] || bad "--report-fd: rc $rc"
+grep -q leaked "$t/out" && bad "CMD inherited the report's descriptor"
+[ "$(j "$t/fd.json" "d['exit']['status']")" = 4 ] || bad "--report-fd exit status: $(cat "$t/fd.json")"
+"$gpucap" run --report-fd 97 -- true 2> "$t/err"; rc=$?
+[ $rc = 125 ] && grep -q "not an open file descriptor" "$t/err" || bad "--report-fd 97: rc $rc $(cat "$t/err")"
+
+# A signal: the report says which, and gpucap dies of it too.
+"$gpucap" run --json --report "$t/sig.json" -- sh -c 'kill -KILL $$' 2> /dev/null; rc=$?
+[ $rc = 137 ] || bad "killed: rc $rc"
+[ "$(j "$t/sig.json" "d['exit']['signal'], d['exit']['signal_name'], d['exit']['status']")" = "(9, 'SIGKILL', None)" ] ||
+    bad "signal in the JSON: $(cat "$t/sig.json")"
+"$gpucap" run --report - -- sh -c 'kill -TERM $$' > "$t/sig.txt" 2> /dev/null
+grep -qE "^exit +killed by signal 15 \(SIGTERM\)$" "$t/sig.txt" || bad "signal in the text: $(cat "$t/sig.txt")"
+
+# Text and JSON say the same things: every figure of the JSON device is a line of the text, with
+# the same value.
+GPUCAP_CONTEXT_RESERVE=8MiB FAKECUDA_MEM=1GiB "$gpucap" run --audit --memory 64MiB --json --report "$t/a.json" -- \
+    "$alloc" a32 a32 a2000 a1 > /dev/null 2>&1
+GPUCAP_CONTEXT_RESERVE=8MiB FAKECUDA_MEM=1GiB "$gpucap" run --audit --memory 64MiB --report "$t/a.txt" -- \
+    "$alloc" a32 a32 a2000 a1 > /dev/null 2>&1
+for pair in "peak:peak" "in use at end:in_use" "held at exit:held_at_exit" "allocations:allocations" "frees:frees" \
+    "denials:denials" "driver refusals:driver_refusals" "context reserves:context_reserves" \
+    "largest request:largest" "sufficient:sufficient"; do
+    label=${pair%%:*} key=${pair#*:}
+    want=$(j "$t/a.json" "d['devices'][0]['$key']")
+    line=$(grep -E "^  $label " "$t/a.txt")
+    echo "$line" | grep -qE "^  $label +([0-9.]+ [KMGT]?i?B \()?$want( bytes\))?([ :(].*)?$" ||
+        bad "text '$label' vs JSON $key=$want: '$line'"
+done
+for label in command exit "wall time" mode; do
+    grep -qE "^$label " "$t/a.txt" || bad "text lacks '$label': $(head -5 "$t/a.txt")"
+done
+
+# The figures. Audit, a 1 GiB card, 8 MiB context reserve: 32 + 32 admitted, 2000 MiB refused by
+# the driver (more than the card), 1 admitted. Peak: 8 + 65 MiB; 3 allocations; 1 driver refusal.
+[ "$(j "$t/a.json" "d['devices'][0]['peak']")" = $((73 * MiB)) ] || bad "audit peak: $(cat "$t/a.json")"
+[ "$(j "$t/a.json" "d['devices'][0]['allocations']")" = 3 ] || bad "allocations: $(cat "$t/a.json")"
+[ "$(j "$t/a.json" "d['devices'][0]['driver_refusals']")" = 1 ] || bad "driver refusals: $(cat "$t/a.json")"
+[ "$(j "$t/a.json" "d['devices'][0]['frees']")" = 0 ] || bad "a refused request is no free: $(cat "$t/a.json")"
+[ "$(j "$t/a.json" "d['devices'][0]['context_reserves']")" = 1 ] || bad "context reserves: $(cat "$t/a.json")"
+# The largest request is a request, not the context reserve.
+GPUCAP_CONTEXT_RESERVE=256MiB "$gpucap" run --audit --json --report "$t/l.json" -- "$alloc" a1 a1 F > /dev/null 2>&1
+[ "$(j "$t/l.json" "d['devices'][0]['largest']")" = $MiB ] || bad "largest: $(cat "$t/l.json")"
+[ "$(j "$t/l.json" "d['devices'][0]['allocations'], d['devices'][0]['frees']")" = "(2, 2)" ] ||
+    bad "allocations and frees: $(cat "$t/l.json")"
+# Frees of what was allocated, and what was still held when the process exited.
+"$gpucap" run --json --report "$t/f.json" -- "$alloc" a8 a8 F a4 > /dev/null 2>&1
+[ "$(j "$t/f.json" "d['devices'][0]['frees'], d['devices'][0]['held_at_exit'], d['devices'][0]['in_use']")" = \
+    "(2, $((4 * MiB)), 0)" ] || bad "frees, held at exit: $(cat "$t/f.json")"
+# The same figures as the fake driver's own record.
+FAKECUDA_RECORD=$t/record "$gpucap" run --json --report "$t/p.json" -- "$alloc" a16 a30 a30 F p > "$t/out" 2>&1
+grep -q "fake peak=$((46 * MiB)) allocs=2 frees=2" "$t/out" || bad "the fake's record: $(cat "$t/out")"
+[ "$(j "$t/p.json" "d['devices'][0]['peak'], d['devices'][0]['allocations'], d['devices'][0]['denials']")" = \
+    "($((46 * MiB)), 2, 1)" ] || bad "enforce figures: $(cat "$t/p.json")"
+
+# Audit mode tells the program the card: a job that takes half of what it is told takes half the
+# card, and the peak says so (not half the budget).
+"$gpucap" run --audit --memory 64MiB -- "$alloc" i > "$t/out" 2> /dev/null
+grep -q "info free=$((1024 * MiB)) total=$((1024 * MiB))" "$t/out" || bad "audit: told $(cat "$t/out")"
+"$gpucap" run --memory 64MiB -- "$alloc" i > "$t/out" 2> /dev/null
+grep -q "total=$((64 * MiB))" "$t/out" || bad "enforce: told $(cat "$t/out")"
+"$gpucap" run --audit --memory 64MiB --json --report "$t/s.json" -- "$alloc" f50 > /dev/null 2>&1
+[ "$(j "$t/s.json" "d['devices'][0]['peak']")" = $((512 * MiB)) ] || bad "self-sizing job's peak: $(cat "$t/s.json")"
+exit $fail

@@ -1,0 +1,506 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""check_policy.py: the webhook's policy decisions, one named case per behaviour.
+
+usage: check_policy.py ADMISSION_CLI FIXTURE_DIR CASE   (or --list)
+
+Each case builds an AdmissionReview from a fixture (tests/webhook/fixtures), sends it through the
+handler (admission_cli) with the webhook arguments it names, and checks the answer: allowed or
+denied with the values named, the patch applied with python3-jsonpatch, and where the pod is
+mutated a second pass that adds nothing (reinvocation). UPDATE cases take the mutated pod of a
+CREATE as the old object. The cases follow the issues:
+  - who may leave a pod uncapped (the pod's opt-out only where the platform allows it), envFrom as
+    a way to see a GPU, MIG resources, ephemeral containers, the default as the maximum (issue 23);
+  - a namespace policy that cannot be read now: 503, retry (issue 24);
+  - pod UPDATE: a changed budget checked again and recorded, the record the platform's (issue 26);
+  - the NVIDIA driver's own limits set from the same budget, and refused from the tenant (issue 27).
+Exit 0 pass, 1 fail, 77 without jsonpatch.
+"""
+import base64
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import jsonpatch
+except ImportError:
+    print("python3-jsonpatch is not installed; skipping")
+    sys.exit(77)
+
+IMAGE = "ghcr.io/example/gpucap:0.1.0"
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL", what)
+
+
+def load(fixtures, name):
+    with open(os.path.join(fixtures, name + ".json")) as f:
+        return json.load(f)
+
+
+def match_conditions():
+    """The configuration's rules and matchConditions as a function of a review (True: the API server
+    sends it to the webhook), or None without cel-python."""
+    try:
+        import celpy
+        import yaml
+    except ImportError:
+        return None
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "../../examples/kubernetes/mutatingwebhook.yaml")) as f:
+        conf = yaml.safe_load(f)
+    env = celpy.Environment()
+    programs = [env.program(env.compile(c["expression"])) for w in conf["webhooks"] for c in w["matchConditions"]]
+
+    def ruled(req):
+        res = "pods" + ("/" + req["subResource"] if req.get("subResource") else "")
+        return any(req["operation"] in r["operations"] and res in r["resources"] for w in conf["webhooks"]
+                   for r in w["rules"])
+
+    def sent(review):
+        req = review["request"]
+        if not ruled(req):
+            return False
+        act = {"object": celpy.json_to_cel(req["object"]), "oldObject": celpy.json_to_cel(req.get("oldObject")),
+               "request": celpy.json_to_cel({"operation": req["operation"], "subResource": req.get("subResource", "")})}
+        return all(bool(p.evaluate(act)) for p in programs)
+    return sent
+
+
+SENT = match_conditions()
+
+
+def run(cli, args, review):
+    out = subprocess.run([cli, "--image", IMAGE] + args, input=json.dumps(review).encode(), capture_output=True)
+    status, _, body = out.stdout.decode().partition("\n")
+    check(out.returncode == 0, f"admission_cli exits 0: {out.stderr.decode()}")
+    resp = (json.loads(body) if body else {}).get("response") or {}
+    # What the webhook changes or refuses, the configuration's matchConditions must send it.
+    if SENT and ("patch" in resp or resp.get("allowed") is False):
+        check(SENT(review), f"matchConditions send this review: {out.stderr.decode().strip()}")
+    return int(status or 0), resp, out.stderr.decode()
+
+
+def ops_of(resp):
+    return json.loads(base64.b64decode(resp["patch"])) if "patch" in resp else []
+
+
+def allowed(cli, args, review, what, patched=True):
+    """The review is allowed; returns the mutated pod (the input's when nothing is patched)."""
+    status, resp, log = run(cli, args, review)
+    check(status == 200 and resp.get("allowed") is True, f"{what}: allowed: {resp.get('status')} {log}")
+    pod = review["request"]["object"]
+    check(("patch" in resp) == patched, f"{what}: {'a' if patched else 'no'} patch: {ops_of(resp)}")
+    if "patch" not in resp:
+        return pod, resp
+    mutated = jsonpatch.apply_patch(pod, ops_of(resp))
+    again = copy.deepcopy(review)
+    again["request"]["object"] = mutated
+    _, resp2, _ = run(cli, args, again)
+    check(resp2.get("allowed") is True and "patch" not in resp2, f"{what}: a second pass adds nothing: {ops_of(resp2)}")
+    return mutated, resp
+
+
+def denied(cli, args, review, what, fragments, code=400):
+    status, resp, log = run(cli, args, review)
+    msg = resp.get("status", {}).get("message", "")
+    check(status == 200 and resp.get("allowed") is False and "patch" not in resp, f"{what}: denied: {resp} {log}")
+    check(resp.get("status", {}).get("code") == code, f"{what}: status.code {resp.get('status', {}).get('code')}, "
+                                                      f"want {code}")
+    for f in fragments:
+        check(f in msg, f"{what}: the denial names {f!r}: {msg!r}")
+    return msg
+
+
+def container(pod, name=None):
+    cs = pod["spec"]["containers"]
+    return cs[0] if name is None else next(c for c in cs if c["name"] == name)
+
+
+def env_of(c):
+    return {e["name"]: e.get("value") for e in c.get("env") or []}
+
+
+def annotations(pod):
+    return pod["metadata"].setdefault("annotations", {})
+
+
+def injected(pod):
+    return [c for c in pod["spec"].get("initContainers") or [] if c["name"] == "gpucap-init"]
+
+
+def record(pod):
+    text = (pod["metadata"].get("annotations") or {}).get("gpucap.io/budgets")
+    return json.loads(text) if text else None
+
+
+def gpu_less(fixtures, change):
+    """default-budget's pod without its GPU resource, changed by `change(container)`."""
+    r = load(fixtures, "default-budget")
+    c = container(r["request"]["object"])
+    c["resources"] = {"limits": {"memory": "16Gi"}}
+    change(c)
+    return r
+
+
+def with_pod(review, change):
+    r = copy.deepcopy(review)
+    change(r["request"]["object"])
+    return r
+
+
+def as_update(review, old, new, sub=None):
+    r = copy.deepcopy(review)
+    r["request"]["operation"] = "UPDATE"
+    r["request"]["oldObject"] = copy.deepcopy(old)
+    r["request"]["object"] = copy.deepcopy(new)
+    r["request"]["options"] = {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"}
+    if sub:
+        r["request"]["subResource"] = sub
+        r["request"]["resource"]["resource"] = r["request"]["requestResource"]["resource"] = "pods"
+    return r
+
+
+def policy_file(tmp, text):
+    path = os.path.join(tmp, "policy.ini")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+# ---- issue 23: who may leave a pod uncapped, and the ways around the cap ----
+
+def opt_out_refused(cli, fx):
+    denied(cli, ["--default-memory", "25%"], load(fx, "opt-out"), "opt-out in an ordinary namespace",
+           ['gpucap.io/inject: "false" is not allowed in namespace ml', "platform"])
+
+
+def opt_out_flag(cli, fx):
+    allowed(cli, ["--default-memory", "25%", "--pod-opt-out", "true"], load(fx, "opt-out"), "opt-out, --pod-opt-out",
+            patched=False)
+
+
+def opt_out_namespace_policy(cli, fx):
+    with tempfile.TemporaryDirectory() as tmp:
+        allowed(cli, ["--default-memory", "25%", "--namespace-policy", policy_file(tmp, "[ml]\nallow_opt_out = true\n")],
+                load(fx, "opt-out"), "opt-out allowed by the namespace policy", patched=False)
+        denied(cli, ["--default-memory", "25%", "--namespace-policy", policy_file(tmp, "[other]\nallow_opt_out = true\n")],
+               load(fx, "opt-out"), "opt-out allowed in another namespace only", ["not allowed in namespace ml"])
+
+
+def opt_out_no_gpu(cli, fx):
+    r = with_pod(load(fx, "no-gpu"), lambda pod: annotations(pod).__setitem__("gpucap.io/inject", "false"))
+    allowed(cli, ["--default-memory", "25%"], r, "opt-out of a pod without a GPU", patched=False)
+
+
+def envfrom_cap(cli, fx):
+    r = gpu_less(fx, lambda c: c.__setitem__("envFrom", [{"configMapRef": {"name": "gpu-env"}}]))
+    pod, _ = allowed(cli, ["--default-memory", "25%"], r, "envFrom could set NVIDIA_VISIBLE_DEVICES: capped")
+    check(injected(pod) and env_of(container(pod)).get("GPUCAP_CONTAINER_NAME") == "train",
+          "envFrom: the container carries the cap")
+    # A prefix that could still make the name counts too; one that cannot does not.
+    r = gpu_less(fx, lambda c: c.__setitem__("envFrom", [{"prefix": "NVIDIA_", "secretRef": {"name": "s"}}]))
+    allowed(cli, ["--default-memory", "25%"], r, "envFrom prefix NVIDIA_: capped")
+    r = gpu_less(fx, lambda c: c.__setitem__("envFrom", [{"prefix": "APP_", "configMapRef": {"name": "gpu-env"}}]))
+    allowed(cli, ["--default-memory", "25%"], r, "envFrom prefix APP_: no GPU", patched=False)
+    # An env entry wins over envFrom in the kubelet.
+    r = gpu_less(fx, lambda c: (c.__setitem__("envFrom", [{"configMapRef": {"name": "gpu-env"}}]),
+                                c.__setitem__("env", [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}])))
+    allowed(cli, ["--default-memory", "25%"], r, "envFrom with NVIDIA_VISIBLE_DEVICES=void in env: no GPU", patched=False)
+
+
+def envfrom_deny(cli, fx):
+    r = gpu_less(fx, lambda c: c.__setitem__("envFrom", [{"configMapRef": {"name": "gpu-env"}}]))
+    denied(cli, ["--default-memory", "25%", "--visible-devices", "deny"], r, "envFrom, --visible-devices deny",
+           ["container train takes envFrom[0]", "NVIDIA_VISIBLE_DEVICES", "without a cap"])
+    allowed(cli, ["--default-memory", "25%", "--visible-devices", "ignore"], r, "envFrom, --visible-devices ignore",
+            patched=False)
+
+
+def mig_resource(cli, fx):
+    r = gpu_less(fx, lambda c: c["resources"]["limits"].__setitem__("nvidia.com/mig-1g.10gb", "1"))
+    pod, _ = allowed(cli, ["--default-memory", "25%"], r, "a MIG device")
+    check(injected(pod) and "train=25%" in injected(pod)[0]["command"], "MIG: capped with the default")
+
+
+def ephemeral(review, eph):
+    old = copy.deepcopy(review["request"]["object"])
+    new = copy.deepcopy(old)
+    new["spec"]["ephemeralContainers"] = [eph]
+    return as_update(review, old, new, sub="ephemeralcontainers")
+
+
+def ephemeral_containers(cli, fx):
+    base = load(fx, "annotated-bare")
+    pod, _ = allowed(cli, [], base, "annotated-bare")
+    base["request"]["object"] = pod
+    debug = {"name": "debugger", "image": "busybox", "targetContainerName": "train"}
+    allowed(cli, [], ephemeral(base, debug), "a plain ephemeral container", patched=False)
+    vis = dict(debug, env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])
+    denied(cli, [], ephemeral(base, vis), "ephemeral container with NVIDIA_VISIBLE_DEVICES",
+           ["ephemeral container debugger sets NVIDIA_VISIBLE_DEVICES", "cannot cap an ephemeral container"])
+    frm = dict(debug, envFrom=[{"configMapRef": {"name": "gpu-env"}}])
+    denied(cli, [], ephemeral(base, frm), "ephemeral container with envFrom",
+           ["ephemeral container debugger takes envFrom[0]"])
+    mnt = dict(debug, volumeMounts=[{"name": "gpucap-lib", "mountPath": "/x"}])
+    denied(cli, [], ephemeral(base, mnt), "ephemeral container mounting gpucap-lib", ["debugger", "gpucap-lib"])
+    # One already in the pod is not judged again (added when the policy allowed it).
+    twice = ephemeral(base, vis)
+    twice["request"]["oldObject"]["spec"]["ephemeralContainers"] = [vis]
+    allowed(cli, [], twice, "an ephemeral container already there", patched=False)
+
+
+def default_is_max(cli, fx):
+    args = ["--default-memory", "25%"]
+    for label, change, asked, source in (
+            ("gpucap.io/memory 100%", lambda pod: annotations(pod).__setitem__("gpucap.io/memory", "100%"),
+             "100%", "annotation gpucap.io/memory"),
+            ("KAI gpu-fraction 1", lambda pod: annotations(pod).__setitem__("gpu-fraction", "1"),
+             "100%", "KAI annotation gpu-fraction")):
+        denied(cli, args, with_pod(load(fx, "default-budget"), change), f"default 25%, no maximum: {label}",
+               [f"asks for {asked} ({source})", "above the maximum 25% (cluster --default-memory, the maximum where "
+                                                "none is set)"])
+    pod, _ = allowed(cli, args, with_pod(load(fx, "default-budget"),
+                                         lambda pod: annotations(pod).__setitem__("gpucap.io/memory", "10%")),
+                     "default 25%, no maximum: 10% asked")
+    check(injected(pod)[0]["command"][-3:] == ["--max", "25%", "train=10%"], f"--max 25%: {injected(pod)[0]['command']}")
+    check(record(pod) == {"max": "25%", "containers": {"train": "10%"}}, f"record {record(pod)}")
+    # The namespace default is the maximum there.
+    with tempfile.TemporaryDirectory() as tmp:
+        denied(cli, ["--namespace-policy", policy_file(tmp, "[ml]\ndefault_memory = 2GiB\n")],
+               load(fx, "annotated-bare"), "namespace default 2GiB, no maximum: 8GiB asked",
+               ["asks for 8GiB", "above the maximum 2GiB (namespace default, the maximum where none is set)"])
+
+
+# ---- issue 24: a policy that cannot be read now is a 503 that says retry ----
+
+def transient_503(cli, fx):
+    # An API server that does not answer (a closed port): nothing cached, so no policy.
+    args = ["--kube-api", "https://127.0.0.1:9", "--kube-token", "/dev/null", "--kube-ca", "/dev/null"]
+    with tempfile.TemporaryDirectory() as tmp:
+        token = os.path.join(tmp, "token")
+        with open(token, "w") as f:
+            f.write("t\n")
+        args[3] = token
+        denied(cli, args, load(fx, "annotated-bare"), "namespace policy unreachable",
+               ["policy of namespace ml cannot be read now", "retry later"], code=503)
+        status, resp, _ = run(cli, args, load(fx, "annotated-bare"))
+        check(resp.get("status", {}).get("reason") == "ServiceUnavailable", f"reason ServiceUnavailable: {resp}")
+
+
+# ---- issue 26: UPDATE of a running pod ----
+
+def created(cli, fx, name, args):
+    review = load(fx, name)
+    pod, _ = allowed(cli, args, review, f"{name} created")
+    return review, pod
+
+
+def update_budget(cli, fx):
+    args = ["--max-memory", "10GiB"]
+    review, pod = created(cli, fx, "annotated-bare", args)
+    check(record(pod) == {"max": "10GiB", "containers": {"train": "8GiB"}}, f"record at CREATE: {record(pod)}")
+    raised = copy.deepcopy(pod)
+    annotations(raised)["gpucap.io/memory"] = "9GiB"
+    new, _ = allowed(cli, args, as_update(review, pod, raised), "UPDATE gpucap.io/memory 8GiB -> 9GiB")
+    check(record(new) == {"max": "10GiB", "containers": {"train": "9GiB"}}, f"record after the raise: {record(new)}")
+    lowered = copy.deepcopy(pod)
+    annotations(lowered)["gpucap.io/memory"] = "2GiB"
+    new, _ = allowed(cli, args, as_update(review, pod, lowered), "UPDATE gpucap.io/memory 8GiB -> 2GiB")
+    check(record(new)["containers"] == {"train": "2GiB"}, f"record after the lowering: {record(new)}")
+    above = copy.deepcopy(pod)
+    annotations(above)["gpucap.io/memory"] = "12GiB"
+    denied(cli, args, as_update(review, pod, above), "UPDATE gpucap.io/memory above the maximum",
+           ["container train asks for 12GiB (annotation gpucap.io/memory)", "above the maximum 10GiB"])
+    bad = copy.deepcopy(pod)
+    annotations(bad)["gpucap.io/memory"] = "lots"
+    denied(cli, args, as_update(review, pod, bad), "UPDATE gpucap.io/memory not a size", ['"lots" is not a size'])
+    gone = copy.deepcopy(pod)
+    del annotations(gone)["gpucap.io/memory"]
+    denied(cli, [], as_update(review, pod, gone), "UPDATE removing the only budget", ["container train would have no budget"])
+
+
+def update_kai(cli, fx):
+    args = ["--max-memory", "60%", "--default-memory", "10%"]
+    review, pod = created(cli, fx, "kai-fraction", args)
+    check(record(pod)["containers"] == {"trainer": "50%", "log-shipper": "10%"}, f"KAI record: {record(pod)}")
+    more = copy.deepcopy(pod)
+    annotations(more)["gpu-fraction"] = "0.7"
+    denied(cli, args, as_update(review, pod, more), "UPDATE KAI gpu-fraction above the maximum",
+           ["container trainer asks for 70% (KAI annotation gpu-fraction)", "above the maximum 60%"])
+    less = copy.deepcopy(pod)
+    annotations(less)["gpu-fraction"] = "0.25"
+    new, _ = allowed(cli, args, as_update(review, pod, less), "UPDATE KAI gpu-fraction 0.5 -> 0.25")
+    check(record(new)["containers"] == {"trainer": "25%", "log-shipper": "10%"}, f"record: {record(new)}")
+    # gpucap's annotation comes after KAI's request, as at creation: the trainer keeps KAI's share.
+    ann = copy.deepcopy(pod)
+    annotations(ann)["gpucap.io/memory"] = "20%"
+    new, _ = allowed(cli, args, as_update(review, pod, ann), "UPDATE adding gpucap.io/memory to a KAI pod")
+    check(record(new)["containers"] == {"trainer": "50%", "log-shipper": "20%"}, f"precedence: {record(new)}")
+
+
+def update_record_forged(cli, fx):
+    args = ["--max-memory", "10GiB"]
+    review, pod = created(cli, fx, "annotated-bare", args)
+    forged = copy.deepcopy(pod)
+    annotations(forged)["gpucap.io/budgets"] = '{"containers":{"train":"100%"}}'
+    annotations(forged)["team"] = "a"
+    new, _ = allowed(cli, args, as_update(review, pod, forged), "UPDATE writing the record")
+    check(record(new) == record(pod), f"the record restored: {record(new)}")
+    unrelated = copy.deepcopy(pod)
+    unrelated["metadata"].setdefault("labels", {})["x"] = "y"
+    allowed(cli, args, as_update(review, pod, unrelated), "UPDATE of a label", patched=False)
+    # A pod gpucap did not inject gets no record from its tenant.
+    plain = load(fx, "no-gpu")
+    old = plain["request"]["object"]
+    new = copy.deepcopy(old)
+    annotations(new)["gpucap.io/budgets"] = '{"containers":{"app":"100%"}}'
+    annotations(new)["gpucap.io/injected"] = "app"
+    got, _ = allowed(cli, args, as_update(plain, old, new), "UPDATE adding a record to a pod not injected")
+    check("gpucap.io/budgets" not in annotations(got) and "gpucap.io/injected" not in annotations(got),
+          f"the tenant's record removed: {annotations(got)}")
+    # At CREATE the tenant's record is replaced by the webhook's.
+    forged = with_pod(load(fx, "annotated-bare"),
+                      lambda pod: annotations(pod).__setitem__("gpucap.io/budgets", '{"containers":{"train":"100%"}}'))
+    pod, _ = allowed(cli, args, forged, "CREATE with a record")
+    check(record(pod) == {"max": "10GiB", "containers": {"train": "8GiB"}}, f"CREATE record overwritten: {record(pod)}")
+
+
+# ---- issue 27: the driver's own limits ----
+
+def driver_env(pod, name=None):
+    e = env_of(container(pod, name))
+    return e.get("NVIDIA_GPU_MEMORY_REQUEST"), e.get("NVIDIA_GPU_MEMORY_LIMIT")
+
+
+def driver_on(cli, fx):
+    pod, _ = allowed(cli, ["--driver-limits", "on"], load(fx, "annotated-bare"), "driver limits on")
+    check(driver_env(pod) == ("8192", "8192"), f"8GiB as whole MiB, request = limit: {driver_env(pod)}")
+    check(injected(pod) and "/etc/gpucap/gpucap.ini" in [m["mountPath"] for m in container(pod)["volumeMounts"]],
+          "gpucap's own cap still injected")
+    pod, _ = allowed(cli, [], load(fx, "annotated-bare"), "driver limits off")
+    check(driver_env(pod) == (None, None), f"off: no driver variables: {driver_env(pod)}")
+    # A raise on a running pod does not reach the driver's limit (applied at container start): said.
+    review, pod = created(cli, fx, "annotated-bare", ["--driver-limits", "on"])
+    raised = copy.deepcopy(pod)
+    annotations(raised)["gpucap.io/memory"] = "12GiB"
+    _, resp = allowed(cli, ["--driver-limits", "on"], as_update(review, pod, raised), "UPDATE raise, driver limits on")
+    check(any("the driver's limit stays 8192 MiB" in w for w in resp.get("warnings", [])),
+          f"the raise warns that the driver's limit stays: {resp.get('warnings')}")
+    r = with_pod(load(fx, "annotated-bare"), lambda p: annotations(p).__setitem__("gpucap.io/memory", "1.5GiB"))
+    pod, _ = allowed(cli, ["--driver-limits", "on"], r, "driver limits on, 1.5GiB")
+    check(driver_env(pod) == ("1536", "1536"), f"1.5GiB: {driver_env(pod)}")
+
+
+def driver_auto(cli, fx):
+    args = ["--driver-limits", "auto"]
+    sel = with_pod(load(fx, "annotated-bare"),
+                   lambda p: p["spec"].__setitem__("nodeSelector", {"gpucap.io/driver-limits": "true"}))
+    pod, _ = allowed(cli, args, sel, "auto, nodeSelector on the label")
+    check(driver_env(pod) == ("8192", "8192"), f"auto selected: {driver_env(pod)}")
+
+    def affinity(*terms):
+        return lambda p: p["spec"].__setitem__("affinity", {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}})
+    good = {"matchExpressions": [{"key": "gpucap.io/driver-limits", "operator": "In", "values": ["true"]}]}
+    other = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+    pod, _ = allowed(cli, args, with_pod(load(fx, "annotated-bare"), affinity(good)), "auto, required affinity")
+    check(driver_env(pod) == ("8192", "8192"), f"auto by affinity: {driver_env(pod)}")
+    pod, _ = allowed(cli, args, with_pod(load(fx, "annotated-bare"), affinity(good, other)), "auto, one term without")
+    check(driver_env(pod) == (None, None), f"auto, a term that may land elsewhere: {driver_env(pod)}")
+    pod, _ = allowed(cli, args, load(fx, "annotated-bare"), "auto, no node selection")
+    check(driver_env(pod) == (None, None), f"auto unselected: {driver_env(pod)}")
+    custom = with_pod(load(fx, "annotated-bare"),
+                      lambda p: p["spec"].__setitem__("nodeSelector", {"example.com/dmem": "true"}))
+    pod, _ = allowed(cli, args + ["--driver-limits-label", "example.com/dmem"], custom, "auto, another label")
+    check(driver_env(pod) == ("8192", "8192"), f"auto with --driver-limits-label: {driver_env(pod)}")
+    with tempfile.TemporaryDirectory() as tmp:
+        pod, _ = allowed(cli, ["--namespace-policy", policy_file(tmp, "[ml]\ndriver_limits = on\n")],
+                         load(fx, "annotated-bare"), "namespace policy driver_limits = on")
+        check(driver_env(pod) == ("8192", "8192"), f"namespace on: {driver_env(pod)}")
+        pod, _ = allowed(cli, ["--driver-limits", "on", "--namespace-policy",
+                               policy_file(tmp, "[ml]\ndriver_limits = off\n")],
+                         load(fx, "annotated-bare"), "namespace policy driver_limits = off under --driver-limits on")
+        check(driver_env(pod) == (None, None), f"namespace off: {driver_env(pod)}")
+        out = subprocess.run([cli, "--image", IMAGE, "--namespace-policy", policy_file(tmp, "[ml]\ndriver_limits = yes\n")],
+                             input=b"{}", capture_output=True)
+        check(out.returncode == 1 and b"driver_limits = yes: not on, off or auto" in out.stderr,
+              f"a bad driver_limits is refused at start: {out.stderr}")
+
+
+def driver_not_applicable(cli, fx):
+    _, resp = allowed(cli, ["--driver-limits", "on", "--default-memory", "25%"], load(fx, "default-budget"),
+                      "driver limits on, a share")
+    pod = jsonpatch.apply_patch(load(fx, "default-budget")["request"]["object"], ops_of(resp))
+    check(driver_env(pod) == (None, None), f"a share sets no driver limit: {driver_env(pod)}")
+    check(any("25% is a share of the card" in w for w in resp.get("warnings", [])), f"warned: {resp.get('warnings')}")
+    mig = gpu_less(fx, lambda c: c["resources"]["limits"].__setitem__("nvidia.com/mig-1g.10gb", "1"))
+    _, resp = allowed(cli, ["--driver-limits", "on", "--default-memory", "4GiB"], mig, "driver limits on, MIG")
+    pod = jsonpatch.apply_patch(mig["request"]["object"], ops_of(resp))
+    check(driver_env(pod) == (None, None), f"MIG sets no driver limit: {driver_env(pod)}")
+    check(any("MIG" in w for w in resp.get("warnings", [])), f"MIG warned: {resp.get('warnings')}")
+
+
+def driver_tenant(cli, fx):
+    for mode in ("on", "off"):
+        for var in ("NVIDIA_GPU_MEMORY_LIMIT", "NVIDIA_GPU_MEMORY_REQUEST"):
+            r = with_pod(load(fx, "annotated-bare"),
+                         lambda p: container(p).setdefault("env", []).append({"name": var, "value": "81920"}))
+            denied(cli, ["--driver-limits", mode], r, f"tenant {var}, driver limits {mode}",
+                   [f'container train sets {var}="81920"', "the driver's memory limits belong to the platform"])
+    r = with_pod(load(fx, "annotated-bare"),
+                 lambda p: container(p).__setitem__("envFrom", [{"prefix": "NVIDIA_GPU_", "configMapRef": {"name": "m"}}]))
+    # An envFrom could carry them too: ours are `env` entries, which win over every envFrom.
+    pod, _ = allowed(cli, ["--driver-limits", "on"], r, "tenant envFrom prefix NVIDIA_GPU_, driver limits on")
+    names = [e["name"] for e in container(pod)["env"]]
+    check(driver_env(pod) == ("8192", "8192") and names.count("NVIDIA_GPU_MEMORY_LIMIT") == 1,
+          f"envFrom: ours set in env: {driver_env(pod)}")
+    r = with_pod(load(fx, "annotated-bare"),
+                 lambda p: container(p).setdefault("env", []).append({"name": "NVIDIA_GPU_MEMORY_LIMIT", "value": "1024"}))
+    pod, _ = allowed(cli, ["--driver-limits", "on", "--trusted-namespaces", "ml"], r, "trusted namespace sets its own")
+    check(driver_env(pod) == (None, "1024"), f"trusted: the tenant's kept, none added: {driver_env(pod)}")
+
+
+CASES = {
+    "opt_out_refused": opt_out_refused,
+    "opt_out_flag": opt_out_flag,
+    "opt_out_namespace_policy": opt_out_namespace_policy,
+    "opt_out_no_gpu": opt_out_no_gpu,
+    "envfrom_cap": envfrom_cap,
+    "envfrom_deny": envfrom_deny,
+    "mig_resource": mig_resource,
+    "ephemeral_containers": ephemeral_containers,
+    "default_is_max": default_is_max,
+    "transient_503": transient_503,
+    "update_budget": update_budget,
+    "update_kai": update_kai,
+    "update_record_forged": update_record_forged,
+    "driver_on": driver_on,
+    "driver_auto": driver_auto,
+    "driver_not_applicable": driver_not_applicable,
+    "driver_tenant": driver_tenant,
+}
+
+
+def main():
+    if sys.argv[1:2] == ["--list"]:
+        print(";".join(CASES))
+        return 0
+    cli, fixtures, name = sys.argv[1:4]
+    CASES[name](cli, fixtures)
+    if failures:
+        print(f"{len(failures)} failures")
+        return 1
+    print(f"ok: {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * tool.c: the command line every gpucap program shares (tool.h): getopt_long over a table of flags
+ * (the option strings are built from the table, so a flag cannot be documented and not parsed or
+ * the reverse), the help and man page made from the same rows, one-line usage errors, and the
+ * sanitiser of names read from tenants' files.
+ */
+#include "tool.h"
+
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpucap_version.h"
+#include "man.h"
+
+#define MAX_FLAGS 64
+enum { ID_HELP = 1000, ID_VERSION, ID_MAN, ID_BASE = 2000 };
+
+void tool_error(const char *name, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s: %s\n", name, line);
+}
+
+void tool_usage_error(const struct tool_cmd *c, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s: %s (see '%s --help')\n", c->name, line, c->name);
+}
+
+void tool_version(const char *name)
+{
+    printf("%s %s\n", name, GPUCAP_VERSION_STRING);
+}
+
+/* The program's own name for --version: "gpucap run" is gpucap's. */
+static void version_of(const struct tool_cmd *c)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s", c->name);
+    name[strcspn(name, " ")] = '\0';
+    tool_version(name);
+}
+
+/* "--name", "-x, --name": how the argument was written, for a message. */
+static const char *flag_text(const struct tool_cmd *c, int id, char *buf, size_t len)
+{
+    if (id >= 0 && id < c->nflags)
+        snprintf(buf, len, "--%s", c->flags[id].name);
+    else
+        snprintf(buf, len, "?");
+    return buf;
+}
+
+int tool_parse(const struct tool_cmd *c, int argc, char **argv, int (*on_flag)(void *arg, int flag, const char *value),
+               void *arg)
+{
+    struct option longopts[MAX_FLAGS + 4];
+    char shorts[3 * MAX_FLAGS + 8];
+    size_t ns = 0;
+    int n = 0;
+    /* '+': stop at the first operand; ':': a missing value is told apart from an unknown flag. */
+    if (c->stop_at_operand)
+        shorts[ns++] = '+';
+    shorts[ns++] = ':';
+    for (int i = 0; i < c->nflags && i < MAX_FLAGS; i++) {
+        const struct tool_flag *f = &c->flags[i];
+        longopts[n++] = (struct option){f->name, f->arg ? required_argument : no_argument, NULL, ID_BASE + i};
+        if (f->short_name) {
+            shorts[ns++] = f->short_name;
+            if (f->arg)
+                shorts[ns++] = ':';
+        }
+    }
+    longopts[n++] = (struct option){"help", no_argument, NULL, ID_HELP};
+    longopts[n++] = (struct option){"version", no_argument, NULL, ID_VERSION};
+    longopts[n++] = (struct option){"help-man", no_argument, NULL, ID_MAN};
+    longopts[n] = (struct option){NULL, 0, NULL, 0};
+    shorts[ns++] = 'h';
+    shorts[ns++] = 'V';
+    shorts[ns] = '\0';
+
+    optind = 0; /* a full reset of getopt's state: parsers run one after another in one process */
+    opterr = 0;
+    int opt, longindex;
+    while ((opt = getopt_long(argc, argv, shorts, longopts, &longindex)) != -1) {
+        char buf[80];
+        if (opt == ID_HELP || opt == 'h') {
+            tool_help(c, stdout);
+            return TOOL_PARSE_EXIT_OK;
+        }
+        if (opt == ID_VERSION || opt == 'V') {
+            version_of(c);
+            return TOOL_PARSE_EXIT_OK;
+        }
+        if (opt == ID_MAN) {
+            tool_man(c, stdout);
+            return TOOL_PARSE_EXIT_OK;
+        }
+        if (opt == '?' || opt == ':') {
+            const char *bad = argv[optind - 1];
+            /* A short option's letter is optopt; a long one is the word as written. */
+            bool lng = bad && bad[0] == '-' && bad[1] == '-';
+            if (opt == ':' && lng)
+                tool_usage_error(c, "option '%.*s' needs a value", (int)strcspn(bad, "="), bad);
+            else if (opt == ':')
+                tool_usage_error(c, "option '-%c' needs a value", optopt);
+            else if (lng && optopt)
+                tool_usage_error(c, "option '%.*s' takes no value", (int)strcspn(bad, "="), bad);
+            else if (lng)
+                tool_usage_error(c, "unknown option '%.*s'", (int)strcspn(bad, "="), bad);
+            else
+                tool_usage_error(c, "unknown option '-%c'", optopt);
+            return TOOL_PARSE_EXIT_BAD;
+        }
+        int id = -1;
+        if (opt >= ID_BASE)
+            id = opt - ID_BASE;
+        else
+            for (int i = 0; i < c->nflags && id < 0; i++)
+                if (c->flags[i].short_name == opt)
+                    id = i;
+        if (id < 0) {
+            tool_usage_error(c, "unknown option '%s'", flag_text(c, id, buf, sizeof buf));
+            return TOOL_PARSE_EXIT_BAD;
+        }
+        if (on_flag && on_flag(arg, id, c->flags[id].arg ? optarg : NULL) != 0)
+            return TOOL_PARSE_EXIT_BAD;
+    }
+    return optind;
+}
+
+int tool_begin(const struct tool_cmd *c, int argc, char **argv, int (*on_flag)(void *arg, int flag, const char *value),
+               void *arg, int *first)
+{
+    int i = tool_parse(c, argc, argv, on_flag, arg);
+    if (i == TOOL_PARSE_EXIT_OK)
+        return 0;
+    if (i < 0)
+        return c->usage_exit;
+    if (c->max_operands != TOOL_ANY && argc - i > c->max_operands) {
+        tool_usage_error(c, "unexpected argument '%s'", argv[i + c->max_operands]);
+        return c->usage_exit;
+    }
+    *first = i;
+    return -1;
+}
+
+void tool_env_values(const struct tool_cmd *c, const char **values)
+{
+    for (int i = 0; i < c->nflags; i++) {
+        const char *e = c->flags[i].env ? getenv(c->flags[i].env) : NULL;
+        values[i] = e && *e ? e : c->flags[i].def;
+    }
+}
+
+/* "  -m, --memory SIZE" */
+static int flag_head(const struct tool_flag *f, char *buf, size_t len)
+{
+    return snprintf(buf, len, "  %c%c%s--%s%s%s", f->short_name ? '-' : ' ', f->short_name ? f->short_name : ' ',
+                    f->short_name ? ", " : "  ", f->name, f->arg ? " " : "", f->arg ? f->arg : "");
+}
+
+void tool_help(const struct tool_cmd *c, FILE *f)
+{
+    fprintf(f, "usage: %s\n", c->synopsis);
+    if (c->about)
+        fprintf(f, "\n%s\n", c->about);
+    fputc('\n', f);
+    for (int i = 0; i < c->nflags; i++) {
+        const struct tool_flag *fl = &c->flags[i];
+        char head[128];
+        int n = flag_head(fl, head, sizeof head);
+        /* The documentation in a column; a long head puts it on the next line. */
+        const char *doc = fl->doc;
+        if (n > 28)
+            fprintf(f, "%s\n%-30s", head, "");
+        else
+            fprintf(f, "%-28s  ", head);
+        for (const char *p = doc; *p; p++) {
+            fputc(*p, f);
+            if (*p == '\n')
+                fprintf(f, "%-30s", "");
+        }
+        if (fl->env || fl->def) {
+            fprintf(f, "\n%-30s", "");
+            if (fl->env)
+                fprintf(f, "(%s%s%s)", fl->env, fl->def ? ", default " : "", fl->def ? fl->def : "");
+            else
+                fprintf(f, "(default %s)", fl->def);
+        }
+        fputc('\n', f);
+    }
+    fprintf(f, "  -h, --help                  this text\n  -V, --version               the version\n");
+    if (c->tail)
+        fprintf(f, "\n%s", c->tail);
+}
+
+void tool_man(const struct tool_cmd *c, FILE *f)
+{
+    char upper[64], text[1200];
+    size_t i = 0;
+    for (; c->name[i] && i < sizeof upper - 1; i++)
+        upper[i] = c->name[i] >= 'a' && c->name[i] <= 'z' ? (char)(c->name[i] - 'a' + 'A') : c->name[i];
+    upper[i] = '\0';
+    fprintf(f, ".TH %s 1 \"\" \"gpucap %s\" \"User Commands\"\n", upper, GPUCAP_VERSION_STRING);
+    snprintf(text, sizeof text, "%s - %s", c->name, c->summary ? c->summary : "");
+    gpc_man_section(f, "NAME", text);
+    fputs(".SH SYNOPSIS\n.nf\n", f);
+    gpc_man_text(f, c->synopsis);
+    fputc('\n', f);
+    gpc_man_text(f, c->name);
+    fputs(" --version | --help\n.fi\n", f);
+    gpc_man_section(f, "DESCRIPTION", c->man_description ? c->man_description : c->about ? c->about : "");
+    fputs(".SH OPTIONS\n", f);
+    for (int k = 0; k < c->nflags; k++) {
+        const struct tool_flag *fl = &c->flags[k];
+        int n = snprintf(text, sizeof text, "%s.", fl->doc);
+        if (fl->env && n > 0 && (size_t)n < sizeof text)
+            n += snprintf(text + n, sizeof text - (size_t)n, " Variable %s.", fl->env);
+        if (fl->def && n > 0 && (size_t)n < sizeof text)
+            snprintf(text + n, sizeof text - (size_t)n, " Default %s.", fl->def);
+        gpc_man_option(f, fl->name, fl->arg, text);
+    }
+    gpc_man_option(f, "version", NULL, "Print the version and exit (also -V).");
+    gpc_man_option(f, "help", NULL, "Print the options and exit (also -h).");
+    if (c->man_notes_title && c->man_notes)
+        gpc_man_section(f, c->man_notes_title, c->man_notes);
+    gpc_man_section(f, "EXIT STATUS", c->man_exit ? c->man_exit : c->tail ? c->tail : "");
+    fputs(".SH ENVIRONMENT\n", f);
+    for (int k = 0; k < c->nflags; k++) {
+        if (!c->flags[k].env)
+            continue;
+        snprintf(text, sizeof text, "As --%s; the flag wins.", c->flags[k].name);
+        gpc_man_item(f, c->flags[k].env, NULL, text);
+    }
+    if (c->man_files)
+        gpc_man_section(f, "FILES", c->man_files);
+    if (c->man_see_also)
+        fprintf(f, ".SH SEE ALSO\n%s\n", c->man_see_also);
+}
+
+void tool_json_string(FILE *f, const char *text)
+{
+    fputc('"', f);
+    for (const char *p = text; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\u%04x", (unsigned char)*p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+char *tool_field_text(char *out, size_t out_size, const char *field, size_t field_size)
+{
+    size_t n = strnlen(field, field_size);
+    if (n >= out_size)
+        n = out_size - 1;
+    for (size_t i = 0; i < n; i++) {
+        char c = field[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+                  c == '_' || c == '+';
+        out[i] = ok ? c : '?';
+    }
+    out[n] = '\0';
+    return out;
+}
