@@ -212,12 +212,15 @@ static inline void hold(int id, int64_t delta)
     atomic_store_explicit(h, atomic_load_explicit(h, memory_order_relaxed) + delta, memory_order_relaxed);
 }
 
-static inline void count(int id, bool freed)
+/* Counts an allocation or a free of `bytes` on budget id, and moves this thread's bytes held. */
+static inline void count(int id, bool freed, uint64_t bytes)
 {
     struct counts *c = &my_counts;
     if (gpc_unlikely(!c->registered))
         counts_register(c);
     bump(freed ? &c->frees[id] : &c->allocs[id]);
+    int64_t h = atomic_load_explicit(&c->held[id], memory_order_relaxed);
+    atomic_store_explicit(&c->held[id], freed ? h - (int64_t)bytes : h + (int64_t)bytes, memory_order_relaxed);
     atomic_store_explicit(&c->pending, atomic_load_explicit(&c->pending, memory_order_relaxed) + 1,
                           memory_order_relaxed);
     if (gpc_unlikely(atomic_load_explicit(&c->pending, memory_order_relaxed) >= COUNT_BATCH))
@@ -570,12 +573,12 @@ int gpc_budget_admit(int id, uint64_t bytes, unsigned how)
         timeline_note(id, true);
         return rc;
     }
-    if (gpc_likely(id >= 0))
+    if (gpc_likely(request)) {
+        count(id, false, bytes);
+    } else if (id >= 0) {
         hold(id, (int64_t)bytes);
-    if (gpc_likely(request))
-        count(id, false);
-    else if (id >= 0)
         atomic_fetch_add_explicit(&gpc_ledger->dev[id].context_count, 1, memory_order_relaxed);
+    }
     /* A deferred admission is in the timeline once the driver carried it out (gpc_budget_admitted). */
     if (!(how & GPC_ADMIT_DEFER_PEAK))
         timeline_note(id, false);
@@ -631,9 +634,10 @@ static inline __attribute__((always_inline)) void give_back(int id, uint64_t byt
             spare = lease;
     } while (!atomic_compare_exchange_weak_explicit(&s->spare, &w, (w & ~GPC_SPARE_MASK) | spare,
                                                     memory_order_release, memory_order_relaxed));
-    hold(id, -(int64_t)bytes);
     if (freed)
-        count(id, true);
+        count(id, true, bytes);
+    else
+        hold(id, -(int64_t)bytes);
     timeline_note(id, false);
     if (gpc_unlikely(spare > atomic_load_explicit(&keep_at_most[id], memory_order_relaxed)))
         give_back_spare(id);
