@@ -6,7 +6,7 @@
 #                               /etc/gpucap/gpucap.ini (a conffile), gpucap.ini(5)
 #   gpucap           cli        <bindir>/gpucap, gpucap(1)                      (needs libgpucap)
 #   gpucap-webhook   webhook    <bindir>/gpucap-webhook, gpucap-webhook(1)
-#   gpucap-exporter  exporter   <bindir>/gpucap-exporter, gpucap-exporter(1)
+#   gpucap-exporter  exporter   <bindir>/gpucap-exporter, gpucap-exporter(1), and gpucap-agent, gpucap-agent(1)
 #   libgpucap-dev    dev        gpucap.h, gpucap_version.h, gpucap.pc, the CMake package files
 #   *-dbgsym         (CPack)    the debug symbols of each, as .ddeb (the binaries are stripped)
 #
@@ -46,7 +46,7 @@ install(FILES ${PROJECT_SOURCE_DIR}/etc/gpucap.ini DESTINATION ${ini_dir} COMPON
 set(man_pages)
 set(man_programs gpucap-cli:cli)
 if(GPUCAP_WEBHOOK)
-  list(APPEND man_programs gpucap-webhook:webhook gpucap-exporter:exporter)
+  list(APPEND man_programs gpucap-webhook:webhook gpucap-exporter:exporter gpucap-agent:exporter)
 endif()
 function(gpc_man target section name component)
   set(out ${PROJECT_BINARY_DIR}/man/${name}.${section})

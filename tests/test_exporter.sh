@@ -100,6 +100,27 @@ grep -q '^fake peak=41943040 ' "$t/$uid_a.main.out" || bad "main: unexpected fak
 [ "$(value m1 gpucap_container_processes 'container="main"')" = 1 ] || bad "main: an exited process, not reaped yet"
 [ "$(value m1 gpucap_container_budget_bytes 'container="side"')" = $((32 * MiB)) ] || bad "side: budget"
 [ "$(value m1 gpucap_gpu_budgets_bytes '')" = $((1056 * MiB)) ] || bad "card budgets: $(value m1 gpucap_gpu_budgets_bytes '')"
+# A budget changed live (gpucap set-memory on main's ledger, whose process has exited): from, to,
+# when, how many times; nothing above it. Never changed: no previous/timestamp series.
+[ -z "$(value m1 gpucap_container_budget_previous_bytes 'container="main"')" ] || bad "main: a previous budget before any change"
+[ "$(value m1 gpucap_container_budget_changes_total 'container="main"')" = 0 ] || bad "main: changes before any"
+main_budget=64
+if [ -n "${TEST_CLI:-}" ]; then
+    main_budget=16
+    before=$(date +%s)
+    "$TEST_CLI" set-memory --ledger "$(ldir $uid_a main)/gpucap.ledger" 16MiB > /dev/null || bad "set-memory on main"
+    scrape m1b
+    promtool check metrics < "$t/m1b" > "$t/lint" 2>&1 && [ ! -s "$t/lint" ] || bad "promtool after a change: $(cat "$t/lint")"
+    [ "$(value m1b gpucap_container_budget_bytes 'container="main"')" = $((16 * MiB)) ] || bad "main: budget after the change"
+    [ "$(value m1b gpucap_container_budget_previous_bytes 'container="main"')" = $((64 * MiB)) ] || bad "main: previous budget"
+    [ "$(value m1b gpucap_container_budget_changes_total 'container="main"')" = 1 ] || bad "main: changes"
+    at=$(value m1b gpucap_container_budget_changed_timestamp_seconds 'container="main"')
+    [ -n "$at" ] && [ "$at" -ge "$before" ] && [ "$at" -le "$(date +%s)" ] || bad "main: changed at '$at'"
+    # main's process exited holding 40 MiB and no process of its container reaped it since: the
+    # ledger still records them, above the lowered budget, until the container's next process.
+    [ "$(value m1b gpucap_container_above_budget 'container="main"')" = 1 ] || bad "main: not above its budget"
+    [ "$(value m1b gpucap_container_above_budget 'container="side"')" = 0 ] || bad "side: above its budget"
+fi
 [ "$(value m1 gpucap_gpu_memory_bytes '')" = $((1024 * MiB)) ] || bad "card size"
 [ "$(value m1 gpucap_gpu_containers '')" = 3 ] || bad "card containers"
 grep -qE '^gpucap_container_info\{namespace="team-b",pod="infer-0",uid="'$uid_b'",container="srv",mode="enforce",gpucap_version="[0-9.]+"\} 1$' \
@@ -185,7 +206,8 @@ rm -rf "${root:?}/$uid_b"
 scrape m3
 grep -q "$uid_b" "$t/m3" && bad "pod B still shown: $(grep "$uid_b" "$t/m3" | head -1)"
 grep -q "uid=\"$uid_a\",container=\"main\"" "$t/m3" || bad "pod A gone with B"
-[ "$(value m3 gpucap_gpu_budgets_bytes '')" = $((96 * MiB)) ] || bad "card budgets after B left"
+# main (16 MiB since the change above, else 64) and side (32 MiB).
+[ "$(value m3 gpucap_gpu_budgets_bytes '')" = $(((main_budget + 32) * MiB)) ] || bad "card budgets after B left"
 
 # /healthz, other paths and methods; a root that cannot be read is a scrape error and 503.
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/healthz")" = 200 ] || bad "healthz"

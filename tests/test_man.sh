@@ -11,7 +11,7 @@ fail=0
 bad() { echo "FAIL $*" >&2; fail=1; }
 text() { groff -man -Tutf8 -ww -Wbreak -z "$1" 2> "$1.warn"; [ -s "$1.warn" ] && bad "$1: groff: $(head -3 "$1.warn")";
          MANWIDTH=200 man -l "$1" 2> /dev/null | col -b; }
-for page in gpucap.1 gpucap-webhook.1 gpucap-exporter.1 gpucap.ini.5; do
+for page in gpucap.1 gpucap-webhook.1 gpucap-exporter.1 gpucap-agent.1 gpucap.ini.5; do
     f=$build/man/$page
     [ -f "$f" ] || { bad "$f is missing"; continue; }
     [ -f "$f.gz" ] || bad "$f.gz (installed) is missing"

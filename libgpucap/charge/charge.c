@@ -34,11 +34,10 @@
 /* The one line a denial is worth (audit mode: a would-be denial), then its call stack if asked. */
 static void log_denial(const char *call, int device, uint64_t bytes, int budget, bool audit)
 {
-    const struct gpc_slot *s = gpc_budget_slot(budget);
     char a[32], b[32], c[32];
     gpc_log(GPC_LOG_WARN, "%s%s %s on device %d: requested %s, in use %s, limit %s%s", audit ? "audit: " : "", call,
             audit ? "would be denied" : "denied", device, gpc_format_size(bytes, a, sizeof a),
-            gpc_format_size(gpc_budget_in_use(budget), b, sizeof b), gpc_format_size(atomic_load(&s->limit), c, sizeof c),
+            gpc_format_size(gpc_budget_in_use(budget), b, sizeof b), gpc_format_size(gpc_budget_limit(budget), c, sizeof c),
             audit ? "; admitted (later ones of this process are counted, and summed up at its exit)"
                   : " -> CUDA_ERROR_OUT_OF_MEMORY");
     gpc_backtrace_log();

@@ -193,6 +193,8 @@ static int setup(int ordinal, bool current)
             uuid.bytes[15] = (char)ordinal;
         }
         budget = gpc_ledger_device((const uint8_t *)uuid.bytes, physical, limit, ordinal);
+        if (budget >= 0)
+            gpc_budget_bind(budget, limit, gpc_config.locked);
         if (budget == -EAGAIN) {
             /* Contended (a crowd starting) or the process table full: logged; this call is
              * denied and the next one tries again. Never cached as a denial for life. */
@@ -261,6 +263,7 @@ __attribute__((noinline, cold)) static int look_again(int ordinal, bool current)
         }
         if (got >= 0) {
             budget = got;
+            gpc_budget_bind(budget, limit, gpc_config.locked);
             note_driver(budget, ordinal, reported, limit);
         }
         atomic_store(&dev->budget, budget);
@@ -309,6 +312,25 @@ int gpc_device_budget_if_ready(int ordinal)
     struct device *d = &devices[ordinal];
     return atomic_load_explicit(&d->ready, memory_order_acquire) ? atomic_load_explicit(&d->budget, memory_order_relaxed)
                                                                  : GPC_BUDGET_NONE;
+}
+
+void gpc_device_hold(bool hold)
+{
+    if (hold)
+        pthread_mutex_lock(&setup_lock);
+    else
+        pthread_mutex_unlock(&setup_lock);
+}
+
+void gpc_device_each_budget(void (*fn)(int ordinal, int id, const char *uuid, uint64_t physical, void *arg),
+                            void *arg)
+{
+    for (int i = 0; i < GPC_MAX_DEVICES; i++) {
+        struct device *d = &devices[i];
+        int budget = atomic_load_explicit(&d->budget, memory_order_relaxed);
+        if (atomic_load_explicit(&d->ready, memory_order_acquire) && budget >= 0)
+            fn(i, budget, setups[i].have_uuid ? setups[i].uuid_text : NULL, setups[i].physical, arg);
+    }
 }
 
 /* True when the process sees exactly one device (asked of the driver once). */

@@ -6,6 +6,7 @@
 #define GPUCAP_CHARGE_DEVICE_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/defs.h"
@@ -50,5 +51,15 @@ static inline CUresult gpc_ctx_device(CUcontext ctx, CUdevice *dev)
 void gpc_ctx_devices_forget(void);
 /* Registers the fork handler of the set-up and context-cache locks (at start-up). */
 void gpc_device_atfork(void);
+
+/* Takes (true) or leaves (false) the set-up lock: no device is set up, and no setting read for
+ * one, while it is held. */
+void gpc_device_hold(bool hold);
+/*
+ * For each device ordinal whose budget is a ledger entry: fn(ordinal, budget id, UUID text or
+ * NULL, physical bytes or 0, arg). Call it holding the set-up lock (gpc_device_hold). What live.c walks.
+ */
+void gpc_device_each_budget(void (*fn)(int ordinal, int id, const char *uuid, uint64_t physical, void *arg),
+                            void *arg);
 
 #endif

@@ -174,7 +174,7 @@ static bool would_deny(int device, uint64_t bytes)
 {
     int id = gpc_device_budget(device);
     struct gpc_slot *s = gpc_budget_slot(id);
-    return s && bytes && !gpc_budget_fits(gpc_budget_in_use(id), bytes, atomic_load_explicit(&s->limit, memory_order_relaxed));
+    return s && bytes && !gpc_budget_fits(gpc_budget_in_use(id), bytes, gpc_budget_limit(id));
 }
 
 /*

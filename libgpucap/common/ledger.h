@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #define GPC_LEDGER_MAGIC 0x5247444c43504721ULL /* "!GPCLDGR" */
-#define GPC_LEDGER_VERSION 6u
+#define GPC_LEDGER_VERSION 7u
 #define GPC_LEDGER_DEVICES 32
 #define GPC_LEDGER_PROCS 1024
 
@@ -38,7 +38,7 @@ struct gpc_slot {
 
 struct gpc_ledger_dev {
     _Atomic uint32_t state;     /* 0 free, 1 in use */
-    /* v6: 1 while the processes' spares are closed to admission without the lock: the limit
+    /* v7: 1 while the processes' spares are closed to admission without the lock: the limit
      * dropped below `leased` and what the processes hold keeps it there (budget.c). Under `lock`. */
     _Atomic uint32_t closed;
     uint8_t uuid[16];           /* cuDeviceGetUuid_v2: the same card whatever its ordinal */
@@ -58,7 +58,22 @@ struct gpc_ledger_dev {
     _Atomic uint64_t refused_driver;  /* requests gpucap admitted and the driver refused */
     _Atomic uint64_t context_count;   /* context reserves charged (not in allocs, largest) */
     _Atomic uint64_t held_at_exit;    /* bytes processes still held when they exited normally */
+    /* v6: live budget changes (charge/live.c, core/budget.c), zero in a file of v5: never changed.
+     * Written under `lock`, except `limit_asked`, which `gpucap set-memory` posts and the process
+     * that applies it clears. */
+    _Atomic uint64_t limit_was;         /* the limit before the last change */
+    _Atomic uint64_t limit_asked;       /* a new limit asked by `gpucap set-memory` (unlocked settings); 0: none */
+    _Atomic uint32_t limit_changed_s;   /* CLOCK_REALTIME seconds of the last change; 0: never changed */
+    _Atomic uint16_t limit_changes;     /* how many changes (mod 2^16): a process that sees it move looks again */
+    _Atomic uint16_t limit_by;          /* who made the last change: GPC_LIMIT_BY_*, and GPC_LIMIT_HELD */
 };
+/* Who changed a limit while processes ran (gpc_ledger_dev.limit_by). */
+#define GPC_LIMIT_BY_PLATFORM 1u /* the platform settings file was rewritten (the node agent) */
+#define GPC_LIMIT_BY_CLI 2u      /* `gpucap set-memory` on a ledger of unlocked settings */
+#define GPC_LIMIT_BY_MASK 0xffu
+/* With GPC_LIMIT_BY_CLI: the figure set holds for processes that join the ledger until the last
+ * process on it leaves (a later run's own settings apply again). */
+#define GPC_LIMIT_HELD 0x100u
 
 /*
  * One process's part of one device's budget. `lease` is granted from the device's `leased` and
@@ -83,14 +98,14 @@ struct gpc_ledger_share {
 
 struct gpc_ledger_proc {
     _Atomic int32_t pid;        /* 0: free */
-    /* v6: 1 from just before this process calls exec until the call returns (it failed): a reader
+    /* v7: 1 from just before this process calls exec until the call returns (it failed): a reader
      * then checks whether the image that held the share is gone (gpc_ledger_proc_alive). */
     _Atomic uint32_t execing;
     _Atomic uint64_t start_time; /* /proc/<pid>/stat field 22: tells a reused pid from its owner */
     /* A close-on-exec descriptor the process keeps open (its ledger file), and the identity of the
      * file it names: gone from /proc/<pid>/fd once an exec went through, as the driver's are. */
     _Atomic int32_t exec_fd;
-    uint32_t pad;
+    _Atomic uint32_t took_set; /* v7: 1 when it took a budget held by `gpucap set-memory` (GPC_LIMIT_HELD) */
     _Atomic uint64_t exec_fd_dev, exec_fd_ino;
     char pad2[24];              /* the shares start on a cache line of their own */
     struct gpc_ledger_share share[GPC_LEDGER_DEVICES];

@@ -534,6 +534,14 @@ bool gpc_secure_execution(void)
     return getauxval(AT_SECURE) != 0;
 }
 
+/* The log level the settings say. A settings file read again while other threads log (live.c)
+ * rewrites the same level: no store then, so that no reader races with it. */
+static void set_threshold(int level)
+{
+    if (gpc_log_threshold != level)
+        gpc_log_threshold = level;
+}
+
 /*
  * The user who started a setuid program chose its environment, not its privileges: every GPUCAP_*
  * variable is ignored (it could name a file to create or truncate, or one whose contents an error
@@ -545,7 +553,7 @@ static void load_secure(struct gpc_settings *s, char *const *envp)
     for (char *const *e = envp; e && *e; e++)
         ignored += strncmp(*e, "GPUCAP_", 7) == 0;
     load_file(s, NULL);
-    gpc_log_threshold = gpc_opt_enum(s, GPC_OPT_LOG_LEVEL);
+    set_threshold(gpc_opt_enum(s, GPC_OPT_LOG_LEVEL));
     say_gated(GPC_LOG_WARN, "secure-execution process (setuid, setgid or file capabilities): %d GPUCAP_* "
             "variable(s) ignored; settings from %s only", ignored, s->config_path);
 }
@@ -793,7 +801,7 @@ static void load(struct gpc_settings *s, char *const *envp)
                          "until it is removed or corrected", name, suggest(name, true, false, hint, sizeof hint));
         }
     }
-    gpc_log_threshold = gpc_opt_enum(s, GPC_OPT_LOG_LEVEL);
+    set_threshold(gpc_opt_enum(s, GPC_OPT_LOG_LEVEL));
     if (s->locked)
         apply_lock(s);
 }

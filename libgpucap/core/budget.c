@@ -61,6 +61,15 @@
  * request the driver refuses is taken back by gpc_budget_undo, uncounted (a signed batch) and
  * counted as a refusal by the driver. Context reserves are counted apart from the requests. None
  * of this touches the admission argument above: the bytes are admitted and released as before.
+ *
+ * Live limits (gpc_budget_set_limit, charge/live.c): a limit may change while processes run. A
+ * raise admits at once (closed spares open again at that locked step). A lowering, under the lock,
+ * goes through gpc_budget_limit_locked: every spare closed, then taken back (point 4), and nothing
+ * more admitted while the leases are above it: memory already held stays, and a process that sees
+ * the ledger's change count move gives every freed byte back to the total instead of keeping it
+ * as spare, until the leases fit again. Under
+ * the platform's lock the ledger's limit field is bounded by this process's own limit (its
+ * settings, which live.c keeps current): what a tenant writes there can lower, never raise.
  */
 #include "core/budget.h"
 
@@ -132,6 +141,7 @@ bool gpc_budget_fits(uint64_t used, uint64_t bytes, uint64_t limit)
 struct counts {
     _Atomic uint32_t pending;
     bool registered;
+    uint8_t batches;    /* batches flushed, for the check of changed limits every POLL_BATCHES */
     /* At most COUNT_BATCH events between flushes (an uncounted one takes allocs below 0): 16 bits. */
     _Atomic int16_t allocs[GPC_LEDGER_DEVICES], frees[GPC_LEDGER_DEVICES];
     /* Bytes this thread had admitted less those it gave back, since its last flush (gpc_budget_held). */
@@ -212,6 +222,23 @@ static inline void hold(int id, int64_t delta)
     atomic_store_explicit(h, atomic_load_explicit(h, memory_order_relaxed) + delta, memory_order_relaxed);
 }
 
+
+
+static bool poll(bool now);
+
+/* A thread's batch is full: its counts go in, and every POLL_BATCHES batches (256 counted events
+ * of the thread) the cheap check for a changed limit runs, at an allocation (applying a change
+ * takes a lock, and a free never waits for one). */
+#define POLL_BATCHES 4
+__attribute__((noinline, cold)) static void batch_done(struct counts *c, bool freed)
+{
+    flush(c, true);
+    if (++c->batches >= POLL_BATCHES && !freed) {
+        c->batches = 0;
+        poll(false);
+    }
+}
+
 /* Counts an allocation or a free of `bytes` on budget id, and moves this thread's bytes held. */
 static inline void count(int id, bool freed, uint64_t bytes)
 {
@@ -224,7 +251,7 @@ static inline void count(int id, bool freed, uint64_t bytes)
     atomic_store_explicit(&c->pending, atomic_load_explicit(&c->pending, memory_order_relaxed) + 1,
                           memory_order_relaxed);
     if (gpc_unlikely(atomic_load_explicit(&c->pending, memory_order_relaxed) >= COUNT_BATCH))
-        flush(c, true);
+        batch_done(c, freed);
 }
 
 /* An allocation counted at admission that the driver then refused (the batch may go below 0). */
@@ -283,6 +310,54 @@ uint64_t gpc_budget_held(int id)
 void gpc_budget_atfork(void)
 {
     pthread_atfork(NULL, NULL, counts_after_fork);
+}
+
+/* ---- the limit in force ---- */
+
+/* This process's own limit per entry (its settings; live.c keeps it current), and whether it bounds
+ * the ledger's (under the platform's lock). */
+static _Atomic uint64_t own_limit[GPC_LEDGER_DEVICES];
+static atomic_bool own_binds[GPC_LEDGER_DEVICES];
+/* The entry's change count when this process last looked (gpc_budget_sync). */
+static _Atomic uint16_t seen_changes[GPC_LEDGER_DEVICES];
+static gpc_budget_poll_fn *_Atomic poll_fn;
+/* The entries this process has a budget on (bit per entry): what the check looks at. */
+static _Atomic uint32_t bound_mask;
+
+static inline uint64_t limit_of(const struct gpc_ledger_dev *d, int id)
+{
+    uint64_t limit = atomic_load_explicit(&d->slot.limit, memory_order_relaxed);
+    if (atomic_load_explicit(&own_binds[id], memory_order_relaxed)) {
+        uint64_t own = atomic_load_explicit(&own_limit[id], memory_order_relaxed);
+        if (own < limit)
+            limit = own;
+    }
+    return limit;
+}
+
+uint64_t gpc_budget_limit(int id)
+{
+    if (id == GPC_BUDGET_DENY)
+        return 0;
+    if (id < 0 || id >= GPC_LEDGER_DEVICES || !gpc_ledger)
+        return GPC_UNLIMITED;
+    return limit_of(&gpc_ledger->dev[id], id);
+}
+
+uint64_t gpc_budget_own_limit(int id)
+{
+    return id >= 0 && id < GPC_LEDGER_DEVICES ? atomic_load(&own_limit[id]) : GPC_UNLIMITED;
+}
+
+void gpc_budget_set_poll(gpc_budget_poll_fn *fn)
+{
+    atomic_store(&poll_fn, fn);
+}
+
+static bool poll(bool now)
+{
+    gpc_budget_poll_fn *fn = atomic_load_explicit(&poll_fn, memory_order_relaxed);
+    return fn ? fn(now) : false;
 }
 
 /* ---- leases ---- */
@@ -446,23 +521,12 @@ void gpc_budget_limit_locked(struct gpc_ledger *l, struct gpc_ledger_dev *d, uin
     reopen_if_fits(l, d);
 }
 
-int gpc_budget_set_limit(int id, uint64_t limit)
-{
-    if (id < 0 || id >= GPC_LEDGER_DEVICES || !gpc_ledger)
-        return -EINVAL;
-    struct gpc_ledger_dev *d = gpc_ledger_lock_dev(id, "the new limit is not applied");
-    if (!d)
-        return -EAGAIN;
-    gpc_budget_limit_locked(gpc_ledger, d, limit);
-    gpc_ledger_unlock(d);
-    return 0;
-}
 
 /* Under the lock: grows this process's lease enough to admit `bytes` at once. True if it did. */
 static bool grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int id, uint64_t bytes, unsigned how)
 {
     bool unchecked = how & GPC_ADMIT_UNCHECKED;
-    uint64_t limit = atomic_load_explicit(&d->slot.limit, memory_order_relaxed);
+    uint64_t limit = limit_of(d, id);
     uint64_t leased = atomic_load_explicit(&d->slot.leased, memory_order_relaxed);
     uint64_t by = bytes;
     if (!unchecked && !gpc_budget_fits(leased, bytes, limit))
@@ -495,7 +559,7 @@ static bool grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int id, u
 
 /* Admission that the spare could not make: under the lock, grow the lease; if the budget is
  * leased out, take back everyone's spare and try again; then reap dead processes once. */
-static int reserve_slow(int id, uint64_t bytes, unsigned how)
+static int reserve_locked(int id, uint64_t bytes, unsigned how)
 {
     for (int attempt = 0; attempt < 2; attempt++) {
         if (!gpc_ledger_me())
@@ -533,6 +597,19 @@ static int reserve_slow(int id, uint64_t bytes, unsigned how)
             break;
     }
     return -ENOMEM;
+}
+
+/* Admission past the spare: a locked step, so a changed limit is looked for first (rate-limited),
+ * and before a denial at once (a raise not seen yet admits now). */
+static int reserve_slow(int id, uint64_t bytes, unsigned how)
+{
+    poll(false);
+    uint64_t limit = gpc_budget_limit(id);
+    int rc = reserve_locked(id, bytes, how);
+    /* Tried again when the limit in force moved meanwhile, whichever thread applied it. */
+    if (rc != 0 && (poll(true) || gpc_budget_limit(id) != limit))
+        rc = reserve_locked(id, bytes, how);
+    return rc;
 }
 
 int gpc_budget_admit(int id, uint64_t bytes, unsigned how)
@@ -611,8 +688,14 @@ static void give_back_spare(int id)
     struct gpc_ledger *l = gpc_ledger;
     struct gpc_ledger_proc *me = atomic_load_explicit(&gpc_ledger_entry, memory_order_relaxed);
     if (me && entry_index(l, me) >= 0 && entry_index(l, me) < GPC_LEDGER_PROCS) {
-        uint64_t limit = atomic_load_explicit(&d->slot.limit, memory_order_relaxed);
-        take_back(d, &me->share[id], entry_index(l, me), chunk_of(limit));
+        uint64_t limit = limit_of(d, id);
+        struct gpc_ledger_share *s = &me->share[id];
+        /* Above a lowered limit nothing is kept: what is freed goes back to the total. */
+        bool over = atomic_load_explicit(&keep_at_most[id], memory_order_relaxed) == 0;
+        take_back(d, s, entry_index(l, me), over ? 0 : chunk_of(limit));
+        if (over && atomic_load_explicit(&d->slot.leased, memory_order_relaxed) <= limit)
+            atomic_store_explicit(&keep_at_most[id], gpc_ledger_shared ? 2 * chunk_of(limit) : UINT64_MAX,
+                                  memory_order_relaxed);
         reopen_if_fits(l, d);
     }
     gpc_ledger_unlock(d);
@@ -676,6 +759,100 @@ void gpc_budget_note_exit(void)
         if (held)
             atomic_fetch_add_explicit(&gpc_ledger->dev[id].held_at_exit, held, memory_order_relaxed);
     }
+}
+
+/* ---- live limits ---- */
+
+void gpc_budget_bind(int id, uint64_t asked, bool binds)
+{
+    if (id < 0 || id >= GPC_LEDGER_DEVICES || !gpc_ledger)
+        return;
+    struct gpc_ledger_proc *me = atomic_load(&gpc_ledger_entry);
+    uint64_t mine = gpc_ledger_shared && me ? atomic_load(&me->share[id].limit) : 0;
+    atomic_store(&own_limit[id], mine ? mine : asked);
+    atomic_store(&seen_changes[id], atomic_load(&gpc_ledger->dev[id].limit_changes));
+    atomic_store(&own_binds[id], binds);
+    atomic_fetch_or(&bound_mask, UINT32_C(1) << id);
+}
+
+uint32_t gpc_budget_entries(void)
+{
+    return atomic_load_explicit(&bound_mask, memory_order_relaxed);
+}
+
+int gpc_budget_set_limit(int id, uint64_t limit, unsigned by, uint64_t *was, uint64_t *now)
+{
+    if (id < 0 || id >= GPC_LEDGER_DEVICES || !gpc_ledger)
+        return -EINVAL;
+    gpc_ledger_me(); /* before the lock: a claim may take device locks */
+    struct gpc_ledger_dev *d = gpc_ledger_lock_dev(id, "the budget changes at the next check");
+    if (!d)
+        return -EAGAIN;
+    struct gpc_ledger *l = gpc_ledger;
+    struct gpc_ledger_proc *mp = atomic_load(&gpc_ledger_entry);
+    int me = mp && entry_index(l, mp) >= 0 && entry_index(l, mp) < GPC_LEDGER_PROCS ? entry_index(l, mp) : -1;
+    uint64_t before = limit_of(d, id), ledger_before = atomic_load(&d->slot.limit);
+    uint64_t old_own = atomic_load(&own_limit[id]);
+    /* The processes that asked for what this one asked for read the same settings: they ask for
+     * the new figure now (each checks it against its own settings at its next check). A request
+     * of `gpucap set-memory` is for every process. The smallest ask of those holding an entry
+     * stays the ledger's limit, as at registration. */
+    uint64_t lowest = limit;
+    uint32_t n = atomic_load(&l->procs_used);
+    for (uint32_t i = 0; gpc_ledger_shared && i < n && i < GPC_LEDGER_PROCS; i++) {
+        struct gpc_ledger_share *s = &l->proc[i].share[id];
+        if (atomic_load(&l->proc[i].pid) == 0)
+            continue;
+        uint64_t theirs = atomic_load(&s->limit);
+        if (theirs == 0)
+            continue;
+        if ((int)i == me || by == GPC_LIMIT_BY_CLI || theirs == old_own)
+            atomic_store(&s->limit, theirs = limit);
+        if (theirs < lowest)
+            lowest = theirs;
+    }
+    atomic_store(&own_limit[id], limit);
+    /* Applied at once: lowered, every spare is closed and taken back before anything more is
+     * admitted (the argument's point 4); raised, closed spares open if the leases fit. */
+    gpc_budget_limit_locked(l, d, lowest);
+    uint64_t after = limit_of(d, id);
+    if (lowest != ledger_before || after != before) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        atomic_store(&d->limit_was, before);
+        atomic_store(&d->limit_changed_s, (uint32_t)ts.tv_sec);
+        atomic_store(&d->limit_by, by);
+        atomic_fetch_add(&d->limit_changes, 1);
+    }
+    if (by == GPC_LIMIT_BY_CLI)
+        atomic_store(&d->limit_by, GPC_LIMIT_BY_CLI | GPC_LIMIT_HELD);
+    if (after < before) {
+        /* No lock-free admission is left above the new limit; what is held stays. */
+        take_all_spare(l, d);
+        bool over = atomic_load(&d->slot.leased) > after;
+        atomic_store(&keep_at_most[id], over ? 0 : gpc_ledger_shared ? 2 * chunk_of(after) : UINT64_MAX);
+    }
+    atomic_store(&seen_changes[id], atomic_load(&d->limit_changes));
+    gpc_ledger_unlock(d);
+    if (was)
+        *was = before;
+    if (now)
+        *now = after;
+    return 0;
+}
+
+void gpc_budget_sync(int id)
+{
+    if (id < 0 || id >= GPC_LEDGER_DEVICES || !gpc_ledger)
+        return;
+    struct gpc_ledger_dev *d = &gpc_ledger->dev[id];
+    uint16_t changes = atomic_load_explicit(&d->limit_changes, memory_order_relaxed);
+    if (changes == atomic_load_explicit(&seen_changes[id], memory_order_relaxed))
+        return;
+    atomic_store(&seen_changes[id], changes);
+    /* Lowered below what is leased: what this process frees goes back to the total. */
+    if (atomic_load(&d->slot.leased) > limit_of(d, id))
+        atomic_store(&keep_at_most[id], 0);
 }
 
 /* ---- audit mode and fault injection (asked for by `gpucap`; see charge.c) ---- */

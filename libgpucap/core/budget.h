@@ -63,16 +63,13 @@ void gpc_budget_note_contexts(int id, int64_t delta);
 /* The figures of a budget (NULL for GPC_BUDGET_NONE). */
 struct gpc_slot *gpc_budget_slot(int id);
 /*
- * Applies `limit` to budget `id` (a ledger device entry) at once, under the entry's lock: lowered,
- * every process's spare is closed to admission and taken back until the leases fit under it (what
- * the processes hold stays theirs; nothing more is admitted, with or without the lock, until what
- * is admitted plus the request fits); raised, admission up to the new limit is possible at once.
- * The processes' own limits are not changed: a later registration or reap recomputes the device's
- * limit from them. 0, -EINVAL for an id that is no device entry, -EAGAIN when the lock was not
- * obtained (logged; nothing changed).
+ * Under the lock of entry d of ledger l: the entry's limit becomes `limit` at once. Lowered under
+ * what is leased: every process's spare is closed to admission without the lock and taken back
+ * (what the processes hold stays theirs; nothing more is admitted, with or without the lock, until
+ * what is admitted plus the request fits), and the spares open again once the leases fit; raised:
+ * admission up to the new limit at once. The one way a limit changes (registration, a process
+ * leaving, gpc_budget_set_limit for a live change).
  */
-int gpc_budget_set_limit(int id, uint64_t limit);
-/* gpc_budget_set_limit for a caller that holds the lock of entry d of ledger l (ledger.c). */
 void gpc_budget_limit_locked(struct gpc_ledger *l, struct gpc_ledger_dev *d, uint64_t limit);
 /* What this process holds on budget `id` by its own count, kept outside the ledger (for a process
  * moved off a shrunk file: charged exactly that). */
@@ -84,5 +81,43 @@ uint64_t gpc_budget_held(int id);
 int gpc_budget_reserve_unchecked(int id, uint64_t bytes);
 /* Counts a denial decided elsewhere (an injected fault) in the budget's figures. */
 void gpc_budget_note_denial(int id, uint64_t bytes);
+
+/*
+ * The limit in force for budget `id` in this process: the ledger's, bounded under the platform's
+ * lock by this process's own (so a limit field raised in the file lifts nothing); 0 for
+ * GPC_BUDGET_DENY, GPC_UNLIMITED for GPC_BUDGET_NONE. What admission and the memory queries use.
+ */
+uint64_t gpc_budget_limit(int id);
+/* This process's own limit for budget `id` (its settings, as last applied); GPC_UNLIMITED if none. */
+uint64_t gpc_budget_own_limit(int id);
+/*
+ * After the ledger entry `id` was registered (device.c): `asked` is this process's limit from its
+ * settings (the ledger's own record of it wins: a limit set live by `gpucap set-memory`); `binds`:
+ * it bounds the ledger's limit field (the platform's lock).
+ */
+void gpc_budget_bind(int id, uint64_t asked, bool binds);
+/* The ledger entries this process has a budget on, one bit per entry id (GPC_LEDGER_DEVICES is 32). */
+uint32_t gpc_budget_entries(void);
+/*
+ * Applies a new limit for budget `id` under the entry's lock: this process's own limit becomes
+ * `limit`, and so do the asks of the processes that asked for the same figure (all of them when
+ * `by` is GPC_LIMIT_BY_CLI); the ledger's limit is the smallest ask, as at registration. A raise
+ * admits at the next grow; a lowering takes every process's spare back and admits nothing more
+ * while the leases are above it (nothing held is revoked). The change (from, when, by whom) is
+ * recorded in the entry when the limit in force moved. *was / *now (optional): the limit in force
+ * before and after. 0, -EINVAL for a budget that is not a ledger entry, -EAGAIN when the lock was
+ * not obtained (logged).
+ */
+int gpc_budget_set_limit(int id, uint64_t limit, unsigned by, uint64_t *was, uint64_t *now);
+/* When entry `id`'s change count moved since this process looked: if its leases are above the
+ * limit in force, this process gives back whatever it frees until they fit. No lock, no call. */
+void gpc_budget_sync(int id);
+/*
+ * The check for changed limits that budget.c runs at its locked steps (before a lease grows, and
+ * once more before a denial with `now` true) and every 64 counted events per thread. Returns true
+ * when a limit was changed. Registered by live.c at start-up (a lower layer calls up only this way).
+ */
+typedef bool gpc_budget_poll_fn(bool now);
+void gpc_budget_set_poll(gpc_budget_poll_fn *fn);
 
 #endif

@@ -687,12 +687,22 @@ static void copy_figures(struct gpc_ledger *l, const struct gpc_ledger *old)
         atomic_store(&n->victim_spare_after, atomic_load(&o->victim_spare_after));
         atomic_store(&n->victim_lease, atomic_load(&o->victim_lease));
         atomic_store(&n->victim, atomic_load(&o->victim));
+        atomic_store(&n->limit_was, atomic_load(&o->limit_was));
+        atomic_store(&n->limit_changed_s, atomic_load(&o->limit_changed_s));
+        atomic_store(&n->limit_asked, atomic_load(&o->limit_asked));
+        atomic_store(&n->limit_changes, atomic_load(&o->limit_changes));
+        atomic_store(&n->limit_by, atomic_load(&o->limit_by));
         atomic_store(&n->state, 1);
     }
     for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
         const struct gpc_ledger_proc *o = &old->proc[i];
         struct gpc_ledger_proc *n = &l->proc[i];
         atomic_store(&n->start_time, atomic_load(&o->start_time));
+        atomic_store(&n->execing, atomic_load(&o->execing));
+        atomic_store(&n->exec_fd, atomic_load(&o->exec_fd));
+        atomic_store(&n->exec_fd_dev, atomic_load(&o->exec_fd_dev));
+        atomic_store(&n->exec_fd_ino, atomic_load(&o->exec_fd_ino));
+        atomic_store(&n->took_set, atomic_load(&o->took_set));
         for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
             atomic_store(&n->share[d].lease, atomic_load(&o->share[d].lease));
             atomic_store(&n->share[d].spare, atomic_load(&o->share[d].spare));
@@ -806,6 +816,7 @@ static void carry_my_share(struct gpc_ledger *l, struct gpc_ledger *old, int to)
     atomic_store(&n->exec_fd, atomic_load(&o->exec_fd));
     atomic_store(&n->exec_fd_dev, atomic_load(&o->exec_fd_dev));
     atomic_store(&n->exec_fd_ino, atomic_load(&o->exec_fd_ino));
+    atomic_store(&n->took_set, atomic_load(&o->took_set));
     atomic_store(&n->pid, atomic_load(&o->pid));
     for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
         if (atomic_load(&l->dev[d].state) != 1)
@@ -957,6 +968,9 @@ static void recompute_limit(int d)
     uint64_t lowest = lowest_limit(l, d, -1, 0, false);
     struct gpc_ledger_dev *dev = &l->dev[d];
     uint64_t cur = atomic_load(&dev->slot.limit);
+    /* The last process left: a figure set by `gpucap set-memory` no longer holds for the next. */
+    if (!lowest)
+        atomic_fetch_and(&dev->limit_by, ~GPC_LIMIT_HELD);
     if (lowest && lowest != cur) {
         char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT];
         gpc_budget_limit_locked(l, dev, lowest);
@@ -1047,6 +1061,7 @@ static void fill_entry(struct gpc_ledger *l, int i, uint64_t start)
         atomic_store(&s->limit, my_devs[d].known ? my_devs[d].own : 0);
     }
     atomic_store(&p->execing, 0);
+    atomic_store(&p->took_set, 0);
     atomic_store(&p->exec_fd, keep_fd);
     atomic_store(&p->exec_fd_dev, keep_dev);
     atomic_store(&p->exec_fd_ino, keep_ino);
@@ -1360,6 +1375,28 @@ static int lock_setup(pthread_mutex_t *m)
     return rc;
 }
 
+/*
+ * Whether the last process that took a figure set by `gpucap set-memory` on entry d of l has left:
+ * no live process is on it, and a dead one (not reaped yet: a share stays until its process is
+ * dead) ran under that figure. Then a new run's own settings apply again.
+ */
+static bool held_figure_left(struct gpc_ledger *l, int d)
+{
+    bool took = false;
+    uint32_t used = atomic_load(&l->procs_used);
+    for (uint32_t i = 0; i < used && i < GPC_LEDGER_PROCS; i++) {
+        struct gpc_ledger_proc *p = &l->proc[i];
+        int32_t pid = atomic_load(&p->pid);
+        uint64_t theirs = atomic_load(&p->share[d].limit);
+        if ((int)i == my_proc || pid == 0 || theirs == 0)
+            continue;
+        if (entry_alive((int)i, pid, atomic_load(&p->start_time), p))
+            return false;
+        took |= atomic_load(&p->took_set) != 0;
+    }
+    return took;
+}
+
 int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit, int ordinal)
 {
     struct gpc_ledger *l = gpc_ledger;
@@ -1405,6 +1442,24 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
     struct gpc_ledger_proc *me = gpc_ledger_me();
     if (!me)
         return -EAGAIN;
+    /* A limit set live by `gpucap set-memory` is this ledger's budget now: a process that starts
+     * later takes it, not the figure its environment still carries, until the last process on the
+     * ledger leaves (unlocked settings only; under the lock the platform file, which the later
+     * process read, is the authority). */
+    if (!created && !gpc_config.locked && (atomic_load(&l->dev[found].limit_by) & GPC_LIMIT_HELD) &&
+        held_figure_left(l, found))
+        atomic_fetch_and(&l->dev[found].limit_by, ~GPC_LIMIT_HELD);
+    if (!created && !gpc_config.locked && (atomic_load(&l->dev[found].limit_by) & GPC_LIMIT_HELD)) {
+        uint64_t set = atomic_load(&l->dev[found].slot.limit);
+        if (set != limit) {
+            char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT];
+            gpc_log(GPC_LOG_WARN, "device %d: the ledger %s's budget was set to %s by gpucap set-memory; it applies "
+                    "here instead of this process's setting (%s)", ordinal, ledger_path,
+                    gpc_format_size(set, a, sizeof a), gpc_format_size(limit, b, sizeof b));
+        }
+        limit = set;
+        atomic_store(&me->took_set, 1);
+    }
     /* Our limit goes into our entry first, then the device's limit is recomputed under its lock:
      * of two processes registering at once, the second to lock sees both limits. */
     atomic_store(&me->share[found].limit, limit);

@@ -31,7 +31,7 @@ GPC_EXPORT int gpucap_device_usage(int ordinal, struct gpucap_usage *out)
     if (!s)
         return -ENOENT;
     gpc_budget_flush_counts();
-    out->limit = atomic_load(&s->limit);
+    out->limit = gpc_budget_limit(id);
     out->used = gpc_budget_in_use(id);
     out->peak = gpc_budget_peak(id);
     out->allocations = atomic_load(&s->allocs);

@@ -14,6 +14,7 @@
 #include "core/ledger_map.h"
 #include "driver/resolve.h"
 #include "charge/device.h"
+#include "charge/live.h"
 #include "charge/pool.h"
 #include "hooks/init.h"
 
@@ -25,7 +26,7 @@
 
 static void apply_budget(int id, uint64_t *free_b, uint64_t *total_b)
 {
-    uint64_t limit = atomic_load_explicit(&gpc_budget_slot(id)->limit, memory_order_relaxed);
+    uint64_t limit = gpc_budget_limit(id);
     uint64_t used = gpc_budget_in_use(id);
     uint64_t total = limit < *total_b ? limit : *total_b;
     uint64_t left = used >= limit ? 0 : limit - used;
@@ -44,20 +45,23 @@ static int current_budget(void)
     return gpc_device_budget_current(dev);
 }
 
-static struct gpc_slot *device_slot(CUdevice dev)
+/* The budget of device `dev`, or GPC_BUDGET_NONE (audit mode: the card as it is, see the head). */
+static int device_budget(CUdevice dev)
 {
     if (!gpc_enforcing() || gpc_opt_enum(&gpc_config, GPC_OPT_MODE) == GPC_MODE_AUDIT)
-        return NULL; /* audit mode: the card as it is (see the head of this file) */
-    return gpc_budget_slot(gpc_device_budget(dev));
+        return GPC_BUDGET_NONE;
+    return gpc_device_budget(dev);
 }
 
 /* Pools may have given memory back at a synchronisation, and processes sharing the ledger may have
- * died: count both before answering (the reap is rate-limited). */
+ * died: count both before answering (the reap is rate-limited). A budget changed live is the one
+ * answered at once. */
 static void info_begin(void)
 {
     gpc_init();
     gpc_pools_reconcile();
     gpc_ledger_reap_lazy();
+    gpc_live_check(true);
 }
 
 /* The driver's figures, widened, in *free and *total: true when the budget's replace them there. */
@@ -73,10 +77,10 @@ static bool info_budget(uint64_t *free, uint64_t *total)
 /* The size of `dev` as the driver said it, widened, in *bytes: true when the budget lowers it there. */
 static bool total_budget(CUdevice dev, uint64_t *bytes)
 {
-    struct gpc_slot *s = device_slot(dev);
-    if (!s)
+    int id = device_budget(dev);
+    if (id == GPC_BUDGET_NONE)
         return false;
-    uint64_t limit = atomic_load_explicit(&s->limit, memory_order_relaxed);
+    uint64_t limit = gpc_budget_limit(id);
     if (limit >= *bytes)
         return false;
     *bytes = limit;
@@ -104,6 +108,7 @@ GET_INFO(cuMemGetInfo, unsigned int)
     {                                                             \
         gpc_init();                                               \
         gpc_ledger_probe();                                       \
+        gpc_live_check(true);                                     \
         CUresult rc = GPC_CALL_REAL(name, (bytes, dev));          \
         if (rc != CUDA_SUCCESS || !bytes)                         \
             return rc;                                            \

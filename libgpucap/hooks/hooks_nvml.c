@@ -24,6 +24,7 @@
 #include "core/ledger_map.h"
 #include "driver/resolve.h"
 #include "charge/device.h"
+#include "charge/live.h"
 #include "hooks/init.h"
 #include "hooks/nvml.h"
 
@@ -137,6 +138,7 @@ static int nvml_budget(nvmlDevice_t device)
         if (cuda_uuid[i][0] && strcasecmp(cuda_uuid[i], uuid) == 0) {
             /* The tenant's use without processes that died since the last look (rate-limited). */
             gpc_ledger_reap_lazy();
+            gpc_live_check(true); /* a budget changed live is the one answered */
             return gpc_device_budget(i);
         }
     return GPC_BUDGET_NONE;
@@ -146,7 +148,7 @@ static int nvml_budget(nvmlDevice_t device)
 static void figures(int id, unsigned long long card_total, unsigned long long *total, unsigned long long *used,
                     unsigned long long *free_b)
 {
-    uint64_t limit = atomic_load_explicit(&gpc_budget_slot(id)->limit, memory_order_relaxed);
+    uint64_t limit = gpc_budget_limit(id);
     uint64_t u = gpc_budget_in_use(id);
     uint64_t t = limit < card_total ? limit : card_total;
     *total = t;

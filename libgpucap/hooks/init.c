@@ -35,6 +35,7 @@
 #include "driver/resolve.h"
 #include "charge/charge.h"
 #include "charge/device.h"
+#include "charge/live.h"
 #include "charge/graph.h"
 #include "charge/pool.h"
 #include "charge/reclaim.h"
@@ -86,6 +87,7 @@ static void start(void)
         gpc_ledger_attach();
         gpc_ledger_identify();
         gpc_timeline_start();
+        gpc_live_start();
     }
     atomic_store(&gpc_passthrough, !any);
     atomic_store_explicit(&gpc_initialized, 1, memory_order_release);

@@ -81,7 +81,7 @@ def main():
             elif k != "GPUCAP_WEBHOOK_IMAGE":
                 check(env.get(k) == v, f"overlay {name}: {k} changed from {v!r} to {env.get(k)!r}")
         exporter = [d for d in kinds.get("DaemonSet", []) if d["metadata"]["name"] == "gpucap-exporter"]
-        if name == "webhook-exporter":
+        if name in ("webhook-exporter", "live-budgets"):  # live-budgets: the agent beside it
             check(len(exporter) == 1, "webhook-exporter: the exporter DaemonSet")
             for ds in exporter:
                 img = ds["spec"]["template"]["spec"]["containers"][0]["image"]

@@ -103,6 +103,8 @@ struct dev_rec {
     uint8_t uuid[16];
     uint64_t physical, limit, used, contexts, peak, denials, allocs;
     uint64_t driver_limit; /* the NVIDIA driver's own limit seen in force, GPC_UNLIMITED: none */
+    /* Live budget changes: the budget before the last one, when (s), how many; used > limit. */
+    uint64_t limit_was, changed_s, changes, above;
     unsigned procs;
 };
 
@@ -256,6 +258,10 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
         o->driver_limit = atomic_load(&e->driver_limit);
         if (!o->driver_limit)
             o->driver_limit = GPC_UNLIMITED;
+        o->limit_was = atomic_load(&e->limit_was);
+        o->changed_s = atomic_load(&e->limit_changed_s);
+        o->changes = atomic_load(&e->limit_changes);
+        o->above = o->limit != GPC_UNLIMITED && o->used > o->limit;
         for (int p = 0; p < GPC_LEDGER_PROCS; p++) {
             const struct gpc_ledger_proc *pr = &l->proc[p];
             if (atomic_load(&pr->pid) != 0 &&
@@ -384,28 +390,41 @@ struct dev_family {
     size_t offset;
     bool finite_only; /* leave out GPC_UNLIMITED (no budget) */
     bool mode;        /* carries the container's `mode` label */
+    bool changed_only; /* only for a budget changed live */
 };
 
 static const struct dev_family dev_families[] = {
     {"gpucap_container_budget_bytes", "gauge",
      "Device memory budget of the container on this card (absent: no budget).", offsetof(struct dev_rec, limit),
-     true, false},
+     true, false, false},
     {"gpucap_container_used_bytes", "gauge", "Device memory the container's processes hold on this card.",
-     offsetof(struct dev_rec, used), false, false},
+     offsetof(struct dev_rec, used), false, false, false},
     {"gpucap_container_context_reserve_bytes", "gauge",
      "Of gpucap_container_used_bytes, the reserves charged for CUDA contexts.", offsetof(struct dev_rec, contexts),
-     false, false},
+     false, false, false},
     {"gpucap_container_peak_bytes", "gauge", "Highest device memory in use by the container on this card.",
-     offsetof(struct dev_rec, peak), false, false},
+     offsetof(struct dev_rec, peak), false, false, false},
     {"gpucap_container_denials_total", "counter",
      "Allocations over the container's budget on this card: answered out-of-memory when mode=\"enforce\", "
      "only counted when mode=\"audit\".",
-     offsetof(struct dev_rec, denials), false, true},
+     offsetof(struct dev_rec, denials), false, true, false},
     {"gpucap_container_allocations_total", "counter", "Charges admitted for the container on this card (allocations and context reserves).",
-     offsetof(struct dev_rec, allocs), false, false},
+     offsetof(struct dev_rec, allocs), false, false, false},
     {"gpucap_container_driver_limit_bytes", "gauge",
      "The NVIDIA driver's own memory limit for the container on this card, as gpucap saw it in force (absent: "
-     "none; gpucap alone enforces).", offsetof(struct dev_rec, driver_limit), true, false},
+     "none; gpucap alone enforces).", offsetof(struct dev_rec, driver_limit), true, false, false},
+    {"gpucap_container_budget_changes_total", "counter",
+     "Live changes of the container's budget on this card (the node agent, gpucap set-memory).",
+     offsetof(struct dev_rec, changes), false, false, false},
+    {"gpucap_container_budget_previous_bytes", "gauge",
+     "The budget before its last live change (absent: never changed).", offsetof(struct dev_rec, limit_was), true,
+     false, true},
+    {"gpucap_container_budget_changed_timestamp_seconds", "gauge",
+     "When the budget last changed live, Unix time (absent: never changed).", offsetof(struct dev_rec, changed_s),
+     false, false, true},
+    {"gpucap_container_above_budget", "gauge",
+     "1 when the container holds more than its budget (after a lowering: nothing more is admitted until it is "
+     "below), else 0.", offsetof(struct dev_rec, above), false, false, false},
 };
 
 /*
@@ -441,7 +460,7 @@ static void write_metrics(struct scan *sc, struct gpc_text *t)
             for (int d = 0; d < r->ndev; d++) {
                 uint64_t v;
                 memcpy(&v, (const char *)&r->dev[d] + df->offset, sizeof v);
-                if (df->finite_only && v == GPC_UNLIMITED)
+                if ((df->finite_only && v == GPC_UNLIMITED) || (df->changed_only && !r->dev[d].changes))
                     continue;
                 char uuid[GPC_UUID_TEXT];
                 gpc_uuid_format(r->dev[d].uuid, uuid);

@@ -33,9 +33,10 @@ int cmd_doctor(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_inject(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
+int cmd_set_memory(int argc, char **argv);
 /* Each command's flags and help (the rows --help and the man page print). */
 extern const struct tool_cmd cli_run_cmd, cli_check_cmd, cli_doctor_cmd, cli_status_cmd, cli_inject_cmd,
-    cli_plot_cmd;
+    cli_plot_cmd, cli_setmem_cmd;
 
 /* help.c: gpucap's own help (the commands and every GPUCAP_* setting), and gpucap(1). */
 void cli_print_help(FILE *f);

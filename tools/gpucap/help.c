@@ -26,6 +26,7 @@ static const char usage[] =
     "  status [--json] [--ledger FILE]   show a ledger: budgets, usage, processes\n"
     "  inject --to DIR NAME=SIZE...      fill a pod's gpucap volume (the webhook's init container)\n"
     "  plot REPORT.json [-o OUT.svg]     draw a JSON report's usage over time as an SVG picture\n"
+    "  set-memory [--pid PID] SIZE       change the budget of running processes (a `gpucap run`, a ledger)\n"
     "  help [COMMAND]                    this text, or a command's\n"
     "\n"
     "`gpucap COMMAND --help` describes a command. Exit status: see each command.\n";
@@ -117,8 +118,8 @@ void cli_print_man(FILE *f)
     fputs(".SH DESCRIPTION\n.nf\n", f);
     gpc_man_text(f, usage);
     fputs(".fi\n.SH OPTIONS\nEach command's options, as its \\-\\-help prints them.\n", f);
-    const struct tool_cmd *cmds[] = {&cli_run_cmd, &cli_check_cmd, &cli_doctor_cmd, &cli_status_cmd, &cli_inject_cmd,
-                                     &cli_plot_cmd};
+    const struct tool_cmd *cmds[] = {&cli_run_cmd,    &cli_check_cmd, &cli_doctor_cmd, &cli_status_cmd,
+                                     &cli_inject_cmd, &cli_plot_cmd,  &cli_setmem_cmd};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         man_command(f, cmds[i]);
     gpc_man_section(f, "EXIT STATUS",

@@ -9,6 +9,7 @@
  *   gpucap status  show the ledger: budgets, usage and processes
  *   gpucap inject  fill a pod's gpucap volume (the webhook's init container)
  *   gpucap plot    draw a JSON report's usage timeline as an SVG picture
+ *   gpucap set-memory  change the budget of running processes (a `gpucap run`, a ledger)
  */
 #include "cli.h"
 
@@ -22,6 +23,7 @@ static const struct {
     {"run", cmd_run, &cli_run_cmd},          {"check", cmd_check, &cli_check_cmd},
     {"doctor", cmd_doctor, &cli_doctor_cmd}, {"status", cmd_status, &cli_status_cmd},
     {"inject", cmd_inject, &cli_inject_cmd}, {"plot", cmd_plot, &cli_plot_cmd},
+    {"set-memory", cmd_set_memory, &cli_setmem_cmd},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 

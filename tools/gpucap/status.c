@@ -4,7 +4,8 @@
  * (and where that came from), its age and whether any process of it is alive; whose it is (pod,
  * container, the writer's gpucap version); per device (by UUID, with NVML's index and name) budget,
  * in use, peak and denials, and who enforces it (`enforced by: driver + gpucap` where the NVIDIA
- * driver's own limit was seen in force, else `gpucap`); per process pid, command name
+ * driver's own limit was seen in force, else `gpucap`), a budget changed live (from, to, when, by
+ * whom) and whether the use is above it; per process pid, command name
  * (/proc/<pid>/comm), age, use, peak and whether it is alive. The file is someone else's: it is
  * copied (cli_read_ledger: no link followed, no FIFO waited on, no mapping that a truncation turns
  * into SIGBUS), nothing is locked or written, so a status never disturbs the processes it looks at.
@@ -79,6 +80,50 @@ static void print_identity(const struct gpc_ledger *l, bool json)
     } else {
         printf("no pod identity (GPUCAP_POD_* not set)  written by gpucap %s\n", ver[0] ? ver : "?");
     }
+}
+
+/* "2026-12-03T08:44:01Z" for a CLOCK_REALTIME figure in seconds. */
+static const char *utc_text(uint64_t s, char *buf, size_t len)
+{
+    time_t t = (time_t)s;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+static const char *changed_by(uint32_t by)
+{
+    by &= GPC_LIMIT_BY_MASK;
+    return by == GPC_LIMIT_BY_PLATFORM ? "platform" : by == GPC_LIMIT_BY_CLI ? "set-memory" : "unknown";
+}
+
+/* The live change of a device's budget, if any (text: indented lines under the device's). */
+static void print_change(const struct gpc_ledger_dev *d, uint64_t limit, uint64_t used, bool json)
+{
+    uint64_t when = atomic_load(&d->limit_changed_s), was = atomic_load(&d->limit_was);
+    uint64_t asked = atomic_load(&d->limit_asked);
+    bool above = limit != GPC_UNLIMITED && used > limit;
+    char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], t[32];
+    if (json) {
+        printf(",\"above_budget\":%s", above ? "true" : "false");
+        if (when)
+            printf(",\"budget_changed\":{\"from\":%llu,\"to\":%llu,\"at\":%llu,\"by\":\"%s\",\"changes\":%u}",
+                   (unsigned long long)was, (unsigned long long)limit, (unsigned long long)when,
+                   changed_by(atomic_load(&d->limit_by)), (unsigned)atomic_load(&d->limit_changes));
+        if (asked)
+            printf(",\"budget_asked\":%llu", (unsigned long long)asked);
+        return;
+    }
+    if (when)
+        printf("  budget changed from %s to %s at %s (%s)\n", gpc_format_size(was, a, sizeof a),
+               gpc_format_size(limit, b, sizeof b), utc_text(when, t, sizeof t), changed_by(atomic_load(&d->limit_by)));
+    if (above)
+        printf("  above the budget by %s: nothing more is admitted until the use is below it\n",
+               gpc_format_size(used - limit, a, sizeof a));
+    if (asked)
+        printf("  set-memory asked for %s: applied at the next CUDA memory call of a process\n",
+               gpc_format_size(asked, a, sizeof a));
 }
 
 static void budget_text(uint64_t limit, char *buf, size_t len)
@@ -234,9 +279,11 @@ int cmd_status(int argc, char **argv)
                 printf("%llu", (unsigned long long)drv);
             else
                 printf("null");
-            printf(",\"in_use\":%llu,\"contexts\":%llu,\"peak\":%llu,\"denials\":%llu}", (unsigned long long)used,
+            printf(",\"in_use\":%llu,\"contexts\":%llu,\"peak\":%llu,\"denials\":%llu", (unsigned long long)used,
                    (unsigned long long)atomic_load(&d->slot.contexts), (unsigned long long)peak,
                    (unsigned long long)denials);
+            print_change(d, limit, used, true);
+            printf("}");
         } else {
             budget_text(limit, a, sizeof a);
             char x[GPC_SIZE_TEXT], who[128] = "", den[48];
@@ -252,6 +299,7 @@ int cmd_status(int argc, char **argv)
                        gpc_format_size(drv, x, sizeof x));
             else
                 printf("  enforced by: %s\n", gpc_enforced_by(0));
+            print_change(d, limit, used, false);
         }
         shown++;
     }

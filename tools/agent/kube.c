@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kube.c: gpucap-agent's Kubernetes API client: the service account's bearer token (read at every
+ * call, as the webhook's nsapi.c does), the cluster CA, libcurl. A watch is a long GET whose answer
+ * is one JSON object per line; lines are handed over as they complete.
+ */
+#include "kube.h"
+
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ANSWER (64u << 20) /* a node's pods, listed */
+#define MAX_LINE (8u << 20)    /* one watch event: one pod */
+
+int gpc_kube_init(struct gpc_kube *k, const char *url, char *err, size_t errlen)
+{
+    if (url && *url) {
+        snprintf(k->url, sizeof k->url, "%s", url);
+    } else {
+        const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
+        if (!host || !*host) {
+            snprintf(err, errlen, "no --kube-api and no KUBERNETES_SERVICE_HOST (not in a pod?)");
+            return -EINVAL;
+        }
+        bool v6 = strchr(host, ':') != NULL;
+        snprintf(k->url, sizeof k->url, "https://%s%s%s:%s", v6 ? "[" : "", host, v6 ? "]" : "",
+                 port && *port ? port : "443");
+    }
+    size_t n = strlen(k->url);
+    while (n && k->url[n - 1] == '/')
+        k->url[--n] = '\0';
+    if (strncmp(k->url, "https://", 8) != 0 && !(k->plain_http && strncmp(k->url, "http://", 7) == 0)) {
+        snprintf(err, errlen, "the API address %s is not https://", k->url);
+        return -EINVAL;
+    }
+    if (!k->timeout_ms)
+        k->timeout_ms = 10000;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        snprintf(err, errlen, "libcurl cannot be initialised");
+        return -EIO;
+    }
+    return 0;
+}
+
+static int read_token(const char *path, char *buf, size_t len, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        snprintf(err, errlen, "token %s: %s", path, strerror(errno));
+        return -errno;
+    }
+    size_t n = fread(buf, 1, len - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    while (n && isspace((unsigned char)buf[n - 1]))
+        buf[--n] = '\0';
+    if (!n || n == len - 1 || strpbrk(buf, "\r\n")) {
+        snprintf(err, errlen, "token %s: empty, too long or not one line", path);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+struct sink {
+    char *buf;
+    size_t len, cap, limit;
+    int (*line)(const char *text, void *arg); /* watch: lines handed over as they complete */
+    void *arg;
+    bool stopped;
+    long code;
+    CURL *c;
+};
+
+static size_t on_data(char *data, size_t size, size_t n, void *user)
+{
+    struct sink *s = user;
+    size_t add = size * n;
+    if (s->len + add > s->limit)
+        return 0; /* curl fails the transfer */
+    if (s->len + add + 1 > s->cap) {
+        size_t cap = (s->len + add + 1) * 2;
+        char *more = realloc(s->buf, cap);
+        if (!more)
+            return 0;
+        s->buf = more;
+        s->cap = cap;
+    }
+    memcpy(s->buf + s->len, data, add);
+    s->len += add;
+    s->buf[s->len] = '\0';
+    if (!s->line)
+        return add;
+    if (!s->code)
+        curl_easy_getinfo(s->c, CURLINFO_RESPONSE_CODE, &s->code);
+    if (s->code != 200)
+        return add; /* an error answer: handed over whole at the end */
+    char *start = s->buf, *nl;
+    while ((nl = memchr(start, '\n', (size_t)(s->buf + s->len - start)))) {
+        *nl = '\0';
+        if (nl > start && s->line(start, s->arg) != 0) {
+            s->stopped = true;
+            return 0;
+        }
+        start = nl + 1;
+    }
+    s->len -= (size_t)(start - s->buf);
+    memmove(s->buf, start, s->len);
+    s->buf[s->len] = '\0';
+    return add;
+}
+
+/* One request: method GET (json NULL) or POST; watch lines to `line`. */
+static int request(const struct gpc_kube *k, const char *path, const char *json, struct sink *s, long *code, char *err,
+                   size_t errlen)
+{
+    char token[8192], url[2048], auth[8300];
+    int rc = read_token(k->token_file, token, sizeof token, err, errlen);
+    if (rc != 0)
+        return rc;
+    snprintf(url, sizeof url, "%s%s", k->url, path);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = curl_slist_append(NULL, auth);
+    struct curl_slist *h2 = h ? curl_slist_append(h, "Accept: application/json") : NULL;
+    struct curl_slist *h3 = h2 && json ? curl_slist_append(h2, "Content-Type: application/json") : h2;
+    if (!c || !h3) {
+        curl_slist_free_all(h);
+        curl_easy_cleanup(c);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    char cerr[CURL_ERROR_SIZE] = "";
+    s->c = c;
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, k->plain_http ? "http,https" : "https");
+    curl_easy_setopt(c, CURLOPT_CAINFO, k->ca_file);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h3);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, k->timeout_ms);
+    if (!s->line)
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, k->timeout_ms);
+    else {
+        /* A watch lasts as long as the server keeps it (timeoutSeconds); a dead peer is noticed
+         * when nothing arrives for a minute (the server sends bookmarks more often). */
+        curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 90L);
+    }
+    if (json)
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, json);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
+    CURLcode res = curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, code);
+    if (res != CURLE_OK && !s->stopped) {
+        snprintf(err, errlen, "%s %s: %s", json ? "POST" : "GET", path, cerr[0] ? cerr : curl_easy_strerror(res));
+        rc = -EIO;
+    }
+    curl_slist_free_all(h3);
+    curl_easy_cleanup(c);
+    return rc;
+}
+
+int gpc_kube_get(const struct gpc_kube *k, const char *path, char **body, long *code, char *err, size_t errlen)
+{
+    struct sink s = {.limit = MAX_ANSWER};
+    int rc = request(k, path, NULL, &s, code, err, errlen);
+    if (rc == 0 && !s.buf)
+        s.buf = calloc(1, 1);
+    if (rc != 0 || !s.buf) {
+        free(s.buf);
+        return rc ? rc : -ENOMEM;
+    }
+    *body = s.buf;
+    return 0;
+}
+
+int gpc_kube_post(const struct gpc_kube *k, const char *path, const char *json, long *code, char *err, size_t errlen)
+{
+    struct sink s = {.limit = 1u << 20};
+    int rc = request(k, path, json, &s, code, err, errlen);
+    free(s.buf);
+    return rc;
+}
+
+int gpc_kube_watch(const struct gpc_kube *k, const char *path, int (*line)(const char *text, void *arg), void *arg,
+                   long *code, char *err, size_t errlen)
+{
+    struct sink s = {.limit = MAX_LINE, .line = line, .arg = arg};
+    int rc = request(k, path, NULL, &s, code, err, errlen);
+    /* What is left: a last line without its newline, or a whole error answer. */
+    if (rc == 0 && !s.stopped && s.len)
+        line(s.buf, arg);
+    free(s.buf);
+    return rc;
+}

@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * main.c: gpucap-agent, the node agent of live budgets: its options (tools/common's table: --help,
+ * gpucap-agent(1) and the parser read it), then the loop (watch.c).
+ *
+ * It runs beside gpucap-exporter in the gpucap-node DaemonSet, as a second container: the
+ * exporter holds no API credentials and mounts the pods read-only, the agent holds a token that
+ * may only list and watch pods and create events, and writes only the settings files (apply.c).
+ */
+#include "agent.h"
+#include "tool.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum opt { OPT_NODE, OPT_ROOT, OPT_KUBE_API, OPT_TOKEN, OPT_CA, OPT_WATCH_TIMEOUT, OPT_ROUNDS, OPT_PLAIN_HTTP,
+           OPT_COUNT };
+static const struct tool_flag rows[OPT_COUNT] = {
+    [OPT_NODE] = {"node", 'n', "NAME", "GPUCAP_AGENT_NODE", "$NODE_NAME",
+                  "this node: the pods whose spec.nodeName it is (the downward API's spec.nodeName)"},
+    [OPT_ROOT] = {"root", 'r', "DIR", "GPUCAP_AGENT_ROOT", "/var/lib/kubelet/pods", "the kubelet's pod directory"},
+    [OPT_KUBE_API] = {"kube-api", 0, "URL", "GPUCAP_AGENT_KUBE_API",
+                      "https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT", "the API server"},
+    [OPT_TOKEN] = {"token-file", 0, "FILE", "GPUCAP_AGENT_TOKEN_FILE",
+                   "/var/run/secrets/kubernetes.io/serviceaccount/token",
+                   "the bearer token, read again at every request (the kubelet rotates it)"},
+    [OPT_CA] = {"ca-file", 0, "FILE", "GPUCAP_AGENT_CA_FILE", "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+                "the cluster's CA, the only one the API server's certificate is checked against"},
+    [OPT_WATCH_TIMEOUT] = {"watch-timeout", 0, "SECONDS", "GPUCAP_AGENT_WATCH_TIMEOUT", "300",
+                           "how long the server keeps a watch before the pods are listed again"},
+    [OPT_ROUNDS] = {"rounds", 0, "N", "GPUCAP_AGENT_ROUNDS", "0",
+                    "list N times (each followed by a watch), then exit; 0: forever (tests)"},
+    [OPT_PLAIN_HTTP] = {"plain-http", 0, NULL, NULL, NULL, "allow an http:// API address (tests only)"},
+};
+
+static const struct tool_cmd agent_cmd = {
+    .name = "gpucap-agent",
+    .summary = "applies budgets changed on running pods (the node agent of gpucap)",
+    .synopsis = "gpucap-agent [--node NAME] [--root DIR] [--kube-api URL] [--token-file FILE] [--ca-file FILE]\n"
+                "       [--watch-timeout SECONDS] [--rounds N] [--plain-http]",
+    .about = "Applies the budgets the webhook records on the pods of this node (annotation gpucap.io/budgets)\n"
+             "to their containers' gpucap settings files, in place, while they run; one Event per change.\n"
+             "Each option may also be given in the variable shown; a flag overrides the variable.",
+    .flags = rows,
+    .nflags = OPT_COUNT,
+    .tail = "Exit 0 after --rounds lists, 1 when the API address or its files cannot be used, 2 for a usage "
+            "error.\n",
+    .usage_exit = TOOL_EXIT_USAGE,
+    .man_description = "Lists the pods of its node from the Kubernetes API (fieldSelector spec.nodeName), applies "
+                       "each pod's budget record (annotation gpucap.io/budgets, written by gpucap-webhook) to the "
+                       "gpucap settings file of each of its containers, then watches and applies every change as "
+                       "it comes; every end of a watch, a 410 Gone included, is followed by a fresh list. A file "
+                       "is rewritten in place, never replaced: the container sees it through a subPath mount, "
+                       "which binds the file's inode. Each change is one Event on the pod, from what to what, a "
+                       "Warning when the container holds more than a lowered budget. The processes of the "
+                       "container apply it at their next CUDA call.",
+    .man_exit = "0 after --rounds lists; 1 when the API address or its files cannot be used; 2 for a bad option "
+                "or value. Otherwise it runs until it is stopped.",
+    .man_files = "<root>/<pod-uid>/volumes/kubernetes.io~empty-dir/gpucap-lib/<container>/gpucap.ini: each "
+                 "container's locked settings file, rewritten; <root>/<pod-uid>/volumes/kubernetes.io~empty-dir/"
+                 "gpucap-ledger/<container>/gpucap.ledger: its ledger, read for the Event's message.",
+};
+
+static int set_flag(void *arg, int flag, const char *value)
+{
+    const char **val = arg;
+    val[flag] = flag == OPT_PLAIN_HTTP ? "1" : value;
+    return 0;
+}
+
+/* A whole number option: 0, or a usage error said. */
+static int number(const char *text, const char *flag, unsigned *out)
+{
+    char *end;
+    unsigned long v = strtoul(text, &end, 10);
+    if (*end || end == text || v > 86400) {
+        tool_usage_error(&agent_cmd, "--%s '%s': expected a whole number of at most 86400", flag, text);
+        return -1;
+    }
+    *out = (unsigned)v;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static struct gpc_agent a;
+    const char *val[OPT_COUNT];
+    tool_env_values(&agent_cmd, val);
+    val[OPT_NODE] = getenv("GPUCAP_AGENT_NODE") ? getenv("GPUCAP_AGENT_NODE") : getenv("NODE_NAME");
+    val[OPT_KUBE_API] = getenv("GPUCAP_AGENT_KUBE_API"); /* else from KUBERNETES_SERVICE_HOST (kube.c) */
+    int first, rc = tool_begin(&agent_cmd, argc, argv, set_flag, val, &first);
+    if (rc >= 0)
+        return rc;
+    const char *node = val[OPT_NODE];
+    if (!node || !*node || strlen(node) >= sizeof a.node || strpbrk(node, "&?#%/ ")) {
+        tool_usage_error(&agent_cmd, "no valid --node (the downward API's spec.nodeName in NODE_NAME)");
+        return TOOL_EXIT_USAGE;
+    }
+    if (number(val[OPT_WATCH_TIMEOUT], "watch-timeout", &a.watch_timeout) || !a.watch_timeout ||
+        number(val[OPT_ROUNDS], "rounds", &a.max_rounds)) {
+        if (!a.watch_timeout)
+            tool_usage_error(&agent_cmd, "--watch-timeout must be above 0");
+        return TOOL_EXIT_USAGE;
+    }
+    a.kube.plain_http = val[OPT_PLAIN_HTTP] != NULL;
+    snprintf(a.node, sizeof a.node, "%s", node);
+    snprintf(a.root, sizeof a.root, "%s", val[OPT_ROOT]);
+    snprintf(a.kube.token_file, sizeof a.kube.token_file, "%s", val[OPT_TOKEN]);
+    snprintf(a.kube.ca_file, sizeof a.kube.ca_file, "%s", val[OPT_CA]);
+    char err[512];
+    if (gpc_kube_init(&a.kube, val[OPT_KUBE_API], err, sizeof err) != 0) {
+        tool_error(agent_cmd.name, "%s", err);
+        return TOOL_EXIT_FAIL;
+    }
+    fprintf(stderr, "gpucap-agent: node %s, pods under %s, API %s\n", a.node, a.root, a.kube.url);
+    gpc_agent_run(&a);
+    fprintf(stderr, "gpucap-agent: lists=%lu watched=%lu applied=%lu changes=%lu events=%lu relists_gone=%lu\n",
+            a.lists, a.watched, a.applied, a.changes, a.events, a.relists_gone);
+    return 0;
+}
