@@ -11,6 +11,18 @@
  *                from a libc handle still answers our hooks for a libcuda handle
  *   copy         a copy of libcuda.so.1 (and of libnvidia-ml.so.1) under another name, dlopened:
  *                recognised by its SONAME
+ *   dependent    the handle of a library that depends on libcuda and NVML (dlsym searches its
+ *                dependencies), and RTLD_NEXT / RTLD_DEFAULT asked from that library: our hooks
+ *   deepbind     a library depending on libcuda, dlopened (or dlmopened into the base namespace)
+ *                with RTLD_DEEPBIND: its own driver calls still meet the hooks
+ *   ctx_limit    cuCtxSetLimit of the malloc heap or the printf FIFO (memory the driver takes at the
+ *                call, of any size): what it asks beyond the defaults is charged, a smaller setting
+ *                or the context's end gives it back; also through cuGetProcAddress
+ *   exit_thread  exit() on one thread, held in a destructor that runs after gpucap's (a library
+ *                preloaded after it, ESCAPE_BLOCKER): another thread allocating then is denied
+ *   sweep        every hooked name of hooklist.h, asked of both resolvers at every version from 1000
+ *                to 13100 with every flags value, and of dlsym on libcuda, on a library that depends
+ *                on it and by RTLD_NEXT from that library: never a function of the driver itself
  *   destructor   libgpucap's destructors called by hand through its DT_FINI_ARRAY: still capped,
  *                what was held still counts
  */
@@ -18,9 +30,13 @@
 #define _GNU_SOURCE
 #endif
 #include "common.h"
+#include "common/hooklist.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
 typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
@@ -189,6 +205,195 @@ static void copy_case(void)
         CHECK_RC(f(&p, 100 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
 }
 
+static void dependent(void)
+{
+    make_context(0);
+    const char *path = getenv("ESCAPE_DEP");
+    REQUIRE(path, "ESCAPE_DEP is not set");
+    void *dep = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    REQUIRE(dep, "dlopen %s: %s", path, dlerror());
+    void *(*next)(const char *) = (void *(*)(const char *))dlsym(dep, "escape_dep_next");
+    void *(*dflt)(const char *) = (void *(*)(const char *))dlsym(dep, "escape_dep_default");
+    REQUIRE(next && dflt, "escape_dep's functions");
+    const char *names[] = {"cuMemAlloc_v2", "cuMemCreate", "cuArrayCreate", "cuGetProcAddress_v2",
+                           "nvmlDeviceGetMemoryInfo"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        void *want = ours(names[i]);
+        void *by_handle = dlsym(dep, names[i]), *by_next = next(names[i]), *by_default = dflt(names[i]);
+        CHECK(by_handle == want, "dlsym(dependent library, %s) is %p, not our hook", names[i], by_handle);
+        CHECK(by_next == want, "dlsym(RTLD_NEXT, %s) from the library is %p, not our hook", names[i], by_next);
+        CHECK(by_default == want, "dlsym(RTLD_DEFAULT, %s) from the library is %p", names[i], by_default);
+    }
+    /* A name gpucap does not hook keeps the driver's answer. */
+    void *plain = dlsym(dep, "cuCtxGetDevice");
+    CHECK(plain && plain == dlsym(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD), "cuCtxGetDevice"),
+          "cuCtxGetDevice through the library: %p", plain);
+    alloc_fn f = (alloc_fn)dlsym(dep, "cuMemAlloc_v2");
+    CUdeviceptr p;
+    if (f)
+        CHECK_RC(f(&p, 100 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(fakecuda_outstanding(0) == 0, "the card holds %llu bytes", (unsigned long long)fakecuda_outstanding(0));
+}
+
+static void deepbind(void)
+{
+    if (dlsym(RTLD_DEFAULT, "__asan_init") || dlsym(RTLD_DEFAULT, "__tsan_init")) {
+        printf("sanitized build: its runtime refuses RTLD_DEEPBIND before gpucap sees it; skipping\n");
+        exit(77);
+    }
+    make_context(0);
+    const char *path = getenv("ESCAPE_DEP");
+    REQUIRE(path, "ESCAPE_DEP is not set");
+    void *dep = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    REQUIRE(dep, "dlopen %s: %s", path, dlerror());
+    int (*alloc)(size_t) = (int (*)(size_t))dlsym(dep, "escape_dep_alloc");
+    REQUIRE(alloc, "escape_dep_alloc");
+    CHECK(alloc(100 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "the RTLD_DEEPBIND library's cuMemAlloc_v2 is not capped");
+    CHECK(alloc(8 * MiB) == CUDA_SUCCESS, "8 MiB through the library");
+    void *again = dlmopen(LM_ID_BASE, path, RTLD_NOW | RTLD_DEEPBIND);
+    REQUIRE(again, "dlmopen %s: %s", path, dlerror());
+    alloc = (int (*)(size_t))dlsym(again, "escape_dep_alloc");
+    CHECK(alloc && alloc(100 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "dlmopen(LM_ID_BASE, RTLD_DEEPBIND): not capped");
+    CHECK(fakecuda_outstanding(0) == 8 * MiB, "the card holds %llu bytes", (unsigned long long)fakecuda_outstanding(0));
+}
+
+static void ctx_limit(void)
+{
+    CUcontext primary = make_context(0);
+    uint64_t before = fakecuda_outstanding(0);
+    CUdeviceptr p;
+    /* A heap of 512 MiB: above the 64 MiB budget, nothing taken on the card. */
+    CHECK_RC(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 512 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_RC(cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, 512 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(fakecuda_outstanding(0) == before, "the card holds %llu bytes more after the denials",
+          (unsigned long long)(fakecuda_outstanding(0) - before));
+    /* 40 MiB beyond the default heap is charged: 40 MiB more does not fit, and the same heap set
+     * again charges nothing more. */
+    CHECK_RC(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 48 * MiB), CUDA_SUCCESS);
+    CHECK_RC(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 48 * MiB), CUDA_SUCCESS);
+    CHECK_RC(cuMemAlloc_v2(&p, 40 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_RC(cuMemAlloc_v2(&p, 20 * MiB), CUDA_SUCCESS);
+    CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
+    /* Back to the default: given back. */
+    CHECK_RC(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 8 * MiB), CUDA_SUCCESS);
+    CHECK_RC(cuMemAlloc_v2(&p, 40 * MiB), CUDA_SUCCESS);
+    CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
+    /* Through cuGetProcAddress, as cudaDeviceSetLimit reaches it. */
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult st;
+    CHECK_RC(cuGetProcAddress_v2("cuCtxSetLimit", &fn, 3010, 0, &st), CUDA_SUCCESS);
+    CHECK(fn == ours("cuCtxSetLimit"), "cuGetProcAddress(cuCtxSetLimit) is %p, not our hook", fn);
+    if (fn == ours("cuCtxSetLimit"))
+        CHECK_RC(((PFN_cuCtxSetLimit_v3010)fn)(CU_LIMIT_PRINTF_FIFO_SIZE, 100 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+    /* A context of its own: its heap goes with it. */
+    CUcontext ctx;
+    CHECK_RC(cuCtxCreate_v2(&ctx, 0, 0), CUDA_SUCCESS);
+    CHECK_RC(cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, 51 * MiB), CUDA_SUCCESS);
+    CHECK_RC(cuMemAlloc_v2(&p, 40 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_RC(cuCtxDestroy_v2(ctx), CUDA_SUCCESS);
+    CHECK_RC(cuCtxSetCurrent(primary), CUDA_SUCCESS);
+    CHECK_RC(cuMemAlloc_v2(&p, 40 * MiB), CUDA_SUCCESS);
+    CHECK(fakecuda_outstanding(0) == before + 40 * MiB, "the card holds %llu bytes, want %llu",
+          (unsigned long long)fakecuda_outstanding(0), (unsigned long long)(before + 40 * MiB));
+    /* The stack size is not a heap gpucap charges: passed to the driver. */
+    CHECK_RC(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 4096), CUDA_SUCCESS);
+}
+
+static atomic_int *blocker_state;
+
+/* Waits for the blocker's destructor (gpucap's has run), then allocates past the budget. */
+static void *late_alloc(void *arg)
+{
+    if (cuCtxSetCurrent((CUcontext)arg) != CUDA_SUCCESS) {
+        fprintf(stderr, "FAIL exit_thread: cuCtxSetCurrent\n");
+        _exit(1);
+    }
+    for (int i = 0; i < 500 && atomic_load(blocker_state) != 1; i++)
+        usleep(10000);
+    CUdeviceptr p;
+    CUresult rc = cuMemAlloc_v2(&p, 100 * MiB);
+    if (rc == CUDA_SUCCESS) {
+        fprintf(stderr, "FAIL exit_thread: 100 MiB admitted under a 64 MiB budget while exit() ran\n");
+        _exit(1);
+    }
+    if (rc != CUDA_ERROR_OUT_OF_MEMORY || atomic_load(blocker_state) != 1) {
+        fprintf(stderr, "FAIL exit_thread: %d, not a denial during exit (blocker state %d)\n", (int)rc,
+                atomic_load(blocker_state));
+        _exit(1);
+    }
+    fprintf(stderr, "exit_thread: the allocation during exit was denied\n");
+    atomic_store(blocker_state, 2);
+    return NULL;
+}
+
+static void exit_thread(void)
+{
+    const char *blocker = getenv("ESCAPE_BLOCKER"), *pre = getenv("LD_PRELOAD");
+    REQUIRE(blocker && pre, "ESCAPE_BLOCKER and LD_PRELOAD");
+    if (!getenv("ESCAPE_INNER")) {
+        /* Again, with the blocker after libgpucap: the last preload is initialised first, so its
+         * destructor runs after gpucap's (a tenant can name both in LD_PRELOAD, whatever
+         * /etc/ld.so.preload holds). */
+        static char list[8192];
+        snprintf(list, sizeof list, "%s:%s", pre, blocker);
+        setenv("LD_PRELOAD", list, 1);
+        setenv("ESCAPE_INNER", "1", 1);
+        execl("/proc/self/exe", "test_escapes", "exit_thread", (char *)NULL);
+        REQUIRE(0, "exec: %s", strerror(errno));
+    }
+    blocker_state = dlsym(RTLD_DEFAULT, "fini_blocker_state");
+    REQUIRE(blocker_state, "the blocker is not loaded");
+    CUcontext ctx = make_context(0);
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, late_alloc, ctx) == 0, "pthread_create");
+    exit(0);
+}
+
+/* True when `fn` lies in libcuda (the fake), by the object that defines it. */
+static bool in_driver(void *fn)
+{
+    Dl_info info;
+    return fn && dladdr(fn, &info) && info.dli_fname && strstr(info.dli_fname, "libcuda") != NULL;
+}
+
+static void sweep(void)
+{
+    REQUIRE(cuInit(0) == CUDA_SUCCESS, "cuInit");
+#define NAME_OF(exp, base, ver, pt, pfn) #base, #exp,
+    static const char *const names[] = {GPC_HOOKS(NAME_OF)};
+#undef NAME_OF
+    typedef CUresult (*legacy_fn)(const char *, void **, int, cuuint64_t);
+    legacy_fn legacy = (legacy_fn)ours("cuGetProcAddress");
+    static const cuuint64_t flags[] = {0, CU_GET_PROC_ADDRESS_LEGACY_STREAM, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+                                       3, 4, ~(cuuint64_t)0};
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    const char *path = getenv("ESCAPE_DEP");
+    REQUIRE(cuda && path, "libcuda handle, ESCAPE_DEP");
+    void *dep = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    REQUIRE(dep, "dlopen %s: %s", path, dlerror());
+    void *(*next)(const char *) = (void *(*)(const char *))dlsym(dep, "escape_dep_next");
+    REQUIRE(next, "escape_dep_next");
+    unsigned long raw = 0, asked = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        void *by[3] = {dlsym(cuda, names[i]), dlsym(dep, names[i]), next(names[i])};
+        for (int k = 0; k < 3; k++)
+            if (in_driver(by[k]) && raw++ < 10)
+                printf("FAIL sweep: %s by dlsym route %d is the driver's %p\n", names[i], k, by[k]);
+        for (int v = 1000; v <= 13100; v += 10)
+            for (size_t f = 0; f < sizeof flags / sizeof flags[0]; f++) {
+                void *p = NULL, *q = NULL;
+                CUdriverProcAddressQueryResult st;
+                cuGetProcAddress_v2(names[i], &p, v, flags[f], &st);
+                legacy(names[i], &q, v, flags[f]);
+                asked += 2;
+                if ((in_driver(p) || in_driver(q)) && raw++ < 10)
+                    printf("FAIL sweep: cuGetProcAddress(%s, %d, flags %llx) is the driver's function\n", names[i], v,
+                           (unsigned long long)flags[f]);
+            }
+    }
+    CHECK(raw == 0, "%lu of %lu lookups answered a function of the driver", raw, asked);
+}
+
 /* Finds libgpucap's DT_FINI_ARRAY, as a program set on escaping would. */
 struct fini {
     uintptr_t base;
@@ -245,7 +450,9 @@ int main(int argc, char **argv)
     static const struct test_case cases[] = {
         {"array_v1", array_v1},       {"array3d_v1", array3d_v1}, {"procaddr_v1", procaddr_v1},
         {"procaddr_old", procaddr_old}, {"dlvsym", dlvsym_case},  {"copy", copy_case},
-        {"destructor", destructor},
+        {"dependent", dependent},     {"ctx_limit", ctx_limit},
+        {"deepbind", deepbind},       {"exit_thread", exit_thread},
+        {"sweep", sweep},   {"destructor", destructor},
     };
     REQUIRE(argc == 2, "usage: test_escapes CASE");
     RUN_CASE(cases, argv[1]);

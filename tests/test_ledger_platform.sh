@@ -13,8 +13,18 @@
 #   otheruid   a process of another uid shares the budget (the ledger is 0666)
 #   intact     the platform's ledger untouched: a process is capped by it, no error line
 #   unlocked   without the lock, today's behaviour: a removed ledger is made again
+#   renamed    the webhook's layout (the platform file and the ledger each a bind mount, in a mount
+#              namespace of the test's): a tenant root renames the directory above the mounted ledger
+#              and puts a valid ledger of its own (chowned to the platform's uid) in its place: denied
+#   platform_renamed  the same layout with the preload list mounted too (PRELOAD_FILE, the test copy's
+#              /etc/ld.so.preload): the directory above the platform file renamed and an unlocked file
+#              of the tenant's put in its place: denied
 set -u
 case_=$1 alloc=$2 cli=$3 plat=$4
+if { [ "$case_" = renamed ] || [ "$case_" = platform_renamed ]; } && [ -z "${GPC_IN_NS:-}" ]; then
+    { [ "$(id -u)" = 0 ] && unshare -m true 2> /dev/null; } || { echo "needs root and a mount namespace; skipping"; exit 77; }
+    GPC_IN_NS=1 exec unshare -m --propagation private "$0" "$@"
+fi
 t=$(mktemp -d) && trap 'rm -rf "$t" "$plat"; [ -n "${holder:-}" ] && kill "$holder" 2>/dev/null' EXIT
 chmod 755 "$t"
 mkdir -p "$(dirname "$plat")"
@@ -105,6 +115,37 @@ otheruid)
     holder=
     [ $seen = 1 ] || { echo "FAIL otheruid: uid 65534's 48 MiB and this uid's 32 MiB were both admitted under 64 MiB"; cat "$t/holder.err" "$t/err"; fail=1; }
     grep -q "gpucap: error" "$t/holder.err" && { echo "FAIL otheruid: the other uid could not use the ledger"; cat "$t/holder.err"; fail=1; }
+    ;;
+renamed)
+    mnt="$t/run/gpucap/ledger/gpucap.ledger"
+    mkdir -p "$(dirname "$mnt")" && : > "$mnt" && mount --bind "$led" "$mnt" || { echo "FAIL mounting the ledger"; exit 1; }
+    printf '[gpucap]\nlock = true\nmemory_limit = 64MiB\ncontext_reserve = 0\nledger = %s\n' "$mnt" > "$plat"
+    mount --bind "$plat" "$plat" || { echo "FAIL mounting the platform file"; exit 1; }
+    run -- a48 a32
+    expect "renamed: capped through the mounted ledger" "^results=01$" out
+    mv "$t/run/gpucap" "$t/run/old" && mkdir -p "$t/run/gpucap/ledger" && mv "$(tenant_ledger)" "$mnt" ||
+        { echo "FAIL the rename"; exit 1; }
+    led=$mnt
+    denied "is not the file the platform mounted \(no mount of its own, as the platform file is: a directory above it was replaced\)"
+    umount "$t/run/old/ledger/gpucap.ledger" "$plat"
+    ;;
+platform_renamed)
+    pre=${PRELOAD_FILE:?}
+    mnt="$t/run/gpucap/ledger/gpucap.ledger"
+    mkdir -p "$(dirname "$mnt")" "$(dirname "$pre")" && : > "$mnt" && : > "$pre" && mount --bind "$led" "$mnt" &&
+        mount --bind "$pre" "$pre" || { echo "FAIL mounting"; exit 1; }
+    printf '[gpucap]\nlock = true\nmemory_limit = 64MiB\ncontext_reserve = 0\nledger = %s\n' "$mnt" > "$plat"
+    mount --bind "$plat" "$plat" || { echo "FAIL mounting the platform file"; exit 1; }
+    run -- a48 a32
+    expect "platform_renamed: capped through the mounted platform file" "^results=01$" out
+    dir=$(dirname "$plat")
+    umount "$plat" && mv "$dir" "$dir.old" && mount --bind "$dir.old/$(basename "$plat")" "$dir.old/$(basename "$plat")" &&
+        mkdir -p "$dir" && printf '[gpucap]\nmemory_limit = 1GiB\ncontext_reserve = 0\n' > "$plat" || { echo "FAIL the rename"; exit 1; }
+    run -- a100
+    umount "$dir.old/$(basename "$plat")" "$pre" "$mnt"
+    rm -rf "$dir" && mv "$dir.old" "$dir"
+    expect "platform_renamed: denied" "^results=1$" out
+    expect "platform_renamed: said" "gpucap: error: $plat is not the file the platform mounted \($pre is a mount of its own" err
     ;;
 unlocked)
     rm -f "$led"

@@ -103,6 +103,8 @@ static CUresult charge_begin(struct gpc_charge *c, int device, uint64_t bytes, c
     c->context = context;
     c->have_ctx = false;
     if (!gpc_counting()) {
+        if (gpc_unlikely(gpc_closed_now()))
+            return CUDA_ERROR_OUT_OF_MEMORY;
         /* Fault injection works without a budget too (after gpc_init: the settings are loaded). */
         if (gpc_unlikely(gpc_fault_armed(&gpc_config)) && !context && atomic_load(&gpc_initialized) &&
             gpc_fault_inject(&gpc_config, call, device, bytes)) {

@@ -503,6 +503,8 @@ static __attribute__((noinline)) CUresult launch_slow(const char *call, gpc_laun
     gpc_launch_fn fn = *real;
     if (!fn)
         return CUDA_ERROR_NOT_FOUND;
+    if (!counted && info != INFO_NONE && gpc_closed_now())
+        return CUDA_ERROR_OUT_OF_MEMORY;
     if (!counted || info == INFO_NONE)
         return fn(exec, s);
     if (info == INFO_UNSURE) {

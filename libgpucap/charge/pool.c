@@ -410,7 +410,7 @@ static CUresult alloc_async(struct async_req *r)
     if (!async_real(r->call))
         return CUDA_ERROR_NOT_FOUND;
     if (!gpc_counting() || !r->dptr || r->bytes == 0)
-        return call_alloc(r);
+        return gpc_closed_now() && r->bytes ? CUDA_ERROR_OUT_OF_MEMORY : call_alloc(r);
     CUdevice dev = -1;
     struct pool *p = NULL;
     if (from_pool(r)) {

@@ -29,14 +29,19 @@
 #if defined(__x86_64__)
 #define GPC_GLIBC_BASE "GLIBC_2.2.5"
 #define GPC_GLIBC_ROBUST "GLIBC_2.12"
+#define GPC_GLIBC_DLADDR1 "GLIBC_2.3.3"
 #else
 #define GPC_GLIBC_BASE "GLIBC_2.17"
 #define GPC_GLIBC_ROBUST "GLIBC_2.17"
+#define GPC_GLIBC_DLADDR1 "GLIBC_2.17"
 #endif
 
+#ifndef GPC_DEFINES_DLOPEN /* hooks/dlsym.c defines dlopen and dlmopen itself */
 __asm__(".symver dlopen,dlopen@" GPC_GLIBC_BASE);
+#endif
 __asm__(".symver dlerror,dlerror@" GPC_GLIBC_BASE);
 __asm__(".symver dladdr,dladdr@" GPC_GLIBC_BASE);
+__asm__(".symver dladdr1,dladdr1@" GPC_GLIBC_DLADDR1);
 __asm__(".symver dlclose,dlclose@" GPC_GLIBC_BASE);
 __asm__(".symver pthread_once,pthread_once@" GPC_GLIBC_BASE);
 __asm__(".symver pthread_mutexattr_init,pthread_mutexattr_init@" GPC_GLIBC_BASE);

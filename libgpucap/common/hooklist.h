@@ -89,7 +89,8 @@
     X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 7000, 0, PFN_cuDevicePrimaryCtxReset_v7000)   \
     X(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, 0, PFN_cuDevicePrimaryCtxReset_v11000) \
     X(cuGreenCtxCreate, cuGreenCtxCreate, 12040, 0, PFN_cuGreenCtxCreate_v12040)                      \
-    X(cuGreenCtxDestroy, cuGreenCtxDestroy, 12040, 0, PFN_cuGreenCtxDestroy_v12040)
+    X(cuGreenCtxDestroy, cuGreenCtxDestroy, 12040, 0, PFN_cuGreenCtxDestroy_v12040)                  \
+    X(cuCtxSetLimit, cuCtxSetLimit, 3010, 0, PFN_cuCtxSetLimit_v3010)
 
 /* Entry points gpucap calls itself but does not interpose: X(export, pfn_type). */
 #define GPC_REAL_ONLY(X)                                  \

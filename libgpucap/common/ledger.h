@@ -191,6 +191,13 @@ uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev);
  * the image that held the share still has its close-on-exec descriptor. Unknowable is alive.
  */
 int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time, const struct gpc_ledger_proc *p);
+/*
+ * Whether `path` is a file mounted on its own (a bind mount, as the webhook mounts the platform file
+ * and the ledger): 1 yes, 0 no, -1 cannot tell (a kernel without statx's mount id, or no such path).
+ * With `fd`, the file found at `path` must also be the one `fd` holds (0 otherwise). The file is
+ * looked up in its directory, opened first: a directory renamed meanwhile changes nothing.
+ */
+int gpc_path_own_mount(const char *path, int fd);
 
 struct gpc_settings;
 /*

@@ -17,6 +17,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -242,4 +244,41 @@ int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time, const struct gpc_led
         fd_names(pid, atomic_load(&p->exec_fd), atomic_load(&p->exec_fd_dev), atomic_load(&p->exec_fd_ino)) == 0)
         return 0; /* the exec went through: the old image and its memory are gone */
     return 1;
+}
+
+
+#ifndef STATX_MNT_ID
+#define STATX_MNT_ID 0x00001000U
+#endif
+#ifndef STATX_INO
+#define STATX_INO 0x00000100U
+#endif
+
+int gpc_path_own_mount(const char *path, int fd)
+{
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash || slash[1] == '\0' || (size_t)(slash - path) >= sizeof dir)
+        return -1;
+    size_t n = slash == path ? 1 : (size_t)(slash - path);
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return -1;
+    /* The system call: glibc's statx wrapper is newer than the library's glibc floor. */
+    struct statx d, f;
+    unsigned want = STATX_MNT_ID | STATX_INO;
+    int rc = -1;
+    if (syscall(SYS_statx, dfd, "", AT_EMPTY_PATH, want, &d) == 0 &&
+        syscall(SYS_statx, dfd, slash + 1, AT_SYMLINK_NOFOLLOW, want, &f) == 0) {
+        struct stat held;
+        if (fd >= 0 && (fstat(fd, &held) != 0 || held.st_ino != f.stx_ino ||
+                        held.st_dev != (dev_t)makedev(f.stx_dev_major, f.stx_dev_minor)))
+            rc = 0;
+        else if (d.stx_mask & f.stx_mask & STATX_MNT_ID)
+            rc = d.stx_mnt_id != f.stx_mnt_id;
+    }
+    close(dfd);
+    return rc;
 }

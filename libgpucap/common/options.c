@@ -51,6 +51,10 @@
 #ifndef GPC_SYSTEM_CONFIG
 #define GPC_SYSTEM_CONFIG "/etc/gpucap/gpucap.ini"
 #endif
+/* The dynamic loader's preload list: the webhook mounts it, as it mounts the platform file. */
+#ifndef GPC_PRELOAD_FILE
+#define GPC_PRELOAD_FILE "/etc/ld.so.preload"
+#endif
 
 const struct gpc_option_def gpc_option_defs[GPC_OPT__COUNT] = {
     [GPC_OPT_MEMORY_LIMIT] = {"memory_limit", "GPUCAP_MEMORY_LIMIT", GPC_T_SIZE, NULL, NULL,
@@ -762,11 +766,21 @@ static void load(struct gpc_settings *s, char *const *envp)
         if (strncmp(*e, "GPUCAP_CONFIG=", 14) == 0)
             config = *e + 14;
     int lock = platform_locked(&s->platform_uid);
-    if (lock != 0) {
+    s->platform_mounted = lock > 0 && gpc_path_own_mount(GPC_SYSTEM_CONFIG, -1) == 1;
+    /* The webhook mounts the preload list and the platform file each on its own. Where the list is
+     * mounted and the platform file is not (or is missing, or unlocked), someone with the rights to
+     * rename the directory above the mount put another in its place: locked, every budget 0. */
+    bool replaced = !s->platform_mounted && gpc_path_own_mount(GPC_PRELOAD_FILE, -1) == 1;
+    if (lock != 0 || replaced) {
         static struct gpc_settings platform;
         s->locked = true;
         load_file(s, NULL);
-        if (lock < 0) {
+        if (replaced) {
+            s->errors++;
+            s->config_bad = true;
+            say(GPC_LOG_ERROR, "%s is not the file the platform mounted (%s is a mount of its own, it is not: a "
+                         "directory above it was replaced); every budget is 0", GPC_SYSTEM_CONFIG, GPC_PRELOAD_FILE);
+        } else if (lock < 0) {
             s->errors++;
             s->config_bad = true;
             say(GPC_LOG_ERROR, "%s exists but cannot be read (%s); it may lock the settings, so "

@@ -95,6 +95,7 @@ struct gpc_settings {
     int errors;          /* error lines written */
     bool locked;         /* the platform file locks the settings: the environment may only tighten */
     uid_t platform_uid;  /* under the lock: the platform file's owner, who alone makes ledgers */
+    bool platform_mounted; /* the platform file is a mount of its own (the webhook's layout): so is the ledger */
     int refused;         /* overrides refused under the lock (one warning line each) */
     /* Under the lock: the platform file's settings alone, which bound every limit here. */
     const struct gpc_settings *platform;

@@ -612,6 +612,11 @@ void gpc_ledger_attach(void)
             break;
     }
     const char *no = locked ? refused_locked(&st, why, sizeof why) : refused(&st, group, why, sizeof why);
+    /* The webhook mounts the platform file and the ledger each on its own: a ledger that is no mount
+     * there is a file someone put in its place (a directory above the mount renamed away). */
+    if (!no && locked && gpc_config.platform_mounted && gpc_path_own_mount(ledger_path, fd) == 0)
+        no = "is not the file the platform mounted (no mount of its own, as the platform file is: a directory "
+             "above it was replaced)";
     if (no) {
         close(fd);
         unusable(no);

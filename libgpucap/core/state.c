@@ -13,3 +13,5 @@ struct gpc_settings gpc_config;
 atomic_int gpc_initialized;
 /* True until start-up is done, so that a hook re-entered during start-up passes through. */
 atomic_bool gpc_passthrough = true;
+/* Set by the destructor at exit, when the process's memory has left the ledger. */
+atomic_bool gpc_closed;

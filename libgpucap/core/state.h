@@ -28,5 +28,15 @@ static inline bool gpc_counting(void)
 {
     return !atomic_load_explicit(&gpc_passthrough, memory_order_relaxed);
 }
+/*
+ * True after the destructor ran at exit: frees pass through uncounted, and every allocation is
+ * denied. Other threads run on while exit() runs the destructors after ours (a library initialised
+ * before gpucap, such as one preloaded after it, can hold exit there): they must not allocate past a budget nobody counts any more.
+ */
+extern atomic_bool gpc_closed;
+static inline bool gpc_closed_now(void)
+{
+    return atomic_load_explicit(&gpc_closed, memory_order_relaxed);
+}
 
 #endif

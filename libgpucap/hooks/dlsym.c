@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * dlsym.c: the dlsym and dlvsym interposers.
+ * dlsym.c: the dlsym and dlvsym interposers, and dlopen's and dlmopen's RTLD_DEEPBIND.
  *
  * `dlsym(handle, name)` on a handle of libcuda.so.1 ignores LD_PRELOAD and returns the driver's own
  * function, so a program (or XLA, or pynvml) that binds this way would never meet our hooks. For a
@@ -11,6 +11,9 @@
  * The libraries are recognised by what they are, not by the name they were loaded under: the
  * object's DT_SONAME (libcuda.so.1, libnvidia-ml.so.1), so a copy of the driver dlopened from
  * another path is hooked too; the path's file name is the fallback for an object without one.
+ * Other handles (RTLD_NEXT from a library loaded after gpucap, the handle of a library that
+ * depends on libcuda) are judged by the object that defines the answer: a hooked name answered
+ * from libcuda or NVML gets our hook whatever handle it was asked of.
  *
  * `dlsym` and `dlvsym` themselves, asked of any handle (RTLD_NEXT, RTLD_DEFAULT, a libc handle),
  * answer with ours: a program that fetched glibc's dlsym with dlvsym(RTLD_NEXT, "dlsym",
@@ -24,8 +27,15 @@
  * calls) to the real dlsym with the caller's own return address still on the stack. Elsewhere a C
  * fallback is used, in which RTLD_NEXT from other objects is answered relative to gpucap.
  *
+ * RTLD_DEEPBIND puts a library's own dependencies ahead of the global scope for its references: a
+ * library dlopened so that needs libcuda.so.1 would call the driver directly, past every hook. So
+ * dlopen and dlmopen drop that flag (the library then binds as any other, gpucap first) and say so
+ * at the info level; the rest of the call is the loader's, from the caller (the same tail jump, so
+ * the caller's RUNPATH and $ORIGIN still apply).
+ *
  * Nothing here allocates or takes a lock before the real dlsym is known (resolve.c).
  */
+#include "common/log.h"
 #include "driver/resolve.h"
 #include "hooks/init.h"
 #include "hooks/nvml.h"
@@ -42,6 +52,24 @@ static _Atomic(void *) nvml_handle_seen;
 
 enum handle_kind { H_OTHER, H_CUDA, H_NVML };
 
+/* What the loaded object `lm` is, by its DT_SONAME, else by its path's file name. */
+static enum handle_kind object_kind(const struct link_map *lm)
+{
+    const char *base = gpc_object_soname(lm);
+    if (!base) {
+        const char *name = lm->l_name;
+        if (!name)
+            return H_OTHER;
+        const char *slash = strrchr(name, '/');
+        base = slash ? slash + 1 : name;
+    }
+    if (strncmp(base, "libcuda.so", 10) == 0)
+        return H_CUDA;
+    if (strncmp(base, "libnvidia-ml.so", 15) == 0)
+        return H_NVML;
+    return H_OTHER;
+}
+
 static enum handle_kind handle_kind(void *handle)
 {
     if (handle == RTLD_DEFAULT || handle == RTLD_NEXT)
@@ -51,24 +79,41 @@ static enum handle_kind handle_kind(void *handle)
     if (handle == atomic_load_explicit(&nvml_handle_seen, memory_order_relaxed))
         return H_NVML;
     /* A glibc dlopen handle is the object's link_map (as glibc's own dlsym assumes). */
-    const struct link_map *lm = handle;
-    const char *base = gpc_object_soname(lm);
-    if (!base) {
-        const char *name = lm->l_name;
-        if (!name)
-            return H_OTHER;
-        const char *slash = strrchr(name, '/');
-        base = slash ? slash + 1 : name;
-    }
-    if (strncmp(base, "libcuda.so", 10) == 0) {
+    enum handle_kind kind = object_kind(handle);
+    if (kind == H_CUDA)
         atomic_store_explicit(&cuda_handle_seen, handle, memory_order_relaxed);
-        return H_CUDA;
-    }
-    if (strncmp(base, "libnvidia-ml.so", 15) == 0) {
+    else if (kind == H_NVML)
         atomic_store_explicit(&nvml_handle_seen, handle, memory_order_relaxed);
-        return H_NVML;
+    return kind;
+}
+
+/*
+ * The kind of the object that defines `addr`, and a dlopen handle of it in *object (NULL if it has
+ * none in our namespace: the caller then resolves the default libcuda). A link_map that dladdr1
+ * returns is no handle for an object loaded as a dependency (glibc's dlsym would crash on it).
+ */
+static enum handle_kind defined_in(const void *addr, void **object)
+{
+    Dl_info info;
+    struct link_map *lm = NULL;
+    *object = NULL;
+    if (!addr || !dladdr1(addr, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
+        return H_OTHER;
+    enum handle_kind kind = object_kind(lm);
+    if (kind == H_OTHER)
+        return kind;
+    /* One handle of ours per library (each dlopen counts a reference): the first one found. */
+    _Atomic(void *) *seen = kind == H_CUDA ? &cuda_handle_seen : &nvml_handle_seen;
+    *object = atomic_load_explicit(seen, memory_order_relaxed);
+    if (!*object && info.dli_fname) {
+        *object = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+        void *none = NULL;
+        if (*object && !atomic_compare_exchange_strong(seen, &none, *object)) {
+            dlclose(*object);
+            *object = none;
+        }
     }
-    return H_OTHER;
+    return kind;
 }
 
 /* Our own dlsym and dlvsym (hidden aliases: the exported names could bind elsewhere). */
@@ -92,8 +137,31 @@ void *gpc_dlsym_redirect(void *handle, const char *name)
             return (void *)gpc_own_dlvsym;
     }
     enum handle_kind kind = handle_kind(handle);
-    if (kind == H_OTHER)
-        return NULL;
+    void *object = handle;
+    if (kind == H_OTHER) {
+        /*
+         * Not a handle of libcuda or NVML, yet a hooked name can still reach the driver through it:
+         * RTLD_NEXT asked by a library that comes after gpucap, the handle of a library that
+         * depends on libcuda (dlsym searches its dependencies). Where the answer lies decides.
+         * From here RTLD_NEXT means "after gpucap", which is where the driver is.
+         */
+        /* Only driver and NVML names go on: sanitizer runtimes look names up here before their
+         * shadow memory exists, and the table lookups below are instrumented code. */
+        if (!((name[0] == 'c' && name[1] == 'u') || strncmp(name, "nvml", 4) == 0))
+            return NULL;
+        void *cuda_hook = gpc_hook_for_export(name);
+        void *nvml_hook = cuda_hook ? NULL : gpc_nvml_hook_for_export(name);
+        if (!cuda_hook && !nvml_hook)
+            return NULL;
+        kind = defined_in(gpc_real_dlsym_fn()(handle, name), &object);
+        if (kind == H_CUDA && cuda_hook)
+            gpc_resolve_cuda(object);
+        else if (kind == H_NVML && nvml_hook && object)
+            gpc_nvml_set_handle(object);
+        else
+            return NULL;
+        return cuda_hook ? cuda_hook : nvml_hook;
+    }
     void *hook = kind == H_CUDA ? gpc_hook_for_export(name) : gpc_nvml_hook_for_export(name);
     if (!hook)
         return NULL;
@@ -118,6 +186,120 @@ void *gpc_real_dlvsym_ptr(void)
 {
     return (void *)gpc_real_dlvsym_fn();
 }
+
+/* The flags dlopen/dlmopen pass on: without RTLD_DEEPBIND (see the top). Used by the trampolines. */
+__attribute__((visibility("hidden"))) int gpc_dlopen_flags(const char *file, int flags);
+int gpc_dlopen_flags(const char *file, int flags)
+{
+    if (!(flags & RTLD_DEEPBIND))
+        return flags;
+    gpc_log(GPC_LOG_INFO, "dlopen(%s): RTLD_DEEPBIND ignored (it would let the library call the driver "
+                 "past gpucap)", file ? file : "NULL");
+    return flags & ~RTLD_DEEPBIND;
+}
+
+typedef void *(*dlopen_fn)(const char *, int);
+typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
+static _Atomic(dlopen_fn) real_dlopen;
+static _Atomic(dlmopen_fn) real_dlmopen;
+
+/* The next dlopen / dlmopen after gpucap (glibc's), found once. */
+__attribute__((visibility("hidden"))) void *gpc_real_dlopen_ptr(void);
+__attribute__((visibility("hidden"))) void *gpc_real_dlmopen_ptr(void);
+void *gpc_real_dlopen_ptr(void)
+{
+    dlopen_fn f = atomic_load_explicit(&real_dlopen, memory_order_acquire);
+    if (!f && gpc_real_dlsym_fn()) {
+        f = (dlopen_fn)gpc_real_dlsym_fn()(RTLD_NEXT, "dlopen");
+        atomic_store(&real_dlopen, f);
+    }
+    return (void *)f;
+}
+void *gpc_real_dlmopen_ptr(void)
+{
+    dlmopen_fn f = atomic_load_explicit(&real_dlmopen, memory_order_acquire);
+    if (!f && gpc_real_dlsym_fn()) {
+        f = (dlmopen_fn)gpc_real_dlsym_fn()(RTLD_NEXT, "dlmopen");
+        atomic_store(&real_dlmopen, f);
+    }
+    return (void *)f;
+}
+
+#if defined(__x86_64__)
+/*
+ * dlopen(rdi=file, esi=flags) and dlmopen(rdi=lmid, rsi=file, edx=flags): the flags without
+ * RTLD_DEEPBIND, then a tail jump to the real function with the caller's return address.
+ */
+__asm__(".text\n"
+        ".globl dlopen\n"
+        ".type dlopen,@function\n"
+        "dlopen:\n"
+        ".cfi_startproc\n"
+        "  pushq %rdi\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  pushq %rsi\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  subq $8, %rsp\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  call gpc_dlopen_flags\n"
+        "  movl %eax, (%rsp)\n"
+        "  call gpc_real_dlopen_ptr\n"
+        "  movl (%rsp), %esi\n"
+        "  addq $8, %rsp\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  popq %rdx\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  popq %rdi\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  testq %rax, %rax\n"
+        "  jz 1f\n"
+        "  jmp *%rax\n"
+        "1:\n"
+        "  ret\n"
+        ".cfi_endproc\n"
+        ".size dlopen, .-dlopen\n"
+        "\n"
+        ".globl dlmopen\n"
+        ".type dlmopen,@function\n"
+        "dlmopen:\n"
+        ".cfi_startproc\n"
+        "  pushq %rdi\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  pushq %rsi\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  pushq %rdx\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  movq %rsi, %rdi\n"
+        "  movl %edx, %esi\n"
+        "  call gpc_dlopen_flags\n"
+        "  movl %eax, (%rsp)\n"
+        "  call gpc_real_dlmopen_ptr\n"
+        "  popq %rdx\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  popq %rsi\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  popq %rdi\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  testq %rax, %rax\n"
+        "  jz 1f\n"
+        "  jmp *%rax\n"
+        "1:\n"
+        "  ret\n"
+        ".cfi_endproc\n"
+        ".size dlmopen, .-dlmopen\n");
+#else
+GPC_EXPORT void *dlopen(const char *file, int flags)
+{
+    dlopen_fn real = (dlopen_fn)gpc_real_dlopen_ptr();
+    return real ? real(file, gpc_dlopen_flags(file, flags)) : NULL;
+}
+
+GPC_EXPORT void *dlmopen(Lmid_t lmid, const char *file, int flags)
+{
+    dlmopen_fn real = (dlmopen_fn)gpc_real_dlmopen_ptr();
+    return real ? real(lmid, file, gpc_dlopen_flags(file, flags)) : NULL;
+}
+#endif
 
 #if defined(__x86_64__)
 /*

@@ -26,12 +26,22 @@
  * loading takes on such cards, rounded up: 512 MiB on cards of 64 GiB or more (H100/H200/B200
  * class), 384 MiB from 24 GiB (A100-40GB, L40, RTX 4090/5090), 256 MiB below. Only an estimate:
  * a program loading large modules uses more; `context_reserve` overrides it (0 disables).
+ *
+ * cuCtxSetLimit sizes two heaps of the current context that the driver takes on the card at the
+ * call: the malloc heap (CU_LIMIT_MALLOC_HEAP_SIZE, 8 MiB by default) and the printf FIFO
+ * (CU_LIMIT_PRINTF_FIFO_SIZE, 1 MiB). The reserve covers the defaults; what a setting asks beyond
+ * them is charged like an allocation (a heap of 70 GiB would otherwise pass the budget untouched),
+ * recorded under a key of the context (GPC_MAP_ARRAY, the context's address plus 1 or 3: no array
+ * handle is odd), so a later setting charges or gives back the difference and the context's
+ * teardown releases it. The stack size (per thread, taken at launch) is not charged.
  */
 #include "hooks/init.h"
 
 #include "charge/charge.h"
 #include "charge/context.h"
 #include "charge/device.h"
+#include "common/log.h"
+#include "core/budget.h"
 #include "driver/resolve.h"
 
 #include <pthread.h>
@@ -119,7 +129,7 @@ GPC_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, 
 GPC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     if (!gpc_enforcing() || dev < 0 || dev >= GPC_MAX_DEVICES)
-        return GPC_CALL_REAL(cuDevicePrimaryCtxRetain, (pctx, dev));
+        return gpc_closed_now() ? CUDA_ERROR_OUT_OF_MEMORY : GPC_CALL_REAL(cuDevicePrimaryCtxRetain, (pctx, dev));
     /* Serialised per process: the first retain, and only it, charges; retains are rare. */
     pthread_mutex_lock(&life_lock);
     struct gpc_charge c;
@@ -151,3 +161,47 @@ PRIMARY_DROP(cuDevicePrimaryCtxRelease, false)
 PRIMARY_DROP(cuDevicePrimaryCtxRelease_v2, false)
 PRIMARY_DROP(cuDevicePrimaryCtxReset, true)
 PRIMARY_DROP(cuDevicePrimaryCtxReset_v2, true)
+
+/* The driver's default of a heap cuCtxSetLimit sizes, or 0 for a limit that takes no charged memory. */
+static uint64_t heap_default(CUlimit limit)
+{
+    return limit == CU_LIMIT_MALLOC_HEAP_SIZE ? 8u << 20 : limit == CU_LIMIT_PRINTF_FIFO_SIZE ? 1u << 20 : 0;
+}
+
+GPC_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
+{
+    gpc_init();
+    uint64_t given = heap_default(limit);
+    CUcontext ctx = NULL;
+    if (given && value > given && gpc_closed_now())
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!given || !gpc_enforcing() || !gpc_real.cuCtxGetCurrent || gpc_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS ||
+        !ctx)
+        return GPC_CALL_REAL(cuCtxSetLimit, (limit, value));
+    uint64_t key = (uint64_t)(uintptr_t)ctx + (limit == CU_LIMIT_MALLOC_HEAP_SIZE ? 1 : 3);
+    uint64_t want = value > given ? value - given : 0;
+    /* One setting at a time, and none across a teardown of the context. */
+    pthread_mutex_lock(&life_lock);
+    struct gpc_track old = {0};
+    bool known = gpc_free_begin(GPC_MAP_ARRAY, key, &old);
+    uint64_t had = known ? old.bytes : 0;
+    struct gpc_charge c = {.budget = GPC_BUDGET_NONE, .device = known ? old.device : -1};
+    CUresult rc = want > had ? gpc_charge_begin(&c, -1, want - had, "cuCtxSetLimit") : CUDA_SUCCESS;
+    if (rc == CUDA_SUCCESS)
+        rc = GPC_CALL_REAL(cuCtxSetLimit, (limit, value));
+    bool charged = gpc_charge_commit(&c, rc);
+    if (rc != CUDA_SUCCESS) {
+        if (known)
+            gpc_track_add(GPC_MAP_ARRAY, key, &old);
+    } else {
+        if (want < had)
+            gpc_uncharge(old.device, had - want, false);
+        struct gpc_track t = {.bytes = want, .device = known ? old.device : c.device, .refs = 1,
+                              .ctx = (uint64_t)(uintptr_t)ctx};
+        if (want && (known || charged) && gpc_track_add(GPC_MAP_ARRAY, key, &t) != 0)
+            gpc_log(GPC_LOG_ERROR, "out of memory for bookkeeping: the heap of %llu bytes stays charged for good",
+                    (unsigned long long)want);
+    }
+    pthread_mutex_unlock(&life_lock);
+    return rc;
+}

@@ -7,8 +7,8 @@
  * call, on any thread, loads the settings and resolves the driver, once. Hooks can run before our
  * constructor (from another library's constructor) and after our destructor (from atexit handlers,
  * other libraries' destructors, other threads still running): the first case is the lazy start-up;
- * in the second the budget is still enforced, because this process's share stays in the ledger
- * until the process is dead (ledger.c) and its memory with it: an allocation that passed through
+ * in the second allocations are denied and frees pass through (core/state.h): this process's
+ * share stays in the ledger until the process is dead (ledger.c), and an allocation passed through
  * uncapped there would put the card over the budget. The state it sets lives in core/state.c,
  * which the layers below read; only the hooks start the library.
  *
@@ -106,9 +106,10 @@ void gpc_init_slow(void)
  * when its device files close, after every destructor and atexit handler (ours may run before
  * others that still hold memory), so it is taken back by the next process that reaps, once this
  * one is dead (ledger.c). Giving it back here would let another process be admitted into memory
- * still on the card; passing later calls through uncapped would let this one allocate past the
- * budget (another thread runs until exit_group, other destructors may allocate). So the hooks keep
- * enforcing.
+ * still on the card; passing later allocations through uncapped would let this one allocate past
+ * the budget (another thread runs until exit_group, other destructors may allocate): they are
+ * denied. A free passes through: its bytes stay charged until the process is dead (over, never
+ * under).
  */
 __attribute__((destructor)) static void stop(void)
 {
@@ -119,6 +120,10 @@ __attribute__((destructor)) static void stop(void)
                     "stays enforced");
         return;
     }
+    /* From here allocations are denied, frees pass through (core/state.h). */
+    if (atomic_load(&gpc_initialized) && !atomic_load(&gpc_passthrough))
+        atomic_store(&gpc_closed, true);
+    atomic_store(&gpc_passthrough, true);
     if (atomic_load(&gpc_initialized) && gpc_ledger) {
         gpc_budget_flush_counts();
         gpc_budget_note_exit();

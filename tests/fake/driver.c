@@ -460,9 +460,24 @@ static CUresult ctx_activate(struct fk_ctx *c)
     return CUDA_SUCCESS;
 }
 
+/* The driver's default printf FIFO and malloc heap (CU_LIMIT_PRINTF_FIFO_SIZE = 1,
+ * CU_LIMIT_MALLOC_HEAP_SIZE = 2): part of FAKECUDA_CTX_BYTES. */
+static const size_t limit_default[3] = {1024, 1 << 20, 8 << 20};
+
+/* What a heap of `value` bytes takes on the card beyond the default the context already holds. */
+static uint64_t heap_beyond(int i, size_t value)
+{
+    size_t v = value ? value : limit_default[i];
+    return i > 0 && v > limit_default[i] ? v - limit_default[i] : 0;
+}
+
 /* Destroys what lives in a context, as the driver does when the context goes away. */
 static void ctx_deactivate(struct fk_ctx *c)
 {
+    for (int i = 0; i < 3; i++) {
+        fk_uncharge(c->phys, heap_beyond(i, c->limits[i]));
+        c->limits[i] = 0;
+    }
     fk_graph_free_ctx(c);
     fk_free_ctx_allocs(c);
     fk_array_free_ctx(c);
@@ -638,6 +653,49 @@ FK_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 {
     FK_ENTER_INIT(cuCtxGetDevice_v2);
     return ctx_get_device(device, ctx);
+}
+
+/*
+ * cuCtxSetLimit of the current context. The printf FIFO and the malloc heap take memory on the card
+ * at the call beyond their defaults (CUDA_ERROR_OUT_OF_MEMORY when it does not fit), given back by a
+ * smaller setting or the context's end; the stack size is kept, with no memory modelled.
+ */
+FK_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
+{
+    FK_ENTER_INIT(cuCtxSetLimit);
+    if ((unsigned)limit > CU_LIMIT_MALLOC_HEAP_SIZE)
+        return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    int i = (int)limit;
+    fk_lock();
+    struct fk_ctx *c;
+    CUresult rc = fk_require_ctx(&c);
+    if (rc == CUDA_SUCCESS) {
+        uint64_t had = heap_beyond(i, c->limits[i]), want = heap_beyond(i, value);
+        if (want > had)
+            rc = fk_charge(c->phys, want - had);
+        else
+            fk_uncharge(c->phys, had - want);
+        if (rc == CUDA_SUCCESS)
+            c->limits[i] = value;
+    }
+    fk_unlock();
+    return rc;
+}
+
+FK_EXPORT CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
+{
+    FK_ENTER_INIT(cuCtxGetLimit);
+    if ((unsigned)limit > CU_LIMIT_MALLOC_HEAP_SIZE)
+        return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    if (!pvalue)
+        return CUDA_ERROR_INVALID_VALUE;
+    fk_lock();
+    struct fk_ctx *c;
+    CUresult rc = fk_require_ctx(&c);
+    if (rc == CUDA_SUCCESS)
+        *pvalue = c->limits[limit] ? c->limits[limit] : limit_default[limit];
+    fk_unlock();
+    return rc;
 }
 
 static CUresult ctx_push(CUcontext ctx)

@@ -28,6 +28,8 @@
     X(cuCtxGetCurrent, cuCtxGetCurrent, 4000, 0) \
     X(cuCtxGetDevice, cuCtxGetDevice, 2000, 0) \
     X(cuCtxGetDevice_v2, cuCtxGetDevice, 13000, 0) \
+    X(cuCtxSetLimit, cuCtxSetLimit, 3010, 0) \
+    X(cuCtxGetLimit, cuCtxGetLimit, 3010, 0) \
     X(cuCtxPushCurrent, cuCtxPushCurrent, 2000, 0) \
     X(cuCtxPushCurrent_v2, cuCtxPushCurrent, 4000, 0) \
     X(cuCtxPopCurrent, cuCtxPopCurrent, 2000, 0) \

@@ -85,6 +85,7 @@ struct fk_ctx {
     int refs;            /* primary: retain count */
     unsigned flags;      /* primary: flags for cuDevicePrimaryCtxGetState */
     uint64_t charged;    /* FAKECUDA_CTX_BYTES this context holds on the record */
+    size_t limits[3];    /* cuCtxSetLimit's stack size, printf FIFO, malloc heap (0: the default) */
     struct fk_ctx *next; /* all contexts ever made, never freed (stale handles stay checkable;
                             FAKECUDA_CTX_REUSE=1: a destroyed one is made again, as a driver may) */
 };
