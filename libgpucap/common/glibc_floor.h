@@ -67,6 +67,8 @@ __asm__(".symver pthread_rwlock_unlock,pthread_rwlock_unlock@" GPC_GLIBC_BASE);
  * call is Linux 3.15: older kernels answer ENOSYS, which the caller handles). stdio.h and fcntl.h
  * are included above so that their prototypes are read before these macros exist. */
 #define fstatat(dfd, path, buf, flags) ((int)syscall(SYS_newfstatat, (dfd), (path), (buf), (flags)))
+/* stat likewise (a function only since 2.33): `struct stat` is not followed by '(', so it stays. */
+#define stat(path, buf) ((int)syscall(SYS_newfstatat, AT_FDCWD, (path), (buf), 0))
 #define renameat2(ofd, old, nfd, new, flags) ((int)syscall(SYS_renameat2, (ofd), (old), (nfd), (new), (flags)))
 #endif
 

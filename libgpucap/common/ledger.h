@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #define GPC_LEDGER_MAGIC 0x5247444c43504721ULL /* "!GPCLDGR" */
-#define GPC_LEDGER_VERSION 6u
+#define GPC_LEDGER_VERSION 7u
 #define GPC_LEDGER_DEVICES 32
 #define GPC_LEDGER_PROCS 1024
 
@@ -38,7 +38,9 @@ struct gpc_slot {
 
 struct gpc_ledger_dev {
     _Atomic uint32_t state;     /* 0 free, 1 in use */
-    uint32_t pad;
+    /* v7: 1 while the processes' spares are closed to admission without the lock: the limit
+     * dropped below `leased` and what the processes hold keeps it there (budget.c). Under `lock`. */
+    _Atomic uint32_t closed;
     uint8_t uuid[16];           /* cuDeviceGetUuid_v2: the same card whatever its ordinal */
     uint64_t physical;          /* bytes, as the driver reports them */
     struct gpc_slot slot;
@@ -78,10 +80,14 @@ struct gpc_ledger_dev {
  * changes only under the device entry's lock; `spare` is the part of the lease not admitted, which
  * the process's allocations take from and its frees give back to without a lock. Its top 16 bits
  * are a generation that only lock holders change: odd while the lease and the spare change
- * together, so a reader that takes no lock can tell a torn pair (gpc_ledger_share_in_use).
+ * together, so a reader that takes no lock can tell a torn pair (gpc_ledger_share_in_use). Bit 47
+ * (GPC_SPARE_OPEN) says that the spare may be admitted from without the lock; only lock holders
+ * change it (budget.c: closed while the device's limit is below its leases). The bytes are the low
+ * 47 bits.
  */
 #define GPC_SPARE_BITS 48
-#define GPC_SPARE_MASK ((UINT64_C(1) << GPC_SPARE_BITS) - 1)
+#define GPC_SPARE_MASK ((UINT64_C(1) << (GPC_SPARE_BITS - 1)) - 1)
+#define GPC_SPARE_OPEN (UINT64_C(1) << (GPC_SPARE_BITS - 1))
 #define GPC_SPARE_GEN (UINT64_C(1) << GPC_SPARE_BITS)
 struct gpc_ledger_share {
     _Atomic uint64_t lease;
@@ -92,9 +98,16 @@ struct gpc_ledger_share {
 
 struct gpc_ledger_proc {
     _Atomic int32_t pid;        /* 0: free */
-    uint32_t pad;
+    /* v7: 1 from just before this process calls exec until the call returns (it failed): a reader
+     * then checks whether the image that held the share is gone (gpc_ledger_proc_alive). */
+    _Atomic uint32_t execing;
     _Atomic uint64_t start_time; /* /proc/<pid>/stat field 22: tells a reused pid from its owner */
-    char pad2[48];              /* the shares start on a cache line of their own */
+    /* A close-on-exec descriptor the process keeps open (its ledger file), and the identity of the
+     * file it names: gone from /proc/<pid>/fd once an exec went through, as the driver's are. */
+    _Atomic int32_t exec_fd;
+    _Atomic uint32_t took_set; /* v7: 1 when it took a budget held by `gpucap set-memory` (GPC_LIMIT_HELD) */
+    _Atomic uint64_t exec_fd_dev, exec_fd_ino;
+    char pad2[24];              /* the shares start on a cache line of their own */
     struct gpc_ledger_share share[GPC_LEDGER_DEVICES];
 } __attribute__((aligned(64)));
 
@@ -164,13 +177,20 @@ uint64_t gpc_proc_start_time(int32_t pid);
 uint64_t gpc_ledger_share_in_use(const struct gpc_ledger_share *s);
 /* What the processes of ledger `l` have in use on device entry `dev`: the sum of their shares. */
 uint64_t gpc_ledger_in_use(const struct gpc_ledger *l, int dev);
+/* The same, without the shares of processes that are dead (gpc_ledger_proc_alive: /proc reads;
+ * for a reader in the processes' PID namespace, at a report) but that no library reaped yet. */
+uint64_t gpc_ledger_in_use_live(const struct gpc_ledger *l, int dev);
 /* The peak of device entry `dev`: the highest of the sums seen, of each process's own peak and of
  * what is in use now (a lower bound when several processes share it: see the README). */
 uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev);
 
-/* True if the process of a ledger entry is alive (pid and start time both match; an entry
- * without a start time is not). */
-int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time);
+/*
+ * True if the process of a ledger entry still holds what it was charged: pid and start time both
+ * match (an entry without a start time is not alive), it is not dead waiting to be reaped (a
+ * zombie: its device files are closed, so is its memory), and, when `p` says an exec is under way,
+ * the image that held the share still has its close-on-exec descriptor. Unknowable is alive.
+ */
+int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time, const struct gpc_ledger_proc *p);
 /*
  * Whether `path` is a file mounted on its own (a bind mount, as the webhook mounts the platform file
  * and the ledger): 1 yes, 0 no, -1 cannot tell (a kernel without statx's mount id, or no such path).

@@ -142,6 +142,19 @@ uint64_t gpc_ledger_in_use(const struct gpc_ledger *l, int dev)
     return sum;
 }
 
+uint64_t gpc_ledger_in_use_live(const struct gpc_ledger *l, int dev)
+{
+    uint64_t sum = 0;
+    for (uint32_t i = 0, n = procs_used(l); i < n; i++) {
+        const struct gpc_ledger_proc *p = &l->proc[i];
+        int32_t pid = atomic_load_explicit(&p->pid, memory_order_relaxed);
+        uint64_t in_use = pid ? gpc_ledger_share_in_use(&p->share[dev]) : 0;
+        if (in_use && gpc_ledger_proc_alive(pid, atomic_load(&p->start_time), p))
+            sum += in_use;
+    }
+    return sum;
+}
+
 uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev)
 {
     uint64_t peak = atomic_load_explicit(&l->dev[dev].slot.peak, memory_order_relaxed);
@@ -155,29 +168,58 @@ uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev)
     return in_use > peak ? in_use : peak;
 }
 
-/* Field 22 of /proc/<pid>/stat: start time in clock ticks since boot; 0 if unreadable. */
-uint64_t gpc_proc_start_time(int32_t pid)
+/*
+ * Fields 3 (state), 20 (threads) and 22 (start time in clock ticks since boot) of
+ * /proc/<pid>/stat: 0, or -1 when it cannot be read.
+ */
+static int proc_stat(int32_t pid, char *state, long *threads, uint64_t *start)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return 0;
+        return -1;
     ssize_t n = read(fd, buf, sizeof buf - 1);
     close(fd);
     if (n <= 0)
-        return 0;
+        return -1;
     buf[n] = '\0';
     /* The command name may hold spaces and parentheses: count fields after the last ')'. */
     char *p = strrchr(buf, ')');
-    if (!p)
-        return 0;
-    for (int field = 2; field < 22 && p; field++)
+    if (!p || p[1] != ' ')
+        return -1;
+    *state = p[2];
+    for (int field = 2; field < 22 && p; field++) {
         p = strchr(p + 1, ' ');
-    return p ? strtoull(p + 1, NULL, 10) : 0;
+        if (p && field == 19)
+            *threads = strtol(p + 1, NULL, 10);
+    }
+    if (!p)
+        return -1;
+    *start = strtoull(p + 1, NULL, 10);
+    return 0;
 }
 
-int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time)
+uint64_t gpc_proc_start_time(int32_t pid)
+{
+    char state;
+    long threads;
+    uint64_t start;
+    return proc_stat(pid, &state, &threads, &start) == 0 ? start : 0;
+}
+
+/* Whether descriptor `fd` of process `pid` still names the file (dev, ino): 0 no, 1 yes, -1 unknown. */
+static int fd_names(int32_t pid, int32_t fd, uint64_t dev, uint64_t ino)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, (int)fd);
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return errno == ENOENT ? 0 : -1;
+    return (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino;
+}
+
+int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time, const struct gpc_ledger_proc *p)
 {
     if (pid <= 0)
         return 0;
@@ -187,8 +229,21 @@ int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time)
         return 0;
     if (kill(pid, 0) != 0 && errno == ESRCH)
         return 0;
-    uint64_t now = gpc_proc_start_time(pid);
-    return now == 0 || now == start_time;
+    char state = 0;
+    long threads = 1;
+    uint64_t now = 0;
+    if (proc_stat(pid, &state, &threads, &now) != 0)
+        return 1; /* unknown: alive, the safe side (charged, never over-admitted) */
+    if (now != start_time)
+        return 0;
+    /* A zombie has closed its files: its memory went with them. A thread-group leader that ended
+     * while other threads run is a zombie too, with more than one thread: alive. */
+    if ((state == 'Z' || state == 'X') && threads <= 1)
+        return 0;
+    if (p && atomic_load_explicit(&p->execing, memory_order_acquire) &&
+        fd_names(pid, atomic_load(&p->exec_fd), atomic_load(&p->exec_fd_dev), atomic_load(&p->exec_fd_ino)) == 0)
+        return 0; /* the exec went through: the old image and its memory are gone */
+    return 1;
 }
 
 

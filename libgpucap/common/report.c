@@ -151,7 +151,9 @@ static void read_figures(const struct gpc_ledger *l, int id, struct figures *f)
     const struct gpc_ledger_dev *d = &l->dev[id];
     const struct gpc_slot *s = &d->slot;
     f->limit = atomic_load(&s->limit);
-    f->used = gpc_ledger_in_use(l, id);
+    /* Processes that exited keep their share until a library reaps them (their memory goes only
+     * when they are dead): a report, read in their PID namespace, leaves the dead ones out. */
+    f->used = gpc_ledger_in_use_live(l, id);
     f->peak = gpc_ledger_peak(l, id); /* never below f->used */
     f->allocs = atomic_load(&s->allocs);
     f->frees = atomic_load(&s->frees);

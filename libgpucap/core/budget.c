@@ -14,8 +14,17 @@
  * back what it holds spare beyond two chunks. Before any denial the spare of every process on
  * the ledger is taken back, so a denial means the budget is full of admitted bytes, not of spare.
  *
- * Why the sum of what is admitted never exceeds the limit, under any interleaving of threads and
- * processes (the argument to check when changing anything here):
+ * The limit can drop under the leases (a process with a lower limit arrives, a live change:
+ * gpc_budget_set_limit). A spare word carries an open bit (ledger.h) that lock holders alone
+ * change: the fast path admits only from an open spare. A lowered limit closes every spare first,
+ * then takes them all back; if what the processes hold still passes the limit, the spares stay
+ * closed (what is freed meanwhile lands in a closed spare) and every admission takes the lock,
+ * where the spare is taken back and the request checked against the limit, until the leases fit
+ * again and a lock holder opens them. A new share starts closed and is opened by the lock holder
+ * that grows it, if the device is open then.
+ *
+ * Why nothing is admitted past the limit in force, under any interleaving of threads and processes
+ * (the argument to check when changing anything here):
  *  1. For each process P and device d, at every instant: admitted(P) + spare(P) <= lease(P), where
  *     admitted(P) counts every reservation from the moment its compare-and-swap succeeds to the
  *     moment its release's compare-and-swap succeeds. An admission moves bytes from spare to
@@ -27,14 +36,23 @@
  *  3. Taking spare back (from this or another process) never takes more than the spare: the
  *     compare-and-swap works on the word it read, and any concurrent admission or release makes it
  *     fail and read again; the lease then drops by exactly what the spare lost.
- * So sum admitted <= sum lease = leased <= limit.
+ *  4. A spare is open only while leased <= limit: it is opened under d's lock when that holds, and
+ *     a lock holder that lowers the limit under `leased` closes every spare (compare-and-swap on
+ *     each word, so an admission racing with it either lands before it, under the old limit, or
+ *     fails and takes the lock) before it stores the limit. So an admission without the lock takes
+ *     spare that fits under the limit in force (sum admitted <= leased <= limit), and one under the
+ *     lock is checked against it, after every spare was taken back when it did not fit at once.
+ * So what is admitted never passes the limit in force, except by what processes already held
+ * when it was lowered, which only their frees reduce.
  *
  * Crash safety: a process's share in the total is its lease, which only lock holders write. A dead
- * process's share is its lease, taken back whole (ledger.c). A lock holder that dies leaves the
- * lock to the next locker with EOWNERDEAD: the total is recomputed from the leases, and a take-back
- * of another process's spare that was half done is completed from the journal in the device entry
- * (ledger.c, recover_device). What is in use (the figures) is the sum of lease - spare over the
- * processes: exact, whatever is spare.
+ * process's share is its lease, taken back whole (ledger.c), once it is really dead (its memory is
+ * freed when its device files close: after its destructors, at a zombie, at an exec). A lock
+ * holder that dies leaves the lock to the next locker with EOWNERDEAD: the total is recomputed
+ * from the leases, and a take-back of another process's spare that was half done is completed
+ * from the journal in the device entry (ledger.c, recover_device); an open bit half set or cleared
+ * is set again by the next lock holder's own pass. What is in use (the figures) is the sum of
+ * lease - spare over the processes: exact, whatever is spare.
  *
  * The allocation and free counts are batched per thread (64 events) off the shared line.
  *
@@ -45,11 +63,11 @@
  * of this touches the admission argument above: the bytes are admitted and released as before.
  *
  * Live limits (gpc_budget_set_limit, charge/live.c): a limit may change while processes run. A
- * raise admits at the next lease grow. A lowering, under the lock, takes every process's spare
- * back (so no lock-free admission is left above the new limit: point 1 still holds with the lower
- * limit as soon as the leases fit in it) and admits nothing more while the leases are above it:
- * memory already held stays, and a process that sees the ledger's change count move gives every
- * freed byte back to the total instead of keeping it as spare, until the leases fit again. Under
+ * raise admits at once (closed spares open again at that locked step). A lowering, under the lock,
+ * goes through gpc_budget_limit_locked: every spare closed, then taken back (point 4), and nothing
+ * more admitted while the leases are above it: memory already held stays, and a process that sees
+ * the ledger's change count move gives every freed byte back to the total instead of keeping it
+ * as spare, until the leases fit again. Under
  * the platform's lock the ledger's limit field is bounded by this process's own limit (its
  * settings, which live.c keeps current): what a tenant writes there can lower, never raise.
  */
@@ -118,13 +136,16 @@ bool gpc_budget_fits(uint64_t used, uint64_t bytes, uint64_t limit)
  * A thread's counts not yet added to the ledger. Only its thread adds to them (plain loads and
  * stores of relaxed atomics); a flush from another thread (at exit) exchanges them. Initial-exec
  * thread-local storage: one instruction to reach, no __tls_get_addr (the library is preloaded, and
- * 264 bytes fit the static TLS glibc keeps for a library opened later).
+ * 392 bytes fit the static TLS glibc keeps for a library opened later).
  */
 struct counts {
     _Atomic uint32_t pending;
     bool registered;
     uint8_t batches;    /* batches flushed, for the check of changed limits every POLL_BATCHES */
-    _Atomic uint32_t allocs[GPC_LEDGER_DEVICES], frees[GPC_LEDGER_DEVICES];
+    /* At most COUNT_BATCH events between flushes (an uncounted one takes allocs below 0): 16 bits. */
+    _Atomic int16_t allocs[GPC_LEDGER_DEVICES], frees[GPC_LEDGER_DEVICES];
+    /* Bytes this thread had admitted less those it gave back, since its last flush (gpc_budget_held). */
+    _Atomic int64_t held[GPC_LEDGER_DEVICES];
 };
 
 static __thread struct counts my_counts __attribute__((tls_model("initial-exec")));
@@ -132,18 +153,25 @@ static pthread_key_t counts_key;
 static pthread_once_t counts_once = PTHREAD_ONCE_INIT;
 static atomic_bool counts_key_ok;
 static struct counts *_Atomic count_blocks[COUNT_THREADS];
+/* The bytes held that threads flushed (this process's own count, kept outside the ledger). */
+static _Atomic int64_t held_flushed[GPC_LEDGER_DEVICES];
 
-static void flush(struct counts *c)
+/* Adds the counts of block c to the ledger; `own` (c is the calling thread's, or its thread is
+ * leaving): its bytes held too, which only their thread may move. */
+static void flush(struct counts *c, bool own)
 {
     atomic_store_explicit(&c->pending, 0, memory_order_relaxed);
     struct gpc_ledger *l = gpc_ledger;
     for (int id = 0; l && id < GPC_LEDGER_DEVICES; id++) {
+        if (own)
+            atomic_fetch_add_explicit(&held_flushed[id], atomic_exchange_explicit(&c->held[id], 0, memory_order_relaxed),
+                                      memory_order_relaxed);
         if (!atomic_load_explicit(&c->allocs[id], memory_order_relaxed) &&
             !atomic_load_explicit(&c->frees[id], memory_order_relaxed))
             continue;
         /* Signed: an allocation the driver refused is taken out of the batch again (uncount). */
-        int32_t a = (int32_t)atomic_exchange_explicit(&c->allocs[id], 0, memory_order_relaxed);
-        uint32_t f = atomic_exchange_explicit(&c->frees[id], 0, memory_order_relaxed);
+        int32_t a = atomic_exchange_explicit(&c->allocs[id], 0, memory_order_relaxed);
+        uint32_t f = (uint32_t)atomic_exchange_explicit(&c->frees[id], 0, memory_order_relaxed);
         atomic_fetch_add_explicit(&l->dev[id].slot.allocs, (uint64_t)(int64_t)a, memory_order_relaxed);
         atomic_fetch_add_explicit(&l->dev[id].slot.frees, f, memory_order_relaxed);
     }
@@ -153,7 +181,7 @@ static void flush(struct counts *c)
 static void thread_gone(void *arg)
 {
     struct counts *c = arg;
-    flush(c);
+    flush(c, true);
     for (int i = 0; i < COUNT_THREADS; i++) {
         struct counts *want = c;
         if (atomic_compare_exchange_strong(&count_blocks[i], &want, NULL))
@@ -182,10 +210,19 @@ static void counts_register(struct counts *c)
     }
 }
 
-static inline void bump(_Atomic uint32_t *x)
+static inline void bump(_Atomic int16_t *x)
 {
-    atomic_store_explicit(x, atomic_load_explicit(x, memory_order_relaxed) + 1, memory_order_relaxed);
+    atomic_store_explicit(x, (int16_t)(atomic_load_explicit(x, memory_order_relaxed) + 1), memory_order_relaxed);
 }
+
+/* This thread's count of bytes held on budget id moves by `delta` (admitted: +, given back: -). */
+static inline void hold(int id, int64_t delta)
+{
+    _Atomic int64_t *h = &my_counts.held[id];
+    atomic_store_explicit(h, atomic_load_explicit(h, memory_order_relaxed) + delta, memory_order_relaxed);
+}
+
+
 
 static bool poll(bool now);
 
@@ -195,20 +232,24 @@ static bool poll(bool now);
 #define POLL_BATCHES 4
 __attribute__((noinline, cold)) static void batch_done(struct counts *c, bool freed)
 {
-    flush(c);
+    flush(c, true);
     if (++c->batches >= POLL_BATCHES && !freed) {
         c->batches = 0;
         poll(false);
     }
 }
 
-static inline void count(int id, bool freed)
+/* Counts an allocation or a free of `bytes` on budget id, and moves this thread's bytes held. */
+static inline void count(int id, bool freed, uint64_t bytes)
 {
     struct counts *c = &my_counts;
     if (gpc_unlikely(!c->registered))
         counts_register(c);
     bump(freed ? &c->frees[id] : &c->allocs[id]);
-    bump(&c->pending);
+    int64_t h = atomic_load_explicit(&c->held[id], memory_order_relaxed);
+    atomic_store_explicit(&c->held[id], freed ? h - (int64_t)bytes : h + (int64_t)bytes, memory_order_relaxed);
+    atomic_store_explicit(&c->pending, atomic_load_explicit(&c->pending, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
     if (gpc_unlikely(atomic_load_explicit(&c->pending, memory_order_relaxed) >= COUNT_BATCH))
         batch_done(c, freed);
 }
@@ -217,17 +258,17 @@ static inline void count(int id, bool freed)
 static void uncount(int id)
 {
     struct counts *c = &my_counts;
-    atomic_store_explicit(&c->allocs[id], atomic_load_explicit(&c->allocs[id], memory_order_relaxed) - 1,
+    atomic_store_explicit(&c->allocs[id], (int16_t)(atomic_load_explicit(&c->allocs[id], memory_order_relaxed) - 1),
                           memory_order_relaxed);
 }
 
 void gpc_budget_flush_counts(void)
 {
-    flush(&my_counts);
+    flush(&my_counts, true);
     for (int i = 0; i < COUNT_THREADS; i++) {
         struct counts *c = atomic_load(&count_blocks[i]);
-        if (c)
-            flush(c);
+        if (c && c != &my_counts)
+            flush(c, false);
     }
 }
 
@@ -238,9 +279,32 @@ static void counts_after_fork(void)
     for (int i = 0; i < COUNT_THREADS; i++)
         atomic_store(&count_blocks[i], NULL);
     atomic_store(&my_counts.pending, 0);
-    for (int id = 0; id < GPC_LEDGER_DEVICES; id++)
+    for (int id = 0; id < GPC_LEDGER_DEVICES; id++) {
         atomic_store(&my_counts.allocs[id], 0), atomic_store(&my_counts.frees[id], 0);
+        /* The child holds none of its parent's memory. */
+        atomic_store(&my_counts.held[id], 0), atomic_store(&held_flushed[id], 0);
+    }
     my_counts.registered = false;
+}
+
+uint64_t gpc_budget_held(int id)
+{
+    if (id < 0 || id >= GPC_LEDGER_DEVICES)
+        return 0;
+    /* Another thread's figure is read as it stands (its own stores only): an allocation racing
+     * with this read is as early or late as the read. */
+    int64_t sum = atomic_load(&held_flushed[id]);
+    bool mine_seen = false;
+    for (int i = 0; i < COUNT_THREADS; i++) {
+        struct counts *c = atomic_load(&count_blocks[i]);
+        if (c) {
+            sum += atomic_load_explicit(&c->held[id], memory_order_relaxed);
+            mine_seen |= c == &my_counts;
+        }
+    }
+    if (!mine_seen)
+        sum += atomic_load_explicit(&my_counts.held[id], memory_order_relaxed);
+    return sum > 0 ? (uint64_t)sum : 0;
 }
 
 void gpc_budget_atfork(void)
@@ -309,11 +373,17 @@ static uint64_t chunk_of(uint64_t limit)
     return c > CHUNK_MIN ? c : CHUNK_MIN;
 }
 
-/* The fast path: takes `bytes` from the spare of share s. True when admitted. */
+/*
+ * The fast path: takes `bytes` from the spare of share s, if the spare is open. True when
+ * admitted. One comparison tests both: with the open bit set the low 48 bits are at least
+ * GPC_SPARE_OPEN + bytes exactly when the spare (47 bits) is at least `bytes`; closed, never.
+ */
 static inline bool take_spare(struct gpc_ledger_share *s, uint64_t bytes, uint64_t *after)
 {
-    uint64_t w = atomic_load_explicit(&s->spare, memory_order_relaxed);
-    while ((w & GPC_SPARE_MASK) >= bytes) {
+    uint64_t w = atomic_load_explicit(&s->spare, memory_order_relaxed), need;
+    if (gpc_unlikely(__builtin_add_overflow(bytes, GPC_SPARE_OPEN, &need)))
+        return false; /* (a request past 48 bits fails the comparison below anyway) */
+    while ((w & (GPC_SPARE_MASK | GPC_SPARE_OPEN)) >= need) {
         if (atomic_compare_exchange_weak_explicit(&s->spare, &w, w - bytes, memory_order_acquire,
                                                   memory_order_relaxed)) {
             *after = w - bytes;
@@ -340,8 +410,7 @@ static inline void note_peak(struct gpc_ledger_share *s, uint64_t after)
  * Under device id's lock: grows share s by `grow` bytes, of which `bytes` are admitted at once and
  * the rest is spare. The generation is odd while lease and spare change together.
  */
-static void lease_grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int id, uint64_t grow, uint64_t bytes,
-                       bool peak)
+static void lease_grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, uint64_t grow, uint64_t bytes, bool peak)
 {
     atomic_fetch_add_explicit(&s->spare, GPC_SPARE_GEN, memory_order_acq_rel);
     GPC_CRASH_POINT(1);
@@ -354,7 +423,6 @@ static void lease_grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int
     uint64_t w = atomic_fetch_add_explicit(&s->spare, GPC_SPARE_GEN + (grow - bytes), memory_order_acq_rel);
     w += GPC_SPARE_GEN + (grow - bytes);
     GPC_CRASH_POINT(4);
-    atomic_store_explicit(&gpc_ledger_mine[id], lease, memory_order_relaxed);
     if (peak)
         note_peak(s, w);
 }
@@ -393,14 +461,66 @@ static uint64_t take_back(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, 
     return took;
 }
 
-/* Under the lock: takes back the spare of every process on device id. */
-static void take_all_spare(struct gpc_ledger *l, struct gpc_ledger_dev *d, int id)
+static inline int entry_index(const struct gpc_ledger *l, const struct gpc_ledger_proc *p)
 {
+    return (int)(p - l->proc);
+}
+
+/* Under the lock: takes back the spare of every process on device entry d of l. */
+static void take_all_spare(struct gpc_ledger *l, struct gpc_ledger_dev *d)
+{
+    int id = (int)(d - l->dev);
     uint32_t n = atomic_load(&l->procs_used);
     for (uint32_t i = 0; i < n && i < GPC_LEDGER_PROCS; i++)
         if (atomic_load_explicit(&l->proc[i].pid, memory_order_relaxed) != 0)
             take_back(d, &l->proc[i].share[id], (int)i, 0);
 }
+
+/* Under the lock: sets (open) or clears the open bit of every share on device entry d of l. Only
+ * lock holders change the bit; each change is a compare-and-swap that keeps the rest of the word. */
+static void set_open(struct gpc_ledger *l, struct gpc_ledger_dev *d, bool open)
+{
+    int id = (int)(d - l->dev);
+    uint32_t n = atomic_load(&l->procs_used);
+    for (uint32_t i = 0; i < n && i < GPC_LEDGER_PROCS; i++) {
+        _Atomic uint64_t *x = &l->proc[i].share[id].spare;
+        uint64_t w = atomic_load_explicit(x, memory_order_relaxed);
+        while (!atomic_compare_exchange_weak_explicit(x, &w, open ? w | GPC_SPARE_OPEN : w & ~GPC_SPARE_OPEN,
+                                                      memory_order_acq_rel, memory_order_relaxed))
+            ;
+    }
+    atomic_store_explicit(&d->closed, !open, memory_order_relaxed);
+}
+
+/*
+ * Under the lock, after anything that may have lowered the leases: spares closed under a lowered
+ * limit open again once the leases fit under it.
+ */
+static inline void reopen_if_fits(struct gpc_ledger *l, struct gpc_ledger_dev *d)
+{
+    if (gpc_unlikely(atomic_load_explicit(&d->closed, memory_order_relaxed)) &&
+        atomic_load_explicit(&d->slot.leased, memory_order_relaxed) <=
+            atomic_load_explicit(&d->slot.limit, memory_order_relaxed))
+        set_open(l, d, true);
+}
+
+void gpc_budget_limit_locked(struct gpc_ledger *l, struct gpc_ledger_dev *d, uint64_t limit)
+{
+    uint64_t leased = atomic_load_explicit(&d->slot.leased, memory_order_relaxed);
+    if (leased > limit) {
+        /* Closed first, so that no spare is admitted from while it is taken back (a release
+         * landing meanwhile stays spare, closed), then the limit, then the spares. */
+        set_open(l, d, false);
+        atomic_store_explicit(&d->slot.limit, limit, memory_order_relaxed);
+        take_all_spare(l, d);
+    } else {
+        atomic_store_explicit(&d->slot.limit, limit, memory_order_relaxed);
+    }
+    /* What the processes hold may still pass the limit: closed until what they free brings the
+     * leases under it (reserve_slow takes the freed spare back before it admits anything). */
+    reopen_if_fits(l, d);
+}
+
 
 /* Under the lock: grows this process's lease enough to admit `bytes` at once. True if it did. */
 static bool grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int id, uint64_t bytes, unsigned how)
@@ -425,7 +545,13 @@ static bool grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int id, u
             by = bytes + ahead;
         atomic_store_explicit(&keep_at_most[id], 2 * chunk, memory_order_relaxed);
     }
-    lease_grow(d, s, id, by, bytes, !(how & GPC_ADMIT_DEFER_PEAK));
+    if (by > GPC_SPARE_MASK)
+        by = bytes; /* the spare field's 47 bits (128 TiB) */
+    lease_grow(d, s, by, bytes, !(how & GPC_ADMIT_DEFER_PEAK));
+    /* A share starts closed (ledger.c): it opens here, under the lock, while the device is open. */
+    if (gpc_unlikely(!(atomic_load_explicit(&s->spare, memory_order_relaxed) & GPC_SPARE_OPEN)) &&
+        !atomic_load_explicit(&d->closed, memory_order_relaxed))
+        atomic_fetch_or_explicit(&s->spare, GPC_SPARE_OPEN, memory_order_acq_rel);
     return true;
 }
 
@@ -436,29 +562,32 @@ static bool grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int id, u
 static int reserve_locked(int id, uint64_t bytes, unsigned how)
 {
     for (int attempt = 0; attempt < 2; attempt++) {
+        if (!gpc_ledger_me())
+            return -ENOMEM; /* claimed before the lock: a claim may lock devices itself */
         /* A crowd starting at once on few cores can keep a holder off the CPU past one bound: the
          * wait is repeated a few times (quietly but for the last) before the allocation is denied. */
         struct gpc_ledger_dev *d = NULL;
         for (int wait = 0; wait < LOCK_TRIES && !d; wait++)
             d = gpc_ledger_lock_dev(id, wait < LOCK_TRIES - 1 ? NULL : "the allocation is denied");
-        int me = gpc_ledger_me();
-        if (!d || me < 0) {
-            if (d)
-                gpc_ledger_unlock(d);
+        if (!d)
             return -ENOMEM;
-        }
-        struct gpc_ledger *l = gpc_ledger; /* after the lock: a rebuilt ledger is the one to use */
-        struct gpc_ledger_share *s = &l->proc[me].share[id];
-        uint64_t after;
-        bool ok = take_spare(s, bytes, &after); /* another thread of ours grew it meanwhile */
-        if (ok && !(how & GPC_ADMIT_DEFER_PEAK))
-            note_peak(s, after);
-        if (!ok)
-            ok = grow(d, s, id, bytes, how);
-        if (!ok) {
-            /* (In a private budget only a fork child meets another entry: its parent's, copied.) */
-            take_all_spare(l, d, id);
-            ok = grow(d, s, id, bytes, how & ~GPC_ADMIT_UNCHECKED);
+        /* After the lock: a ledger rebuilt or moved is the one to use, with this process's entry there. */
+        struct gpc_ledger *l = gpc_ledger;
+        struct gpc_ledger_proc *me = gpc_ledger_me();
+        bool ok = false;
+        if (me && entry_index(l, me) >= 0 && entry_index(l, me) < GPC_LEDGER_PROCS) {
+            struct gpc_ledger_share *s = &me->share[id];
+            uint64_t after;
+            ok = take_spare(s, bytes, &after); /* another thread of ours grew it meanwhile */
+            if (ok && !(how & GPC_ADMIT_DEFER_PEAK))
+                note_peak(s, after);
+            if (!ok)
+                ok = grow(d, s, id, bytes, how);
+            if (!ok) {
+                take_all_spare(l, d);
+                ok = grow(d, s, id, bytes, how & ~GPC_ADMIT_UNCHECKED);
+            }
+            reopen_if_fits(l, d);
         }
         gpc_ledger_unlock(d);
         if (ok)
@@ -490,10 +619,10 @@ int gpc_budget_admit(int id, uint64_t bytes, unsigned how)
     int rc = -ENOMEM;
     if (id >= 0) {
         gpc_ledger_check_broken();
-        int me = gpc_ledger_me();
+        struct gpc_ledger_proc *me = gpc_ledger_me();
         uint64_t after;
-        if (gpc_likely(me >= 0)) {
-            struct gpc_ledger_share *s = &gpc_ledger->proc[me].share[id];
+        if (gpc_likely(me != NULL)) {
+            struct gpc_ledger_share *s = &me->share[id];
             if (gpc_likely(take_spare(s, bytes, &after))) {
                 if (!(how & GPC_ADMIT_DEFER_PEAK))
                     note_peak(s, after);
@@ -521,10 +650,12 @@ int gpc_budget_admit(int id, uint64_t bytes, unsigned how)
         timeline_note(id, true);
         return rc;
     }
-    if (gpc_likely(request))
-        count(id, false);
-    else if (id >= 0)
+    if (gpc_likely(request)) {
+        count(id, false, bytes);
+    } else if (id >= 0) {
+        hold(id, (int64_t)bytes);
         atomic_fetch_add_explicit(&gpc_ledger->dev[id].context_count, 1, memory_order_relaxed);
+    }
     /* A deferred admission is in the timeline once the driver carried it out (gpc_budget_admitted). */
     if (!(how & GPC_ADMIT_DEFER_PEAK))
         timeline_note(id, false);
@@ -538,11 +669,11 @@ int gpc_budget_reserve(int id, uint64_t bytes)
 
 void gpc_budget_admitted(int id)
 {
-    int me = gpc_ledger_me();
-    if (gpc_unlikely(id < 0 || me < 0))
+    struct gpc_ledger_proc *me = id >= 0 ? gpc_ledger_me() : NULL;
+    if (gpc_unlikely(!me))
         return;
     /* As at admission: the pair read now, unless a lock holder is changing it (it notes the peak). */
-    struct gpc_ledger_share *s = &gpc_ledger->proc[me].share[id];
+    struct gpc_ledger_share *s = &me->share[id];
     note_peak(s, atomic_load_explicit(&s->spare, memory_order_relaxed));
     timeline_note(id, false);
 }
@@ -554,18 +685,18 @@ static void give_back_spare(int id)
     struct gpc_ledger_dev *d = gpc_ledger_trylock_dev(id);
     if (!d)
         return;
-    int me = gpc_ledger_me();
-    if (me >= 0) {
+    struct gpc_ledger *l = gpc_ledger;
+    struct gpc_ledger_proc *me = atomic_load_explicit(&gpc_ledger_entry, memory_order_relaxed);
+    if (me && entry_index(l, me) >= 0 && entry_index(l, me) < GPC_LEDGER_PROCS) {
         uint64_t limit = limit_of(d, id);
-        struct gpc_ledger_share *s = &gpc_ledger->proc[me].share[id];
+        struct gpc_ledger_share *s = &me->share[id];
         /* Above a lowered limit nothing is kept: what is freed goes back to the total. */
         bool over = atomic_load_explicit(&keep_at_most[id], memory_order_relaxed) == 0;
-        take_back(d, s, me, over ? 0 : chunk_of(limit));
+        take_back(d, s, entry_index(l, me), over ? 0 : chunk_of(limit));
         if (over && atomic_load_explicit(&d->slot.leased, memory_order_relaxed) <= limit)
             atomic_store_explicit(&keep_at_most[id], gpc_ledger_shared ? 2 * chunk_of(limit) : UINT64_MAX,
                                   memory_order_relaxed);
-        atomic_store_explicit(&gpc_ledger_mine[id], atomic_load_explicit(&s->lease, memory_order_relaxed),
-                              memory_order_relaxed);
+        reopen_if_fits(l, d);
     }
     gpc_ledger_unlock(d);
 }
@@ -573,10 +704,10 @@ static void give_back_spare(int id)
 static inline __attribute__((always_inline)) void give_back(int id, uint64_t bytes, bool freed)
 {
     gpc_ledger_check_broken();
-    int me = gpc_ledger_me();
-    if (me < 0)
+    struct gpc_ledger_proc *me = gpc_ledger_me();
+    if (!me)
         return; /* logged; this process holds no lease */
-    struct gpc_ledger_share *s = &gpc_ledger->proc[me].share[id];
+    struct gpc_ledger_share *s = &me->share[id];
     uint64_t w = atomic_load_explicit(&s->spare, memory_order_relaxed), spare;
     do {
         /* Never above the lease, whatever a caller does: spare past it would admit past it. */
@@ -587,7 +718,9 @@ static inline __attribute__((always_inline)) void give_back(int id, uint64_t byt
     } while (!atomic_compare_exchange_weak_explicit(&s->spare, &w, (w & ~GPC_SPARE_MASK) | spare,
                                                     memory_order_release, memory_order_relaxed));
     if (freed)
-        count(id, true);
+        count(id, true, bytes);
+    else
+        hold(id, -(int64_t)bytes);
     timeline_note(id, false);
     if (gpc_unlikely(spare > atomic_load_explicit(&keep_at_most[id], memory_order_relaxed)))
         give_back_spare(id);
@@ -620,9 +753,9 @@ void gpc_budget_undo(int id, uint64_t bytes, unsigned how)
 
 void gpc_budget_note_exit(void)
 {
-    int me = gpc_ledger_me();
-    for (int id = 0; me >= 0 && gpc_ledger && id < GPC_LEDGER_DEVICES; id++) {
-        uint64_t held = gpc_ledger_share_in_use(&gpc_ledger->proc[me].share[id]);
+    struct gpc_ledger_proc *me = atomic_load(&gpc_ledger_entry);
+    for (int id = 0; me && gpc_ledger && id < GPC_LEDGER_DEVICES; id++) {
+        uint64_t held = gpc_ledger_share_in_use(&me->share[id]);
         if (held)
             atomic_fetch_add_explicit(&gpc_ledger->dev[id].held_at_exit, held, memory_order_relaxed);
     }
@@ -634,8 +767,8 @@ void gpc_budget_bind(int id, uint64_t asked, bool binds)
 {
     if (id < 0 || id >= GPC_LEDGER_DEVICES || !gpc_ledger)
         return;
-    int me = atomic_load(&gpc_ledger_index);
-    uint64_t mine = gpc_ledger_shared && me >= 0 ? atomic_load(&gpc_ledger->proc[me].share[id].limit) : 0;
+    struct gpc_ledger_proc *me = atomic_load(&gpc_ledger_entry);
+    uint64_t mine = gpc_ledger_shared && me ? atomic_load(&me->share[id].limit) : 0;
     atomic_store(&own_limit[id], mine ? mine : asked);
     atomic_store(&seen_changes[id], atomic_load(&gpc_ledger->dev[id].limit_changes));
     atomic_store(&own_binds[id], binds);
@@ -647,22 +780,17 @@ uint32_t gpc_budget_entries(void)
     return atomic_load_explicit(&bound_mask, memory_order_relaxed);
 }
 
-/* Under d's lock: this process's lease may have changed; the copy kept outside the mapping follows. */
-static void mirror_mine(struct gpc_ledger *l, int id, int me)
-{
-    if (me >= 0)
-        atomic_store_explicit(&gpc_ledger_mine[id], atomic_load(&l->proc[me].share[id].lease), memory_order_relaxed);
-}
-
 int gpc_budget_set_limit(int id, uint64_t limit, unsigned by, uint64_t *was, uint64_t *now)
 {
     if (id < 0 || id >= GPC_LEDGER_DEVICES || !gpc_ledger)
         return -EINVAL;
-    int me = gpc_ledger_me(); /* before the lock: a claim may take device locks */
+    gpc_ledger_me(); /* before the lock: a claim may take device locks */
     struct gpc_ledger_dev *d = gpc_ledger_lock_dev(id, "the budget changes at the next check");
     if (!d)
         return -EAGAIN;
     struct gpc_ledger *l = gpc_ledger;
+    struct gpc_ledger_proc *mp = atomic_load(&gpc_ledger_entry);
+    int me = mp && entry_index(l, mp) >= 0 && entry_index(l, mp) < GPC_LEDGER_PROCS ? entry_index(l, mp) : -1;
     uint64_t before = limit_of(d, id), ledger_before = atomic_load(&d->slot.limit);
     uint64_t old_own = atomic_load(&own_limit[id]);
     /* The processes that asked for what this one asked for read the same settings: they ask for
@@ -684,7 +812,9 @@ int gpc_budget_set_limit(int id, uint64_t limit, unsigned by, uint64_t *was, uin
             lowest = theirs;
     }
     atomic_store(&own_limit[id], limit);
-    atomic_store(&d->slot.limit, lowest);
+    /* Applied at once: lowered, every spare is closed and taken back before anything more is
+     * admitted (the argument's point 4); raised, closed spares open if the leases fit. */
+    gpc_budget_limit_locked(l, d, lowest);
     uint64_t after = limit_of(d, id);
     if (lowest != ledger_before || after != before) {
         struct timespec ts;
@@ -698,8 +828,7 @@ int gpc_budget_set_limit(int id, uint64_t limit, unsigned by, uint64_t *was, uin
         atomic_store(&d->limit_by, GPC_LIMIT_BY_CLI | GPC_LIMIT_HELD);
     if (after < before) {
         /* No lock-free admission is left above the new limit; what is held stays. */
-        take_all_spare(l, d, id);
-        mirror_mine(l, id, me);
+        take_all_spare(l, d);
         bool over = atomic_load(&d->slot.leased) > after;
         atomic_store(&keep_at_most[id], over ? 0 : gpc_ledger_shared ? 2 * chunk_of(after) : UINT64_MAX);
     }

@@ -63,6 +63,18 @@ void gpc_budget_note_contexts(int id, int64_t delta);
 /* The figures of a budget (NULL for GPC_BUDGET_NONE). */
 struct gpc_slot *gpc_budget_slot(int id);
 /*
+ * Under the lock of entry d of ledger l: the entry's limit becomes `limit` at once. Lowered under
+ * what is leased: every process's spare is closed to admission without the lock and taken back
+ * (what the processes hold stays theirs; nothing more is admitted, with or without the lock, until
+ * what is admitted plus the request fits), and the spares open again once the leases fit; raised:
+ * admission up to the new limit at once. The one way a limit changes (registration, a process
+ * leaving, gpc_budget_set_limit for a live change).
+ */
+void gpc_budget_limit_locked(struct gpc_ledger *l, struct gpc_ledger_dev *d, uint64_t limit);
+/* What this process holds on budget `id` by its own count, kept outside the ledger (for a process
+ * moved off a shrunk file: charged exactly that). */
+uint64_t gpc_budget_held(int id);
+/*
  * Audit mode: admits `bytes` whatever the limit (used may pass it), so that the peak is what the
  * job really needs. 0, or -ENOMEM when the shared ledger cannot be locked (logged).
  */

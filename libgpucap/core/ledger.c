@@ -11,14 +11,19 @@
  * Crash safety: each process holds a lease per device (budget.c), granted and taken back under the
  * device entry's robust mutex, which is its share of the total. If a process dies holding the
  * lock, the next locker gets EOWNERDEAD, finishes a take-back the dead one had journalled, and
- * recomputes the total from the leases. A process takes its own share out at normal
- * exit (gpc_ledger_leave); a dead process's share is taken back (it was freed on the card when it
- * died) by gpc_ledger_reap(), which budget.c calls before any denial and the figure queries call
- * rate-limited; a process is dead when its pid is gone or now belongs to a process with another
- * start time. An exec'd image takes over its pid's entry from zero. Whenever a process leaves,
- * the device limits are recomputed from those still there. No wait is longer than LOCK_WAIT_MS
- * (releases take no lock); there is never an exit(). A lock left
- * not recoverable makes the ledger broken: it is rebuilt under a fresh file (repair()).
+ * recomputes the total from the leases. A share is given back when its memory really is, which is
+ * never while the process runs code: not at exit (the driver frees memory when the process's
+ * device files close, after every destructor), but once it is dead, by gpc_ledger_reap(), which
+ * budget.c calls before any denial and the figure queries call rate-limited. A process is dead
+ * when its pid is gone or now belongs to a process with another start time, when it is a zombie,
+ * or when it exec'd (hooks_exec.c marks the entry; the close-on-exec descriptor the entry names is
+ * then gone: gpc_ledger_proc_alive). An exec'd image that calls CUDA takes over its pid's entry
+ * from zero. Whenever a process leaves, the device limits are recomputed from those still there;
+ * every entry carries its process's own limit, a fork child's included. No wait is longer than
+ * LOCK_WAIT_MS (releases take no lock); there is never an exit(). A lock left not recoverable
+ * makes the ledger broken: it is rebuilt under a fresh file (repair()). A file that the path no
+ * longer names (removed, renamed, replaced) is noticed at the next locked step, and the process
+ * moves its share to the file now at the path (relocate()).
  *
  * The file is created whole under a temporary name and moved into place, so no process ever maps
  * a half-initialised ledger. Owner-only by default; GPUCAP_LEDGER_GROUP=1 makes it group-shared. A
@@ -32,8 +37,8 @@
  * Whoever can write the file can also shrink it, and touching a shared mapping past the end of its
  * file raises SIGBUS. From attach on, a SIGBUS handler guards the mapping (and only it: other faults
  * go to the handler the process had before): it maps zero pages over the ledger so that the access
- * is retried on private memory, and the next budget call moves this process to a private budget
- * charged with what it holds (gpc_ledger_recover), with one error line.
+ * is retried on private memory, and the next budget call or figure moves this process to a private
+ * budget charged with exactly what it holds (gpc_ledger_recover), with one error line.
  */
 #include "common/defs.h"
 #include "common/ledger.h"
@@ -70,21 +75,28 @@
 struct gpc_ledger *gpc_ledger;
 bool gpc_ledger_shared;
 static char ledger_path[512];
-static int my_proc = -1; /* under me_lock; gpc_ledger_index mirrors it for the allocation path */
-_Atomic int gpc_ledger_index = -1;
-static bool left; /* gpc_ledger_leave ran: this process claims no entry any more */
+static int my_proc = -1; /* under me_lock; gpc_ledger_entry points at it for the allocation path */
+struct gpc_ledger_proc *_Atomic gpc_ledger_entry;
 static pthread_mutex_t me_lock = PTHREAD_MUTEX_INITIALIZER;
 
 atomic_bool gpc_ledger_broken;
 /* Under the platform's lock the ledger was refused: every budget denies. */
 static atomic_bool ledger_refused;
-_Atomic uint64_t gpc_ledger_mine[GPC_LEDGER_DEVICES];
-/* What this process registered, kept outside the mapping: enough to rebuild its budget privately. */
+/* What this process registered, kept outside the mapping: enough to rebuild its budget privately
+ * (`limit`: the smaller of its own and the ledger's then) and to register again (`own`). */
 static struct {
     bool known;
     uint8_t uuid[16];
-    uint64_t physical, limit;
+    uint64_t physical, limit, own;
 } my_devs[GPC_LEDGER_DEVICES];
+/* The ledger file's descriptor, kept open close-on-exec (an exec shows as its absence, see
+ * gpc_ledger_proc_alive), and the identity of the file it names; the identity of the file mapped
+ * now (another one after a move), which the path must still name. */
+static int keep_fd = -1;
+static uint64_t keep_dev, keep_ino;
+static _Atomic uint64_t mapped_dev, mapped_ino; /* written under repair_lock, read by any locker */
+/* A file found at the path that this process could not move to (logged once). */
+static _Atomic uint64_t refused_dev, refused_ino;
 /* The mapping the SIGBUS handler repairs (0: none), and the handler that was there before. */
 static _Atomic uintptr_t guarded;
 static struct sigaction prev_sigbus;
@@ -173,6 +185,29 @@ static bool left_unrecoverable(pthread_mutex_t *m)
     return __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED) == GLIBC_MUTEX_NOTRECOVERABLE;
 }
 
+/*
+ * pthread_mutex_timedlock, but for ThreadSanitizer, which does not follow a dead owner that
+ * timedlock reports (EOWNERDEAD: it then takes the unlock for one of a mutex never locked): there
+ * the wait is trylock polled until the deadline, which it follows. Same answers either way.
+ */
+static int timed_lock(pthread_mutex_t *m, const struct timespec *deadline)
+{
+#if defined(__SANITIZE_THREAD__)
+    for (;;) {
+        int rc = pthread_mutex_trylock(m);
+        if (rc != EBUSY)
+            return rc;
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        if (now.tv_sec > deadline->tv_sec || (now.tv_sec == deadline->tv_sec && now.tv_nsec >= deadline->tv_nsec))
+            return ETIMEDOUT;
+        nanosleep(&(struct timespec){.tv_nsec = 100000}, NULL);
+    }
+#else
+    return pthread_mutex_timedlock(m, deadline);
+#endif
+}
+
 /* Locks a robust mutex of the ledger, recovering a dead owner's device entry: 0 or -errno
  * (-ETIMEDOUT after LOCK_WAIT_MS, -ENOTRECOVERABLE for a broken lock), logged with `consequence`. */
 static int lock_robust(pthread_mutex_t *m, struct gpc_ledger *l, struct gpc_ledger_dev *d, const char *consequence)
@@ -186,7 +221,7 @@ static int lock_robust(pthread_mutex_t *m, struct gpc_ledger *l, struct gpc_ledg
         ts.tv_nsec += LOCK_WAIT_MS * 1000000L;
         ts.tv_sec += ts.tv_nsec / 1000000000L;
         ts.tv_nsec %= 1000000000L;
-        rc = pthread_mutex_timedlock(m, &ts);
+        rc = timed_lock(m, &ts);
         if (rc == ETIMEDOUT && left_unrecoverable(m))
             rc = ENOTRECOVERABLE;
     }
@@ -219,15 +254,40 @@ static int lock_robust(pthread_mutex_t *m, struct gpc_ledger *l, struct gpc_ledg
 
 static int write_file(mode_t mode, const struct gpc_ledger *old);
 static int repair(struct gpc_ledger *old);
+static void relocate(struct gpc_ledger *old);
+static int lock_setup(pthread_mutex_t *m);
+static void guard(struct gpc_ledger *l);
+
+/*
+ * True when the path no longer names the file mapped now: removed, renamed away, or replaced by
+ * another file (one stat, on the locked path only). A file this process already failed to move to
+ * is not reported again.
+ */
+static bool path_moved(void)
+{
+    if (!gpc_ledger_shared)
+        return false;
+    struct stat st;
+    if (stat(ledger_path, &st) != 0)
+        return errno == ENOENT;
+    uint64_t dev = (uint64_t)st.st_dev, ino = (uint64_t)st.st_ino;
+    return !(dev == mapped_dev && ino == mapped_ino) && !(dev == refused_dev && ino == refused_ino);
+}
 
 struct gpc_ledger_dev *gpc_ledger_lock_dev(int id, const char *consequence)
 {
-    for (int attempt = 0; attempt < 2; attempt++) {
+    for (int attempt = 0; attempt < 3; attempt++) {
         struct gpc_ledger *l = gpc_ledger;
         struct gpc_ledger_dev *d = &l->dev[id];
         int rc = lock_robust(&d->lock, l, d, consequence);
-        if (rc == 0 && gpc_likely(!atomic_load_explicit(&l->broken, memory_order_relaxed)))
-            return d;
+        if (rc == 0 && gpc_likely(!atomic_load_explicit(&l->broken, memory_order_relaxed))) {
+            /* The file at the path is the one every process meets: move there first. */
+            if (attempt == 2 || gpc_likely(!path_moved()))
+                return d;
+            pthread_mutex_unlock(&d->lock);
+            relocate(l);
+            continue;
+        }
         if (rc == 0)
             pthread_mutex_unlock(&d->lock);
         else if (rc != -ENOTRECOVERABLE)
@@ -353,16 +413,20 @@ void gpc_ledger_recover(void)
             if (!my_devs[i].known)
                 continue;
             struct gpc_ledger_dev *d = &m->dev[i];
-            uint64_t mine = atomic_load(&gpc_ledger_mine[i]);
+            /* What this process holds, by its own count: the spare was lost with the file, and a
+             * share charged its lease would keep that spare charged for good. */
+            uint64_t mine = gpc_budget_held(i);
             memcpy(d->uuid, my_devs[i].uuid, 16);
             d->physical = my_devs[i].physical;
             atomic_store(&d->slot.limit, my_devs[i].limit);
             atomic_store(&d->slot.leased, mine);
             atomic_store(&d->slot.peak, mine);
             atomic_store(&d->state, 1);
-            /* The lease whole, as in use: what of it was spare is lost with the file. */
-            if (my_proc >= 0)
+            if (my_proc >= 0) {
                 atomic_store(&m->proc[my_proc].share[i].lease, mine);
+                atomic_store(&m->proc[my_proc].share[i].spare, GPC_SPARE_OPEN);
+                atomic_store(&m->proc[my_proc].share[i].limit, my_devs[i].own);
+            }
             held += mine;
         }
         if (my_proc >= 0) {
@@ -370,6 +434,8 @@ void gpc_ledger_recover(void)
             atomic_store(&m->procs_used, (uint32_t)my_proc + 1);
         }
         gpc_ledger = m;
+        if (my_proc >= 0)
+            atomic_store(&gpc_ledger_entry, &m->proc[my_proc]);
     }
     /* Without memory for a new one the zeroed mapping stays: every limit reads 0, all is denied. */
     gpc_ledger_shared = false;
@@ -568,18 +634,22 @@ void gpc_ledger_attach(void)
     guard(l);
     if (fstat(fd, &st) != 0)
         st.st_size = 0;
-    close(fd);
     char buf[128];
     const char *bad = gpc_ledger_check(l, (uint64_t)st.st_size, buf, sizeof buf);
     if (atomic_load(&gpc_ledger_broken))
         bad = "shrunk while it was being opened";
     if (bad) {
+        close(fd);
         guard(NULL);
         munmap(l, sizeof *l);
         atomic_store(&gpc_ledger_broken, false);
         unusable(bad);
         return;
     }
+    /* Kept open (close-on-exec): its absence after an exec tells readers the image is gone. */
+    keep_fd = fd;
+    keep_dev = mapped_dev = (uint64_t)st.st_dev;
+    keep_ino = mapped_ino = (uint64_t)st.st_ino;
     gpc_ledger = l;
     gpc_ledger_shared = true;
 }
@@ -633,6 +703,11 @@ static void copy_figures(struct gpc_ledger *l, const struct gpc_ledger *old)
         const struct gpc_ledger_proc *o = &old->proc[i];
         struct gpc_ledger_proc *n = &l->proc[i];
         atomic_store(&n->start_time, atomic_load(&o->start_time));
+        atomic_store(&n->execing, atomic_load(&o->execing));
+        atomic_store(&n->exec_fd, atomic_load(&o->exec_fd));
+        atomic_store(&n->exec_fd_dev, atomic_load(&o->exec_fd_dev));
+        atomic_store(&n->exec_fd_ino, atomic_load(&o->exec_fd_ino));
+        atomic_store(&n->took_set, atomic_load(&o->took_set));
         for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
             atomic_store(&n->share[d].lease, atomic_load(&o->share[d].lease));
             atomic_store(&n->share[d].spare, atomic_load(&o->share[d].spare));
@@ -687,42 +762,70 @@ static int write_file(mode_t mode, const struct gpc_ledger *old)
     return rc;
 }
 
-/* The ledger now at the path if it is a fresh one (not `old`, not broken), else NULL. */
-static struct gpc_ledger *map_fresh(const struct gpc_ledger *old)
+/*
+ * The ledger now at the path if it is usable, not broken and another one than `old` (by creation
+ * time), else NULL; its file's identity in *dev, *ino. `why` (may be NULL) gets the reason a file
+ * there is not usable, NULL when there is no file.
+ */
+static struct gpc_ledger *map_fresh(const struct gpc_ledger *old, uint64_t *dev, uint64_t *ino, const char **why)
 {
+    static char buf[160];
+    if (why)
+        *why = NULL;
     int fd = open(ledger_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
+    if (fd < 0) {
+        if (why && errno != ENOENT)
+            *why = "cannot be opened for writing";
         return NULL;
+    }
     struct stat st;
     struct gpc_ledger *l = MAP_FAILED;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= (off_t)sizeof *l)
+    const char *no = fstat(fd, &st) != 0 ? "cannot be read"
+                     : gpc_config.locked ? refused_locked(&st, buf, sizeof buf)
+                                         : refused(&st, gpc_opt_bool(&gpc_config, GPC_OPT_LEDGER_GROUP), buf, sizeof buf);
+    if (!no && st.st_size >= (off_t)sizeof *l)
         l = mmap(NULL, sizeof *l, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-    if (l == MAP_FAILED)
+    *dev = (uint64_t)st.st_dev;
+    *ino = (uint64_t)st.st_ino;
+    if (l == MAP_FAILED) {
+        if (why)
+            *why = no ? no : "truncated";
         return NULL;
-    char buf[128];
-    if (gpc_ledger_check(l, (uint64_t)st.st_size, buf, sizeof buf) || atomic_load(&l->broken) ||
-        l->created_ns == old->created_ns) {
+    }
+    const char *bad = gpc_ledger_check(l, (uint64_t)st.st_size, buf, sizeof buf);
+    if (bad || atomic_load(&l->broken) || l->created_ns == old->created_ns) {
+        if (why)
+            *why = bad ? bad : atomic_load(&l->broken) ? "broken" : "a copy of the ledger in use";
         munmap(l, sizeof *l);
         return NULL;
     }
     return l;
 }
 
+static uint64_t lowest_limit(struct gpc_ledger *l, int d, int me, uint64_t mine, bool check_alive);
+
 /*
- * Moves this process's leases, as the old file holds them, into its entry of `l`. The old spare is
- * emptied as it is read: an admission that still reads the old file finds none there and goes to
- * the lock (which is the new file's), and a release that still lands there is lost to the new
- * file, which then charges those bytes until the process leaves (never under-charged).
+ * Moves this process's leases, as the old file holds them, into entry `to` of `l`. The old spare
+ * is emptied as it is read: an admission that still reads the old file finds none there and goes
+ * to the lock (which is the new file's), and a release that still lands there is lost to the new
+ * file, which then charges those bytes until the process leaves (never under-charged). Each
+ * device's limit is then applied on the new file (its own processes' and this one's).
  */
-static void carry_my_share(struct gpc_ledger *l, struct gpc_ledger *old)
+static void carry_my_share(struct gpc_ledger *l, struct gpc_ledger *old, int to)
 {
-    if (my_proc < 0)
+    if (my_proc < 0 || to < 0)
         return;
-    struct gpc_ledger_proc *o = &old->proc[my_proc], *n = &l->proc[my_proc];
+    struct gpc_ledger_proc *o = &old->proc[my_proc], *n = &l->proc[to];
     atomic_store(&n->start_time, atomic_load(&o->start_time));
+    atomic_store(&n->exec_fd, atomic_load(&o->exec_fd));
+    atomic_store(&n->exec_fd_dev, atomic_load(&o->exec_fd_dev));
+    atomic_store(&n->exec_fd_ino, atomic_load(&o->exec_fd_ino));
+    atomic_store(&n->took_set, atomic_load(&o->took_set));
     atomic_store(&n->pid, atomic_load(&o->pid));
     for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
+        if (atomic_load(&l->dev[d].state) != 1)
+            continue;
         /* The old lock, where it still works, so that no lease changes on the old file meanwhile. */
         int orc = lock_robust(&old->dev[d].lock, NULL, NULL, NULL);
         const char *why = "this process's share on this device is not carried over";
@@ -739,7 +842,10 @@ static void carry_my_share(struct gpc_ledger *l, struct gpc_ledger *old)
             atomic_store(&l->dev[d].slot.leased, leased + lease);
             uint64_t nw = atomic_load(&ns->spare);
             atomic_store(&ns->spare, (nw & ~GPC_SPARE_MASK) + GPC_SPARE_GEN + (w & GPC_SPARE_MASK));
-            atomic_store(&ns->limit, atomic_load(&os->limit));
+            uint64_t own = atomic_load(&os->limit);
+            atomic_store(&ns->limit, own);
+            uint64_t limit = lowest_limit(l, d, to, own, true);
+            gpc_budget_limit_locked(l, &l->dev[d], limit ? limit : atomic_load(&l->dev[d].slot.limit));
             pthread_mutex_unlock(&l->dev[d].lock);
         }
         if (orc == 0)
@@ -756,6 +862,7 @@ static int repair(struct gpc_ledger *old)
         goto out; /* another thread of this process moved already */
     uint32_t zero = 0;
     struct gpc_ledger *l = NULL;
+    uint64_t dev = 0, ino = 0;
     if (gpc_config.locked) {
         /* Under the lock only the platform makes ledgers: a broken one stays broken (and denies). */
         rc = -EPERM;
@@ -766,13 +873,13 @@ static int repair(struct gpc_ledger *old)
     if (atomic_compare_exchange_strong(&old->broken, &zero, 1)) {
         rc = write_file(gpc_opt_bool(&gpc_config, GPC_OPT_LEDGER_GROUP) ? 0660 : 0600, old);
         if (rc == 0)
-            l = map_fresh(old);
+            l = map_fresh(old, &dev, &ino, NULL);
         if (l)
             gpc_log(GPC_LOG_ERROR, "ledger %s: a lock was left unrecoverable (taken after its owner died, released "
                     "without repair); the ledger was rebuilt under a fresh file with the same figures", ledger_path);
     } else {
         /* Another process is rebuilding: its file appears at the path within a moment. */
-        for (int i = 0; i < LOCK_WAIT_MS / 10 && !(l = map_fresh(old)); i++) {
+        for (int i = 0; i < LOCK_WAIT_MS / 10 && !(l = map_fresh(old, &dev, &ino, NULL)); i++) {
             struct timespec ts = {0, 10 * 1000000L};
             nanosleep(&ts, NULL);
         }
@@ -784,8 +891,12 @@ static int repair(struct gpc_ledger *old)
                 strerror(-rc));
         goto out;
     }
-    carry_my_share(l, old);
+    carry_my_share(l, old, my_proc);
+    mapped_dev = dev;
+    mapped_ino = ino;
     __atomic_store_n(&gpc_ledger, l, __ATOMIC_RELEASE);
+    if (my_proc >= 0)
+        atomic_store(&gpc_ledger_entry, &l->proc[my_proc]);
 out:
     pthread_mutex_unlock(&repair_lock);
     return rc;
@@ -793,40 +904,81 @@ out:
 
 /* ---- processes ---- */
 
+/* A lock of a private budget, in a fork child: whatever the parent's threads held is free. */
+static void reinit_lock(pthread_mutex_t *m)
+{
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(m, &a);
+    pthread_mutexattr_destroy(&a);
+}
+
 static void forget_me(void)
 {
     /* A fork child is another process: it claims its own entry when it first needs one. */
     my_proc = -1;
-    atomic_store(&gpc_ledger_index, -1);
-    left = false;
+    atomic_store(&gpc_ledger_entry, NULL);
     pthread_mutex_init(&me_lock, NULL);
-    for (int d = 0; d < GPC_LEDGER_DEVICES; d++)
-        atomic_store(&gpc_ledger_mine[d], 0);
+    struct gpc_ledger *l = gpc_ledger;
+    if (gpc_ledger_shared || !l)
+        return;
+    /* A private budget is this process's alone: the child's copy of it holds the parent's entry,
+     * which nothing would ever drop. The child starts from its own use: no entry, nothing leased,
+     * no context reserve, no peak, and locks that no thread of the parent may hold. */
+    uint32_t used = atomic_load(&l->procs_used);
+    for (uint32_t i = 0; i < used && i < GPC_LEDGER_PROCS; i++)
+        memset(&l->proc[i], 0, sizeof l->proc[i]);
+    atomic_store(&l->procs_used, 0);
+    for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
+        struct gpc_ledger_dev *dev = &l->dev[d];
+        reinit_lock(&dev->lock);
+        atomic_store(&dev->closed, 0);
+        atomic_store(&dev->victim, 0);
+        atomic_store(&dev->slot.leased, 0);
+        atomic_store(&dev->slot.peak, 0);
+        atomic_store(&dev->slot.contexts, 0);
+    }
 }
 
-/* The device limit becomes the smallest that a process holding an entry asks for; none: unchanged.
- * Under the device's lock. */
+static bool entry_alive(int i, int32_t pid, uint64_t start, const struct gpc_ledger_proc *p);
+
+/*
+ * The smallest limit among `mine` (0: none) and those of the processes on device entry d of l but
+ * entry `me`, or 0 when nobody has one. With check_alive, an entry whose limit is below the lowest
+ * so far counts only if its process is alive (a crowd of equal settings costs no system call).
+ */
+static uint64_t lowest_limit(struct gpc_ledger *l, int d, int me, uint64_t mine, bool check_alive)
+{
+    uint64_t lowest = mine ? mine : UINT64_MAX;
+    uint32_t used = atomic_load(&l->procs_used);
+    for (uint32_t i = 0; i < used && i < GPC_LEDGER_PROCS; i++) {
+        struct gpc_ledger_proc *p = &l->proc[i];
+        uint64_t theirs = atomic_load(&p->share[d].limit);
+        int32_t pid = atomic_load(&p->pid);
+        if ((int)i == me || theirs == 0 || pid == 0 || theirs >= lowest)
+            continue;
+        if (check_alive && !entry_alive((int)i, pid, atomic_load(&p->start_time), p))
+            continue;
+        lowest = theirs;
+    }
+    return lowest == UINT64_MAX ? 0 : lowest;
+}
+
+/* The device limit becomes the smallest that a process holding an entry asks for, applied at once
+ * (budget.c); none: unchanged. Under the device's lock. */
 static void recompute_limit(int d)
 {
-    uint64_t lowest = GPC_UNLIMITED;
-    bool any = false;
-    for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
-        struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
-        uint64_t theirs = atomic_load(&p->share[d].limit);
-        if (theirs == 0 || atomic_load(&p->pid) == 0)
-            continue;
-        any = true;
-        if (theirs < lowest)
-            lowest = theirs;
-    }
-    struct gpc_ledger_dev *dev = &gpc_ledger->dev[d];
+    struct gpc_ledger *l = gpc_ledger;
+    uint64_t lowest = lowest_limit(l, d, -1, 0, false);
+    struct gpc_ledger_dev *dev = &l->dev[d];
     uint64_t cur = atomic_load(&dev->slot.limit);
     /* The last process left: a figure set by `gpucap set-memory` no longer holds for the next. */
-    if (!any)
+    if (!lowest)
         atomic_fetch_and(&dev->limit_by, ~GPC_LIMIT_HELD);
-    if (any && lowest != cur) {
+    if (lowest && lowest != cur) {
         char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT];
-        atomic_store(&dev->slot.limit, lowest);
+        gpc_budget_limit_locked(l, dev, lowest);
         gpc_log(GPC_LOG_INFO, "ledger %s: device entry %d: the limit is now %s (was %s), the smallest of the live "
                 "processes", ledger_path, d, gpc_format_size(lowest, a, sizeof a), gpc_format_size(cur, b, sizeof b));
     }
@@ -878,6 +1030,9 @@ static int clear_share(int i, int32_t pid, uint64_t start, bool limits, const ch
                 atomic_store(&dev->slot.peak, peak);
             if (limits && atomic_exchange(&s->limit, 0) != 0)
                 recompute_limit(d);
+            /* Spares closed under a lowered limit open again once the leases fit under it. */
+            if (atomic_load(&dev->closed))
+                gpc_budget_limit_locked(gpc_ledger, dev, atomic_load(&dev->slot.limit));
         }
         gpc_ledger_unlock(dev);
     }
@@ -893,7 +1048,68 @@ static bool unstarted_entries(void)
     return false;
 }
 
-int gpc_ledger_claim(void)
+/*
+ * Entry i of ledger l, now this process's (its pid stored): nothing leased, spares closed, this
+ * process's own limits (a fork child's set-up is its parent's, done before the fork), and the
+ * close-on-exec descriptor that tells readers whether its image is still there.
+ */
+static void fill_entry(struct gpc_ledger *l, int i, uint64_t start)
+{
+    struct gpc_ledger_proc *p = &l->proc[i];
+    for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
+        struct gpc_ledger_share *s = &p->share[d];
+        atomic_store(&s->lease, 0);
+        /* Closed: only a lock holder opens a share, while the device's leases fit its limit. */
+        uint64_t w = atomic_load(&s->spare);
+        atomic_store(&s->spare, w & ~GPC_SPARE_MASK & ~GPC_SPARE_GEN & ~GPC_SPARE_OPEN);
+        atomic_store(&s->peak, 0);
+        atomic_store(&s->limit, my_devs[d].known ? my_devs[d].own : 0);
+    }
+    atomic_store(&p->execing, 0);
+    atomic_store(&p->took_set, 0);
+    atomic_store(&p->exec_fd, keep_fd);
+    atomic_store(&p->exec_fd_dev, keep_dev);
+    atomic_store(&p->exec_fd_ino, keep_ino);
+    atomic_store(&p->start_time, start);
+    /* Readers scan the entries below procs_used. */
+    uint32_t used = atomic_load(&l->procs_used);
+    while (used < (uint32_t)i + 1 && !atomic_compare_exchange_weak(&l->procs_used, &used, i + 1))
+        ;
+}
+
+/* A free entry of ledger l, claimed for this process (pid and start time): its index, or -1. */
+static int claim_free(struct gpc_ledger *l, int32_t pid, uint64_t start)
+{
+    for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
+        struct gpc_ledger_proc *p = &l->proc[i];
+        int32_t zero = 0;
+        if (atomic_load(&p->pid) != 0 || !atomic_compare_exchange_strong(&p->pid, &zero, pid))
+            continue;
+        fill_entry(l, i, start);
+        return i;
+    }
+    return -1;
+}
+
+/* This process's own limits, on the devices it set up before a fork, applied to the ledger: the
+ * device's limit is the smallest of the live processes' (budget.c takes spare back at once). */
+static void apply_own_limits(void)
+{
+    for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
+        if (!my_devs[d].known || !my_devs[d].own || !gpc_ledger_shared)
+            continue;
+        struct gpc_ledger_dev *dev = gpc_ledger_lock_dev(d, "this process's limit applies from its next allocation");
+        if (!dev)
+            continue;
+        struct gpc_ledger *l = gpc_ledger;
+        uint64_t lowest = lowest_limit(l, d, my_proc, my_devs[d].own, true);
+        if (lowest != atomic_load(&dev->slot.limit))
+            gpc_budget_limit_locked(l, dev, lowest);
+        gpc_ledger_unlock(dev);
+    }
+}
+
+struct gpc_ledger_proc *gpc_ledger_claim(void)
 {
     pthread_mutex_lock(&me_lock);
     static bool atfork_done;
@@ -901,6 +1117,7 @@ int gpc_ledger_claim(void)
         pthread_atfork(NULL, NULL, forget_me);
         atfork_done = true;
     }
+    bool fresh = my_proc < 0;
     int32_t pid = getpid();
     uint64_t start = gpc_proc_start_time(pid);
     /* Our pid and start time already in the ledger: this process before an exec. The new image
@@ -909,30 +1126,13 @@ int gpc_ledger_claim(void)
         struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
         if (atomic_load(&p->pid) != pid || atomic_load(&p->start_time) != start)
             continue;
-        clear_share(i, pid, start, true, "the share of the image before exec stays charged");
-        my_proc = i;
-    }
-    for (int pass = 0; pass < 3 && my_proc < 0 && !left; pass++) {
-        for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
-            struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
-            int32_t zero = 0;
-            if (atomic_load(&p->pid) != 0 || !atomic_compare_exchange_strong(&p->pid, &zero, pid))
-                continue;
-            for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
-                struct gpc_ledger_share *s = &p->share[d];
-                atomic_store(&s->lease, 0);
-                atomic_store(&s->spare, atomic_load(&s->spare) & ~GPC_SPARE_MASK & ~GPC_SPARE_GEN);
-                atomic_store(&s->peak, 0);
-                atomic_store(&s->limit, 0);
-            }
-            atomic_store(&p->start_time, start);
-            /* Readers scan the entries below procs_used. */
-            uint32_t used = atomic_load(&gpc_ledger->procs_used);
-            while (used < (uint32_t)i + 1 && !atomic_compare_exchange_weak(&gpc_ledger->procs_used, &used, i + 1))
-                ;
+        if (clear_share(i, pid, start, true, "the share of the image before exec stays charged") >= 0) {
+            fill_entry(gpc_ledger, i, start);
             my_proc = i;
-            break;
         }
+    }
+    for (int pass = 0; pass < 3 && my_proc < 0; pass++) {
+        my_proc = claim_free(gpc_ledger, pid, start);
         if (my_proc >= 0)
             break;
         if (pass == 1) {
@@ -944,16 +1144,20 @@ int gpc_ledger_claim(void)
         }
         gpc_ledger_reap();
     }
-    if (my_proc < 0 && !left) {
+    if (my_proc < 0) {
         int live = 0;
         for (int i = 0; i < GPC_LEDGER_PROCS; i++)
             live += atomic_load(&gpc_ledger->proc[i].pid) != 0;
         gpc_log(GPC_LOG_ERROR, "ledger %s: the process table is full (%d of %d entries held by live processes); "
                 "allocations of this process are denied until one leaves", ledger_path, live, GPC_LEDGER_PROCS);
     }
-    atomic_store_explicit(&gpc_ledger_index, my_proc, memory_order_relaxed);
+    struct gpc_ledger_proc *me = my_proc >= 0 ? &gpc_ledger->proc[my_proc] : NULL;
+    if (fresh && me)
+        apply_own_limits();
+    me = my_proc >= 0 ? &gpc_ledger->proc[my_proc] : NULL; /* the ledger may have moved meanwhile */
+    atomic_store_explicit(&gpc_ledger_entry, me, memory_order_release);
     pthread_mutex_unlock(&me_lock);
-    return my_proc >= 0 ? my_proc : -ENOSPC;
+    return me;
 }
 
 /*
@@ -971,10 +1175,10 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static bool entry_alive(int i, int32_t pid, uint64_t start)
+static bool entry_alive(int i, int32_t pid, uint64_t start, const struct gpc_ledger_proc *p)
 {
     if (start != 0)
-        return gpc_ledger_proc_alive(pid, start);
+        return gpc_ledger_proc_alive(pid, start, p);
     uint64_t now = now_ms();
     if (atomic_load(&zero_pid[i]) != pid) {
         atomic_store(&zero_pid[i], pid);
@@ -993,7 +1197,7 @@ int gpc_ledger_reap(void)
         struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
         int32_t pid = atomic_load(&p->pid);
         uint64_t start = atomic_load(&p->start_time);
-        if (pid == 0 || i == my_proc || entry_alive(i, pid, start))
+        if (pid == 0 || i == my_proc || entry_alive(i, pid, start, p))
             continue;
         uint64_t took = 0;
         for (int d = 0; d < GPC_LEDGER_DEVICES; d++)
@@ -1024,9 +1228,21 @@ int gpc_ledger_reap(void)
     return reaped;
 }
 
+void gpc_ledger_probe(void)
+{
+    struct gpc_ledger *l = gpc_ledger;
+    if (l && gpc_ledger_shared) {
+        /* The last byte first: a file shrunk at all has lost it. The SIGBUS guard does the rest. */
+        (void)*(volatile const char *)((const char *)l + sizeof *l - 1);
+        (void)*(volatile const uint64_t *)&l->magic;
+    }
+    gpc_ledger_check_broken();
+}
+
 void gpc_ledger_reap_lazy(void)
 {
     static _Atomic uint64_t last_ms;
+    gpc_ledger_probe();
     if (!gpc_ledger_shared)
         return;
     uint64_t now = now_ms(), last = atomic_load_explicit(&last_ms, memory_order_relaxed);
@@ -1035,22 +1251,115 @@ void gpc_ledger_reap_lazy(void)
     gpc_ledger_reap();
 }
 
-void gpc_ledger_leave(void)
+bool gpc_ledger_exec_begin(void)
 {
-    if (!gpc_ledger_shared || my_proc < 0)
-        return;
-    int32_t pid = getpid();
-    if (clear_share(my_proc, pid, atomic_load(&gpc_ledger->proc[my_proc].start_time), true,
-                    "this process's share is taken back by the next process that reaps") == 0) {
-        struct gpc_ledger_proc *p = &gpc_ledger->proc[my_proc];
-        atomic_store(&p->start_time, 0);
-        atomic_compare_exchange_strong(&p->pid, &pid, 0);
+    struct gpc_ledger_proc *p = atomic_load(&gpc_ledger_entry);
+    /* No entry: this process never touched CUDA (or a private budget, which goes with the image). */
+    if (!p || !gpc_ledger_shared || keep_fd < 0)
+        return false;
+    /* A vfork child runs on its parent's memory: the entry is the parent's, not to be marked. */
+    if (atomic_load(&p->pid) != getpid())
+        return false;
+    atomic_store(&p->execing, 1);
+    return true;
+}
+
+void gpc_ledger_exec_end(bool marked)
+{
+    struct gpc_ledger_proc *p = atomic_load(&gpc_ledger_entry);
+    if (marked && p)
+        atomic_store(&p->execing, 0);
+}
+
+/* ---- a file that the path no longer names ---- */
+
+/*
+ * This process's devices registered in ledger l (another file, now at the path) at the same entry
+ * indices, which budget ids are: 0, or -1 when an index holds another card there (logged).
+ */
+static int register_devices(struct gpc_ledger *l)
+{
+    if (lock_setup(&l->table_lock) != 0)
+        return -1;
+    int rc = 0;
+    for (int d = 0; d < GPC_LEDGER_DEVICES && rc == 0; d++) {
+        if (!my_devs[d].known)
+            continue;
+        struct gpc_ledger_dev *dev = &l->dev[d];
+        if (atomic_load(&dev->state) == 1) {
+            if (memcmp(dev->uuid, my_devs[d].uuid, 16) != 0)
+                rc = -1;
+            continue;
+        }
+        memcpy(dev->uuid, my_devs[d].uuid, 16);
+        dev->physical = my_devs[d].physical;
+        atomic_store(&dev->slot.limit, my_devs[d].own);
+        atomic_store(&dev->state, 1);
     }
-    pthread_mutex_lock(&me_lock);
-    left = true;
-    my_proc = -1;
-    atomic_store(&gpc_ledger_index, -1);
-    pthread_mutex_unlock(&me_lock);
+    pthread_mutex_unlock(&l->table_lock);
+    return rc;
+}
+
+/*
+ * The path names another file than the one mapped (removed, renamed away, replaced): every process
+ * must meet on the file at the path, so this one moves there, creating it if there is none, and
+ * carries its share over exactly (as after a rebuild), in an entry of its own there. The old
+ * mapping stays (a thread may still read it). A file it cannot use is said once, and this process
+ * stays where it is.
+ */
+static void relocate(struct gpc_ledger *old)
+{
+    pthread_mutex_lock(&repair_lock);
+    struct gpc_ledger *l = NULL;
+    uint64_t dev = 0, ino = 0;
+    const char *why = NULL;
+    if (gpc_ledger != old || my_proc < 0)
+        goto out;
+    mode_t mode = gpc_opt_bool(&gpc_config, GPC_OPT_LEDGER_GROUP) ? 0660 : 0600;
+    for (int attempt = 0; attempt < 3 && !l; attempt++) {
+        l = map_fresh(old, &dev, &ino, &why);
+        if (l || why)
+            break;
+        if (gpc_config.locked) {
+            why = "missing (under the platform's lock only the platform makes it)";
+            break;
+        }
+        int rc = write_file(mode, NULL); /* none there: a fresh one (another process may be first) */
+        if (rc != 0 && rc != -EEXIST) {
+            why = strerror(-rc);
+            break;
+        }
+    }
+    if (l && (dev != mapped_dev || ino != mapped_ino)) {
+        int32_t pid = getpid();
+        uint64_t start = atomic_load(&old->proc[my_proc].start_time);
+        int to = register_devices(l) == 0 ? claim_free(l, pid, start) : -1;
+        if (to >= 0) {
+            carry_my_share(l, old, to);
+            my_proc = to;
+            mapped_dev = dev;
+            mapped_ino = ino;
+            __atomic_store_n(&gpc_ledger, l, __ATOMIC_RELEASE);
+            atomic_store(&gpc_ledger_entry, &l->proc[to]);
+            guard(l);
+            gpc_log(GPC_LOG_WARN, "ledger %s: the path names another file than the one this process used (removed, "
+                    "renamed or replaced); its share moved to the file now there", ledger_path);
+            goto out;
+        }
+        why = "its device entries hold other cards at this process's indices, or its tables are full";
+    }
+    if (l && dev == mapped_dev && ino == mapped_ino)
+        why = NULL; /* the same file after all */
+    if (l)
+        munmap(l, sizeof *l);
+    if (why && (dev != refused_dev || ino != refused_ino)) {
+        refused_dev = dev;
+        refused_ino = ino;
+        gpc_log(GPC_LOG_ERROR, "ledger %s: the path names another file than the one this process uses, and this "
+                "process cannot move to it (%s); it keeps its budget on the old file", ledger_path, why);
+    }
+out:
+    pthread_mutex_unlock(&repair_lock);
 }
 
 /* ---- devices ---- */
@@ -1069,6 +1378,28 @@ static int lock_setup(pthread_mutex_t *m)
     for (int attempt = 0; attempt < SETUP_TRIES && rc == -ETIMEDOUT; attempt++)
         rc = lock_robust(m, NULL, NULL, attempt < SETUP_TRIES - 1 ? NULL : SETUP_RETRY);
     return rc;
+}
+
+/*
+ * Whether the last process that took a figure set by `gpucap set-memory` on entry d of l has left:
+ * no live process is on it, and a dead one (not reaped yet: a share stays until its process is
+ * dead) ran under that figure. Then a new run's own settings apply again.
+ */
+static bool held_figure_left(struct gpc_ledger *l, int d)
+{
+    bool took = false;
+    uint32_t used = atomic_load(&l->procs_used);
+    for (uint32_t i = 0; i < used && i < GPC_LEDGER_PROCS; i++) {
+        struct gpc_ledger_proc *p = &l->proc[i];
+        int32_t pid = atomic_load(&p->pid);
+        uint64_t theirs = atomic_load(&p->share[d].limit);
+        if ((int)i == my_proc || pid == 0 || theirs == 0)
+            continue;
+        if (entry_alive((int)i, pid, atomic_load(&p->start_time), p))
+            return false;
+        took |= atomic_load(&p->took_set) != 0;
+    }
+    return took;
 }
 
 int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit, int ordinal)
@@ -1113,13 +1444,16 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
         return -ENOSPC;
     if (!gpc_ledger_shared)
         return found;
-    int me = gpc_ledger_me();
-    if (me < 0)
+    struct gpc_ledger_proc *me = gpc_ledger_me();
+    if (!me)
         return -EAGAIN;
     /* A limit set live by `gpucap set-memory` is this ledger's budget now: a process that starts
      * later takes it, not the figure its environment still carries, until the last process on the
      * ledger leaves (unlocked settings only; under the lock the platform file, which the later
      * process read, is the authority). */
+    if (!created && !gpc_config.locked && (atomic_load(&l->dev[found].limit_by) & GPC_LIMIT_HELD) &&
+        held_figure_left(l, found))
+        atomic_fetch_and(&l->dev[found].limit_by, ~GPC_LIMIT_HELD);
     if (!created && !gpc_config.locked && (atomic_load(&l->dev[found].limit_by) & GPC_LIMIT_HELD)) {
         uint64_t set = atomic_load(&l->dev[found].slot.limit);
         if (set != limit) {
@@ -1129,15 +1463,18 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
                     gpc_format_size(set, a, sizeof a), gpc_format_size(limit, b, sizeof b));
         }
         limit = set;
+        atomic_store(&me->took_set, 1);
     }
     /* Our limit goes into our entry first, then the device's limit is recomputed under its lock:
      * of two processes registering at once, the second to lock sees both limits. */
-    atomic_store(&l->proc[me].share[found].limit, limit);
-    /* Kept here too, for a private budget if the file is broken later (the smaller limit). */
+    atomic_store(&me->share[found].limit, limit);
+    /* Kept here too, for a private budget if the file is broken later (the smaller limit), for a
+     * fork child's entry and for a move to another file (our own). */
     uint64_t now = atomic_load(&l->dev[found].slot.limit);
     memcpy(my_devs[found].uuid, uuid, 16);
     my_devs[found].physical = physical;
     my_devs[found].limit = now < limit ? now : limit;
+    my_devs[found].own = limit;
     my_devs[found].known = true;
     if (created)
         return found;
@@ -1147,25 +1484,14 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
     if (!d)
         return -EAGAIN;
     l = gpc_ledger;
-    /* Settings disagree between processes: the smallest limit of the live ones wins. Only entries
-     * whose limit differs from ours are checked for liveness (a crowd of equal settings costs no
-     * system call). */
+    /* Settings disagree between processes: the smallest limit of the live ones wins, applied at
+     * once (a lower one takes spare back before anything more is admitted: budget.c). */
     uint64_t cur = atomic_load(&d->slot.limit);
-    bool others = false;
-    uint64_t lowest = limit;
-    for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
-        struct gpc_ledger_proc *p = &l->proc[i];
-        uint64_t theirs = atomic_load(&p->share[found].limit);
-        int32_t pid = atomic_load(&p->pid);
-        if (i == me || theirs == 0 || pid == 0 || theirs == limit ||
-            !entry_alive(i, pid, atomic_load(&p->start_time)))
-            continue;
-        others = true;
-        if (theirs < lowest)
-            lowest = theirs;
-    }
+    uint64_t lowest = lowest_limit(l, found, my_proc, limit, true);
+    /* The limit was set by another process (it differs from ours) that is still alive. */
+    bool others = lowest < limit || (cur != limit && lowest_limit(l, found, my_proc, 0, true) == cur);
     if (lowest != cur)
-        atomic_store(&d->slot.limit, lowest);
+        gpc_budget_limit_locked(l, d, lowest);
     gpc_ledger_unlock(d);
     if (others && limit != cur) {
         char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], c[GPC_SIZE_TEXT];

@@ -34,37 +34,49 @@ void gpc_ledger_identify(void);
  * -EACCES when the platform's ledger was refused under the lock (logged at attach): denied.
  */
 int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit, int ordinal);
-/* This process's entry (claimed on first use, again after fork; an exec'd image takes over the
- * entry of its pid and start time from zero), or -ENOSPC when the table is full (logged). */
-extern _Atomic int gpc_ledger_index;
-int gpc_ledger_claim(void);
-static inline int gpc_ledger_me(void)
+/*
+ * This process's entry in the ledger in use (claimed on first use, again after fork, with this
+ * process's own limits; an exec'd image takes over the entry of its pid and start time from zero),
+ * or NULL when the table is full (logged). One pointer: a move to another file (a rebuild, a file
+ * replaced at the path) publishes the entry there in one store, so no caller pairs one file with
+ * an index into another.
+ */
+extern struct gpc_ledger_proc *_Atomic gpc_ledger_entry;
+struct gpc_ledger_proc *gpc_ledger_claim(void);
+static inline struct gpc_ledger_proc *gpc_ledger_me(void)
 {
-    int me = atomic_load_explicit(&gpc_ledger_index, memory_order_relaxed);
-    return gpc_likely(me >= 0) ? me : gpc_ledger_claim();
+    struct gpc_ledger_proc *p = atomic_load_explicit(&gpc_ledger_entry, memory_order_relaxed);
+    return gpc_likely(p != NULL) ? p : gpc_ledger_claim();
 }
-/* Gives back the budget of dead processes and recomputes the limits they set; returns how many
- * were reclaimed. */
+/* Gives back the budget of dead processes (gone, zombies, images that exec'd) and recomputes the
+ * limits they set; returns how many were reclaimed. */
 int gpc_ledger_reap(void);
 /*
  * Set by the SIGBUS guard when the ledger file was shrunk under this process (the mapping now holds
  * zero pages). gpc_ledger_recover() then moves the process to a private budget with the same entry
- * indices, its limits and its leases (gpc_ledger_mine, kept by budget.c outside the mapping: the
- * spare part of a lease is charged as in use from then on), and says so once. Budget calls check
- * it on the shared path only.
+ * indices and its limits, charged exactly what it holds (gpc_budget_held: counted by budget.c
+ * outside the mapping), and says so once. Budget calls check it on the shared path only.
  */
 extern atomic_bool gpc_ledger_broken;
-extern _Atomic uint64_t gpc_ledger_mine[GPC_LEDGER_DEVICES];
 void gpc_ledger_recover(void);
 static inline void gpc_ledger_check_broken(void)
 {
     if (gpc_unlikely(gpc_ledger_shared && atomic_load_explicit(&gpc_ledger_broken, memory_order_relaxed)))
         gpc_ledger_recover();
 }
-/* gpc_ledger_reap at most every 100 ms per process: for callers about to report a figure. */
+/* Touches the whole mapping, so that a file shrunk since is noticed (and this process moved to a
+ * private budget) before a figure is read from it: for callers about to report one. */
+void gpc_ledger_probe(void);
+/* gpc_ledger_probe, then gpc_ledger_reap at most every 100 ms per process: for callers about to
+ * report a figure. */
 void gpc_ledger_reap_lazy(void);
-/* At normal exit: takes this process's share and limits out of the ledger and frees its entry. */
-void gpc_ledger_leave(void);
+/*
+ * Around an exec (hooks_exec.c): marks this process's entry "exec under way" (true if it marked
+ * it: a process that never touched CUDA has none, and a vfork child must not mark its parent's),
+ * then clears the mark when the exec returned, that is failed. See gpc_ledger_proc_alive.
+ */
+bool gpc_ledger_exec_begin(void);
+void gpc_ledger_exec_end(bool marked);
 /*
  * Locks device entry `id` of the ledger (robust, bounded wait) and returns it, or NULL after
  * logging "...; <consequence>" (with the holder's pid when the wait timed out). A ledger whose lock

@@ -5,6 +5,7 @@
 #include "common/defs.h"
 #include "common/ledger.h"
 #include "core/budget.h"
+#include "core/ledger_map.h"
 #include "charge/device.h"
 #include "hooks/init.h"
 
@@ -23,6 +24,8 @@ GPC_EXPORT int gpucap_device_usage(int ordinal, struct gpucap_usage *out)
     if (!out || ordinal < 0 || ordinal >= GPC_MAX_DEVICES)
         return -EINVAL;
     gpc_init();
+    /* Figures after a shrunk file is noticed and without processes that died (rate-limited). */
+    gpc_ledger_reap_lazy();
     int id = gpc_device_budget_if_ready(ordinal);
     struct gpc_slot *s = gpc_budget_slot(id);
     if (!s)

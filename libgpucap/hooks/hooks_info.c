@@ -107,6 +107,7 @@ GET_INFO(cuMemGetInfo, unsigned int)
     GPC_EXPORT CUresult name(type *bytes, CUdevice dev)           \
     {                                                             \
         gpc_init();                                               \
+        gpc_ledger_probe();                                       \
         gpc_live_check(true);                                     \
         CUresult rc = GPC_CALL_REAL(name, (bytes, dev));          \
         if (rc != CUDA_SUCCESS || !bytes)                         \

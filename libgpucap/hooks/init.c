@@ -5,9 +5,12 @@
  * Nothing happens when the library is loaded: a process that never touches CUDA (a shell, `ls`,
  * with gpucap in /etc/ld.so.preload) gets no file read, no thread, no output. The first hooked CUDA
  * call, on any thread, loads the settings and resolves the driver, once. Hooks can run before our
- * constructor (from another library's constructor) and after our destructor (from atexit handlers):
- * the first case is the lazy start-up, the second passes everything through. The state it sets
- * lives in core/state.c, which the layers below read; only the hooks start the library.
+ * constructor (from another library's constructor) and after our destructor (from atexit handlers,
+ * other libraries' destructors, other threads still running): the first case is the lazy start-up;
+ * in the second allocations are denied and frees pass through (core/state.h): this process's
+ * share stays in the ledger until the process is dead (ledger.c), and an allocation passed through
+ * uncapped there would put the card over the budget. The state it sets lives in core/state.c,
+ * which the layers below read; only the hooks start the library.
  *
  * "After our destructor" means at exit only. A destructor can also be called by hand (its address
  * is in the library's DT_FINI_ARRAY, for anyone to read): that must not end enforcement nor give
@@ -98,8 +101,16 @@ void gpc_init_slow(void)
     pthread_once(&once, start);
 }
 
-/* At normal exit the driver frees everything this process holds: so does the ledger, at once,
- * for every reader (a process that dies without exiting is reaped by the others instead). */
+/*
+ * At normal exit only the counts and what it holds then (a figure) go in. The share stays: the driver frees this process's memory
+ * when its device files close, after every destructor and atexit handler (ours may run before
+ * others that still hold memory), so it is taken back by the next process that reaps, once this
+ * one is dead (ledger.c). Giving it back here would let another process be admitted into memory
+ * still on the card; passing later allocations through uncapped would let this one allocate past
+ * the budget (another thread runs until exit_group, other destructors may allocate): they are
+ * denied. A free passes through: its bytes stay charged until the process is dead (over, never
+ * under).
+ */
 __attribute__((destructor)) static void stop(void)
 {
     if (!atomic_load(&exiting)) {
@@ -116,6 +127,5 @@ __attribute__((destructor)) static void stop(void)
     if (atomic_load(&gpc_initialized) && gpc_ledger) {
         gpc_budget_flush_counts();
         gpc_budget_note_exit();
-        gpc_ledger_leave();
     }
 }

@@ -80,12 +80,14 @@ check_ctr() { # check_ctr UID CONTAINER NS POD BUDGET RESERVE: a container whose
     [ -n "$fake" ] || { bad "$2: no fake record in $(cat "$out")"; return; }
     grep -qE "^gpucap_container_used_bytes\{namespace=\"$3\",pod=\"$4\",$sel,UUID=\"GPU-[0-9a-f-]{36}\"\} " "$t/m1" ||
         bad "$2: labels: $(grep "$sel" "$t/m1" | head -1)"
-    # The process has exited: it took its share out of the ledger at exit, so nothing is in use and
-    # no context is reserved; the peak keeps what it held.
-    [ "$(value m1 gpucap_container_used_bytes "$sel")" = 0 ] ||
-        bad "$2: used $(value m1 gpucap_container_used_bytes "$sel") after its process exited"
+    # The process has exited without freeing: the library gives a share back only once the memory
+    # is gone (after every destructor), by the container's next process that reaps it, and the
+    # exporter, in another PID namespace, cannot tell a dead pid. So what it held at exit is still
+    # shown (the fake's peak and its context reserve), and its entry still counts.
+    [ "$(value m1 gpucap_container_used_bytes "$sel")" = $((fake + $6)) ] ||
+        bad "$2: used $(value m1 gpucap_container_used_bytes "$sel") after its process exited holding $((fake + $6))"
     [ "$(value m1 gpucap_container_peak_bytes "$sel")" = $((fake + $6)) ] || bad "$2: peak"
-    [ "$(value m1 gpucap_container_context_reserve_bytes "$sel")" = 0 ] || bad "$2: context reserve after exit"
+    [ "$(value m1 gpucap_container_context_reserve_bytes "$sel")" = "$6" ] || bad "$2: context reserve after exit"
     [ "$(value m1 gpucap_container_budget_bytes "$sel")" = "$5" ] || bad "$2: budget"
     [ "$(value m1 gpucap_container_denials_total "$sel")" = "$denials" ] ||
         bad "$2: denials $(value m1 gpucap_container_denials_total "$sel"), the process saw $denials"
@@ -95,7 +97,7 @@ check_ctr $uid_b srv team-b infer-0 $((960 * MiB)) $((8 * MiB))
 grep -q '^fake peak=41943040 ' "$t/$uid_a.main.out" || bad "main: unexpected fake record $(cat "$t/$uid_a.main.out")"
 [ "$(value m1 gpucap_container_processes 'container="side"')" = 1 ] || bad "side: live process count"
 [ "$(value m1 gpucap_container_used_bytes 'container="side"')" = $((8 * MiB)) ] || bad "side: used"
-[ "$(value m1 gpucap_container_processes 'container="main"')" = 0 ] || bad "main: an exited process still counts"
+[ "$(value m1 gpucap_container_processes 'container="main"')" = 1 ] || bad "main: an exited process, not reaped yet"
 [ "$(value m1 gpucap_container_budget_bytes 'container="side"')" = $((32 * MiB)) ] || bad "side: budget"
 [ "$(value m1 gpucap_gpu_budgets_bytes '')" = $((1056 * MiB)) ] || bad "card budgets: $(value m1 gpucap_gpu_budgets_bytes '')"
 # A budget changed live (gpucap set-memory on main's ledger, whose process has exited): from, to,
@@ -114,7 +116,9 @@ if [ -n "${TEST_CLI:-}" ]; then
     [ "$(value m1b gpucap_container_budget_changes_total 'container="main"')" = 1 ] || bad "main: changes"
     at=$(value m1b gpucap_container_budget_changed_timestamp_seconds 'container="main"')
     [ -n "$at" ] && [ "$at" -ge "$before" ] && [ "$at" -le "$(date +%s)" ] || bad "main: changed at '$at'"
-    [ "$(value m1b gpucap_container_above_budget 'container="main"')" = 0 ] || bad "main: above its budget"
+    # main's process exited holding 40 MiB and no process of its container reaped it since: the
+    # ledger still records them, above the lowered budget, until the container's next process.
+    [ "$(value m1b gpucap_container_above_budget 'container="main"')" = 1 ] || bad "main: not above its budget"
     [ "$(value m1b gpucap_container_above_budget 'container="side"')" = 0 ] || bad "side: above its budget"
 fi
 [ "$(value m1 gpucap_gpu_memory_bytes '')" = $((1024 * MiB)) ] || bad "card size"

@@ -6,9 +6,12 @@
  * record lives in the FAKECUDA_RECORD file (mmap MAP_SHARED, one card for every process that
  * names it) or in a shared anonymous map (still shared with fork() children).
  *
- * A process that execs starts from zero: the new image takes over its slot and the old image's
- * memory goes back to the card. A process that dies, even by SIGKILL, gets its memory back as on a
- * real card: its slot is reaped lazily, when an allocation would not fit and on every inspection; with
+ * A process that execs starts from zero: the old image's memory goes back to the card at the exec,
+ * as a real driver's does when its close-on-exec device files close. Each slot names a close-on-exec
+ * descriptor of its process (a pipe's read end, the fake's "device file"): once /proc/<pid>/fd no
+ * longer has it, the image is gone, whether the new one ever calls CUDA or not; a new image that
+ * does takes over the slot. A process that dies, even by SIGKILL, gets its memory back as on a
+ * real card (a zombie has closed its files): its slot is reaped lazily, when an allocation would not fit and on every inspection; with
  * FAKECUDA_EAGER_REAP=1 also before every allocation, so that the peak never counts the memory
  * of a process that already died (crash tests compare that peak with a budget). The record's lock is
  * a process-shared robust mutex; a holder that died mid-update is repaired by recomputing the
@@ -24,6 +27,7 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,18 +35,22 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fake_internal.h"
 
 #define FK_MAGIC 0x4144554345414b46ull /* "FAKECUDA" */
-#define FK_REC_VERSION 1u
+#define FK_REC_VERSION 2u
 #define FK_SLOTS 256
 
 struct fk_slot {
     int32_t pid; /* 0: free */
     uint32_t limited; /* 1: the process is in the driver-limited container (FAKECUDA_DRIVER_LIMIT) */
     uint64_t start; /* /proc/<pid>/stat field 22 */
+    int32_t fd;  /* the process's close-on-exec "device file" (-1: none) */
+    uint32_t unused;
+    uint64_t fd_ino; /* the inode that descriptor names */
     uint64_t bytes[FK_MAX_DEV];
     uint32_t ctxs[FK_MAX_DEV];
 };
@@ -65,8 +73,8 @@ static pthread_once_t attach_once = PTHREAD_ONCE_INIT;
 /* This process's slot; read and written only under R->mu (and by the fork child handler). */
 static int my_slot = -1;
 
-/* Reads state and start time (fields 3 and 22) of /proc/<pid>/stat; -1 when unreadable. */
-static int proc_stat(pid_t pid, char *state, uint64_t *start)
+/* Reads state, threads and start time (fields 3, 20 and 22) of /proc/<pid>/stat; -1 when unreadable. */
+static int proc_stat(pid_t pid, char *state, long *threads, uint64_t *start)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
@@ -89,6 +97,8 @@ static int proc_stat(pid_t pid, char *state, uint64_t *start)
         if (!p)
             return -1;
         p++;
+        if (field == 19 && threads)
+            *threads = strtol(p, NULL, 10);
     }
     *start = strtoull(p, NULL, 10);
     return 0;
@@ -97,11 +107,42 @@ static int proc_stat(pid_t pid, char *state, uint64_t *start)
 static bool slot_alive(const struct fk_slot *s)
 {
     char state;
+    long threads = 1;
     uint64_t start;
-    if (proc_stat(s->pid, &state, &start) < 0)
+    if (proc_stat(s->pid, &state, &threads, &start) < 0)
         return kill(s->pid, 0) == 0 || errno == EPERM;
-    /* A zombie's memory is already back on a real card. */
-    return state != 'Z' && state != 'X' && start == s->start;
+    /* A zombie's memory is already back on a real card (a leader that ended while other threads
+     * run is a zombie with more than one thread: alive). */
+    if (((state == 'Z' || state == 'X') && threads <= 1) || start != s->start)
+        return false;
+    /* Its device file closed: the image that held the memory exec'd. */
+    if (s->fd >= 0) {
+        char path[64];
+        struct stat st;
+        snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)s->pid, (int)s->fd);
+        if (stat(path, &st) != 0 ? errno == ENOENT : (uint64_t)st.st_ino != s->fd_ino)
+            return false;
+    }
+    return true;
+}
+
+/* This image's "device file": a close-on-exec descriptor that the slot names (see slot_alive). */
+static void open_device_file(struct fk_slot *s)
+{
+    static int fd = -1;
+    static pid_t owner;
+    struct stat st;
+    if (fd < 0 || owner != getpid()) {
+        int p[2];
+        fd = -1;
+        if (pipe2(p, O_CLOEXEC) == 0) {
+            close(p[1]);
+            fd = p[0];
+            owner = getpid();
+        }
+    }
+    s->fd = fd >= 0 && fstat(fd, &st) == 0 ? fd : -1;
+    s->fd_ino = s->fd >= 0 ? (uint64_t)st.st_ino : 0;
 }
 
 /* Frees the slots of dead processes; with `recount`, rebuilds device totals from live slots. */
@@ -131,7 +172,16 @@ static void reap(bool recount)
 
 static void rec_lock(void)
 {
-    int rc = pthread_mutex_lock(&R->mu);
+    /* Polled rather than slept on: a holder killed between its unlock and the wake-up of the
+     * waiters (a crowd killed at random moments) would leave them asleep on a free lock. trylock,
+     * unlike timedlock, reports a dead owner in a way ThreadSanitizer follows. */
+    int rc;
+    for (unsigned tries = 0; (rc = pthread_mutex_trylock(&R->mu)) == EBUSY; tries++) {
+        if (tries < 64)
+            sched_yield();
+        else
+            usleep(100);
+    }
     if (rc == EOWNERDEAD) {
         reap(true);
         pthread_mutex_consistent(&R->mu);
@@ -150,7 +200,7 @@ static struct fk_slot *mine(void)
         return &R->slot[my_slot];
     char state;
     uint64_t start = 0;
-    proc_stat(getpid(), &state, &start);
+    proc_stat(getpid(), &state, NULL, &start);
     /* A slot with our pid and start time is this process before an exec: the new image cannot
      * reach the old one's memory, and the driver frees it (the address space it lived in is gone).
      * The new image starts from zero in that slot. */
@@ -162,6 +212,7 @@ static struct fk_slot *mine(void)
             R->dev[d].outstanding -= s->bytes[d] < R->dev[d].outstanding ? s->bytes[d] : R->dev[d].outstanding;
         memset(s->bytes, 0, sizeof s->bytes);
         memset(s->ctxs, 0, sizeof s->ctxs);
+        open_device_file(s);
         s->limited = fk_config()->limited;
         my_slot = i;
         return s;
@@ -173,6 +224,7 @@ static struct fk_slot *mine(void)
                 memset(s, 0, sizeof *s);
                 s->pid = getpid();
                 s->start = start;
+                open_device_file(s);
                 s->limited = fk_config()->limited;
                 my_slot = i;
                 return s;

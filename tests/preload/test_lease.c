@@ -5,8 +5,9 @@
  *
  * This process holds 1 MiB of a 64 MiB budget and some spare. For each step N, a child (this
  * program again, exec'd with GPC_TEST_CRASH_AT=N) asks for 63 MiB, which takes this process's
- * spare back (steps 5-9: the victim is another, live process), grows its own lease (1-4), and at
- * exit gives its share back (10-13); it dies at step N. Then the budget must be exact again: the
+ * spare back (steps 5-9: the victim is another, live process) and grows its own lease (1-4); for
+ * steps 10-13 a grandchild first holds 8 MiB and exits, so that the child takes its share back
+ * (a reap) before it can be admitted. The child dies at step N. Then the budget must be exact again: the
  * whole rest of it can be allocated, one byte more is denied, every figure equals what the fake
  * card holds, and the ledger's total equals the sum of the leases.
  */
@@ -23,9 +24,22 @@
 #define LIMIT (64 * MiB)
 #define STEPS 13
 
-/* The child: 63 MiB, then a normal exit (which gives its share back). */
+/* The child: 63 MiB (after a grandchild that exited holding 8 MiB, for the reap steps), then a
+ * normal exit (its share is taken back once it is dead). */
 static int child(void)
 {
+    const char *at = getenv("GPC_TEST_CRASH_AT");
+    if (at && atoi(at) >= 10 && atoi(at) <= STEPS) {
+        pid_t g = fork();
+        if (g == 0) {
+            make_context(0);
+            CUdeviceptr q;
+            _exit(cuMemAlloc_v2(&q, 8 * MiB) == CUDA_SUCCESS ? 0 : 3);
+        }
+        int st;
+        if (waitpid(g, &st, 0) != g || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            return 4;
+    }
     make_context(0);
     CUdeviceptr p;
     CUresult rc = cuMemAlloc_v2(&p, LIMIT - MiB);

@@ -98,6 +98,12 @@ otheruid)
         FAKECUDA_MEM=1GiB ASAN_OPTIONS="${ASAN_OPTIONS:-}" LD_PRELOAD="$TEST_PRELOAD_LOCK" "$alloc" a48 s100 \
         > "$t/holder.out" 2> "$t/holder.err" &
     holder=$!
+    # Once it holds them (a share is given back only when its process is dead, so a process of
+    # this uid asking meanwhile could still hold its 32 MiB when the other one asks: wait first).
+    for _ in $(seq 100); do
+        "$cli" status --ledger "$led" --json 2> /dev/null | grep -q "\"in_use\":$((48 * MiB))" && break
+        sleep 0.1
+    done
     seen=0
     for _ in $(seq 60); do
         run -- a32

@@ -23,8 +23,9 @@
  * Live processes: the pids in a ledger are in the container's PID namespace, which the node's
  * namespace cannot check. gpucap_container_processes counts the entries with a non-zero pid that
  * hold memory on, or registered, that device, as the ledger records them; the library itself
- * takes back the entries of dead processes (before any denial and when it needs an entry), so a
- * process killed a moment ago may be counted until its container next allocates.
+ * takes back the entries of dead processes (before any denial, at a figure and when it needs an
+ * entry), so a process that exited or was killed is counted, with what it held, until its
+ * container's next process reaps it (a share is given back only once its memory is gone).
  */
 #include "collect.h"
 #include "tool.h"

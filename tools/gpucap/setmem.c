@@ -115,7 +115,7 @@ static bool any_live(const struct gpc_ledger *l)
 {
     for (int i = 0; i < GPC_LEDGER_PROCS; i++)
         if (atomic_load(&l->proc[i].pid) != 0 &&
-            gpc_ledger_proc_alive(atomic_load(&l->proc[i].pid), atomic_load(&l->proc[i].start_time)))
+            gpc_ledger_proc_alive(atomic_load(&l->proc[i].pid), atomic_load(&l->proc[i].start_time), &l->proc[i]))
             return true;
     return false;
 }
@@ -253,7 +253,7 @@ int cmd_set_memory(int argc, char **argv)
         struct gpc_ledger_dev *d = &l->dev[i];
         char uuid[GPC_UUID_TEXT], a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], c[GPC_SIZE_TEXT];
         gpc_uuid_format(d->uuid, uuid);
-        uint64_t now = atomic_load(&d->slot.limit), used = gpc_ledger_in_use(l, i);
+        uint64_t now = atomic_load(&d->slot.limit), used = gpc_ledger_in_use_live(l, i); /* dead processes not reaped yet: not in use */
         if (atomic_load(&d->limit_asked) != 0) {
             printf("device %s: %s posted; the processes on the ledger apply it at their next CUDA memory call "
                    "(none did within %.0f s)\n", uuid, gpc_format_size(want[i], a, sizeof a), wait_s);

@@ -43,7 +43,7 @@ const struct tool_cmd cli_status_cmd = {
 
 static bool alive(const struct gpc_ledger_proc *p)
 {
-    return gpc_ledger_proc_alive(atomic_load(&p->pid), atomic_load(&p->start_time));
+    return gpc_ledger_proc_alive(atomic_load(&p->pid), atomic_load(&p->start_time), p);
 }
 
 /* What dead processes still hold on device entry `dv`: not in use any more (the library takes it

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * hooks_exec.c: the exec family, so that the share of an image that execs is given back when its
+ * memory is: at the exec.
+ *
+ * The driver frees a process's memory at exec (its descriptors are close-on-exec), but the pid and
+ * the start time stay, and the new image may never call CUDA. So before the exec this process
+ * marks its ledger entry "exec under way" (gpc_ledger_exec_begin); a reader that sees the mark
+ * checks whether the close-on-exec descriptor the entry names is still open in the process: once
+ * the exec went through it is not, and the share is taken back at the next reap (before any
+ * denial). An exec that fails returns here and the mark is cleared: the share stays.
+ *
+ * Every exported exec is hooked, because glibc's execvp, execl... call the kernel through an
+ * internal alias, not through execve. A process that never touched CUDA only passes through (no
+ * file read, no thread). The raw system call (a static program, Go's syscall package) is not seen:
+ * such an image's share stays charged until it exits (README).
+ */
+#include "common/defs.h"
+#include "core/ledger_map.h"
+#include "driver/resolve.h"
+#include "hooks/init.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <unistd.h>
+
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*execv_fn)(const char *, char *const[]);
+typedef int (*fexecve_fn)(int, char *const[], char *const[]);
+typedef int (*execveat_fn)(int, const char *, char *const[], char *const[], int);
+
+/* The next definition of `name` after this library (libc's); NULL if there is none. */
+static void *real_exec(const char *name)
+{
+    void *(*look)(void *, const char *) = gpc_real_dlsym_fn();
+    return look ? look(RTLD_NEXT, name) : NULL;
+}
+
+#define CALL_REAL(type, name, args)                                \
+    do {                                                           \
+        type real = (type)real_exec(name);                         \
+        if (!real) {                                               \
+            errno = ENOSYS;                                        \
+            return -1;                                             \
+        }                                                          \
+        bool marked = gpc_ledger_exec_begin();                     \
+        int rc = real args;                                        \
+        int saved = errno;                                         \
+        gpc_ledger_exec_end(marked);                               \
+        errno = saved;                                             \
+        return rc;                                                 \
+    } while (0)
+
+GPC_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+    CALL_REAL(execve_fn, "execve", (path, argv, envp));
+}
+
+GPC_EXPORT int execv(const char *path, char *const argv[])
+{
+    CALL_REAL(execv_fn, "execv", (path, argv));
+}
+
+GPC_EXPORT int execvp(const char *file, char *const argv[])
+{
+    CALL_REAL(execv_fn, "execvp", (file, argv));
+}
+
+GPC_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    CALL_REAL(execve_fn, "execvpe", (file, argv, envp));
+}
+
+GPC_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+    CALL_REAL(fexecve_fn, "fexecve", (fd, argv, envp));
+}
+
+GPC_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
+{
+    CALL_REAL(execveat_fn, "execveat", (dirfd, path, argv, envp, flags));
+}
+
+/* The list forms: their arguments gathered into an array on the stack, then the vector form. */
+#define GATHER(first, ap, argv, n)                     \
+    va_start(ap, first);                               \
+    size_t n = 1;                                      \
+    while (va_arg(ap, char *))                         \
+        n++;                                           \
+    va_end(ap);                                        \
+    char *argv[n + 1];                                 \
+    argv[0] = (char *)(first);                         \
+    va_start(ap, first);                               \
+    for (size_t i_ = 1; i_ <= n; i_++)                 \
+        argv[i_] = va_arg(ap, char *);
+
+GPC_EXPORT int execl(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    GATHER(arg, ap, argv, n)
+    va_end(ap);
+    return execv(path, argv);
+}
+
+GPC_EXPORT int execlp(const char *file, const char *arg, ...)
+{
+    va_list ap;
+    GATHER(arg, ap, argv, n)
+    va_end(ap);
+    return execvp(file, argv);
+}
+
+GPC_EXPORT int execle(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    GATHER(arg, ap, argv, n)
+    char *const *envp = va_arg(ap, char *const *);
+    va_end(ap);
+    return execve(path, argv, envp);
+}
