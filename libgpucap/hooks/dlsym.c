@@ -116,6 +116,30 @@ static enum handle_kind defined_in(const void *addr, void **object)
     return kind;
 }
 
+/*
+ * For RTLD_NEXT asked by another library: the first loaded object of `want`'s kind that defines
+ * `name`, as a dlopen handle in *object. Asked from gpucap, RTLD_NEXT misses a driver that is only
+ * in the caller's local scope (a library dlopened RTLD_LOCAL with libnvidia-ml as its dependency),
+ * yet the caller's own lookup reaches it there.
+ */
+static enum handle_kind loaded_definer(enum handle_kind want, const char *name, void **object)
+{
+    *object = NULL;
+    for (const struct link_map *lm = _r_debug.r_map; lm; lm = lm->l_next) {
+        if (object_kind(lm) != want || !lm->l_name || !lm->l_name[0])
+            continue;
+        void *h = dlopen(lm->l_name, RTLD_NOW | RTLD_NOLOAD);
+        if (!h)
+            continue;
+        if (gpc_real_dlsym_fn()(h, name)) {
+            *object = h;
+            return want;
+        }
+        dlclose(h);
+    }
+    return H_OTHER;
+}
+
 /* Our own dlsym and dlvsym (hidden aliases: the exported names could bind elsewhere). */
 __attribute__((visibility("hidden"))) void *gpc_own_dlsym(void *, const char *);
 __attribute__((visibility("hidden"))) void *gpc_own_dlvsym(void *, const char *, const char *);
@@ -154,6 +178,8 @@ void *gpc_dlsym_redirect(void *handle, const char *name)
         if (!cuda_hook && !nvml_hook)
             return NULL;
         kind = defined_in(gpc_real_dlsym_fn()(handle, name), &object);
+        if (kind == H_OTHER && handle == RTLD_NEXT)
+            kind = loaded_definer(cuda_hook ? H_CUDA : H_NVML, name, &object);
         if (kind == H_CUDA && cuda_hook)
             gpc_resolve_cuda(object);
         else if (kind == H_NVML && nvml_hook && object)
