@@ -93,6 +93,13 @@ shrunk)
 otheruid)
     need_root
     setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null || { echo "setpriv cannot switch uid; skipping"; exit 77; }
+    # The build tree must be reachable by that uid (a checkout under a 0700 directory is not).
+    for f in "$alloc" ${TEST_PRELOAD_LOCK//:/ }; do
+        setpriv --reuid=65534 --regid=65534 --clear-groups test -r "$f" -a -x "$(dirname "$f")" 2>/dev/null ||
+            { echo "uid 65534 cannot reach $f; skipping"; exit 77; }
+    done
+    setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$alloc" 2>/dev/null ||
+        { echo "uid 65534 cannot run $alloc; skipping"; exit 77; }
     # uid 65534 holds 48 MiB of the 64 MiB budget; this uid's 32 MiB must then be denied.
     timeout 30 setpriv --reuid=65534 --regid=65534 --clear-groups env -i PATH="$PATH" LD_LIBRARY_PATH="$LD_LIBRARY_PATH" \
         FAKECUDA_MEM=1GiB ASAN_OPTIONS="${ASAN_OPTIONS:-}" LD_PRELOAD="$TEST_PRELOAD_LOCK" "$alloc" a48 s100 \
