@@ -5,8 +5,8 @@
  * is one JSON object per line; lines are handed over as they complete.
  */
 #include "kube.h"
+#include "token.h"
 
-#include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
@@ -42,25 +42,6 @@ int gpc_kube_init(struct gpc_kube *k, const char *url, char *err, size_t errlen)
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         snprintf(err, errlen, "libcurl cannot be initialised");
         return -EIO;
-    }
-    return 0;
-}
-
-static int read_token(const char *path, char *buf, size_t len, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "re");
-    if (!f) {
-        snprintf(err, errlen, "token %s: %s", path, strerror(errno));
-        return -errno;
-    }
-    size_t n = fread(buf, 1, len - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    while (n && isspace((unsigned char)buf[n - 1]))
-        buf[--n] = '\0';
-    if (!n || n == len - 1 || strpbrk(buf, "\r\n")) {
-        snprintf(err, errlen, "token %s: empty, too long or not one line", path);
-        return -EINVAL;
     }
     return 0;
 }
@@ -118,7 +99,7 @@ static int request(const struct gpc_kube *k, const char *path, const char *json,
                    size_t errlen)
 {
     char token[8192], url[2048], auth[8300];
-    int rc = read_token(k->token_file, token, sizeof token, err, errlen);
+    int rc = tool_read_token(k->token_file, token, sizeof token, err, errlen);
     if (rc != 0)
         return rc;
     snprintf(url, sizeof url, "%s%s", k->url, path);

@@ -16,6 +16,7 @@
  * The lock is not held during a fetch, so one slow answer does not stall the other workers.
  */
 #include "admission.h"
+#include "token.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -79,26 +80,6 @@ static size_t on_data(char *data, size_t size, size_t n, void *user)
     return add;
 }
 
-/* The bearer token, read on every fetch: projected tokens are rotated by the kubelet. */
-static int read_token(const char *path, char *buf, size_t len, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "re");
-    if (!f) {
-        snprintf(err, errlen, "token %s: %s", path, strerror(errno));
-        return -errno;
-    }
-    size_t n = fread(buf, 1, len - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    while (n && isspace((unsigned char)buf[n - 1]))
-        buf[--n] = '\0';
-    if (!n || n == len - 1 || strpbrk(buf, "\r\n")) {
-        snprintf(err, errlen, "token %s: empty, too long or not one line", path);
-        return -EINVAL;
-    }
-    return 0;
-}
-
 /* The policy in a Namespace object's annotations; 0 or -EINVAL with err set. */
 static int parse_namespace(const char *body, size_t len, struct gpc_ns_policy *out, char *err, size_t errlen)
 {
@@ -152,7 +133,7 @@ out:
 static int fetch(struct gpc_nsapi *p, const char *ns, struct gpc_ns_policy *out, char *err, size_t errlen)
 {
     char token[8192], url[700], auth[8300];
-    int rc = read_token(p->token_file, token, sizeof token, err, errlen);
+    int rc = tool_read_token(p->token_file, token, sizeof token, err, errlen);
     if (rc != 0)
         return rc;
     snprintf(url, sizeof url, "%s/api/v1/namespaces/%s", p->url, ns);
