@@ -99,7 +99,7 @@ grep -q "^PASS  library: $lib exports all" "$tmp/doctor" || fail "doctor did not
 /usr/bin/gpucap run --memory 1GiB --report - -- "$build/examples/oom-demo" > "$tmp/demo" 2>&1 ||
     { cat "$tmp/demo"; fail "the demo under gpucap run"; }
 grep -q "allocation 4 answered CUDA_ERROR_OUT_OF_MEMORY" "$tmp/demo" || { cat "$tmp/demo"; fail "demo: no denial at 1 GiB"; }
-grep -q "^gpucap report (version $version)" "$tmp/demo" || { cat "$tmp/demo"; fail "demo: no report"; }
+grep -q "^gpucap report (gpucap $version)" "$tmp/demo" || { cat "$tmp/demo"; fail "demo: no report"; }
 GPUCAP_LEDGER=off GPUCAP_MEMORY_LIMIT=1GiB LD_PRELOAD=$lib \
     "$build/examples/oom-demo" > "$tmp/demo2" 2>&1 || { cat "$tmp/demo2"; fail "the demo under LD_PRELOAD"; }
 grep -q "allocation 4 answered CUDA_ERROR_OUT_OF_MEMORY" "$tmp/demo2" || { cat "$tmp/demo2"; fail "LD_PRELOAD demo"; }
