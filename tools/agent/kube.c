@@ -5,7 +5,7 @@
  * is one JSON object per line; lines are handed over as they complete.
  */
 #include "kube.h"
-#include "token.h"
+#include "kubeapi.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -18,21 +18,9 @@
 
 int gpc_kube_init(struct gpc_kube *k, const char *url, char *err, size_t errlen)
 {
-    if (url && *url) {
-        snprintf(k->url, sizeof k->url, "%s", url);
-    } else {
-        const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
-        if (!host || !*host) {
-            snprintf(err, errlen, "no --kube-api and no KUBERNETES_SERVICE_HOST (not in a pod?)");
-            return -EINVAL;
-        }
-        bool v6 = strchr(host, ':') != NULL;
-        snprintf(k->url, sizeof k->url, "https://%s%s%s:%s", v6 ? "[" : "", host, v6 ? "]" : "",
-                 port && *port ? port : "443");
-    }
-    size_t n = strlen(k->url);
-    while (n && k->url[n - 1] == '/')
-        k->url[--n] = '\0';
+    int rc = tool_kube_api_url(url, k->url, sizeof k->url, err, errlen);
+    if (rc != 0)
+        return rc;
     if (strncmp(k->url, "https://", 8) != 0 && !(k->plain_http && strncmp(k->url, "http://", 7) == 0)) {
         snprintf(err, errlen, "the API address %s is not https://", k->url);
         return -EINVAL;

@@ -16,7 +16,7 @@
  * The lock is not held during a fetch, so one slow answer does not stall the other workers.
  */
 #include "admission.h"
-#include "token.h"
+#include "kubeapi.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -186,22 +186,12 @@ int gpc_nsapi_open(const struct gpc_nsapi_options *o, struct gpc_nsapi **out, ch
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
-    if (o->url && *o->url) {
-        snprintf(p->url, sizeof p->url, "%s", o->url);
-    } else {
-        const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
-        if (!host || !*host) {
-            snprintf(err, errlen, "namespace annotations: no --kube-api and no KUBERNETES_SERVICE_HOST (not in a pod?)");
-            free(p);
-            return -EINVAL;
-        }
-        bool v6 = strchr(host, ':') != NULL;
-        snprintf(p->url, sizeof p->url, "https://%s%s%s:%s", v6 ? "[" : "", host, v6 ? "]" : "",
-                 port && *port ? port : "443");
+    char why[200];
+    if (tool_kube_api_url(o->url, p->url, sizeof p->url, why, sizeof why) != 0) {
+        snprintf(err, errlen, "namespace annotations: %s", why);
+        free(p);
+        return -EINVAL;
     }
-    size_t n = strlen(p->url);
-    while (n && p->url[n - 1] == '/')
-        p->url[--n] = '\0';
     snprintf(p->token_file, sizeof p->token_file, "%s", o->token_file);
     snprintf(p->ca_file, sizeof p->ca_file, "%s", o->ca_file);
     p->ttl = o->ttl;
