@@ -5,7 +5,7 @@
 set -euo pipefail
 build=${1:-build}
 lib=$build/lib/libgpucap.so
-if [ -e /dev/nvidiactl ] && ldconfig -p | grep -q 'libcuda.so.1 '; then
+if [ -e /dev/nvidiactl ] && grep -q 'libcuda.so.1 ' <<< "$(ldconfig -p)"; then
     echo "demo: NVIDIA driver found: running on the real GPU"
     export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
 else

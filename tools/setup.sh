@@ -8,7 +8,7 @@ pkgs=(cmake make gcc clang pkg-config uthash-dev libinih-dev libunwind-dev libmi
       prometheus dpkg-dev file lintian buildah gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 missing=()
 for p in "${pkgs[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    [[ $(dpkg-query -W -f='${Status}' "$p" 2>/dev/null) == *"install ok installed"* ]] || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: installing ${missing[*]}"

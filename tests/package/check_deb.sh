@@ -12,6 +12,7 @@
 # conffile). Needs root (dpkg -i): CI runs it on a fresh machine.
 # Exit 0 pass, 1 fail, 77 skip (not root, or no dpkg).
 set -euo pipefail
+# No 'cmd | grep -q' here: under pipefail grep's early exit can kill cmd with SIGPIPE and fail a check that held.
 cd "$(dirname "$0")/../.."
 src=$PWD
 build=${1:-build-pkg}
@@ -20,7 +21,7 @@ fail() { echo "check_deb: FAIL: $*" >&2; exit 1; }
 command -v dpkg >/dev/null || { echo "check_deb: skipped: no dpkg"; exit 77; }
 packages="gpucap-exporter gpucap-webhook libgpucap gpucap libgpucap-dev"
 for p in $packages; do
-    if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    if [[ $(dpkg-query -W -f='${Status}' "$p" 2>/dev/null) == *"install ok installed"* ]]; then
         fail "the package $p is installed already; remove it first (dpkg --purge $p)"
     fi
 done
@@ -61,14 +62,15 @@ install() { dpkg -i "$@" > "$tmp/dpkg.log" 2>&1 || { cat "$tmp/dpkg.log"; fail "
 need() { for f in "$@"; do [ -f "$f" ] || fail "$f is not installed"; done; }
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
 lib=/usr/lib/$multiarch/gpucap/libgpucap.so
-man() { for p in "$@"; do need "/usr/share/man/$p.gz"; zcat "/usr/share/man/$p.gz" | grep -q "^.SH FILES" || fail "$p: no FILES section"; done; }
+man() { for p in "$@"; do need "/usr/share/man/$p.gz"; grep -q "^.SH FILES" <<< "$(zcat "/usr/share/man/$p.gz")" || fail "$p: no FILES section"; done; }
 
 # The webhook and the exporter, each alone: neither needs the library.
 install "$(deb gpucap-exporter)"
 need /usr/bin/gpucap-exporter /usr/share/doc/gpucap-exporter/copyright
 man man1/gpucap-exporter.1
 [ "$(/usr/bin/gpucap-exporter --version)" = "gpucap-exporter $version" ] || fail "gpucap-exporter --version"
-/usr/bin/gpucap-exporter --once --root "$tmp" --cards none | grep -q '^gpucap_exporter_ledgers 0$' || fail "exporter --once"
+/usr/bin/gpucap-exporter --once --root "$tmp" --cards none > "$tmp/scrape" || fail "exporter --once: exit $?"
+grep -q '^gpucap_exporter_ledgers 0$' "$tmp/scrape" || { cat "$tmp/scrape"; fail "exporter --once"; }
 install "$(deb gpucap-webhook)"
 need /usr/bin/gpucap-webhook
 man man1/gpucap-webhook.1
@@ -79,13 +81,13 @@ man man1/gpucap-webhook.1
 install "$(deb libgpucap)"
 need "$lib" /etc/gpucap/gpucap.ini
 man man5/gpucap.ini.5
-dpkg-query -W -f='${Conffiles}\n' libgpucap | grep -q /etc/gpucap/gpucap.ini || fail "gpucap.ini is not a conffile"
+grep -q /etc/gpucap/gpucap.ini <<< "$(dpkg-query -W -f='${Conffiles}\n' libgpucap)" || fail "gpucap.ini is not a conffile"
 [ ! -e /usr/include/gpucap.h ] && [ ! -e /usr/bin/gpucap ] || fail "libgpucap holds more than the library"
 install "$(deb gpucap)"
 need /usr/bin/gpucap
 man man1/gpucap.1
 [ "$(/usr/bin/gpucap --version)" = "gpucap $version" ] || fail "gpucap --version: $(/usr/bin/gpucap --version)"
-zcat /usr/share/man/man1/gpucap.1.gz | grep -q "GPUCAP_MEMORY_LIMIT" || fail "the man page lacks the settings table"
+grep -q "GPUCAP_MEMORY_LIMIT" <<< "$(zcat /usr/share/man/man1/gpucap.1.gz)" || fail "the man page lacks the settings table"
 /usr/bin/gpucap check > "$tmp/check" 2>&1 || { cat "$tmp/check"; fail "gpucap check of the installed gpucap.ini"; }
 grep -q "config file: /etc/gpucap/gpucap.ini$" "$tmp/check" || fail "gpucap check did not read /etc/gpucap/gpucap.ini"
 
@@ -141,7 +143,7 @@ echo "check_deb: find_package(gpucap) consumer built and ran"
 for pair in gpucap:/usr/bin/gpucap gpucap-webhook:/usr/bin/gpucap-webhook gpucap-exporter:/usr/bin/gpucap-exporter \
             "libgpucap:$lib"; do
     p=${pair%%:*} f=${pair#*:}
-    file -L "$f" | grep -q "not stripped" && fail "$f is not stripped"
+    [[ $(file -L "$f") == *"not stripped"* ]] && fail "$f is not stripped"
     install "$build/${p}-dbgsym_${version}_$arch.ddeb"
     id=$(readelf -n "$f" | sed -n 's/.*Build ID: *//p')
     [ -n "$id" ] && [ -f "/usr/lib/debug/.build-id/${id:0:2}/${id:2}.debug" ] || fail "$p-dbgsym: no symbols for $f ($id)"
@@ -152,7 +154,7 @@ echo "check_deb: the debug symbols of each binary are found by its build ID"
 for p in libgpucap-dev gpucap gpucap-webhook gpucap-exporter libgpucap; do
     dpkg --purge "$p-dbgsym" > /dev/null 2>&1 || true
     dpkg --purge "$p" > "$tmp/dpkg.log" 2>&1 || { cat "$tmp/dpkg.log"; fail "dpkg --purge $p"; }
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "installed" && fail "$p still installed"
+    [[ $(dpkg-query -W -f='${Status}' "$p" 2>/dev/null) == *installed* ]] && fail "$p still installed"
 done
 for f in /usr/bin/gpucap /usr/bin/gpucap-webhook /usr/bin/gpucap-exporter "$lib" /etc/gpucap/gpucap.ini \
          /usr/include/gpucap.h /usr/lib/debug/.build-id; do

@@ -32,6 +32,6 @@ PKG_CONFIG_LIBDIR=$sysroot/usr/lib/aarch64-linux-gnu/pkgconfig PKG_CONFIG_SYSROO
     cmake -S . -B "$dir" -DCMAKE_TOOLCHAIN_FILE="$PWD/tools/cross/aarch64-linux-gnu.cmake" -DGPUCAP_WEBHOOK=OFF \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; exit 1; }
 cmake --build "$dir" -j"$(nproc)" > "$dir.build.log" 2>&1 || { tail -50 "$dir.build.log"; exit 1; }
-aarch64-linux-gnu-readelf -h "$dir/lib/libgpucap.so" | grep -q AArch64 || { echo "aarch64: libgpucap.so is not an aarch64 library"; exit 1; }
+grep -q AArch64 <<< "$(aarch64-linux-gnu-readelf -h "$dir/lib/libgpucap.so")" || { echo "aarch64: libgpucap.so is not an aarch64 library"; exit 1; }
 ctest --test-dir "$dir" -j"$(nproc)" --output-on-failure \
     -R '^(route|coverage|nvml|procaddr|settings\.unit|lifecycle\.constructor|exports\.glibc_floor)'
