@@ -16,9 +16,7 @@ n=${2:-200}
 scrapes=${3:-50}
 command -v curl > /dev/null || { echo "scrape.sh: curl not found"; exit 77; }
 exporter=$build/tools/exporter/gpucap-exporter alloc=$build/tests/cli_alloc lib=$build/lib/libgpucap.so
-t=$(mktemp -d)
-pid=
-trap '[ -n "$pid" ] && kill $pid 2> /dev/null; rm -rf "$t"' EXIT
+. "$(dirname "$0")/../../tests/common.sh"
 export LD_LIBRARY_PATH=$build/fake FAKECUDA_MEM=80GiB GPUCAP_CONFIG=/dev/null GPUCAP_CONTEXT_RESERVE=0
 
 start=$(date +%s.%N)
@@ -37,16 +35,8 @@ wait
 printf 'wrote %d ledgers in %.1f s (%s bytes each)\n' "$n" "$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')" \
     "$(stat -c %s "$dir/gpucap.ledger")"
 
-: > "$t/log"
 "$exporter" --listen 127.0.0.1:0 --root "$t/pods" 2> "$t/log" &
-pid=$!
-port=
-for _ in $(seq 100); do
-    port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\);.*|\1|p' "$t/log")
-    [ -n "$port" ] && break
-    sleep 0.05
-done
-[ -n "$port" ] || { echo "exporter did not start: $(cat "$t/log")"; exit 1; }
+port=$(listen_port "$t/log" $!) || { echo "exporter did not start: $(cat "$t/log")"; exit 1; }
 : > "$t/http" && : > "$t/self"
 for ((i = 0; i < scrapes; i++)); do
     curl -sf -o "$t/m" -w '%{time_total}\n' "http://127.0.0.1:$port/metrics" >> "$t/http" || { echo "scrape failed"; exit 1; }

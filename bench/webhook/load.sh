@@ -18,23 +18,14 @@ for tool in wrk openssl curl; do
     command -v $tool >/dev/null || { echo "load.sh: $tool not found (apt-get install $tool)"; exit 77; }
 done
 
-T=$(mktemp -d)
-PID=
-trap '[ -n "$PID" ] && kill $PID 2>/dev/null; rm -rf "$T"' EXIT
+. "$HERE/../../tests/common.sh"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=127.0.0.1 \
-    -addext subjectAltName=IP:127.0.0.1 -keyout "$T/tls.key" -out "$T/tls.crt" 2>/dev/null
+    -addext subjectAltName=IP:127.0.0.1 -keyout "$t/tls.key" -out "$t/tls.crt" 2>/dev/null
 THREADS=${GPUCAP_BENCH_THREADS:-$(nproc)}
-"$WEBHOOK" --listen 127.0.0.1:0 --cert "$T/tls.crt" --key "$T/tls.key" --threads "$THREADS" \
-    --image gpucap:bench --default-memory 25% 2>"$T/log" &
-PID=$!
-PORT=
-for _ in $(seq 100); do
-    PORT=$(sed -n 's|.*listening on https://127.0.0.1:\([0-9]*\) .*|\1|p' "$T/log")
-    [ -n "$PORT" ] && break
-    sleep 0.1
-done
-[ -n "$PORT" ] || { cat "$T/log"; echo "load.sh: the webhook did not start"; exit 1; }
-curl -sf --cacert "$T/tls.crt" "https://127.0.0.1:$PORT/healthz" >/dev/null || { echo "load.sh: /healthz failed"; exit 1; }
+"$WEBHOOK" --listen 127.0.0.1:0 --cert "$t/tls.crt" --key "$t/tls.key" --threads "$THREADS" \
+    --image gpucap:bench --default-memory 25% 2>"$t/log" &
+PORT=$(listen_port "$t/log" $!) || { cat "$t/log"; echo "load.sh: the webhook did not start"; exit 1; }
+curl -sf --cacert "$t/tls.crt" "https://127.0.0.1:$PORT/healthz" >/dev/null || { echo "load.sh: /healthz failed"; exit 1; }
 
 echo "gpucap-webhook $THREADS threads, body $(wc -c <"$BODY") bytes ($(basename "$BODY")), $CONNS connections, ${DURATION}s, $(nproc) CPUs"
 status=0
@@ -51,6 +42,6 @@ for mode in keep-alive new-connection; do
         status=1
     fi
 done
-decisions=$(grep -c 'allowed: patched' "$T/log")
+decisions=$(grep -c 'allowed: patched' "$t/log")
 echo "decisions logged: $decisions"
 exit $status

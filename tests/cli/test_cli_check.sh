@@ -5,9 +5,7 @@
 # number; the environment over the file; unknown GPUCAP_* variables; a bad fault rate.
 set -u
 gpucap=$1
-t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/../common.sh"
 check() { env -u GPUCAP_MEMORY_LIMIT -u GPUCAP_CONFIG -u GPUCAP_LEDGER "$@" > "$t/out" 2> "$t/err"; }
 
 printf '; budgets\n[gpucap]\nmemory_limit = 8GiB\nmode = audit\n[device.1]\nmemory_limit = 25%%\n' > "$t/ok.ini"

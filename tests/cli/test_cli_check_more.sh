@@ -6,9 +6,7 @@
 # given as the argument is named as such, not as GPUCAP_CONFIG; --json carries the same.
 set -u
 gpucap=$1
-t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/../common.sh"
 
 printf '[gpucap]\nmemory_limt = 1GiB\n[gpcap]\nmode = audti\nlog_level = info\n[gpucap]\nlog_levl = info\nfail_after = x\n' \
     > "$t/c.ini"

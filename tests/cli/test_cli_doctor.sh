@@ -5,9 +5,7 @@
 # built library and fails it for a library that lacks the hooks; preload and limit checks.
 set -u
 gpucap=$1 other=$2
-t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/../common.sh"
 want() { grep -qE -- "$1" "$t/out" || bad "'$1' not in: $(cat "$t/out" "$t/err")"; }
 
 env -u GPUCAP_MEMORY_LIMIT "$gpucap" doctor > "$t/out" 2> "$t/err"; rc=$?

@@ -6,9 +6,7 @@
 # own answer (the fake driver's FAKECUDA_DRIVER_LIMIT) against the card.
 set -u
 gpucap=$1
-t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/../common.sh"
 want() { grep -qE -- "$1" "$t/out" || bad "'$1' not in: $(cat "$t/out")"; }
 wont() { grep -qE -- "$1" "$t/out" && bad "'$1' in: $(cat "$t/out")"; }
 doc() { env -u NVIDIA_GPU_MEMORY_LIMIT -u NVIDIA_GPU_MEMORY_REQUEST "$@" "$gpucap" doctor --root "$root" > "$t/out" 2>&1; }

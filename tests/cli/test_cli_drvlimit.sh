@@ -5,10 +5,7 @@
 # and JSON) and gpucap-exporter say "driver + gpucap" with the driver's limit; without it, "gpucap".
 set -u
 gpucap=$1 alloc=$2 exporter=${3:-}
-t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
-MiB=$((1024 * 1024))
+. "$(dirname "$0")/../common.sh"
 export FAKECUDA_CTX_BYTES=0 GPUCAP_CONTEXT_RESERVE=0
 
 # status: a ledger written in a limited container (driver 256 MiB, gpucap's own 64 MiB), and one not.
@@ -76,12 +73,7 @@ if [ -n "$exporter" ] && command -v curl > /dev/null; then
     cp "$t/plain.ledger" "$(ldir $uid_b main)/gpucap.ledger"
     "$exporter" --listen 127.0.0.1:0 --root "$root" 2> "$t/log" &
     exp=$!
-    port=
-    for _ in $(seq 100); do
-        port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\);.*|\1|p' "$t/log")
-        [ -n "$port" ] && break
-        sleep 0.05
-    done
+    port=$(listen_port "$t/log" $exp)
     curl -sf "http://127.0.0.1:$port/metrics" > "$t/m" || bad "scrape: $(cat "$t/log")"
     kill $exp; wait $exp 2> /dev/null
     # The ledgers were written outside a pod: the identity labels are empty; the directory tells them apart.

@@ -7,11 +7,8 @@
 # --version/--help-man and the version check of `gpucap doctor`.
 set -u
 gpucap=$1 alloc=$2
-t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/../common.sh"
 clean() { env -u GPUCAP_MEMORY_LIMIT -u GPUCAP_CONFIG -u GPUCAP_LEDGER -u GPUCAP_MODE "$@" > "$t/out" 2> "$t/err"; }
-MiB=$((1024 * 1024))
 
 # Help: printf-style "%%" never reaches the user; subcommands point at the table instead of repeating it.
 "$gpucap" run --help > "$t/h" || bad "run --help failed"

@@ -6,9 +6,7 @@
 # the calling function.
 set -u
 gpucap=$1 alloc=$2
-t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/../common.sh"
 ops=$(for i in $(seq 60); do printf 'a1 F '; done)
 
 "$gpucap" run --fail-after 3 --report "$t/r.json" --json -- "$alloc" a1 a1 a1 a1 a1 F > "$t/out" 2> "$t/err"

@@ -7,10 +7,7 @@
 # the library's own GPUCAP_REPORT has the timeline too; rsvg-convert renders the pictures.
 set -u
 gpucap=$1 alloc=$2
-t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
-MiB=$((1024 * 1024))
+. "$(dirname "$0")/../common.sh"
 export FAKECUDA_CTX_BYTES=0 GPUCAP_CONTEXT_RESERVE=0
 
 # svg FILE: "budget_lines denial_marks denials_in_marks peak_label" read from the picture.

@@ -7,9 +7,7 @@
 # bounded time with a bounded picture, and markup in a uuid or a name stays text.
 set -u
 gpucap=$1 alloc=$2
-t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/../common.sh"
 export FAKECUDA_CTX_BYTES=0 GPUCAP_CONTEXT_RESERVE=0
 
 # facts FILE: checks of the picture, one "name=value" per line.

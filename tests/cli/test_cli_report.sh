@@ -6,10 +6,7 @@
 # written by the library itself at exit.
 set -u
 gpucap=$1 alloc=$2
-t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
-MiB=$((1024 * 1024))
+. "$(dirname "$0")/../common.sh"
 export FAKECUDA_CTX_BYTES=0
 field() { python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['devices'][0]; print(d[sys.argv[2]])" "$@"; }
 fake() { sed -n "s/.* $2=\([0-9]*\).*/\1/p" "$1" | tail -1; }

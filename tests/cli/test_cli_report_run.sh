@@ -11,10 +11,7 @@
 # told shows what it takes on the card.
 set -u
 gpucap=$1 alloc=$2
-t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
-MiB=$((1024 * 1024))
+. "$(dirname "$0")/../common.sh"
 export FAKECUDA_CTX_BYTES=0
 j() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
 

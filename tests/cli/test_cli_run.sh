@@ -6,9 +6,7 @@
 # from the options table.
 set -u
 gpucap=$1 alloc=$2
-t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/../common.sh"
 
 "$gpucap" run -- sh -c 'exit 7'; rc=$?
 [ $rc = 7 ] || bad "exit status: got $rc, want 7"
@@ -20,19 +18,21 @@ bad() { echo "FAIL $*"; fail=1; }
 "$gpucap" run -- sh -c 'kill -KILL $$'; rc=$?
 [ $rc = 137 ] || bad "SIGKILL pass-through: got $rc, want 137"
 
-# A signal sent to gpucap is forwarded to the command, which handles it.
-"$gpucap" run -- sh -c 'trap "exit 42" USR1; echo ready > '"$t"'/ready; while :; do sleep 0.05; done' &
-pid=$!
-for _ in $(seq 100); do [ -s "$t/ready" ] && break; sleep 0.05; done
-kill -USR1 $pid
-wait $pid; rc=$?
-[ $rc = 42 ] || bad "SIGUSR1 forwarding: got $rc, want 42"
-"$gpucap" run -- sh -c 'echo ready > '"$t"'/ready2; while :; do sleep 0.05; done' &
-pid=$!
-for _ in $(seq 100); do [ -s "$t/ready2" ] && break; sleep 0.05; done
-kill -TERM $pid
-wait $pid; rc=$?
-[ $rc = 143 ] || bad "SIGTERM forwarding: got $rc, want 143"
+# A signal sent to gpucap is forwarded to the command, which handles it (USR1) or dies of it (TERM).
+# forwarded SIGNAL WANT [SETUP]: gpucap runs a shell that runs SETUP, says it is ready and loops;
+# SIGNAL sent to gpucap then, the exit status is WANT.
+forwarded() {
+    local pid rc
+    rm -f "$t/ready"
+    "$gpucap" run -- sh -c "${3:-} echo ready > $t/ready; while :; do sleep 0.05; done" &
+    pid=$!
+    waitfor test -s "$t/ready"
+    kill -"$1" $pid
+    wait $pid; rc=$?
+    [ $rc = "$2" ] || bad "SIG$1 forwarding: got $rc, want $2"
+}
+forwarded USR1 42 'trap "exit 42" USR1;'
+forwarded TERM 143
 
 # LD_PRELOAD: the library first, what was there kept; the library is really loaded.
 other=$(dirname "$alloc")/libprobe_a.so

@@ -8,9 +8,8 @@
 # command refuses; a SIZE that is not one is refused naming it.
 set -u
 gpucap=$1 alloc=$2 locktest=$3 plat=$4
-t=$(mktemp -d) && trap 'rm -rf "$t"; rm -f "$plat"' EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/../common.sh"
+trap 'cleanup; rm -f "$plat"' EXIT
 unset GPUCAP_MEMORY_LIMIT GPUCAP_LEDGER
 
 # A run that holds 16 MiB, sleeps, asks for 100 MiB, sleeps, asks for 8 MiB, sleeps.

@@ -5,19 +5,15 @@
 # processes alive and dead; JSON; a corrupted, truncated or foreign ledger is one line, exit 1.
 set -u
 gpucap=$1 alloc=$2
-t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/../common.sh"
 export GPUCAP_LEDGER=$t/ledger
 
 GPUCAP_CONTEXT_RESERVE=8MiB GPUCAP_POD_NAMESPACE=team-a GPUCAP_POD_NAME=train-0 \
     GPUCAP_POD_UID=0c5e2d4a-1111-4222-8333-444455556666 GPUCAP_CONTAINER_NAME=main \
     LD_PRELOAD=$TEST_PRELOAD "$alloc" a24 s30 F > /dev/null 2>&1 &
 pid=$!
-for _ in $(seq 100); do
-    "$gpucap" status > "$t/out" 2> /dev/null && grep -q "in use 32.00 MiB" "$t/out" && break
-    sleep 0.05
-done
+in_use() { "$gpucap" status > "$t/out" 2> /dev/null && grep -q "in use $1" "$t/out"; }
+waitfor in_use "32.00 MiB"
 grep -qE "^device GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}( \(GPU [0-9]+, [^)]*\))?  budget 64.00 MiB  in use 32.00 MiB \(contexts 8.00 MiB\)  peak 32.00 MiB" "$t/out" ||
     bad "device line: $(cat "$t/out")"
 grep -qE "^$pid +cli_alloc +[0-9]+ s +yes +GPU-.* +32.00 MiB +32.00 MiB$" "$t/out" || bad "live process line: $(cat "$t/out")"

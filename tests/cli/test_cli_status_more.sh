@@ -8,9 +8,7 @@
 # it reads is no SIGBUS.
 set -u
 gpucap=$1 alloc=$2
-t=$(mktemp -d) && trap 'kill $(jobs -p) 2> /dev/null; rm -rf "$t"' EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/../common.sh"
 export GPUCAP_LEDGER=$t/ledger
 
 # Two processes of one ledger hold 24 MiB each at once (48 MiB in use; each one's own peak 24).
@@ -18,10 +16,8 @@ LD_PRELOAD=$TEST_PRELOAD "$alloc" a24 s40 F > /dev/null 2>&1 &
 p1=$!
 LD_PRELOAD=$TEST_PRELOAD "$alloc" a24 s40 F > /dev/null 2>&1 &
 p2=$!
-for _ in $(seq 100); do
-    "$gpucap" status > "$t/out" 2> /dev/null && grep -q "in use 48.00 MiB" "$t/out" && break
-    sleep 0.05
-done
+in_use() { "$gpucap" status > "$t/out" 2> /dev/null && grep -q "in use $1" "$t/out"; }
+waitfor in_use "48.00 MiB"
 grep -qE "in use 48.00 MiB \(contexts 0 B\)  peak 48.00 MiB" "$t/out" || bad "peak below use: $(cat "$t/out")"
 grep -qE "^$p1 +cli_alloc +[0-9]+ s +yes " "$t/out" || bad "command and age of $p1: $(cat "$t/out")"
 grep -qE "^pid +command +age +alive " "$t/out" || bad "header: $(cat "$t/out")"

@@ -9,9 +9,7 @@
 # search list names each place once.
 set -u
 gpucap=$1 alloc=$2 exporter=${3:-} webhook=${4:-}
-t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/../common.sh"
 
 # --version and -V, for the three programs.
 for prog in "$gpucap" $exporter $webhook; do

@@ -9,18 +9,9 @@ set -u
 exporter=$1 alloc=$2
 command -v promtool > /dev/null || { echo "SKIP: promtool (Debian package prometheus) is missing"; exit 77; }
 command -v curl > /dev/null || { echo "SKIP: curl is missing"; exit 77; }
-t=$(mktemp -d)
-pids=() churners=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -KILL "$p" 2> /dev/null; done
-    wait 2> /dev/null
-    [ -n "${KEEP:-}" ] && echo "kept $t" || rm -rf "$t"
-}
-trap cleanup EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/../common.sh"
+churners=()
 root=$t/pods
-MiB=1048576
 uid_a=0a0a0a0a-1111-4222-8333-000000000001
 uid_b=0b0b0b0b-1111-4222-8333-000000000002
 uid_x=0c0c0c0c-1111-4222-8333-000000000003
@@ -44,20 +35,11 @@ mkdir -p "$(ldir $uid_a side)"
 GPUCAP_LEDGER=$(ldir $uid_a side)/gpucap.ledger GPUCAP_MEMORY_LIMIT=32MiB GPUCAP_CONTEXT_RESERVE=0 \
     GPUCAP_POD_NAMESPACE=team-a GPUCAP_POD_NAME=train-0 GPUCAP_POD_UID=$uid_a GPUCAP_CONTAINER_NAME=side \
     LD_PRELOAD=$TEST_PRELOAD "$alloc" a8 s6000 > /dev/null 2>&1 &
-pids+=($!)
 run team-b infer-0 $uid_b srv 960MiB 8MiB a200 a56 a800 a1 p || bad "srv did not run"
 
-: > "$t/log"
 "$exporter" --listen 127.0.0.1:0 --root "$root" 2> "$t/log" &
 exp=$!
-pids+=($exp)
-port=
-for _ in $(seq 100); do
-    port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\);.*|\1|p' "$t/log")
-    [ -n "$port" ] && break
-    sleep 0.05
-done
-[ -n "$port" ] || { echo "FAIL exporter did not start: $(cat "$t/log")"; exit 1; }
+port=$(listen_port "$t/log" $exp) || { echo "FAIL exporter did not start: $(cat "$t/log")"; exit 1; }
 url=http://127.0.0.1:$port
 
 scrape() { curl -sf "$url/metrics" > "$t/$1" || bad "scrape $1: curl failed"; }

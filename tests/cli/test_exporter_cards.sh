@@ -9,10 +9,7 @@
 set -u
 exporter=$1 alloc=$2
 command -v python3 > /dev/null || { echo "SKIP: python3"; exit 77; }
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/../common.sh"
 root=$t/pods
 uid_a=0a0a0a0a-1111-4222-8333-000000000001
 uid_f=0f0f0f0f-1111-4222-8333-00000000000f

@@ -7,9 +7,7 @@
 # one of ours keeps its mode.
 set -u
 gpucap=$1 alloc=$2
-t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/../common.sh"
 lib() { # lib REPORT: a process under the library that writes REPORT at exit
     GPUCAP_REPORT=$1 LD_PRELOAD=$TEST_PRELOAD "$alloc" a8 F > /dev/null 2> "$t/err"
 }

@@ -5,8 +5,7 @@
 # broken settings.
 set -u
 pre=$TEST_PRELOAD
-t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
-fail=0
+. "$(dirname "$0")/../common.sh"
 cd "$t"
 before=$(ls -A "$t" | md5sum)
 out=$(GPUCAP_MEMORY_LIMIT=garbage GPUCAP_CONFIG=/nonexistent GPUCAP_BOGUS=1 LD_PRELOAD="$pre" \

@@ -6,9 +6,7 @@
 set -u
 probe=$TEST_BUILD/tests/probe_budget
 pre=$TEST_PRELOAD
-t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
-fail=0
-MiB=$((1024 * 1024))
+. "$(dirname "$0")/../common.sh"
 run() { # run LEDGER BYTES
     GPUCAP_LEDGER="$1" LD_PRELOAD="$pre" "$probe" 0 "$2" > "$t/out" 2> "$t/err"
 }

@@ -6,9 +6,7 @@
 set -u
 probe=$(dirname "$1")/probe_budget
 pre=$TEST_PRELOAD
-t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
-fail=0
-MiB=$((1024 * 1024))
+. "$(dirname "$0")/../common.sh"
 
 # run ENV... -- ARGS: runs the probe; stdout to $t/out, stderr to $t/err.
 run() {

@@ -5,9 +5,7 @@
 # the ini read back by `gpucap check`, and usage errors that write nothing.
 set -u
 gpucap=$1
-t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/../common.sh"
 
 mkdir "$t/vol" "$t/led"
 out=$("$gpucap" inject --to "$t/vol" --ledgers "$t/led" --max 50% train=8GiB serve=25% 2>&1) || bad "inject: $out"

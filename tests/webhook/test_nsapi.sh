@@ -9,38 +9,32 @@ set -u
 tnsapi=$1 cli=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
 command -v openssl >/dev/null || { echo "openssl missing; skipping"; exit 77; }
-T=$(mktemp -d)
-PID=
-cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/../common.sh"
 
 for ca in ca other; do
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=$ca" \
-        -keyout "$T/$ca.key" -out "$T/$ca.crt" 2>/dev/null || { echo "FAIL cannot make a CA"; exit 1; }
+        -keyout "$t/$ca.key" -out "$t/$ca.crt" 2>/dev/null || { echo "FAIL cannot make a CA"; exit 1; }
 done
 openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=kubernetes \
-    -keyout "$T/api.key" -out "$T/api.csr" 2>/dev/null &&
-openssl x509 -req -in "$T/api.csr" -CA "$T/ca.crt" -CAkey "$T/ca.key" -set_serial 7 -days 1 \
-    -extfile <(printf 'subjectAltName=IP:127.0.0.1\n') -out "$T/api.crt" 2>/dev/null || { echo "FAIL cert"; exit 1; }
-echo "test-token-$$" > "$T/token"
-echo "stolen" > "$T/badtoken"
+    -keyout "$t/api.key" -out "$t/api.csr" 2>/dev/null &&
+openssl x509 -req -in "$t/api.csr" -CA "$t/ca.crt" -CAkey "$t/ca.key" -set_serial 7 -days 1 \
+    -extfile <(printf 'subjectAltName=IP:127.0.0.1\n') -out "$t/api.crt" 2>/dev/null || { echo "FAIL cert"; exit 1; }
+echo "test-token-$$" > "$t/token"
+echo "stolen" > "$t/badtoken"
 
 start() {
-    rm -f "$T/port"
-    /usr/bin/python3 "$HERE/fake_apiserver.py" "$T/port" "$T/api.crt" "$T/api.key" "test-token-$$" &
+    rm -f "$t/port"
+    /usr/bin/python3 "$HERE/fake_apiserver.py" "$t/port" "$t/api.crt" "$t/api.key" "test-token-$$" &
     PID=$!
-    for _ in $(seq 200); do [ -s "$T/port" ] && break; sleep 0.05; done
-    [ -s "$T/port" ] || { echo "FAIL the fake API server did not start"; exit 1; }
-    URL=https://127.0.0.1:$(cat "$T/port")
+    waitfor test -s "$t/port" || { echo "FAIL the fake API server did not start"; exit 1; }
+    URL=https://127.0.0.1:$(cat "$t/port")
 }
 
 start
-"$tnsapi" "$URL" "$T/token" "$T/ca.crt" "$T/other.crt" "$T/badtoken" "$PID" || fail=1
+"$tnsapi" "$URL" "$t/token" "$t/ca.crt" "$t/other.crt" "$t/badtoken" "$PID" || fail=1
 wait "$PID" 2>/dev/null
 start
-api=(--kube-api "$URL" --kube-token "$T/token" --kube-ca "$T/ca.crt" --image gpucap:t)
+api=(--kube-api "$URL" --kube-token "$t/token" --kube-ca "$t/ca.crt" --image gpucap:t)
 out=$("$cli" "${api[@]}" < "$HERE/fixtures/annotated-bare.json" 2>/dev/null | tail -1)
 case "$out" in
     *'"allowed":false'*'8GiB'*'above the maximum 4GiB (namespace policy)'*) ;;
@@ -49,11 +43,11 @@ esac
 out=$("$cli" "${api[@]}" --default-memory 25% < "$HERE/fixtures/default-budget.json" 2>&1 >/dev/null)
 case "$out" in *"containers=train=2GiB max=4GiB"*) ;; *) bad "namespace default 2GiB: $out" ;; esac
 # Both sources: the policy file, where it says something, wins over the annotations.
-printf '[ml]\nmax_memory = 3GiB\n' > "$T/policy.ini"
-out=$("$cli" "${api[@]}" --namespace-policy "$T/policy.ini" < "$HERE/fixtures/default-budget.json" 2>&1 >/dev/null)
+printf '[ml]\nmax_memory = 3GiB\n' > "$t/policy.ini"
+out=$("$cli" "${api[@]}" --namespace-policy "$t/policy.ini" < "$HERE/fixtures/default-budget.json" 2>&1 >/dev/null)
 case "$out" in *"containers=train=2GiB max=3GiB"*) ;; *) bad "file max 3GiB with the annotations' default: $out" ;; esac
 # The API unreachable and nothing cached: denied, never uncapped.
-kill "$PID"; wait "$PID" 2>/dev/null; PID=
+kill "$PID"; wait "$PID" 2>/dev/null
 out=$("$cli" "${api[@]}" < "$HERE/fixtures/annotated-bare.json" 2>/dev/null | tail -1)
 case "$out" in
     *'"allowed":false'*'"code":503'*'policy of namespace ml cannot be read now'*'retry later'*) ;;

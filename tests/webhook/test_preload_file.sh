@@ -14,7 +14,7 @@ if ! unshare -rm true 2>/dev/null; then
     echo "unshare -rm is not permitted here; skipping"
     exit 77
 fi
-t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
+. "$(dirname "$0")/../common.sh"
 mkdir -p "$t/vol" "$t/ledgers"
 "$gpucap" inject --to "$t/vol" --ledgers "$t/ledgers" --max 1GiB app=512MiB >/dev/null || { echo "FAIL inject"; exit 1; }
 # A sanitized library needs its runtime loaded first, which /etc/ld.so.preload alone does not do.

@@ -11,30 +11,19 @@ set -u
 WEBHOOK=${1:?usage: tls_suites.sh PATH/TO/gpucap-webhook}
 command -v openssl >/dev/null || { echo "openssl missing; skipping"; exit 77; }
 
-T=$(mktemp -d)
+. "$(dirname "$0")/../common.sh"
 PID=
-cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
-failures=0
-bad() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 start() { # key type: rsa or ec
     [ -n "$PID" ] && { kill "$PID"; wait "$PID" 2>/dev/null; }
     local opt=(-newkey rsa:2048)
     [ "$1" = ec ] && opt=(-newkey ec -pkeyopt ec_paramgen_curve:P-256)
-    openssl req -x509 "${opt[@]}" -nodes -days 1 -subj /CN=127.0.0.1 -keyout "$T/$1.key" -out "$T/$1.crt" \
+    openssl req -x509 "${opt[@]}" -nodes -days 1 -subj /CN=127.0.0.1 -keyout "$t/$1.key" -out "$t/$1.crt" \
         2>/dev/null || { echo "FAIL: cannot make a certificate"; exit 1; }
-    : >"$T/log"
-    "$WEBHOOK" --listen 127.0.0.1:0 --cert "$T/$1.crt" --key "$T/$1.key" --image gpucap:test 2>"$T/log" &
+    : >"$t/log"
+    "$WEBHOOK" --listen 127.0.0.1:0 --cert "$t/$1.crt" --key "$t/$1.key" --image gpucap:test 2>"$t/log" &
     PID=$!
-    PORT=
-    for _ in $(seq 100); do
-        PORT=$(sed -n 's|.*listening on https://127.0.0.1:\([0-9]*\) .*|\1|p' "$T/log")
-        [ -n "$PORT" ] && return 0
-        kill -0 "$PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    echo "FAIL: the server did not start"; cat "$T/log"; exit 1
+    PORT=$(listen_port "$t/log" "$PID") || { echo "FAIL: the server did not start"; cat "$t/log"; exit 1; }
 }
 
 # What one handshake negotiated: "VERSION CIPHER", or "refused".
@@ -100,8 +89,6 @@ accept "TLS 1.3 TLS_AES_128_GCM_SHA256 (ECDSA)" -tls1_3 -ciphersuites TLS_AES_12
 kill -TERM "$PID"
 wait "$PID"
 rc=$?
-PID=
 [ "$rc" = 0 ] || bad "exit status $rc after SIGTERM"
-[ "$failures" = 0 ] || { echo "$failures failures"; exit 1; }
-echo ok
-exit 0
+[ $fail = 0 ] && echo ok
+exit $fail
