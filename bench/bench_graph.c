@@ -9,28 +9,14 @@
  * (bench/graph.sh) to see what the library adds; against the fake driver the figures are the
  * library's own cost plus the fake's (which takes one process-wide lock per launch).
  */
-#define __CUDA_API_VERSION_INTERNAL 1
-#include <cuda.h>
-#include <pthread.h>
 #include <stdbool.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#define RUNS 7
+#include "bench.h"
 
 static long launches = 1000000;
 static bool with_alloc;
 static CUcontext ctx;
-static pthread_barrier_t start;
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
 
 static CUgraphExec make_graph(void)
 {
@@ -66,23 +52,17 @@ static void *worker(void *arg)
     }
     for (long i = 0; i < 1000; i++) /* warm-up */
         cuGraphLaunch(e, NULL);
-    pthread_barrier_wait(&start);
-    double t0 = now_ns();
+    bench_start();
+    double t0 = bench_now_ns();
     for (long i = 0; i < launches; i++) {
         if (cuGraphLaunch(e, NULL) != CUDA_SUCCESS) {
             fprintf(stderr, "launch failed\n");
             exit(1);
         }
     }
-    *out = (now_ns() - t0) / launches;
+    *out = (bench_now_ns() - t0) / launches;
     cuGraphExecDestroy(e);
     return NULL;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv)
@@ -91,32 +71,13 @@ int main(int argc, char **argv)
     if (argc > 2)
         launches = atol(argv[2]);
     with_alloc = argc > 3 && strcmp(argv[3], "alloc") == 0;
-    if (threads < 1 || threads > 64 || launches < 1) {
+    if (threads < 1 || threads > BENCH_MAX_THREADS || launches < 1) {
         fprintf(stderr, "usage: bench_graph THREADS(1-64) LAUNCHES [plain|alloc]\n");
         return 1;
     }
-    CUdevice d;
-    if (cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&ctx, d)) {
-        fprintf(stderr, "no CUDA device\n");
-        return 1;
-    }
-    double runs[RUNS];
-    for (int r = 0; r < RUNS; r++) {
-        pthread_t t[64];
-        double per[64];
-        pthread_barrier_init(&start, NULL, (unsigned)threads);
-        for (int i = 0; i < threads; i++)
-            pthread_create(&t[i], NULL, worker, &per[i]);
-        double sum = 0;
-        for (int i = 0; i < threads; i++) {
-            pthread_join(t[i], NULL);
-            sum += per[i];
-        }
-        pthread_barrier_destroy(&start);
-        runs[r] = sum / threads;
-    }
-    qsort(runs, RUNS, sizeof runs[0], cmp);
+    ctx = bench_context();
+    struct bench_stats s = bench_run(threads, worker);
     printf("threads=%d launches=%ld graph=%s median_ns=%.1f min_ns=%.1f max_ns=%.1f\n", threads, launches,
-           with_alloc ? "alloc" : "plain", runs[RUNS / 2], runs[0], runs[RUNS - 1]);
+           with_alloc ? "alloc" : "plain", s.median, s.min, s.max);
     return 0;
 }

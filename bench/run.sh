@@ -4,28 +4,18 @@
 # runs each): without gpucap, with a private budget (GPUCAP_LEDGER=off), and with the shared ledger
 # (the default), on 1 and 8 threads, and as 4 processes sharing one ledger.
 set -eu
-build=${1:-build}
-lib=$build/lib/libgpucap.so
+. "$(dirname "$0")/compare.sh"
 b=$build/bench/bench_alloc
-export LD_LIBRARY_PATH=$build/fake FAKECUDA_MEM=64GiB GPUCAP_CONFIG=/dev/null
-ledger=$(mktemp -u /tmp/gpucap-bench-XXXXXX.ledger)
-trap 'rm -f "$ledger"' EXIT
-med() { sed -n 's/.*median_ns=\([0-9.]*\).*/\1/p'; }
 run() { # run THREADS PAIRS [ENV...]
     local n=$1 pairs=$2; shift 2
     env "$@" "$b" "$n" "$pairs" | med
 }
-printf '%-12s %12s %12s %12s %14s %14s\n' load "none (ns)" "private (ns)" "ledger (ns)" "private added" "ledger added"
+header "$(printf '%-12s' load)"
 for n in 1 8; do
-    pairs=$((n == 1 ? 400000 : 50000))
-    none=$(run $n $pairs -u LD_PRELOAD)
-    priv=$(run $n $pairs GPUCAP_MEMORY_LIMIT=32GiB GPUCAP_LEDGER=off LD_PRELOAD=$lib)
-    shared=$(run $n $pairs GPUCAP_MEMORY_LIMIT=32GiB GPUCAP_LEDGER=$ledger LD_PRELOAD=$lib)
-    printf '%-12s %12s %12s %12s %14.1f %14.1f\n' "$n thread(s)" "$none" "$priv" "$shared" \
-        "$(awk -v a="$priv" -v b="$none" 'BEGIN{print a-b}')" "$(awk -v a="$shared" -v b="$none" 'BEGIN{print a-b}')"
+    compare "$(printf '%-12s' "$n thread(s)")" run $n $((n == 1 ? 400000 : 50000))
 done
 # 4 processes at once, one thread each: the mean of their medians.
-four() {
+four() { # four [ENV...]
     local pids=() out
     out=$(mktemp)
     for i in 1 2 3 4; do env "$@" "$b" 1 200000 | med >> "$out" & pids+=($!); done
@@ -33,11 +23,7 @@ four() {
     awk '{s+=$1} END {printf "%.1f", s/NR}' "$out"
     rm -f "$out"
 }
-none=$(four -u LD_PRELOAD)
-priv=$(four GPUCAP_MEMORY_LIMIT=32GiB GPUCAP_LEDGER=off LD_PRELOAD=$lib)
-shared=$(four GPUCAP_MEMORY_LIMIT=32GiB GPUCAP_LEDGER=$ledger LD_PRELOAD=$lib)
-printf '%-12s %12s %12s %12s %14.1f %14.1f\n' "4 processes" "$none" "$priv" "$shared" \
-    "$(awk -v a="$priv" -v b="$none" 'BEGIN{print a-b}')" "$(awk -v a="$shared" -v b="$none" 'BEGIN{print a-b}')"
+compare "$(printf '%-12s' "4 processes")" four
 # 500 processes starting at once: time from the start signal to each one's first successful
 # allocation (each has its own fake card), without gpucap, with private budgets, and on one fresh
 # shared ledger.

@@ -20,16 +20,7 @@ if [ "$mode" = subpath ] && [ -z "${IN_NS:-}" ]; then
         { echo "SKIP: no private mount namespace here (unshare -m)"; exit 77; }
     exec env IN_NS=1 unshare -m --propagation private bash "$0" "$@"
 fi
-t=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done
-    wait 2> /dev/null
-    rm -rf "$t"
-}
-trap cleanup EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
+. "$here/../common.sh"
 uid=0a0a0a0a-1111-4222-8333-000000000001 other=0b0b0b0b-1111-4222-8333-000000000002
 root=$t/pods
 vol() { echo "$root/$1/volumes/kubernetes.io~empty-dir/$2/train"; }
@@ -53,12 +44,11 @@ fi
 env -u GPUCAP_MEMORY_LIMIT GPUCAP_CONFIG="$view" GPUCAP_LEDGER="$(vol $uid gpucap-ledger)/gpucap.ledger" \
     LD_PRELOAD="$TEST_PRELOAD" "$alloc" a48 s50 a1 > "$t/proc.out" 2> "$t/proc.err" &
 proc=$!
-for _ in $(seq 100); do [ -s "$(vol $uid gpucap-ledger)/gpucap.ledger" ] && break; sleep 0.05; done
+waitfor test -s "$(vol $uid gpucap-ledger)/gpucap.ledger"
 sleep 0.3
 
 python3 "$here/fake_apiserver.py" "$t/port" "$t/api.log" &
-pids+=($!)
-for _ in $(seq 100); do [ -s "$t/port" ] && break; sleep 0.05; done
+waitfor test -s "$t/port"
 echo test-token-1 > "$t/token"
 timeout 60 "$agent" --node node-a --root "$root" --kube-api "http://127.0.0.1:$(cat "$t/port")" --plain-http \
     --token-file "$t/token" --ca-file /dev/null --rounds 3 --watch-timeout 5 2> "$t/agent.err"

@@ -4,24 +4,8 @@
 # writable, a symlink, an impossible path, another user's file) each give one error line naming the
 # file and the reason, leave the file as it was, and the process is still capped (private budget).
 set -u
-probe=$TEST_BUILD/tests/probe_budget
-pre=$TEST_PRELOAD
 . "$(dirname "$0")/../common.sh"
-run() { # run LEDGER BYTES
-    GPUCAP_LEDGER="$1" LD_PRELOAD="$pre" "$probe" 0 "$2" > "$t/out" 2> "$t/err"
-}
-check() { # check NAME LEDGER REASON
-    local sum_before sum_after
-    sum_before=$(md5sum "$2" 2>/dev/null)
-    run "$2" $((65 * MiB))
-    grep -qF "gpucap: error: ledger $2: $3" "$t/err" && grep -q "private budget" "$t/err" ||
-        { echo "FAIL $1: no clear error"; cat "$t/err"; fail=1; }
-    grep -q "alloc=2$" "$t/out" || { echo "FAIL $1: not capped"; cat "$t/out"; fail=1; }
-    run "$2" $MiB
-    grep -q "alloc=0$" "$t/out" || { echo "FAIL $1: the private budget does not admit"; cat "$t/out"; fail=1; }
-    sum_after=$(md5sum "$2" 2>/dev/null)
-    [ "$sum_before" = "$sum_after" ] || { echo "FAIL $1: the file was changed"; fail=1; }
-}
+. "$(dirname "$0")/ledger_refused.sh"
 
 run "$t/good.ledger" $MiB
 [ -s "$t/good.ledger" ] || { echo "FAIL: no ledger created"; exit 1; }

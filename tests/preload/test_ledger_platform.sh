@@ -25,11 +25,11 @@ if { [ "$case_" = renamed ] || [ "$case_" = platform_renamed ]; } && [ -z "${GPC
     { [ "$(id -u)" = 0 ] && unshare -m true 2> /dev/null; } || { echo "needs root and a mount namespace; skipping"; exit 77; }
     GPC_IN_NS=1 exec unshare -m --propagation private "$0" "$@"
 fi
-t=$(mktemp -d) && trap 'rm -rf "$t" "$plat"; [ -n "${holder:-}" ] && kill "$holder" 2>/dev/null' EXIT
+. "$(dirname "$0")/../common.sh"
+trap 'cleanup; rm -rf "$plat"' EXIT
 chmod 755 "$t"
 mkdir -p "$(dirname "$plat")"
 led="$t/led/c/gpucap.ledger"
-MiB=$((1024 * 1024))
 
 mkdir -p "$t/vol" "$t/led"
 "$cli" inject --to "$t/vol" --ledgers "$t/led" c=64MiB > /dev/null || { echo "FAIL gpucap inject"; exit 1; }
@@ -45,10 +45,6 @@ run() {
     shift
     timeout 20 "${pre[@]}" env -i PATH="$PATH" LD_LIBRARY_PATH="$LD_LIBRARY_PATH" FAKECUDA_MEM=1GiB \
         ASAN_OPTIONS="${ASAN_OPTIONS:-}" LD_PRELOAD="$TEST_PRELOAD_LOCK" "$alloc" "$@" > "$t/out" 2> "$t/err"
-}
-fail=0
-expect() { # expect WHAT PATTERN FILE
-    grep -qE -- "$2" "$t/$3" || { echo "FAIL $1: '$2' not in $3:"; cat "$t/out" "$t/err"; fail=1; }
 }
 # denied REASON: a new process is denied everything, and says why in one line naming the file.
 denied() {

@@ -8,10 +8,9 @@
 # library must not know the test path.
 set -u
 probe=$1 cli=$2 plat=$3
-t=$(mktemp -d) && trap 'rm -rf "$t" "$plat"' EXIT
+. "$(dirname "$0")/../common.sh"
+trap 'cleanup; rm -rf "$plat"' EXIT
 mkdir -p "$(dirname "$plat")"
-fail=0
-MiB=$((1024 * 1024))
 
 # run ENV... -- ARGS: the probe with a clean environment; stdout to $t/out, stderr to $t/err.
 run() {
@@ -20,16 +19,6 @@ run() {
     shift
     env -i PATH="$PATH" LD_LIBRARY_PATH="$LD_LIBRARY_PATH" FAKECUDA_MEM=1GiB ASAN_OPTIONS="${ASAN_OPTIONS:-}" \
         "${envs[@]}" LD_PRELOAD="$TEST_PRELOAD_LOCK" "$probe" "$@" > "$t/out" 2> "$t/err"
-}
-expect() { # expect NAME PATTERN FILE
-    if ! grep -qE -- "$2" "$t/$3"; then
-        echo "FAIL $1: '$2' not in $3:"; cat "$t/out" "$t/err"; fail=1
-    fi
-}
-absent() { # absent NAME PATTERN FILE
-    if grep -qE -- "$2" "$t/$3"; then
-        echo "FAIL $1: '$2' in $3:"; cat "$t/out" "$t/err"; fail=1
-    fi
 }
 # mkledger PATH: a ledger as the platform makes it (gpucap inject --ledgers: 0666, whole).
 mkledger() {

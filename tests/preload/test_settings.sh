@@ -15,11 +15,6 @@ run() {
     shift
     env -u GPUCAP_MEMORY_LIMIT GPUCAP_CONFIG=/dev/null "${envs[@]}" LD_PRELOAD="$pre" "$probe" "$@" > "$t/out" 2> "$t/err"
 }
-expect() { # expect NAME PATTERN FILE
-    if ! grep -qE -- "$2" "$t/$3"; then
-        echo "FAIL $1: '$2' not in $3:"; cat "$t/out" "$t/err"; fail=1
-    fi
-}
 
 run -- 0 $((512 * MiB))
 expect "no limit: notice" "gpucap: warning: loaded with no memory limit" err
