@@ -14,12 +14,11 @@ import shutil
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "webhook"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, "..", "webhook"), os.path.join(HERE, "..")]
 import check_manifests as cm  # noqa: E402  (exits 77 itself when its modules are missing)
 
-import yaml  # noqa: E402
-
-check = cm.check
+from checks import by_kind, check, render, verdict  # noqa: E402
 
 
 def main():
@@ -27,14 +26,9 @@ def main():
         print("kubectl is not installed; skipping")
         return 77
     examples, agent = sys.argv[1], sys.argv[2]
-    out = subprocess.run(["kubectl", "kustomize", os.path.join(examples, "overlays", "live-budgets")],
-                         capture_output=True, text=True)
-    check(out.returncode == 0, f"kubectl kustomize: {out.stderr.strip()}")
-    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    docs = render(os.path.join(examples, "overlays", "live-budgets"))
     named = [("overlays/live-budgets", d) for d in docs]
-    kinds = {}
-    for d in docs:
-        kinds.setdefault(d["kind"], []).append(d)
+    kinds = by_kind(docs)
     versions = cm.check_schemas(named)
     cm.check_pod_security(kinds, named)
     ds = [d for d in kinds.get("DaemonSet", []) if d["metadata"]["name"] == "gpucap-exporter"]
@@ -76,11 +70,7 @@ def main():
                          env={"NODE_NAME": "node-a", "PATH": os.environ.get("PATH", "")})
     check("unknown option" not in run.stderr and "no --kube-api and no KUBERNETES_SERVICE_HOST" in run.stderr,
           f"the agent's arguments: {run.stderr.strip()}")
-    if cm.failures:
-        print(f"{len(cm.failures)} failures")
-        return 1
-    print(f"ok: live-budgets renders; Kubernetes schemas {', '.join(versions)}")
-    return 0
+    return verdict(f"ok: live-budgets renders; Kubernetes schemas {', '.join(versions)}")
 
 
 sys.exit(main())

@@ -25,7 +25,6 @@ import ipaddress
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -35,19 +34,8 @@ except ImportError:
     print("python3-yaml missing; skipping")
     sys.exit(77)
 
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL", msg)
-
-
-def render(path):
-    out = subprocess.run(["kubectl", "kustomize", path], capture_output=True, text=True)
-    check(out.returncode == 0, f"kubectl kustomize {path}: {out.stderr.strip()}")
-    return [d for d in yaml.safe_load_all(out.stdout) if d] if out.returncode == 0 else []
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from checks import check, render, verdict  # noqa: E402
 
 
 def read_env(path):
@@ -333,11 +321,7 @@ def main():
         check_one_place(examples, name, settings)
         if readme:
             check_quick_start(readme, os.path.join(examples, "kubernetes", "Dockerfile"), name, docs, settings)
-    if failures:
-        print(f"{len(failures)} failures")
-        return 1
-    print(f"ok: {len(overlays)} overlays ({', '.join(overlays)}): traffic, one place, quick start")
-    return 0
+    return verdict(f"ok: {len(overlays)} overlays ({', '.join(overlays)}): traffic, one place, quick start")
 
 
 if __name__ == "__main__":

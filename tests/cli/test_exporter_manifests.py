@@ -16,22 +16,17 @@ import tempfile
 
 import yaml
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from checks import check, load_yaml, verdict  # noqa: E402
+
 exporter, examples = sys.argv[1], sys.argv[2]
 if not shutil.which("promtool"):
     print("SKIP: promtool (Debian package prometheus) is missing")
     sys.exit(77)
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL", msg)
 
 
 def load_all(name):
-    with open(os.path.join(examples, name)) as f:
-        return [d for d in yaml.safe_load_all(f) if d]
+    return load_yaml(os.path.join(examples, name))
 
 
 # The metric families the exporter serves: an empty root still prints every HELP/TYPE.
@@ -135,4 +130,4 @@ try:
             check(name in families, f"{name} (in {e!r}) is not served by the exporter")
 finally:
     shutil.rmtree(tmp)
-sys.exit(1 if failures else 0)
+sys.exit(verdict("ok: the exporter's manifests, rules and dashboard fit together"))

@@ -16,29 +16,15 @@ Exit 77 without kubectl.
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path[:0] = [HERE, os.path.join(HERE, "..")]
 import check_manifests as cm  # noqa: E402  (exits 77 itself when its modules are missing)
 
 import yaml  # noqa: E402
 
-check = cm.check
-
-
-def render(path):
-    out = subprocess.run(["kubectl", "kustomize", path], capture_output=True, text=True)
-    check(out.returncode == 0, f"kubectl kustomize {path}: {out.stderr.strip()}")
-    return [d for d in yaml.safe_load_all(out.stdout) if d] if out.returncode == 0 else []
-
-
-def by_kind(docs):
-    kinds = {}
-    for d in docs:
-        kinds.setdefault(d["kind"], []).append(d)
-    return kinds
+from checks import by_kind, check, render, verdict  # noqa: E402
 
 
 def webhook_env(docs):
@@ -99,11 +85,7 @@ def main():
             check(env.get("GPUCAP_WEBHOOK_DEFAULT_MEMORY") == "25%", "default-budget: GPUCAP_WEBHOOK_DEFAULT_MEMORY=25%")
         else:
             check("GPUCAP_WEBHOOK_DEFAULT_MEMORY" not in env, f"overlay {name}: no default budget")
-    if cm.failures:
-        print(f"{len(cm.failures)} failures")
-        return 1
-    print(f"ok: {len(names)} overlays render; Kubernetes schemas {', '.join(versions)}")
-    return 0
+    return verdict(f"ok: {len(names)} overlays render; Kubernetes schemas {', '.join(versions)}")
 
 
 if __name__ == "__main__":

@@ -42,14 +42,8 @@ except ImportError as e:
     sys.exit(77)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL", what)
+sys.path.insert(0, os.path.join(HERE, ".."))
+from checks import check, verdict  # noqa: E402
 
 
 def review_of(pod):
@@ -552,11 +546,7 @@ def main():
         check_scheduler_examples(root, cli)
 
     validate_schemas(docs)
-    if failures:
-        print(f"{len(failures)} failures")
-        return 1
-    print(f"ok: {len(files)} files, kinds {sorted(docs)}; Kubernetes schemas {', '.join(versions)}")
-    return 0
+    return verdict(f"ok: {len(files)} files, kinds {sorted(docs)}; Kubernetes schemas {', '.join(versions)}")
 
 
 if __name__ == "__main__":

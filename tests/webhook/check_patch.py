@@ -29,7 +29,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import pss_restricted  # noqa: E402
+from checks import check, verdict  # noqa: E402
 
 try:
     import jsonpatch
@@ -92,15 +94,9 @@ WARNINGS = {
 # Scheduler fixtures are restricted pods, and stay so once mutated.
 RESTRICTED = ("restricted", "kai-", "hami-", "sched-")
 
-failures = []
 mutated_pods = []
 decided = []  # [label, pod, changed or denied] of every review sent, for the matchConditions check
 
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL", what)
 
 
 def run(cli, args, review):
@@ -586,12 +582,8 @@ def main():
             run_escape(cli, fixtures, name)
         match_conditions(fixtures)
         kubernetes_validate()
-    if failures:
-        print(f"{len(failures)} failures")
-        return 1
-    print(f"ok: {len(CASES)} fixtures and their variants, patches applied with jsonpatch {jsonpatch.__version__}"
-          if len(sys.argv) <= 3 else f"ok: escape {sys.argv[4]}")
-    return 0
+    return verdict(f"ok: {len(CASES)} fixtures and their variants, patches applied with jsonpatch {jsonpatch.__version__}"
+                   if len(sys.argv) <= 3 else f"ok: escape {sys.argv[4]}")
 
 
 if __name__ == "__main__":

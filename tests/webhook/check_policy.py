@@ -30,14 +30,10 @@ except ImportError:
     print("python3-jsonpatch is not installed; skipping")
     sys.exit(77)
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from checks import check, verdict  # noqa: E402
+
 IMAGE = "ghcr.io/example/gpucap:0.1.0"
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL", what)
 
 
 def load(fixtures, name):
@@ -495,11 +491,7 @@ def main():
         return 0
     cli, fixtures, name = sys.argv[1:4]
     CASES[name](cli, fixtures)
-    if failures:
-        print(f"{len(failures)} failures")
-        return 1
-    print(f"ok: {name}")
-    return 0
+    return verdict(f"ok: {name}")
 
 
 if __name__ == "__main__":
