@@ -14,10 +14,13 @@ The scenario, one step per list (the agent lists again after every watch):
   list 3 (rv 300): train-0 unchanged; watch from 300: ended at once
 """
 import json
+import os
 import sys
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from json_server import JsonHandler, serve  # noqa: E402
 
 NODE = "node-a"
 TOKEN = "test-token-1"
@@ -58,13 +61,10 @@ WATCHES = [
 ]
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(JsonHandler):
     protocol_version = "HTTP/1.0"  # the body ends when the connection closes, as a watch's does
     lists = 0
     watches = 0
-
-    def log_message(self, *args):
-        pass
 
     def record(self, body=None):
         u = urllib.parse.urlsplit(self.path)
@@ -72,14 +72,6 @@ class Handler(BaseHTTPRequestHandler):
             f.write(json.dumps({"method": self.command, "path": u.path, "query": urllib.parse.parse_qs(u.query),
                                 "auth": self.headers.get("Authorization"), "body": body}) + "\n")
         return u
-
-    def answer(self, code, obj):
-        data = json.dumps(obj).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_GET(self):
         u = self.record()
@@ -114,7 +106,4 @@ class Handler(BaseHTTPRequestHandler):
         return self.answer(201, body)
 
 
-srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-with open(sys.argv[1], "w") as f:
-    f.write(str(srv.server_address[1]))
-srv.serve_forever()
+serve(Handler, sys.argv[1])

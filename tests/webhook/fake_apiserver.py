@@ -7,11 +7,12 @@ Serves the Namespace objects below with their gpucap.io/* annotations, only to a
 "Authorization: Bearer TOKEN" (401 otherwise, 404 for an unknown name, 503 for "flaky"), and GET /hits/NAME: how
 many times NAME was fetched (for the cache test). Writes the port it listens on to PORT_FILE.
 """
-import json
-import ssl
+import os
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from json_server import JsonHandler, serve  # noqa: E402
 
 NAMESPACES = {
     "ml": {"gpucap.io/max-memory": "4GiB", "gpucap.io/default-memory": "2GiB"},
@@ -29,47 +30,28 @@ hits = {}
 lock = threading.Lock()
 
 
-class Handler(BaseHTTPRequestHandler):
-    def send(self, code, obj):
-        body = json.dumps(obj).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
+class Handler(JsonHandler):
     def do_GET(self):
         parts = self.path.split("/")
         if len(parts) == 3 and parts[1] == "hits":
             with lock:
-                return self.send(200, {"hits": hits.get(parts[2], 0)})
+                return self.answer(200, {"hits": hits.get(parts[2], 0)})
         if len(parts) != 5 or parts[1:4] != ["api", "v1", "namespaces"]:
-            return self.send(404, {"kind": "Status", "code": 404})
+            return self.answer(404, {"kind": "Status", "code": 404})
         name = parts[4]
         with lock:
             hits[name] = hits.get(name, 0) + 1
         if self.headers.get("Authorization") != "Bearer " + TOKEN:
-            return self.send(401, {"kind": "Status", "code": 401, "reason": "Unauthorized"})
+            return self.answer(401, {"kind": "Status", "code": 401, "reason": "Unauthorized"})
         if name == "flaky":
-            return self.send(503, {"kind": "Status", "code": 503, "reason": "ServiceUnavailable"})
+            return self.answer(503, {"kind": "Status", "code": 503, "reason": "ServiceUnavailable"})
         if name not in NAMESPACES:
-            return self.send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
-        self.send(200, {"kind": "Namespace", "apiVersion": "v1",
-                        "metadata": {"name": name, "annotations": NAMESPACES[name],
-                                     "labels": {"kubernetes.io/metadata.name": name, **LABELS.get(name, {})}},
-                        "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
-
-    def log_message(self, *args):
-        pass
+            return self.answer(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+        self.answer(200, {"kind": "Namespace", "apiVersion": "v1",
+                          "metadata": {"name": name, "annotations": NAMESPACES[name],
+                                       "labels": {"kubernetes.io/metadata.name": name, **LABELS.get(name, {})}},
+                          "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
 
 
 port_file, cert, key, TOKEN = sys.argv[1:5]
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain(cert, key)
-server.socket = ctx.wrap_socket(server.socket, server_side=True)
-with open(port_file + ".tmp", "w") as f:
-    f.write(str(server.server_address[1]))
-import os  # noqa: E402
-os.rename(port_file + ".tmp", port_file)
-server.serve_forever()
+serve(Handler, port_file, cert, key)

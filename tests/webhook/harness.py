@@ -100,6 +100,23 @@ class Webhook:
         self.dir.cleanup()
         return rc
 
+    def finish(self, failures, tail):
+        """Stops the server; the test's exit status: 1 after printing the failures (with an exit
+        status after SIGTERM other than 0 among them) and the last `tail` lines of the server's log,
+        else 0 after "ok"."""
+        log = self.read_log()
+        rc = self.stop()
+        if rc != 0:
+            failures.append(f"exit status {rc} after SIGTERM")
+        for f in failures:
+            print("FAIL", f)
+        if failures:
+            print(f"--- server log (last {tail} lines)")
+            print("\n".join(log.splitlines()[-tail:]))
+            return 1
+        print("ok")
+        return 0
+
 
 def manifest_memory_limit(examples_dir):
     """limits.memory of the webhook container in webhook.yaml, in bytes."""

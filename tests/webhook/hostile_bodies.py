@@ -188,18 +188,8 @@ def main():
         except Exception as e:
             failures.append(f"/healthz after the attack: {e}")
     finally:
-        log = hook.read_log()
-        rc = hook.stop()
-    if rc != 0:
-        failures.append(f"exit status {rc} after SIGTERM")
-    for f in failures:
-        print("FAIL", f)
-    if failures:
-        print("--- server log (last 30 lines)")
-        print("\n".join(log.splitlines()[-30:]))
-        return 1
-    print("ok")
-    return 0
+        status = hook.finish(failures, tail=30)
+    return status
 
 
 if __name__ == "__main__":
