@@ -87,6 +87,13 @@ struct fixture_case {
         {"add", at "/volumeMounts/-", "\"mountPath\":\"/etc/ld.so.preload\",\"subPath\":\"ld.so.preload\",\"readOnly\":true"}, \
         {"add", at "/volumeMounts/-", "\"mountPath\":\"/etc/gpucap/gpucap.ini\",\"subPath\":\"" name "/gpucap.ini\",\"readOnly\":true"}, \
         {"add", at "/volumeMounts/-", "{\"name\":\"gpucap-ledger\",\"mountPath\":\"/run/gpucap/ledger/gpucap.ledger\",\"subPath\":\"" name "/gpucap.ledger\"}"}
+/* The paths alone of IDENTITY's, MOUNTS' and the two volumes' operations, where a case checks others. */
+#define ENV_PATHS(at, first)                                                                                     \
+    {"add", at "/env" first, ""}, {"add", at "/env/-", ""}, {"add", at "/env/-", ""}, {"add", at "/env/-", ""}
+#define MOUNT_PATHS(at, first)                                                                                   \
+    {"add", at "/volumeMounts" first, ""}, {"add", at "/volumeMounts/-", ""}, {"add", at "/volumeMounts/-", ""},  \
+        {"add", at "/volumeMounts/-", ""}
+#define VOLUME_PATHS(first) {"add", "/spec/volumes" first, ""}, {"add", "/spec/volumes/-", ""}
 #define INIT_ARGS "\"command\":[\"/usr/local/gpucap/bin/gpucap\",\"inject\",\"--to\",\"/gpucap-out/lib\",\"--ledgers\",\"/gpucap-out/ledger\","
 
 static const struct fixture_case cases[] = {
@@ -105,11 +112,7 @@ static const struct fixture_case cases[] = {
      NULL},
     /* The restricted profile's fields on the init container; its resources. */
     {"annotated-env-volumes.json", &annotated_only, 200, 1, 13,
-     {{"add", "/spec/containers/0/env/-", ""}, {"add", "/spec/containers/0/env/-", ""},
-      {"add", "/spec/containers/0/env/-", ""}, {"add", "/spec/containers/0/env/-", ""},
-      {"add", "/spec/containers/0/volumeMounts/-", ""}, {"add", "/spec/containers/0/volumeMounts/-", ""},
-      {"add", "/spec/containers/0/volumeMounts/-", ""}, {"add", "/spec/containers/0/volumeMounts/-", ""},
-      {"add", "/spec/volumes/-", ""}, {"add", "/spec/volumes/-", ""},
+     {ENV_PATHS("/spec/containers/0", "/-"), MOUNT_PATHS("/spec/containers/0", "/-"), VOLUME_PATHS("/-"),
       {"add", "/spec/initContainers", "\"securityContext\":{\"runAsNonRoot\":true,\"runAsUser\":65532,"
                                       "\"runAsGroup\":65532,\"allowPrivilegeEscalation\":false,"
                                       "\"readOnlyRootFilesystem\":true,\"capabilities\":{\"drop\":[\"ALL\"]},"
@@ -150,11 +153,7 @@ static const struct fixture_case cases[] = {
      NULL},
     /* A cluster maximum: the default applies within it and the init container passes it on. */
     {"default-budget.json", &max_10g, 200, 1, 12,
-     {{"add", "/spec/containers/0/env", ""}, {"add", "/spec/containers/0/env/-", ""},
-      {"add", "/spec/containers/0/env/-", ""}, {"add", "/spec/containers/0/env/-", ""},
-      {"add", "/spec/containers/0/volumeMounts/-", ""}, {"add", "/spec/containers/0/volumeMounts/-", ""},
-      {"add", "/spec/containers/0/volumeMounts/-", ""}, {"add", "/spec/containers/0/volumeMounts/-", ""},
-      {"add", "/spec/volumes/-", ""}, {"add", "/spec/volumes/-", ""},
+     {ENV_PATHS("/spec/containers/0", ""), MOUNT_PATHS("/spec/containers/0", "/-"), VOLUME_PATHS("/-"),
       {"add", "/spec/initContainers", INIT_ARGS "\"--max\",\"10GiB\",\"train=4GiB\"]"}},
      NULL},
     {"annotated-bare.json", &max_10g, 200, 1, 13, {{0}}, NULL},
@@ -180,10 +179,7 @@ static const struct fixture_case cases[] = {
       {"add", "/metadata/annotations/gpucap.io~1injected", "\"trainer\""}},
      NULL},
     {"kai-fraction.json", &default_25_max_60, 200, 1, 21,
-     {{"add", "/spec/containers/0/env", ""}, {"add", "/spec/containers/0/env/-", ""},
-      {"add", "/spec/containers/0/env/-", ""}, {"add", "/spec/containers/0/env/-", ""},
-      {"add", "/spec/containers/0/volumeMounts", ""}, {"add", "/spec/containers/0/volumeMounts/-", ""},
-      {"add", "/spec/containers/0/volumeMounts/-", ""}, {"add", "/spec/containers/0/volumeMounts/-", ""},
+     {ENV_PATHS("/spec/containers/0", ""), MOUNT_PATHS("/spec/containers/0", ""),
       IDENTITY("/spec/containers/1", "", "log-shipper"), MOUNTS("/spec/containers/1", "", "log-shipper")},
      NULL},
     /* The init container named by gpu-fraction-container-name carries the share. */
@@ -194,11 +190,7 @@ static const struct fixture_case cases[] = {
       {"add", "/metadata/annotations/gpucap.io~1injected", "\"warmup\""}},
      NULL},
     {"kai-num-devices.json", &annotated_only, 200, 1, 13,
-     {{"add", "/spec/containers/0/env", ""}, {"add", "/spec/containers/0/env/-", ""},
-      {"add", "/spec/containers/0/env/-", ""}, {"add", "/spec/containers/0/env/-", ""},
-      {"add", "/spec/containers/0/volumeMounts", ""}, {"add", "/spec/containers/0/volumeMounts/-", ""},
-      {"add", "/spec/containers/0/volumeMounts/-", ""}, {"add", "/spec/containers/0/volumeMounts/-", ""},
-      {"add", "/spec/volumes", ""}, {"add", "/spec/volumes/-", ""},
+     {ENV_PATHS("/spec/containers/0", ""), MOUNT_PATHS("/spec/containers/0", ""), VOLUME_PATHS(""),
       {"add", "/spec/initContainers", INIT_ARGS "\"trainer=50%\"]"}},
      NULL},
     {"hami-gpumem.json", &with_default, 200, 1, 12, {[10] = {"add", "/spec/initContainers", "\"infer=3000MiB\"]"}},
