@@ -44,10 +44,7 @@ def main():
     except (ValueError, OSError):
         print(f"descriptor limit {hard} is below {want} and cannot be raised; skipping")
         return 77
-    binary, examples = sys.argv[1], sys.argv[2]
-    sanitized = sys.argv[3:] == ["--sanitized"]
-    limit = harness.manifest_memory_limit(examples)
-    hook = harness.Webhook(binary)
+    hook, limit, sanitized = harness.start(sys.argv)
     failures = []
     flood = []
     trickle = []

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""harness.py: starts gpucap-webhook on loopback for the hostile-client tests, and reads its memory.
+"""harness.py: starts gpucap-webhook on loopback for the hostile-client tests, reads its memory, and
+gives their verdict once it is stopped.
 
 Imported by hostile_bodies.py and conn_flood.py. A throwaway CA signs a certificate for 127.0.0.1;
 the server listens on a free port with the thread count of the example Deployment.
@@ -116,6 +117,13 @@ class Webhook:
             return 1
         print("ok")
         return 0
+
+
+def start(argv):
+    """For a test run as `TEST PATH/TO/gpucap-webhook EXAMPLES_DIR [--sanitized]`: the webhook started,
+    the memory limit of its Deployment, and whether the build is a sanitizer's."""
+    limit = manifest_memory_limit(argv[2])
+    return Webhook(argv[1]), limit, argv[3:] == ["--sanitized"]
 
 
 def manifest_memory_limit(examples_dir):

@@ -120,10 +120,7 @@ def main():
     if not shutil.which("openssl"):
         print("openssl missing; skipping")
         return 77
-    binary, examples = sys.argv[1], sys.argv[2]
-    sanitized = sys.argv[3:] == ["--sanitized"]
-    limit = harness.manifest_memory_limit(examples)
-    hook = harness.Webhook(binary)
+    hook, limit, sanitized = harness.start(sys.argv)
     failures = []
     try:
         idle = hook.status("VmRSS")
