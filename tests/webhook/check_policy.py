@@ -299,46 +299,48 @@ def created(cli, fx, name, args):
     return review, pod
 
 
+def annotation_update(review, pod, key, value):
+    """The review of an UPDATE of pod that sets its annotation key to value (None: removes it)."""
+    new = copy.deepcopy(pod)
+    if value is None:
+        del annotations(new)[key]
+    else:
+        annotations(new)[key] = value
+    return as_update(review, pod, new)
+
+
 def update_budget(cli, fx):
     args = ["--max-memory", "10GiB"]
     review, pod = created(cli, fx, "annotated-bare", args)
     check(record(pod) == {"max": "10GiB", "containers": {"train": "8GiB"}}, f"record at CREATE: {record(pod)}")
-    raised = copy.deepcopy(pod)
-    annotations(raised)["gpucap.io/memory"] = "9GiB"
-    new, _ = allowed(cli, args, as_update(review, pod, raised), "UPDATE gpucap.io/memory 8GiB -> 9GiB")
+    new, _ = allowed(cli, args, annotation_update(review, pod, "gpucap.io/memory", "9GiB"),
+                     "UPDATE gpucap.io/memory 8GiB -> 9GiB")
     check(record(new) == {"max": "10GiB", "containers": {"train": "9GiB"}}, f"record after the raise: {record(new)}")
-    lowered = copy.deepcopy(pod)
-    annotations(lowered)["gpucap.io/memory"] = "2GiB"
-    new, _ = allowed(cli, args, as_update(review, pod, lowered), "UPDATE gpucap.io/memory 8GiB -> 2GiB")
+    new, _ = allowed(cli, args, annotation_update(review, pod, "gpucap.io/memory", "2GiB"),
+                     "UPDATE gpucap.io/memory 8GiB -> 2GiB")
     check(record(new)["containers"] == {"train": "2GiB"}, f"record after the lowering: {record(new)}")
-    above = copy.deepcopy(pod)
-    annotations(above)["gpucap.io/memory"] = "12GiB"
-    denied(cli, args, as_update(review, pod, above), "UPDATE gpucap.io/memory above the maximum",
+    denied(cli, args, annotation_update(review, pod, "gpucap.io/memory", "12GiB"),
+           "UPDATE gpucap.io/memory above the maximum",
            ["container train asks for 12GiB (annotation gpucap.io/memory)", "above the maximum 10GiB"])
-    bad = copy.deepcopy(pod)
-    annotations(bad)["gpucap.io/memory"] = "lots"
-    denied(cli, args, as_update(review, pod, bad), "UPDATE gpucap.io/memory not a size", ['"lots" is not a size'])
-    gone = copy.deepcopy(pod)
-    del annotations(gone)["gpucap.io/memory"]
-    denied(cli, [], as_update(review, pod, gone), "UPDATE removing the only budget", ["container train would have no budget"])
+    denied(cli, args, annotation_update(review, pod, "gpucap.io/memory", "lots"), "UPDATE gpucap.io/memory not a size",
+           ['"lots" is not a size'])
+    denied(cli, [], annotation_update(review, pod, "gpucap.io/memory", None), "UPDATE removing the only budget",
+           ["container train would have no budget"])
 
 
 def update_kai(cli, fx):
     args = ["--max-memory", "60%", "--default-memory", "10%"]
     review, pod = created(cli, fx, "kai-fraction", args)
     check(record(pod)["containers"] == {"trainer": "50%", "log-shipper": "10%"}, f"KAI record: {record(pod)}")
-    more = copy.deepcopy(pod)
-    annotations(more)["gpu-fraction"] = "0.7"
-    denied(cli, args, as_update(review, pod, more), "UPDATE KAI gpu-fraction above the maximum",
+    denied(cli, args, annotation_update(review, pod, "gpu-fraction", "0.7"),
+           "UPDATE KAI gpu-fraction above the maximum",
            ["container trainer asks for 70% (KAI annotation gpu-fraction)", "above the maximum 60%"])
-    less = copy.deepcopy(pod)
-    annotations(less)["gpu-fraction"] = "0.25"
-    new, _ = allowed(cli, args, as_update(review, pod, less), "UPDATE KAI gpu-fraction 0.5 -> 0.25")
+    new, _ = allowed(cli, args, annotation_update(review, pod, "gpu-fraction", "0.25"),
+                     "UPDATE KAI gpu-fraction 0.5 -> 0.25")
     check(record(new)["containers"] == {"trainer": "25%", "log-shipper": "10%"}, f"record: {record(new)}")
     # gpucap's annotation comes after KAI's request, as at creation: the trainer keeps KAI's share.
-    ann = copy.deepcopy(pod)
-    annotations(ann)["gpucap.io/memory"] = "20%"
-    new, _ = allowed(cli, args, as_update(review, pod, ann), "UPDATE adding gpucap.io/memory to a KAI pod")
+    new, _ = allowed(cli, args, annotation_update(review, pod, "gpucap.io/memory", "20%"),
+                     "UPDATE adding gpucap.io/memory to a KAI pod")
     check(record(new)["containers"] == {"trainer": "50%", "log-shipper": "20%"}, f"precedence: {record(new)}")
 
 
