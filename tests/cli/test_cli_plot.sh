@@ -10,30 +10,19 @@ gpucap=$1 alloc=$2
 . "$(dirname "$0")/../common.sh"
 export FAKECUDA_CTX_BYTES=0 GPUCAP_CONTEXT_RESERVE=0
 
-# svg FILE: "budget_lines denial_marks denials_in_marks peak_label" read from the picture.
-svg() {
-    python3 - "$1" <<'PY'
-import re, sys, xml.etree.ElementTree as ET
-ns = {"s": "http://www.w3.org/2000/svg"}
-root = ET.parse(sys.argv[1]).getroot()
-budget = [e for e in root.iter("{http://www.w3.org/2000/svg}line") if e.get("class") == "budget"]
-marks = [e for e in root.iter("{http://www.w3.org/2000/svg}g") if e.get("class") == "denial"]
-n = sum(int(re.match(r"(\d+)", m.find("s:title", ns).text).group(1)) for m in marks)
-usage = [e for e in root.iter("{http://www.w3.org/2000/svg}path") if e.get("class") == "usage"]
-peak = [e.text for e in root.iter("{http://www.w3.org/2000/svg}text") if e.get("class") == "peaklabel"]
-print(len(budget), len(marks), n, len(usage), "|".join(peak))
-PY
-}
+# facts FILE: the facts of a usage picture (svg_facts.py: name=value lines) in $t/f; fact NAME: one.
+facts() { python3 "$(dirname "$0")/svg_facts.py" "$1" > "$t/f"; }
+fact() { sed -n "s/^$1=//p" "$t/f"; }
 
 # A parent and a child: 16, then the child 24 (40 in all) and a denied 30, then 20 (36) and a
 # denied 40 in the parent.
 "$gpucap" run --memory 64MiB --report "$t/u.svg" -- "$alloc" a16 s1 c:a24,s1,a30,F s1 a20 a40 F > /dev/null \
     2> "$t/err" || bad "run failed: $(cat "$t/err")"
-read -r lines marks denied paths peak <<< "$(svg "$t/u.svg" 2>&1)" || bad "the SVG does not parse"
-[ "$lines" = 1 ] || bad "budget line: $lines $(head -c 300 "$t/u.svg")"
-[ "$denied" = 2 ] || bad "denials marked: $denied in $marks marks"
-[ "$paths" = 1 ] || bad "usage path: $paths"
-[ "$peak" = "peak 40 MiB" ] || bad "peak label: '$peak'"
+facts "$t/u.svg" || bad "the SVG does not parse"
+[ "$(fact budget_lines)" = 1 ] || bad "budget line: $(fact budget_lines) $(head -c 300 "$t/u.svg")"
+[ "$(fact denied)" = 2 ] || bad "denials marked: $(fact denied) in $(fact marks) marks"
+[ "$(fact usage_paths)" = 1 ] || bad "usage path: $(fact usage_paths)"
+[ "$(fact peak_label)" = "peak 40 MiB" ] || bad "peak label: '$(fact peak_label)'"
 grep -q 'peak 40 MiB of a 64 MiB budget' "$t/u.svg" || bad "title: $(grep title "$t/u.svg" | head -2)"
 
 # The same run, JSON: the timeline's highest point is the peak, its denials those of the report.
@@ -49,9 +38,10 @@ assert all(a[0] <= b[0] for a, b in zip(pts, pts[1:])), pts
 assert pts[-1][2] == 0
 PY
 "$gpucap" plot "$t/a.json" -o "$t/a.svg" || bad "gpucap plot failed"
-read -r lines marks denied paths peak <<< "$(svg "$t/a.svg" 2>&1)" || bad "the plotted SVG does not parse"
-[ "$lines" = 1 ] && [ "$denied" = 4 ] || bad "plotted budget/denials: $lines $denied"
-[ "$peak" = "peak 76 MiB: the budget this job needs" ] || bad "audit peak label: '$peak'"
+facts "$t/a.svg" || bad "the plotted SVG does not parse"
+[ "$(fact budget_lines)" = 1 ] && [ "$(fact denied)" = 4 ] ||
+    bad "plotted budget/denials: $(fact budget_lines) $(fact denied)"
+[ "$(fact peak_label)" = "peak 76 MiB: the budget this job needs" ] || bad "audit peak label: '$(fact peak_label)'"
 "$gpucap" plot "$t/nothere.json" -o "$t/x.svg" 2> "$t/err" && bad "plot of a missing file succeeded"
 echo '{"mode":"enforce"}' > "$t/bad.json"
 "$gpucap" plot "$t/bad.json" 2> "$t/err" > /dev/null && bad "plot of a report without devices succeeded"

@@ -10,58 +10,28 @@ gpucap=$1 alloc=$2
 . "$(dirname "$0")/../common.sh"
 export FAKECUDA_CTX_BYTES=0 GPUCAP_CONTEXT_RESERVE=0
 
-# facts FILE: checks of the picture, one "name=value" per line.
-facts() {
-    python3 - "$1" <<'PY'
-import re, sys, xml.etree.ElementTree as ET
-S = "{http://www.w3.org/2000/svg}"
-root = ET.parse(sys.argv[1]).getroot()
-def cls(tag, c):
-    return [e for e in root.iter(S + tag) if e.get("class") == c]
-title = cls("text", "title")[0]
-print("title=" + "".join(title.itertext()))
-def box(e):  # a 13 px bold label, about 7.6 px a character
-    x, y, w = float(e.get("x")), float(e.get("y")), 7.6 * len("".join(e.itertext()))
-    end = e.get("text-anchor") == "end"
-    return (x - w if end else x, y - 13, x if end else x + w, y + 4)
-labels = [box(e) for e in cls("text", "peaklabel") + cls("text", "budgetlabel")]
-marks = []
-for g in cls("g", "denial"):
-    m = re.match(r"M([\d.]+) ([\d.]+)", g.find(S + "path").get("d"))
-    x, y = float(m.group(1)), float(m.group(2))
-    marks.append((x - 6, y - 11, x + 6, y))
-def over(a, b):
-    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
-clash = sum(over(l, m) for l in labels for m in marks) + sum(over(a, b) for i, a in enumerate(labels) for b in labels[i + 1:])
-print("clashes=%d" % clash)
-print("marks=%d labels=%d" % (len(marks), len(labels)))
-area = 0.0
-for p in cls("path", "usage"):
-    pts = [(float(x), float(y)) for x, y in re.findall(r"[ML]([\d.]+) ([\d.]+)", p.get("d"))]
-    area += abs(sum(a[0] * b[1] - b[0] * a[1] for a, b in zip(pts, pts[1:] + pts[:1]))) / 2
-print("usage_area=%d" % area)
-print("xticks=" + ",".join(e.text for e in cls("text", "xtick")))
-PY
-}
+# facts FILE: the facts of a usage picture (svg_facts.py: name=value lines) in $t/f; fact NAME: one.
+facts() { python3 "$(dirname "$0")/svg_facts.py" "$1" > "$t/f"; }
+fact() { sed -n "s/^$1=//p" "$t/f"; }
 
 # Title: the card's index and name.
 "$gpucap" run --memory 64MiB --report "$t/c.svg" -- "$alloc" a32 a32 a8 a8 F > /dev/null 2>&1
-facts "$t/c.svg" > "$t/f" || bad "the SVG does not parse"
+facts "$t/c.svg" || bad "the SVG does not parse"
 grep -q "^title=GPU 0 (Fake GPU 0): peak 64 MiB of a 64 MiB budget$" "$t/f" || bad "title: $(grep title "$t/f")"
 # Labels apart: the peak is the budget, the denials are on it, at the peak's time.
 grep -q "^clashes=0$" "$t/f" || bad "labels collide: $(cat "$t/f")"
 grep -q "^marks=[1-9]" "$t/f" || bad "no denial marks: $(cat "$t/f")"
 # A run shorter than a bucket: a shape, and the axis in milliseconds.
-area=$(sed -n 's/^usage_area=//p' "$t/f")
+area=$(fact usage_area)
 [ "${area:-0}" -gt 1000 ] || bad "a short run is a line: area $area"
 grep -q "^xticks=.* ms" "$t/f" || bad "time axis: $(grep xticks "$t/f")"
 # A denial a moment after the peak, where the peak's label would go.
 "$gpucap" run --memory 64MiB --report "$t/n.svg" -- "$alloc" a60 s1 F a40 a40 s9 F > /dev/null 2>&1
-facts "$t/n.svg" > "$t/f" || bad "the SVG does not parse"
+facts "$t/n.svg" || bad "the SVG does not parse"
 grep -q "^clashes=0$" "$t/f" || bad "the peak's label on a denial mark: $(cat "$t/f")"
 # Audit, a longer run: the label says what the job needs and still meets no mark.
 "$gpucap" run --audit --memory 64MiB --report "$t/a.svg" -- "$alloc" a16 s2 a32 s1 a30 s1 a20 a40 s2 F > /dev/null 2>&1
-facts "$t/a.svg" > "$t/f" || bad "the audit SVG does not parse"
+facts "$t/a.svg" || bad "the audit SVG does not parse"
 grep -q "^clashes=0$" "$t/f" || bad "audit labels collide: $(cat "$t/f")"
 grep -q "^title=GPU 0 (Fake GPU 0): this job needs" "$t/f" || bad "audit title: $(grep title "$t/f")"
 
