@@ -10,6 +10,7 @@
 # - MiB, the figures' unit.
 # - expect/absent NAME PATTERN FILE: a check on $t/FILE, where the scripts put the output of the
 #   program under test ($t/out, $t/err), both shown when the check fails.
+# - facts CMD... and fact NAME: the values of a checker's name=value lines.
 # - waitfor CMD...: polls CMD for up to 10 s.
 # - listen_port LOG [PID]: the port a gpucap server announced in its log.
 
@@ -38,6 +39,11 @@ expect() {
 absent() {
     ! grep -qE -- "$2" "$t/$3" || { echo "FAIL $1: '$2' in $3:"; cat "$t/out" "$t/err"; fail=1; }
 }
+
+# facts CMD...: runs CMD, which prints name=value lines (tests/cli/svg_facts.py), keeping them in
+# $t/facts; its status is CMD's. fact NAME: the value of NAME there.
+facts() { "$@" > "$t/facts"; }
+fact() { sed -n "s/^$1=//p" "$t/facts"; }
 
 # waitfor CMD...: runs CMD every 0.05 s until it succeeds, for up to 10 s; status 1 when it never did.
 waitfor() {

@@ -10,15 +10,13 @@ gpucap=$1 alloc=$2
 . "$(dirname "$0")/../common.sh"
 export FAKECUDA_CTX_BYTES=0 GPUCAP_CONTEXT_RESERVE=0
 
-# facts FILE: the facts of a usage picture (svg_facts.py: name=value lines) in $t/f; fact NAME: one.
-facts() { python3 "$(dirname "$0")/svg_facts.py" "$1" > "$t/f"; }
-fact() { sed -n "s/^$1=//p" "$t/f"; }
+svg_facts=$(dirname "$0")/svg_facts.py
 
 # A parent and a child: 16, then the child 24 (40 in all) and a denied 30, then 20 (36) and a
 # denied 40 in the parent.
 "$gpucap" run --memory 64MiB --report "$t/u.svg" -- "$alloc" a16 s1 c:a24,s1,a30,F s1 a20 a40 F > /dev/null \
     2> "$t/err" || bad "run failed: $(cat "$t/err")"
-facts "$t/u.svg" || bad "the SVG does not parse"
+facts python3 "$svg_facts" "$t/u.svg" || bad "the SVG does not parse"
 [ "$(fact budget_lines)" = 1 ] || bad "budget line: $(fact budget_lines) $(head -c 300 "$t/u.svg")"
 [ "$(fact denied)" = 2 ] || bad "denials marked: $(fact denied) in $(fact marks) marks"
 [ "$(fact usage_paths)" = 1 ] || bad "usage path: $(fact usage_paths)"
@@ -38,7 +36,7 @@ assert all(a[0] <= b[0] for a, b in zip(pts, pts[1:])), pts
 assert pts[-1][2] == 0
 PY
 "$gpucap" plot "$t/a.json" -o "$t/a.svg" || bad "gpucap plot failed"
-facts "$t/a.svg" || bad "the plotted SVG does not parse"
+facts python3 "$svg_facts" "$t/a.svg" || bad "the plotted SVG does not parse"
 [ "$(fact budget_lines)" = 1 ] && [ "$(fact denied)" = 4 ] ||
     bad "plotted budget/denials: $(fact budget_lines) $(fact denied)"
 [ "$(fact peak_label)" = "peak 76 MiB: the budget this job needs" ] || bad "audit peak label: '$(fact peak_label)'"

@@ -10,30 +10,28 @@ gpucap=$1 alloc=$2
 . "$(dirname "$0")/../common.sh"
 export FAKECUDA_CTX_BYTES=0 GPUCAP_CONTEXT_RESERVE=0
 
-# facts FILE: the facts of a usage picture (svg_facts.py: name=value lines) in $t/f; fact NAME: one.
-facts() { python3 "$(dirname "$0")/svg_facts.py" "$1" > "$t/f"; }
-fact() { sed -n "s/^$1=//p" "$t/f"; }
+svg_facts=$(dirname "$0")/svg_facts.py
 
 # Title: the card's index and name.
 "$gpucap" run --memory 64MiB --report "$t/c.svg" -- "$alloc" a32 a32 a8 a8 F > /dev/null 2>&1
-facts "$t/c.svg" || bad "the SVG does not parse"
-grep -q "^title=GPU 0 (Fake GPU 0): peak 64 MiB of a 64 MiB budget$" "$t/f" || bad "title: $(grep title "$t/f")"
+facts python3 "$svg_facts" "$t/c.svg" || bad "the SVG does not parse"
+grep -q "^title=GPU 0 (Fake GPU 0): peak 64 MiB of a 64 MiB budget$" "$t/facts" || bad "title: $(grep title "$t/facts")"
 # Labels apart: the peak is the budget, the denials are on it, at the peak's time.
-grep -q "^clashes=0$" "$t/f" || bad "labels collide: $(cat "$t/f")"
-grep -q "^marks=[1-9]" "$t/f" || bad "no denial marks: $(cat "$t/f")"
+grep -q "^clashes=0$" "$t/facts" || bad "labels collide: $(cat "$t/facts")"
+grep -q "^marks=[1-9]" "$t/facts" || bad "no denial marks: $(cat "$t/facts")"
 # A run shorter than a bucket: a shape, and the axis in milliseconds.
 area=$(fact usage_area)
 [ "${area:-0}" -gt 1000 ] || bad "a short run is a line: area $area"
-grep -q "^xticks=.* ms" "$t/f" || bad "time axis: $(grep xticks "$t/f")"
+grep -q "^xticks=.* ms" "$t/facts" || bad "time axis: $(grep xticks "$t/facts")"
 # A denial a moment after the peak, where the peak's label would go.
 "$gpucap" run --memory 64MiB --report "$t/n.svg" -- "$alloc" a60 s1 F a40 a40 s9 F > /dev/null 2>&1
-facts "$t/n.svg" || bad "the SVG does not parse"
-grep -q "^clashes=0$" "$t/f" || bad "the peak's label on a denial mark: $(cat "$t/f")"
+facts python3 "$svg_facts" "$t/n.svg" || bad "the SVG does not parse"
+grep -q "^clashes=0$" "$t/facts" || bad "the peak's label on a denial mark: $(cat "$t/facts")"
 # Audit, a longer run: the label says what the job needs and still meets no mark.
 "$gpucap" run --audit --memory 64MiB --report "$t/a.svg" -- "$alloc" a16 s2 a32 s1 a30 s1 a20 a40 s2 F > /dev/null 2>&1
-facts "$t/a.svg" || bad "the audit SVG does not parse"
-grep -q "^clashes=0$" "$t/f" || bad "audit labels collide: $(cat "$t/f")"
-grep -q "^title=GPU 0 (Fake GPU 0): this job needs" "$t/f" || bad "audit title: $(grep title "$t/f")"
+facts python3 "$svg_facts" "$t/a.svg" || bad "the audit SVG does not parse"
+grep -q "^clashes=0$" "$t/facts" || bad "audit labels collide: $(cat "$t/facts")"
+grep -q "^title=GPU 0 (Fake GPU 0): this job needs" "$t/facts" || bad "audit title: $(grep title "$t/facts")"
 
 # Hostile reports: bounded, escaped.
 cat > "$t/huge.json" <<'J'
