@@ -91,10 +91,16 @@ struct fixture_case {
 #define ENV_PATHS(at, first)                                                                                     \
     {"add", at "/env" first, ""}, {"add", at "/env/-", ""}, {"add", at "/env/-", ""}, {"add", at "/env/-", ""}
 #define MOUNT_PATHS(at, first)                                                                                   \
-    {"add", at "/volumeMounts" first, ""}, {"add", at "/volumeMounts/-", ""}, {"add", at "/volumeMounts/-", ""},  \
+    {"add", at "/volumeMounts" first, ""}, {"add", at "/volumeMounts/-", ""}, {"add", at "/volumeMounts/-", ""}, \
         {"add", at "/volumeMounts/-", ""}
 #define VOLUME_PATHS(first) {"add", "/spec/volumes" first, ""}, {"add", "/spec/volumes/-", ""}
 #define INIT_ARGS "\"command\":[\"/usr/local/gpucap/bin/gpucap\",\"inject\",\"--to\",\"/gpucap-out/lib\",\"--ledgers\",\"/gpucap-out/ledger\","
+/* The patch of a pod without volumes whose one GPU container NAME (at AT) gets BUDGET: its identity and
+ * mounts, the two volumes, our init container added at INIT, the injected annotation. */
+#define ONE_INJECTED(at, name, init, budget)                                                                     \
+    IDENTITY(at, "", name), MOUNTS(at, "", name), {"add", "/spec/volumes", "gpucap-lib"},                        \
+        {"add", "/spec/volumes/-", "gpucap-ledger"}, {"add", init, INIT_ARGS "\"" name "=" budget "\"]"},        \
+        {"add", "/metadata/annotations/gpucap.io~1injected", "\"" name "\""}
 
 static const struct fixture_case cases[] = {
     {"annotated-bare.json", &annotated_only, 200, 1, 13,
@@ -173,10 +179,7 @@ static const struct fixture_case cases[] = {
     /* Schedulers' requests (requests.c). KAI: a GPU pod without nvidia.com/gpu, the share on the first
      * container; the sidecar gets nothing without a default, the default with one. */
     {"kai-fraction.json", &annotated_only, 200, 1, 13,
-     {IDENTITY("/spec/containers/0", "", "trainer"), MOUNTS("/spec/containers/0", "", "trainer"),
-      {"add", "/spec/volumes", "gpucap-lib"}, {"add", "/spec/volumes/-", "gpucap-ledger"},
-      {"add", "/spec/initContainers", INIT_ARGS "\"trainer=50%\"]"},
-      {"add", "/metadata/annotations/gpucap.io~1injected", "\"trainer\""}},
+     {ONE_INJECTED("/spec/containers/0", "trainer", "/spec/initContainers", "50%")},
      NULL},
     {"kai-fraction.json", &default_25_max_60, 200, 1, 21,
      {ENV_PATHS("/spec/containers/0", ""), MOUNT_PATHS("/spec/containers/0", ""),
@@ -184,10 +187,7 @@ static const struct fixture_case cases[] = {
      NULL},
     /* The init container named by gpu-fraction-container-name carries the share. */
     {"kai-init-container.json", &annotated_only, 200, 1, 13,
-     {IDENTITY("/spec/initContainers/1", "", "warmup"), MOUNTS("/spec/initContainers/1", "", "warmup"),
-      {"add", "/spec/volumes", "gpucap-lib"}, {"add", "/spec/volumes/-", "gpucap-ledger"},
-      {"add", "/spec/initContainers/0", INIT_ARGS "\"warmup=25%\"]"},
-      {"add", "/metadata/annotations/gpucap.io~1injected", "\"warmup\""}},
+     {ONE_INJECTED("/spec/initContainers/1", "warmup", "/spec/initContainers/0", "25%")},
      NULL},
     {"kai-num-devices.json", &annotated_only, 200, 1, 13,
      {ENV_PATHS("/spec/containers/0", ""), MOUNT_PATHS("/spec/containers/0", ""), VOLUME_PATHS(""),
