@@ -61,23 +61,23 @@ grep -q '"patchType":"JSONPatch"' "$t/resp" || fail "no patch: $(cat "$t/resp")"
 grep -q 'allowed: patched containers=train=8GiB max=25% preload=file' "$t/log" || fail "no decision line in the log"
 grep -q 'policy: no max-memory: the default 25% is the maximum' "$t/log" || fail "the start-up log does not say that the default is the maximum"
 
-expect() { # status, then curl arguments
+expect_status() { # status, then curl arguments
     local want=$1; shift
     local got
     got=$("${C[@]}" -o "$t/body" -w '%{http_code}' "$@")
     [ "$got" = "$want" ] || fail "$* -> $got, expected $want ($(head -c 300 "$t/body"))"
 }
-expect 400 --data-binary '{"apiVersion": "admission.k8s.io/v1", "kind": "Admission' "$URL/mutate"
+expect_status 400 --data-binary '{"apiVersion": "admission.k8s.io/v1", "kind": "Admission' "$URL/mutate"
 grep -q 'malformed JSON' "$t/body" || fail "400 without a message"
-expect 400 --data-binary @"$HERE/fixtures/not-a-review.json" "$URL/mutate"
-expect 405 "$URL/mutate"
-expect 405 --data-binary x "$URL/healthz"
-expect 404 "$URL/nope"
+expect_status 400 --data-binary @"$HERE/fixtures/not-a-review.json" "$URL/mutate"
+expect_status 405 "$URL/mutate"
+expect_status 405 --data-binary x "$URL/healthz"
+expect_status 404 "$URL/nope"
 head -c $((1 << 20)) /dev/zero | tr '\0' ' ' >"$t/big"
 # An announced oversize body is refused from its headers: with Expect: 100-continue the client waits
 # for that answer instead of sending into a connection the server closes (a reset, not a 413).
-expect 413 -H 'Expect: 100-continue' --data-binary @"$t/big" "$URL/mutate"
-expect 413 -H 'Transfer-Encoding: chunked' --data-binary @"$t/big" "$URL/mutate"
+expect_status 413 -H 'Expect: 100-continue' --data-binary @"$t/big" "$URL/mutate"
+expect_status 413 -H 'Transfer-Encoding: chunked' --data-binary @"$t/big" "$URL/mutate"
 "${C[@]}" "$URL/healthz" >/dev/null || fail "server gone after the oversize bodies"
 
 # Many at once.
@@ -91,7 +91,7 @@ wait_curls
 # /livez, /readyz and /metrics (Prometheus text): admissions by result, latency, the certificate's expiry.
 [ "$("${C[@]}" "$URL/livez")" = ok ] || fail "/livez"
 [ "$("${C[@]}" "$URL/readyz")" = ok ] || fail "/readyz"
-expect 405 --data-binary x "$URL/metrics"
+expect_status 405 --data-binary x "$URL/metrics"
 "${C[@]}" "$URL/metrics" >"$t/metrics" || fail "/metrics"
 if command -v promtool >/dev/null; then
     promtool check metrics <"$t/metrics" >"$t/lint" 2>&1 && [ ! -s "$t/lint" ] || fail "promtool: $(cat "$t/lint")"
