@@ -670,7 +670,8 @@ static pthread_mutex_t repair_lock = PTHREAD_MUTEX_INITIALIZER;
 #define CARRIED_DEV(X)                                                                                 \
     X(slot.limit) X(slot.leased) X(slot.peak) X(slot.allocs) X(slot.frees) X(slot.denials)             \
     X(slot.largest) X(slot.first_denial_ns) X(slot.contexts) X(victim_spare) X(victim_spare_after)    \
-    X(victim_lease) X(victim) X(limit_was) X(limit_changed_s) X(limit_asked) X(limit_changes) X(limit_by)
+    X(victim_lease) X(victim) X(limit_was) X(limit_changed_s) X(limit_asked) X(limit_changes) X(limit_by)     \
+    X(closed) X(driver_limit) X(refused_driver) X(context_count) X(held_at_exit)
 #define CARRIED_OWNER(X) X(start_time) X(exec_fd) X(exec_fd_dev) X(exec_fd_ino) X(took_set)
 #define CARRIED_SHARE(X) X(lease) X(spare) X(peak) X(limit)
 
