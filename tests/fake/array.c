@@ -180,11 +180,9 @@ FK_EXPORT CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v
     return array_new((void **)pHandle, &d3, 1, false);
 }
 
-FK_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray)
-{
-    FK_ENTER_INIT(cuArray3DCreate_v2);
-    return array_new((void **)pHandle, pAllocateArray, 1, false);
-}
+FK_FORWARD(cuArray3DCreate_v2,
+           (CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray),
+           array_new((void **)pHandle, pAllocateArray, 1, false))
 
 FK_EXPORT CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *pAllocateArray)
 {
@@ -196,11 +194,7 @@ FK_EXPORT CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPT
     return array_new((void **)pHandle, &d3, 1, false);
 }
 
-FK_EXPORT CUresult cuArrayDestroy(CUarray hArray)
-{
-    FK_ENTER_INIT(cuArrayDestroy);
-    return array_destroy(hArray, false);
-}
+FK_FORWARD(cuArrayDestroy, (CUarray hArray), array_destroy(hArray, false))
 
 static CUresult get_desc(CUDA_ARRAY3D_DESCRIPTOR *out, CUarray h)
 {
@@ -235,11 +229,9 @@ FK_EXPORT CUresult cuArrayGetDescriptor(CUDA_ARRAY_DESCRIPTOR_v1 *pArrayDescript
     return rc;
 }
 
-FK_EXPORT CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
-{
-    FK_ENTER_INIT(cuArray3DGetDescriptor_v2);
-    return get_desc(pArrayDescriptor, hArray);
-}
+FK_FORWARD(cuArray3DGetDescriptor_v2,
+           (CUDA_ARRAY3D_DESCRIPTOR *pArrayDescriptor, CUarray hArray),
+           get_desc(pArrayDescriptor, hArray))
 
 FK_EXPORT CUresult cuArray3DGetDescriptor(CUDA_ARRAY3D_DESCRIPTOR_v1 *pArrayDescriptor, CUarray hArray)
 {
@@ -274,32 +266,17 @@ static CUresult requirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *req, const void *h,
     return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-FK_EXPORT CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements, CUarray array,
-                                                CUdevice device)
-{
-    FK_ENTER_INIT(cuArrayGetMemoryRequirements);
-    return requirements(memoryRequirements, array, device, false);
-}
-
-FK_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc,
-                                          unsigned int numMipmapLevels)
-{
-    FK_ENTER_INIT(cuMipmappedArrayCreate);
-    return array_new((void **)pHandle, pMipmappedArrayDesc, numMipmapLevels, true);
-}
-
-FK_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
-{
-    FK_ENTER_INIT(cuMipmappedArrayDestroy);
-    return array_destroy(hMipmappedArray, true);
-}
-
-FK_EXPORT CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements,
-                                                         CUmipmappedArray mipmap, CUdevice device)
-{
-    FK_ENTER_INIT(cuMipmappedArrayGetMemoryRequirements);
-    return requirements(memoryRequirements, mipmap, device, true);
-}
+FK_FORWARD(cuArrayGetMemoryRequirements,
+           (CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements, CUarray array, CUdevice device),
+           requirements(memoryRequirements, array, device, false))
+FK_FORWARD(cuMipmappedArrayCreate,
+           (CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc,
+            unsigned int numMipmapLevels),
+           array_new((void **)pHandle, pMipmappedArrayDesc, numMipmapLevels, true))
+FK_FORWARD(cuMipmappedArrayDestroy, (CUmipmappedArray hMipmappedArray), array_destroy(hMipmappedArray, true))
+FK_FORWARD(cuMipmappedArrayGetMemoryRequirements,
+           (CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements, CUmipmappedArray mipmap, CUdevice device),
+           requirements(memoryRequirements, mipmap, device, true))
 
 /* A level is an array handle owned by its mipmapped array: made on first request, freed with it. */
 FK_EXPORT CUresult cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArray hMipmappedArray, unsigned int level)

@@ -296,17 +296,8 @@ static CUresult get_uuid(CUuuid *uuid, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-FK_EXPORT CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
-{
-    FK_ENTER_INIT(cuDeviceGetUuid);
-    return get_uuid(uuid, dev);
-}
-
-FK_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
-{
-    FK_ENTER_INIT(cuDeviceGetUuid_v2);
-    return get_uuid(uuid, dev);
-}
+FK_FORWARD(cuDeviceGetUuid, (CUuuid *uuid, CUdevice dev), get_uuid(uuid, dev))
+FK_FORWARD(cuDeviceGetUuid_v2, (CUuuid *uuid, CUdevice dev), get_uuid(uuid, dev))
 
 FK_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
@@ -541,17 +532,8 @@ static CUresult ctx_create(CUcontext *pctx, CUdevice dev, bool green)
     return rc;
 }
 
-FK_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
-{
-    FK_ENTER_INIT(cuCtxCreate);
-    return ctx_create(pctx, dev, false);
-}
-
-FK_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
-{
-    FK_ENTER_INIT(cuCtxCreate_v2);
-    return ctx_create(pctx, dev, false);
-}
+FK_FORWARD(cuCtxCreate, (CUcontext *pctx, unsigned int flags, CUdevice dev), ctx_create(pctx, dev, false))
+FK_FORWARD(cuCtxCreate_v2, (CUcontext *pctx, unsigned int flags, CUdevice dev), ctx_create(pctx, dev, false))
 
 FK_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
                                   unsigned int flags, CUdevice dev)
@@ -589,17 +571,8 @@ static CUresult ctx_destroy(CUcontext ctx)
     return CUDA_SUCCESS;
 }
 
-FK_EXPORT CUresult cuCtxDestroy(CUcontext ctx)
-{
-    FK_ENTER_INIT(cuCtxDestroy);
-    return ctx_destroy(ctx);
-}
-
-FK_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
-{
-    FK_ENTER_INIT(cuCtxDestroy_v2);
-    return ctx_destroy(ctx);
-}
+FK_FORWARD(cuCtxDestroy, (CUcontext ctx), ctx_destroy(ctx))
+FK_FORWARD(cuCtxDestroy_v2, (CUcontext ctx), ctx_destroy(ctx))
 
 FK_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 {
@@ -643,17 +616,8 @@ static CUresult ctx_get_device(CUdevice *device, CUcontext ctx)
     return rc;
 }
 
-FK_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
-{
-    FK_ENTER_INIT(cuCtxGetDevice);
-    return ctx_get_device(device, NULL);
-}
-
-FK_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
-{
-    FK_ENTER_INIT(cuCtxGetDevice_v2);
-    return ctx_get_device(device, ctx);
-}
+FK_FORWARD(cuCtxGetDevice, (CUdevice *device), ctx_get_device(device, NULL))
+FK_FORWARD(cuCtxGetDevice_v2, (CUdevice *device, CUcontext ctx), ctx_get_device(device, ctx))
 
 /*
  * cuCtxSetLimit of the current context. The printf FIFO and the malloc heap take memory on the card
@@ -706,17 +670,8 @@ static CUresult ctx_push(CUcontext ctx)
     return c ? push_ctx(c) : CUDA_ERROR_INVALID_CONTEXT;
 }
 
-FK_EXPORT CUresult cuCtxPushCurrent(CUcontext ctx)
-{
-    FK_ENTER_INIT(cuCtxPushCurrent);
-    return ctx_push(ctx);
-}
-
-FK_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
-{
-    FK_ENTER_INIT(cuCtxPushCurrent_v2);
-    return ctx_push(ctx);
-}
+FK_FORWARD(cuCtxPushCurrent, (CUcontext ctx), ctx_push(ctx))
+FK_FORWARD(cuCtxPushCurrent_v2, (CUcontext ctx), ctx_push(ctx))
 
 static CUresult ctx_pop(CUcontext *pctx)
 {
@@ -728,17 +683,8 @@ static CUresult ctx_pop(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
-FK_EXPORT CUresult cuCtxPopCurrent(CUcontext *pctx)
-{
-    FK_ENTER_INIT(cuCtxPopCurrent);
-    return ctx_pop(pctx);
-}
-
-FK_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
-{
-    FK_ENTER_INIT(cuCtxPopCurrent_v2);
-    return ctx_pop(pctx);
-}
+FK_FORWARD(cuCtxPopCurrent, (CUcontext *pctx), ctx_pop(pctx))
+FK_FORWARD(cuCtxPopCurrent_v2, (CUcontext *pctx), ctx_pop(pctx))
 
 static CUresult ctx_sync(CUcontext ctx)
 {
@@ -751,17 +697,8 @@ static CUresult ctx_sync(CUcontext ctx)
     return rc;
 }
 
-FK_EXPORT CUresult cuCtxSynchronize(void)
-{
-    FK_ENTER_INIT(cuCtxSynchronize);
-    return ctx_sync(NULL);
-}
-
-FK_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
-{
-    FK_ENTER_INIT(cuCtxSynchronize_v2);
-    return ctx_sync(ctx);
-}
+FK_FORWARD(cuCtxSynchronize, (void), ctx_sync(NULL))
+FK_FORWARD(cuCtxSynchronize_v2, (CUcontext ctx), ctx_sync(ctx))
 
 /* Primary contexts are static, one per ordinal, registered at first retain; the handle stays
  * the same across retain/release cycles, as the driver's does. */
@@ -803,17 +740,8 @@ static CUresult primary_release(CUdevice dev)
     return rc;
 }
 
-FK_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
-{
-    FK_ENTER_INIT(cuDevicePrimaryCtxRelease);
-    return primary_release(dev);
-}
-
-FK_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
-{
-    FK_ENTER_INIT(cuDevicePrimaryCtxRelease_v2);
-    return primary_release(dev);
-}
+FK_FORWARD(cuDevicePrimaryCtxRelease, (CUdevice dev), primary_release(dev))
+FK_FORWARD(cuDevicePrimaryCtxRelease_v2, (CUdevice dev), primary_release(dev))
 
 static CUresult primary_reset(CUdevice dev)
 {
@@ -829,17 +757,8 @@ static CUresult primary_reset(CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-FK_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
-{
-    FK_ENTER_INIT(cuDevicePrimaryCtxReset);
-    return primary_reset(dev);
-}
-
-FK_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
-{
-    FK_ENTER_INIT(cuDevicePrimaryCtxReset_v2);
-    return primary_reset(dev);
-}
+FK_FORWARD(cuDevicePrimaryCtxReset, (CUdevice dev), primary_reset(dev))
+FK_FORWARD(cuDevicePrimaryCtxReset_v2, (CUdevice dev), primary_reset(dev))
 
 FK_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
@@ -855,11 +774,9 @@ FK_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags,
     return CUDA_SUCCESS;
 }
 
-FK_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags)
-{
-    FK_ENTER_INIT(cuGreenCtxCreate);
-    return ctx_create((CUcontext *)phCtx, dev, true);
-}
+FK_FORWARD(cuGreenCtxCreate,
+           (CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags),
+           ctx_create((CUcontext *)phCtx, dev, true))
 
 FK_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
 {
@@ -932,17 +849,8 @@ FK_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
     return handle_new(&streams, (void **)phStream);
 }
 
-FK_EXPORT CUresult cuStreamDestroy(CUstream hStream)
-{
-    FK_ENTER_INIT(cuStreamDestroy);
-    return handle_del(&streams, hStream);
-}
-
-FK_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream)
-{
-    FK_ENTER_INIT(cuStreamDestroy_v2);
-    return handle_del(&streams, hStream);
-}
+FK_FORWARD(cuStreamDestroy, (CUstream hStream), handle_del(&streams, hStream))
+FK_FORWARD(cuStreamDestroy_v2, (CUstream hStream), handle_del(&streams, hStream))
 
 static CUresult stream_sync(CUstream s)
 {
@@ -957,23 +865,9 @@ static CUresult stream_sync(CUstream s)
     return rc;
 }
 
-FK_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
-{
-    FK_ENTER_INIT(cuStreamSynchronize);
-    return stream_sync(hStream);
-}
-
-FK_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
-{
-    FK_ENTER_INIT(cuStreamSynchronize_ptsz);
-    return stream_sync(hStream);
-}
-
-FK_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
-{
-    FK_ENTER_INIT(cuEventCreate);
-    return handle_new(&events, (void **)phEvent);
-}
+FK_FORWARD(cuStreamSynchronize, (CUstream hStream), stream_sync(hStream))
+FK_FORWARD(cuStreamSynchronize_ptsz, (CUstream hStream), stream_sync(hStream))
+FK_FORWARD(cuEventCreate, (CUevent *phEvent, unsigned int Flags), handle_new(&events, (void **)phEvent))
 
 static CUresult event_record(CUevent ev, CUstream s)
 {
@@ -986,17 +880,8 @@ static CUresult event_record(CUevent ev, CUstream s)
     return rc;
 }
 
-FK_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
-{
-    FK_ENTER_INIT(cuEventRecord);
-    return event_record(hEvent, hStream);
-}
-
-FK_EXPORT CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
-{
-    FK_ENTER_INIT(cuEventRecord_ptsz);
-    return event_record(hEvent, hStream);
-}
+FK_FORWARD(cuEventRecord, (CUevent hEvent, CUstream hStream), event_record(hEvent, hStream))
+FK_FORWARD(cuEventRecord_ptsz, (CUevent hEvent, CUstream hStream), event_record(hEvent, hStream))
 
 FK_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
 {
@@ -1011,17 +896,8 @@ FK_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
     return k ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-FK_EXPORT CUresult cuEventDestroy(CUevent hEvent)
-{
-    FK_ENTER_INIT(cuEventDestroy);
-    return handle_del(&events, hEvent);
-}
-
-FK_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent)
-{
-    FK_ENTER_INIT(cuEventDestroy_v2);
-    return handle_del(&events, hEvent);
-}
+FK_FORWARD(cuEventDestroy, (CUevent hEvent), handle_del(&events, hEvent))
+FK_FORWARD(cuEventDestroy_v2, (CUevent hEvent), handle_del(&events, hEvent))
 
 /* ---- fork(): the child starts with nothing of its parent's on the card ---- */
 

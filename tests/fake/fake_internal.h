@@ -69,6 +69,14 @@ bool fk_initialized(void);
         if (!fk_initialized())                                                          \
             return CUDA_ERROR_NOT_INITIALIZED;                                          \
     } while (0)
+/* Defines the exported entry point `sym` (parameters `params`, parenthesised) as FK_ENTER_INIT,
+ * then `return call`: each ABI variant (_v2, legacy, _ptsz) of one static helper is one line. */
+#define FK_FORWARD(sym, params, call)                                                   \
+    FK_EXPORT CUresult sym params                                                       \
+    {                                                                                   \
+        FK_ENTER_INIT(sym);                                                             \
+        return call;                                                                    \
+    }
 
 /* Physical index of a CUDA ordinal (after CUDA_VISIBLE_DEVICES), or -1 for a bad ordinal. */
 int fk_phys_of(CUdevice ordinal);

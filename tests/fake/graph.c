@@ -232,12 +232,10 @@ FK_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGra
                      nodeParams->bytesize, &nodeParams->dptr);
 }
 
-FK_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
-                                         size_t numDependencies, CUdeviceptr dptr)
-{
-    FK_ENTER_INIT(cuGraphAddMemFreeNode);
-    return add_simple(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_MEM_FREE, dptr);
-}
+FK_FORWARD(cuGraphAddMemFreeNode,
+           (CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies,
+            CUdeviceptr dptr),
+           add_simple(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_MEM_FREE, dptr))
 
 static CUresult add_generic(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
                             CUgraphNodeParams *p)
@@ -256,20 +254,14 @@ static CUresult add_generic(CUgraphNode *out, CUgraph g, const CUgraphNode *deps
     }
 }
 
-FK_EXPORT CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
-                                  size_t numDependencies, CUgraphNodeParams *nodeParams)
-{
-    FK_ENTER_INIT(cuGraphAddNode);
-    return add_generic(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
-}
-
-FK_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
-                                     const CUgraphEdgeData *dependencyData, size_t numDependencies,
-                                     CUgraphNodeParams *nodeParams)
-{
-    FK_ENTER_INIT(cuGraphAddNode_v2);
-    return add_generic(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
-}
+FK_FORWARD(cuGraphAddNode,
+           (CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies,
+            CUgraphNodeParams *nodeParams),
+           add_generic(phGraphNode, hGraph, dependencies, numDependencies, nodeParams))
+FK_FORWARD(cuGraphAddNode_v2,
+           (CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+            const CUgraphEdgeData *dependencyData, size_t numDependencies, CUgraphNodeParams *nodeParams),
+           add_generic(phGraphNode, hGraph, dependencies, numDependencies, nodeParams))
 
 FK_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
                                         size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
@@ -336,25 +328,15 @@ static CUresult instantiate(CUgraphExec *out, CUgraph hGraph, unsigned long long
     return rc;
 }
 
-FK_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
-{
-    FK_ENTER_INIT(cuGraphInstantiateWithFlags);
-    return instantiate(phGraphExec, hGraph, flags);
-}
-
-FK_EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-                                      char *logBuffer, size_t bufferSize)
-{
-    FK_ENTER_INIT(cuGraphInstantiate);
-    return instantiate(phGraphExec, hGraph, 0);
-}
-
-FK_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-                                         char *logBuffer, size_t bufferSize)
-{
-    FK_ENTER_INIT(cuGraphInstantiate_v2);
-    return instantiate(phGraphExec, hGraph, 0);
-}
+FK_FORWARD(cuGraphInstantiateWithFlags,
+           (CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags),
+           instantiate(phGraphExec, hGraph, flags))
+FK_FORWARD(cuGraphInstantiate,
+           (CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize),
+           instantiate(phGraphExec, hGraph, 0))
+FK_FORWARD(cuGraphInstantiate_v2,
+           (CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize),
+           instantiate(phGraphExec, hGraph, 0))
 
 static void exec_destroy(struct fk_gexec *e)
 {
@@ -500,17 +482,8 @@ static CUresult launch(CUgraphExec h, CUstream s)
     return rc;
 }
 
-FK_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
-{
-    FK_ENTER_INIT(cuGraphLaunch);
-    return launch(hGraphExec, hStream);
-}
-
-FK_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{
-    FK_ENTER_INIT(cuGraphLaunch_ptsz);
-    return launch(hGraphExec, hStream);
-}
+FK_FORWARD(cuGraphLaunch, (CUgraphExec hGraphExec, CUstream hStream), launch(hGraphExec, hStream))
+FK_FORWARD(cuGraphLaunch_ptsz, (CUgraphExec hGraphExec, CUstream hStream), launch(hGraphExec, hStream))
 
 FK_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device)
 {
@@ -606,19 +579,12 @@ static CUresult instantiate_params(CUgraphExec *out, CUgraph g, CUDA_GRAPH_INSTA
     return rc;
 }
 
-FK_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                                CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
-{
-    FK_ENTER_INIT(cuGraphInstantiateWithParams);
-    return instantiate_params(phGraphExec, hGraph, instantiateParams);
-}
-
-FK_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                                     CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
-{
-    FK_ENTER_INIT(cuGraphInstantiateWithParams_ptsz);
-    return instantiate_params(phGraphExec, hGraph, instantiateParams);
-}
+FK_FORWARD(cuGraphInstantiateWithParams,
+           (CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams),
+           instantiate_params(phGraphExec, hGraph, instantiateParams))
+FK_FORWARD(cuGraphInstantiateWithParams_ptsz,
+           (CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams),
+           instantiate_params(phGraphExec, hGraph, instantiateParams))
 
 /* ---- inspecting graphs ---- */
 

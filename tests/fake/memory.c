@@ -132,17 +132,8 @@ FK_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
     return rc;
 }
 
-FK_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
-{
-    FK_ENTER_INIT(cuMemFree_v2);
-    return linear_free(dptr);
-}
-
-FK_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
-{
-    FK_ENTER_INIT(cuMemFree);
-    return linear_free(dptr);
-}
+FK_FORWARD(cuMemFree_v2, (CUdeviceptr dptr), linear_free(dptr))
+FK_FORWARD(cuMemFree, (CUdeviceptr_v1 dptr), linear_free(dptr))
 
 /* Pitch is the width rounded up to 512 bytes (FAKECUDA_PITCH_ALIGN: another power of two, as
  * other cards have); the allocation is pitch * height. */
@@ -299,17 +290,8 @@ static CUresult host_alloc(void **pp, size_t bytes)
     return rc;
 }
 
-FK_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
-{
-    FK_ENTER_INIT(cuMemAllocHost_v2);
-    return host_alloc(pp, bytesize);
-}
-
-FK_EXPORT CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
-{
-    FK_ENTER_INIT(cuMemAllocHost);
-    return host_alloc(pp, bytesize);
-}
+FK_FORWARD(cuMemAllocHost_v2, (void **pp, size_t bytesize), host_alloc(pp, bytesize))
+FK_FORWARD(cuMemAllocHost, (void **pp, unsigned int bytesize), host_alloc(pp, bytesize))
 
 FK_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
@@ -627,30 +609,18 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, CUmemoryPool hpool,
     return rc;
 }
 
-FK_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
-{
-    FK_ENTER_INIT(cuMemAllocAsync);
-    return alloc_async(dptr, bytesize, NULL, false, hStream);
-}
-
-FK_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
-{
-    FK_ENTER_INIT(cuMemAllocAsync_ptsz);
-    return alloc_async(dptr, bytesize, NULL, false, hStream);
-}
-
-FK_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
-{
-    FK_ENTER_INIT(cuMemAllocFromPoolAsync);
-    return alloc_async(dptr, bytesize, pool, true, hStream);
-}
-
-FK_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                                CUstream hStream)
-{
-    FK_ENTER_INIT(cuMemAllocFromPoolAsync_ptsz);
-    return alloc_async(dptr, bytesize, pool, true, hStream);
-}
+FK_FORWARD(cuMemAllocAsync,
+           (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
+           alloc_async(dptr, bytesize, NULL, false, hStream))
+FK_FORWARD(cuMemAllocAsync_ptsz,
+           (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
+           alloc_async(dptr, bytesize, NULL, false, hStream))
+FK_FORWARD(cuMemAllocFromPoolAsync,
+           (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+           alloc_async(dptr, bytesize, pool, true, hStream))
+FK_FORWARD(cuMemAllocFromPoolAsync_ptsz,
+           (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+           alloc_async(dptr, bytesize, pool, true, hStream))
 
 static CUresult free_async(CUdeviceptr p, CUstream s)
 {
@@ -672,17 +642,8 @@ static CUresult free_async(CUdeviceptr p, CUstream s)
     return rc;
 }
 
-FK_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
-{
-    FK_ENTER_INIT(cuMemFreeAsync);
-    return free_async(dptr, hStream);
-}
-
-FK_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
-{
-    FK_ENTER_INIT(cuMemFreeAsync_ptsz);
-    return free_async(dptr, hStream);
-}
+FK_FORWARD(cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream), free_async(dptr, hStream))
+FK_FORWARD(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream hStream), free_async(dptr, hStream))
 
 FK_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
 {
