@@ -160,25 +160,20 @@ static CUDA_ARRAY3D_DESCRIPTOR from2d(size_t w, size_t h, CUarray_format f, unsi
     return (CUDA_ARRAY3D_DESCRIPTOR){ .Width = w, .Height = h, .Format = f, .NumChannels = ch };
 }
 
-FK_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray)
-{
-    FK_ENTER_INIT(cuArrayCreate_v2);
-    if (!pAllocateArray)
-        return CUDA_ERROR_INVALID_VALUE;
-    const CUDA_ARRAY_DESCRIPTOR *d = pAllocateArray;
-    CUDA_ARRAY3D_DESCRIPTOR d3 = from2d(d->Width, d->Height, d->Format, d->NumChannels);
-    return array_new((void **)pHandle, &d3, 1, false);
-}
-
-FK_EXPORT CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *pAllocateArray)
-{
-    FK_ENTER_INIT(cuArrayCreate);
-    if (!pAllocateArray)
-        return CUDA_ERROR_INVALID_VALUE;
-    const CUDA_ARRAY_DESCRIPTOR_v1 *d = pAllocateArray;
-    CUDA_ARRAY3D_DESCRIPTOR d3 = from2d(d->Width, d->Height, d->Format, d->NumChannels);
-    return array_new((void **)pHandle, &d3, 1, false);
-}
+/* cuArrayCreate_v2 and the legacy cuArrayCreate: one body for either 2D descriptor. */
+#define FK_ARRAY_CREATE_2D(sym, desc_type)                                                   \
+    FK_EXPORT CUresult sym(CUarray *pHandle, const desc_type *pAllocateArray)                \
+    {                                                                                        \
+        FK_ENTER_INIT(sym);                                                                  \
+        if (!pAllocateArray)                                                                 \
+            return CUDA_ERROR_INVALID_VALUE;                                                 \
+        const desc_type *d = pAllocateArray;                                                 \
+        CUDA_ARRAY3D_DESCRIPTOR d3 = from2d(d->Width, d->Height, d->Format, d->NumChannels); \
+        return array_new((void **)pHandle, &d3, 1, false);                                   \
+    }
+FK_ARRAY_CREATE_2D(cuArrayCreate_v2, CUDA_ARRAY_DESCRIPTOR)
+FK_ARRAY_CREATE_2D(cuArrayCreate, CUDA_ARRAY_DESCRIPTOR_v1)
+#undef FK_ARRAY_CREATE_2D
 
 FK_FORWARD(cuArray3DCreate_v2,
            (CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray),
@@ -209,25 +204,20 @@ static CUresult get_desc(CUDA_ARRAY3D_DESCRIPTOR *out, CUarray h)
     return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-FK_EXPORT CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
-{
-    FK_ENTER_INIT(cuArrayGetDescriptor_v2);
-    CUDA_ARRAY3D_DESCRIPTOR d;
-    CUresult rc = get_desc(pArrayDescriptor ? &d : NULL, hArray);
-    if (rc == CUDA_SUCCESS)
-        *pArrayDescriptor = (CUDA_ARRAY_DESCRIPTOR){ d.Width, d.Height, d.Format, d.NumChannels };
-    return rc;
-}
-
-FK_EXPORT CUresult cuArrayGetDescriptor(CUDA_ARRAY_DESCRIPTOR_v1 *pArrayDescriptor, CUarray hArray)
-{
-    FK_ENTER_INIT(cuArrayGetDescriptor);
-    CUDA_ARRAY3D_DESCRIPTOR d;
-    CUresult rc = get_desc(pArrayDescriptor ? &d : NULL, hArray);
-    if (rc == CUDA_SUCCESS)
-        *pArrayDescriptor = (CUDA_ARRAY_DESCRIPTOR_v1){ (unsigned)d.Width, (unsigned)d.Height, d.Format, d.NumChannels };
-    return rc;
-}
+/* cuArrayGetDescriptor_v2 and the legacy cuArrayGetDescriptor: one body for either 2D descriptor. */
+#define FK_ARRAY_GET_DESCRIPTOR_2D(sym, desc_type, dim_type)                                             \
+    FK_EXPORT CUresult sym(desc_type *pArrayDescriptor, CUarray hArray)                                  \
+    {                                                                                                    \
+        FK_ENTER_INIT(sym);                                                                              \
+        CUDA_ARRAY3D_DESCRIPTOR d;                                                                       \
+        CUresult rc = get_desc(pArrayDescriptor ? &d : NULL, hArray);                                    \
+        if (rc == CUDA_SUCCESS)                                                                          \
+            *pArrayDescriptor = (desc_type){ (dim_type)d.Width, (dim_type)d.Height, d.Format, d.NumChannels }; \
+        return rc;                                                                                       \
+    }
+FK_ARRAY_GET_DESCRIPTOR_2D(cuArrayGetDescriptor_v2, CUDA_ARRAY_DESCRIPTOR, size_t)
+FK_ARRAY_GET_DESCRIPTOR_2D(cuArrayGetDescriptor, CUDA_ARRAY_DESCRIPTOR_v1, unsigned)
+#undef FK_ARRAY_GET_DESCRIPTOR_2D
 
 FK_FORWARD(cuArray3DGetDescriptor_v2,
            (CUDA_ARRAY3D_DESCRIPTOR *pArrayDescriptor, CUarray hArray),

@@ -277,15 +277,17 @@ FK_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal)
     return CUDA_SUCCESS;
 }
 
-FK_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+/* cuDeviceGetName and cuDeviceGetPCIBusId: `format` of the physical index into out[len]. */
+static CUresult device_string(char *out, int len, CUdevice dev, const char *format)
 {
-    FK_ENTER_INIT(cuDeviceGetName);
-    if (!name || len <= 0)
+    if (!out || len <= 0)
         return CUDA_ERROR_INVALID_VALUE;
     FK_DEVICE(dev, phys);
-    snprintf(name, (size_t)len, "Fake GPU %d", phys);
+    snprintf(out, (size_t)len, format, phys);
     return CUDA_SUCCESS;
 }
+
+FK_FORWARD(cuDeviceGetName, (char *name, int len, CUdevice dev), device_string(name, len, dev, "Fake GPU %d"))
 
 static CUresult get_uuid(CUuuid *uuid, CUdevice dev)
 {
@@ -299,26 +301,21 @@ static CUresult get_uuid(CUuuid *uuid, CUdevice dev)
 FK_FORWARD(cuDeviceGetUuid, (CUuuid *uuid, CUdevice dev), get_uuid(uuid, dev))
 FK_FORWARD(cuDeviceGetUuid_v2, (CUuuid *uuid, CUdevice dev), get_uuid(uuid, dev))
 
-FK_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
-{
-    FK_ENTER_INIT(cuDeviceTotalMem_v2);
-    if (!bytes)
-        return CUDA_ERROR_INVALID_VALUE;
-    FK_DEVICE(dev, phys);
-    *bytes = fk_record_capacity(phys);
-    return CUDA_SUCCESS;
-}
-
-FK_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
-{
-    FK_ENTER_INIT(cuDeviceTotalMem);
-    if (!bytes)
-        return CUDA_ERROR_INVALID_VALUE;
-    FK_DEVICE(dev, phys);
-    uint64_t cap = fk_record_capacity(phys);
-    *bytes = cap > UINT_MAX ? UINT_MAX : (unsigned int)cap;
-    return CUDA_SUCCESS;
-}
+/* cuDeviceTotalMem_v2 and the legacy cuDeviceTotalMem: one body, the answer clamped to the width of `type`. */
+#define FK_DEVICE_TOTAL_MEM(sym, type, max)                                             \
+    FK_EXPORT CUresult sym(type *bytes, CUdevice dev)                                   \
+    {                                                                                   \
+        FK_ENTER_INIT(sym);                                                             \
+        if (!bytes)                                                                     \
+            return CUDA_ERROR_INVALID_VALUE;                                            \
+        FK_DEVICE(dev, phys);                                                           \
+        uint64_t cap = fk_record_capacity(phys);                                        \
+        *bytes = (type)(cap < (max) ? cap : (max));                                     \
+        return CUDA_SUCCESS;                                                            \
+    }
+FK_DEVICE_TOTAL_MEM(cuDeviceTotalMem_v2, size_t, SIZE_MAX)
+FK_DEVICE_TOTAL_MEM(cuDeviceTotalMem, unsigned int, UINT_MAX)
+#undef FK_DEVICE_TOTAL_MEM
 
 FK_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
@@ -346,15 +343,8 @@ FK_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUde
     return CUDA_SUCCESS;
 }
 
-FK_EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
-{
-    FK_ENTER_INIT(cuDeviceGetPCIBusId);
-    if (!pciBusId || len <= 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    FK_DEVICE(dev, phys);
-    snprintf(pciBusId, (size_t)len, "00000000:%02X:00.0", phys);
-    return CUDA_SUCCESS;
-}
+FK_FORWARD(cuDeviceGetPCIBusId, (char *pciBusId, int len, CUdevice dev),
+           device_string(pciBusId, len, dev, "00000000:%02X:00.0"))
 
 /* ---- the fake address space ---- */
 

@@ -224,33 +224,24 @@ static CUresult mem_info(uint64_t *free_b, uint64_t *total)
     return CUDA_SUCCESS;
 }
 
-FK_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
-{
-    FK_ENTER_INIT(cuMemGetInfo_v2);
-    if (!free || !total)
-        return CUDA_ERROR_INVALID_VALUE;
-    uint64_t f, t;
-    CUresult rc = mem_info(&f, &t);
-    if (rc == CUDA_SUCCESS) {
-        *free = f;
-        *total = t;
+/* cuMemGetInfo_v2 and the legacy cuMemGetInfo: one body, answers clamped to the width of `type`. */
+#define FK_MEM_GET_INFO(sym, type, max)                                                 \
+    FK_EXPORT CUresult sym(type *free, type *total)                                     \
+    {                                                                                   \
+        FK_ENTER_INIT(sym);                                                             \
+        if (!free || !total)                                                            \
+            return CUDA_ERROR_INVALID_VALUE;                                            \
+        uint64_t f, t;                                                                  \
+        CUresult rc = mem_info(&f, &t);                                                 \
+        if (rc == CUDA_SUCCESS) {                                                       \
+            *free = (type)(f < (max) ? f : (max));                                      \
+            *total = (type)(t < (max) ? t : (max));                                     \
+        }                                                                               \
+        return rc;                                                                      \
     }
-    return rc;
-}
-
-FK_EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
-{
-    FK_ENTER_INIT(cuMemGetInfo);
-    if (!free || !total)
-        return CUDA_ERROR_INVALID_VALUE;
-    uint64_t f, t;
-    CUresult rc = mem_info(&f, &t);
-    if (rc == CUDA_SUCCESS) {
-        *free = f > UINT_MAX ? UINT_MAX : (unsigned int)f;
-        *total = t > UINT_MAX ? UINT_MAX : (unsigned int)t;
-    }
-    return rc;
-}
+FK_MEM_GET_INFO(cuMemGetInfo_v2, size_t, SIZE_MAX)
+FK_MEM_GET_INFO(cuMemGetInfo, unsigned int, UINT_MAX)
+#undef FK_MEM_GET_INFO
 
 /* ---- host memory: real, page-backed, never charged to a device ---- */
 
@@ -645,9 +636,9 @@ static CUresult free_async(CUdeviceptr p, CUstream s)
 FK_FORWARD(cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream), free_async(dptr, hStream))
 FK_FORWARD(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream hStream), free_async(dptr, hStream))
 
-FK_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+/* cuDeviceGetDefaultMemPool and cuMemGetDefaultMemPool: the default pool of ordinal `dev`. */
+static CUresult default_pool_out(CUmemoryPool *pool_out, CUdevice dev)
 {
-    FK_ENTER_INIT(cuDeviceGetDefaultMemPool);
     if (!pool_out)
         return CUDA_ERROR_INVALID_VALUE;
     fk_lock();
@@ -658,6 +649,8 @@ FK_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice de
     return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
+FK_FORWARD(cuDeviceGetDefaultMemPool, (CUmemoryPool *pool_out, CUdevice dev), default_pool_out(pool_out, dev))
+
 FK_EXPORT CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location, CUmemAllocationType type)
 {
     FK_ENTER_INIT(cuMemGetDefaultMemPool);
@@ -665,12 +658,7 @@ FK_EXPORT CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation 
         return CUDA_ERROR_INVALID_VALUE;
     if (location->type != CU_MEM_LOCATION_TYPE_DEVICE)
         return location->type == CU_MEM_LOCATION_TYPE_INVALID ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
-    fk_lock();
-    struct fk_pool *p = pool_default(location->id);
-    if (p)
-        *pool_out = (CUmemoryPool)p;
-    fk_unlock();
-    return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+    return default_pool_out(pool_out, location->id);
 }
 
 FK_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
@@ -748,69 +736,82 @@ FK_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
     return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-FK_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+/* The switch behind one of the three CU_MEMPOOL_ATTR_REUSE_* attributes; NULL for another attribute. */
+static int *pool_reuse(struct fk_pool *p, CUmemPool_attribute attr)
 {
-    FK_ENTER_INIT(cuMemPoolSetAttribute);
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        return &p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
+    default:
+        return NULL;
+    }
+}
+
+static CUresult pool_attr_set(struct fk_pool *p, CUmemPool_attribute attr, const void *value)
+{
+    int *reuse = pool_reuse(p, attr);
+    if (reuse) {
+        *reuse = *(const int *)value != 0;
+        return CUDA_SUCCESS;
+    }
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        p->threshold = *(const cuuint64_t *)value;
+        return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+        /* Only a reset to the current value is allowed, by writing 0. */
+        if (*(const cuuint64_t *)value != 0)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)
+            p->reserved_high = p->reserved;
+        else
+            p->used_high = p->used;
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+static CUresult pool_attr_get(struct fk_pool *p, CUmemPool_attribute attr, void *value)
+{
+    int *reuse = pool_reuse(p, attr);
+    if (reuse) {
+        *(int *)value = *reuse;
+        return CUDA_SUCCESS;
+    }
+    cuuint64_t *out = value;
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *out = p->threshold; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *out = p->reserved; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *out = p->reserved_high; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *out = p->used; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *out = p->used_high; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* cuMemPoolSetAttribute (set) and cuMemPoolGetAttribute. */
+static CUresult pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, void *value, bool set)
+{
     if (!value)
         return CUDA_ERROR_INVALID_VALUE;
     fk_lock();
     struct fk_pool *p = pool_find(pool);
-    CUresult rc = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-    if (p) {
-        switch (attr) {
-        case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-        case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-        case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-            p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES] = *(int *)value != 0;
-            break;
-        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
-            p->threshold = *(cuuint64_t *)value;
-            break;
-        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
-        case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
-            /* Only a reset to the current value is allowed, by writing 0. */
-            if (*(cuuint64_t *)value != 0)
-                rc = CUDA_ERROR_INVALID_VALUE;
-            else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)
-                p->reserved_high = p->reserved;
-            else
-                p->used_high = p->used;
-            break;
-        default:
-            rc = CUDA_ERROR_INVALID_VALUE;
-            break;
-        }
-    }
+    CUresult rc = !p  ? CUDA_ERROR_INVALID_VALUE
+                  : set ? pool_attr_set(p, attr, value)
+                        : pool_attr_get(p, attr, value);
     fk_unlock();
     return rc;
 }
 
-FK_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
-{
-    FK_ENTER_INIT(cuMemPoolGetAttribute);
-    if (!value)
-        return CUDA_ERROR_INVALID_VALUE;
-    fk_lock();
-    struct fk_pool *p = pool_find(pool);
-    CUresult rc = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-    if (p) {
-        switch (attr) {
-        case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-        case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-        case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-            *(int *)value = p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
-            break;
-        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *(cuuint64_t *)value = p->threshold; break;
-        case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *(cuuint64_t *)value = p->reserved; break;
-        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = p->reserved_high; break;
-        case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = p->used; break;
-        case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = p->used_high; break;
-        default: rc = CUDA_ERROR_INVALID_VALUE; break;
-        }
-    }
-    fk_unlock();
-    return rc;
-}
+FK_FORWARD(cuMemPoolSetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value),
+           pool_attr(pool, attr, value, true))
+FK_FORWARD(cuMemPoolGetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value),
+           pool_attr(pool, attr, value, false))
 
 /* ---- contexts going away, fork() ---- */
 
