@@ -93,34 +93,27 @@ static CUresult array_new(void **out, const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned
             return CUDA_ERROR_OUT_OF_MEMORY;
         bytes += b;
     }
-    struct fk_array *a = calloc(1, sizeof *a);
-    if (!a)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    fk_lock();
-    struct fk_ctx *c;
-    CUresult rc = fk_require_ctx(&c);
     /* Sparse and deferred-mapping arrays own no memory: it comes from cuMemCreate allocations
      * mapped into them with cuMemMapArrayAsync. */
     uint64_t charge = d->Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING) ? 0 : bytes;
-    if (rc == CUDA_SUCCESS)
-        rc = fk_charge(c->phys, charge);
-    if (rc == CUDA_SUCCESS) {
-        a->key = a;
-        a->desc = *d;
-        a->bytes = bytes;
-        a->charged = charge;
-        a->ordinal = c->ordinal;
-        a->phys = c->phys;
-        a->ctx = c;
-        a->mipmapped = mip;
-        a->levels = levels;
-        HASH_ADD_PTR(arrays, key, a);
-        *out = a;
-        a = NULL;
-    }
+    struct fk_ctx *c;
+    CUresult rc;
+    struct fk_array *a = fk_entry_begin(sizeof *a, charge, &c, &rc);
+    if (!a)
+        return rc;
+    a->key = a;
+    a->desc = *d;
+    a->bytes = bytes;
+    a->charged = charge;
+    a->ordinal = c->ordinal;
+    a->phys = c->phys;
+    a->ctx = c;
+    a->mipmapped = mip;
+    a->levels = levels;
+    HASH_ADD_PTR(arrays, key, a);
+    *out = a;
     fk_unlock();
-    free(a);
-    return rc;
+    return CUDA_SUCCESS;
 }
 
 static struct fk_array *array_find(const void *h)

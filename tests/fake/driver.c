@@ -430,6 +430,31 @@ CUresult fk_require_ctx(struct fk_ctx **out)
     return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
+void *fk_entry_begin(size_t size, uint64_t bytes, struct fk_ctx **c, CUresult *rc)
+{
+    void *entry = calloc(1, size);
+    if (!entry) {
+        *rc = CUDA_ERROR_OUT_OF_MEMORY;
+        return NULL;
+    }
+    fk_lock();
+    *rc = fk_require_ctx(c);
+    if (*rc == CUDA_SUCCESS)
+        *rc = fk_charge((*c)->phys, bytes);
+    if (*rc == CUDA_SUCCESS)
+        return entry;
+    fk_unlock();
+    free(entry);
+    return NULL;
+}
+
+void fk_entry_abort(void *entry, struct fk_ctx *c, uint64_t bytes)
+{
+    fk_uncharge(c->phys, bytes);
+    fk_unlock();
+    free(entry);
+}
+
 static CUresult ctx_activate(struct fk_ctx *c)
 {
     CUresult rc = fk_charge(c->phys, cfg.ctx_bytes);
@@ -802,19 +827,16 @@ static CUresult handle_new(struct fk_handle_key **set, void **out)
 {
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
-    fk_lock();
     struct fk_ctx *c;
-    CUresult rc = fk_require_ctx(&c);
-    struct fk_handle_key *k = rc == CUDA_SUCCESS ? calloc(1, sizeof *k) : NULL;
-    if (rc == CUDA_SUCCESS && !k)
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-    if (k) {
-        k->h = k; /* the key's own address is a unique handle value */
-        HASH_ADD_PTR(*set, h, k);
-        *out = k;
-    }
+    CUresult rc;
+    struct fk_handle_key *k = fk_entry_begin(sizeof *k, 0, &c, &rc);
+    if (!k)
+        return rc;
+    k->h = k; /* the key's own address is a unique handle value */
+    HASH_ADD_PTR(*set, h, k);
+    *out = k;
     fk_unlock();
-    return rc;
+    return CUDA_SUCCESS;
 }
 
 static CUresult handle_del(struct fk_handle_key **set, void *h)

@@ -47,34 +47,25 @@ void fk_alloc_remove(struct fk_alloc *a)
 
 static CUresult linear_alloc(CUdeviceptr *out, uint64_t bytes, enum fk_kind kind)
 {
-    struct fk_alloc *a = calloc(1, sizeof *a);
-    if (!a)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    fk_lock();
     struct fk_ctx *c;
-    CUresult rc = fk_require_ctx(&c);
-    if (rc == CUDA_SUCCESS)
-        rc = fk_charge(c->phys, bytes);
-    if (rc == CUDA_SUCCESS) {
-        a->ptr = fk_addr_alloc(c->phys, bytes, kind == FK_LEGACY32);
-        if (!a->ptr) {
-            fk_uncharge(c->phys, bytes);
-            rc = CUDA_ERROR_OUT_OF_MEMORY;
-        }
+    CUresult rc;
+    struct fk_alloc *a = fk_entry_begin(sizeof *a, bytes, &c, &rc);
+    if (!a)
+        return rc;
+    a->ptr = fk_addr_alloc(c->phys, bytes, kind == FK_LEGACY32);
+    if (!a->ptr) {
+        fk_entry_abort(a, c, bytes);
+        return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (rc == CUDA_SUCCESS) {
-        a->size = a->charged = bytes;
-        a->ordinal = c->ordinal;
-        a->phys = c->phys;
-        a->kind = kind;
-        a->ctx = c;
-        fk_alloc_insert(a);
-        *out = a->ptr;
-        a = NULL;
-    }
+    a->size = a->charged = bytes;
+    a->ordinal = c->ordinal;
+    a->phys = c->phys;
+    a->kind = kind;
+    a->ctx = c;
+    fk_alloc_insert(a);
+    *out = a->ptr;
     fk_unlock();
-    free(a);
-    return rc;
+    return CUDA_SUCCESS;
 }
 
 /* Frees an allocation of any non-VMM kind, as cuMemFree and cuMemFreeAsync do. Under fk_mu. */
@@ -257,28 +248,23 @@ static CUresult host_alloc(void **pp, size_t bytes)
 {
     if (!pp || bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    struct fk_host *h = calloc(1, sizeof *h);
-    if (!h)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    fk_lock();
     struct fk_ctx *c;
-    CUresult rc = fk_require_ctx(&c);
+    CUresult rc;
+    struct fk_host *h = fk_entry_begin(sizeof *h, 0, &c, &rc); /* host memory: no device charge */
+    if (!h)
+        return rc;
     /* mmap rather than malloc: a failed huge request is an error code, also under sanitizers. */
-    void *p = rc == CUDA_SUCCESS ? mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
-                                 : MAP_FAILED;
-    if (rc == CUDA_SUCCESS && p == MAP_FAILED)
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-    if (rc == CUDA_SUCCESS) {
-        h->p = p;
-        h->size = bytes;
-        HASH_ADD_PTR(hosts, p, h);
-        *pp = p;
-        h = NULL;
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        fk_entry_abort(h, c, 0);
+        return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    h->p = p;
+    h->size = bytes;
+    HASH_ADD_PTR(hosts, p, h);
+    *pp = p;
     fk_unlock();
-    free(h);
-    return rc;
+    return CUDA_SUCCESS;
 }
 
 FK_FORWARD(cuMemAllocHost_v2, (void **pp, size_t bytesize), host_alloc(pp, bytesize))
