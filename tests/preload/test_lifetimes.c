@@ -122,16 +122,23 @@ static void case_primary(void)
     }
 }
 
+/* A pool on device 0 that keeps everything it reserves (release threshold UINT64_MAX). */
+static CUmemoryPool new_pool(void)
+{
+    CUmemoryPool pool;
+    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    REQUIRE(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS, "cuMemPoolCreate");
+    cuuint64_t keep = UINT64_MAX;
+    CHECK_RC(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep), CUDA_SUCCESS);
+    return pool;
+}
+
 static void case_poolfree(void)
 {
     make_context(0);
     for (int i = 0; i < 300; i++) {
-        CUmemoryPool pool;
-        CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
-        REQUIRE(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS, "cuMemPoolCreate");
-        cuuint64_t keep = UINT64_MAX;
-        CHECK_RC(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep), CUDA_SUCCESS);
+        CUmemoryPool pool = new_pool();
         CUdeviceptr p;
         CHECK_RC(cuMemAllocFromPoolAsync(&p, 100 * MiB, pool, NULL), CUDA_SUCCESS);
         /* Legal: cuMemFree on stream-ordered memory. */
@@ -142,12 +149,7 @@ static void case_poolfree(void)
     }
     figures("300 pools freed by cuMemFree");
     /* A pool that keeps what it reserved after cuMemFreeAsync stays charged for it. */
-    CUmemoryPool pool;
-    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
-                            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
-    REQUIRE(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS, "cuMemPoolCreate");
-    cuuint64_t keep = UINT64_MAX;
-    CHECK_RC(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep), CUDA_SUCCESS);
+    CUmemoryPool pool = new_pool();
     CUdeviceptr p, q;
     CHECK_RC(cuMemAllocFromPoolAsync(&p, 200 * MiB, pool, NULL), CUDA_SUCCESS);
     CHECK_RC(cuMemFreeAsync(p, NULL), CUDA_SUCCESS);
@@ -155,17 +157,6 @@ static void case_poolfree(void)
     figures("a kept pool trimmed for an allocation");
     CHECK(fakecuda_peak(0) <= LIMIT, "the card reached %llu MiB under a %llu MiB budget",
           (unsigned long long)(fakecuda_peak(0) / MiB), LIMIT / MiB);
-}
-
-static CUmemoryPool new_pool(void)
-{
-    CUmemoryPool pool;
-    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
-                            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
-    REQUIRE(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS, "cuMemPoolCreate");
-    cuuint64_t keep = UINT64_MAX;
-    CHECK_RC(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep), CUDA_SUCCESS);
-    return pool;
 }
 
 static void case_poolmany(void)
