@@ -119,6 +119,15 @@ static inline CUcontext make_context(int dev)
     return ctx;
 }
 
+/* make_context(dev), then `bytes` allocated there (a failed check when refused): the pointer. */
+static inline CUdeviceptr context_holding(int dev, uint64_t bytes)
+{
+    make_context(dev);
+    CUdeviceptr p = 0;
+    CHECK_RC(cuMemAlloc_v2(&p, bytes), CUDA_SUCCESS);
+    return p;
+}
+
 /* gpucap's own figures for a device, or all zero. */
 static inline struct gpucap_usage usage(int dev)
 {

@@ -814,13 +814,20 @@ struct fk_handle_key {
 
 static struct fk_handle_key *streams, *events;
 
+/* The key of handle `h` in `set`; NULL for NULL or an unknown handle. Under fk_mu. */
+static struct fk_handle_key *handle_find(struct fk_handle_key *set, const void *h)
+{
+    struct fk_handle_key *k = NULL;
+    if (h)
+        HASH_FIND_PTR(set, &h, k);
+    return k;
+}
+
 bool fk_stream_ok(CUstream s)
 {
     if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
         return fk_current_ctx() != NULL;
-    struct fk_handle_key *k;
-    HASH_FIND_PTR(streams, &s, k);
-    return k != NULL;
+    return handle_find(streams, s) != NULL;
 }
 
 static CUresult handle_new(struct fk_handle_key **set, void **out)
@@ -842,9 +849,7 @@ static CUresult handle_new(struct fk_handle_key **set, void **out)
 static CUresult handle_del(struct fk_handle_key **set, void *h)
 {
     fk_lock();
-    struct fk_handle_key *k = NULL;
-    if (h)
-        HASH_FIND_PTR(*set, &h, k);
+    struct fk_handle_key *k = handle_find(*set, h);
     if (k) {
         HASH_DEL(*set, k);
         free(k);
@@ -884,12 +889,9 @@ FK_FORWARD(cuEventCreate, (CUevent *phEvent, unsigned int Flags), handle_new(&ev
 static CUresult event_record(CUevent ev, CUstream s)
 {
     fk_lock();
-    struct fk_handle_key *k = NULL;
-    if (ev)
-        HASH_FIND_PTR(events, &ev, k);
-    CUresult rc = k && fk_stream_ok(s) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    bool ok = handle_find(events, ev) && fk_stream_ok(s);
     fk_unlock();
-    return rc;
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 FK_FORWARD(cuEventRecord, (CUevent hEvent, CUstream hStream), event_record(hEvent, hStream))
@@ -899,13 +901,11 @@ FK_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
 {
     FK_ENTER_INIT(cuEventSynchronize);
     fk_lock();
-    struct fk_handle_key *k = NULL;
-    if (hEvent)
-        HASH_FIND_PTR(events, &hEvent, k);
-    if (k)
+    bool ok = handle_find(events, hEvent) != NULL;
+    if (ok)
         fk_pools_sync();
     fk_unlock();
-    return k ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 FK_FORWARD(cuEventDestroy, (CUevent hEvent), handle_del(&events, hEvent))

@@ -447,9 +447,7 @@ static void case_execfail(void)
 
 static void case_privatefork(void)
 {
-    make_context(0);
-    CUdeviceptr x;
-    CHECK_RC(cuMemAlloc_v2(&x, 200 * MiB), CUDA_SUCCESS);
+    context_holding(0, 200 * MiB);
     pid_t c = fork();
     if (c == 0) {
         CHECK(usage(0).used == 0, "the child starts charged %llu MiB", (unsigned long long)(usage(0).used / MiB));

@@ -290,17 +290,13 @@ static void case_exec(void)
 /* The image after exec: the old one's 200 MiB are not its own. */
 static void case_exec_child(void)
 {
-    make_context(0);
-    CUdeviceptr p;
-    CHECK_RC(cuMemAlloc_v2(&p, 200 * MiB), CUDA_SUCCESS);
+    context_holding(0, 200 * MiB);
     figures("in the exec'd image");
 }
 
 static void case_limit(void)
 {
-    make_context(0);
-    CUdeviceptr p;
-    CHECK_RC(cuMemAlloc_v2(&p, 1 * MiB), CUDA_SUCCESS);
+    CUdeviceptr p = context_holding(0, 1 * MiB);
     /* The small process, while this one is registered: another image, with its own setting. */
     pid_t pid = fork();
     if (pid == 0) {
@@ -315,9 +311,7 @@ static void case_limit(void)
 
 static void case_limit_small(void)
 {
-    make_context(0);
-    CUdeviceptr p;
-    CHECK_RC(cuMemAlloc_v2(&p, 32 * MiB), CUDA_SUCCESS);
+    context_holding(0, 32 * MiB);
     CHECK(usage(0).limit == 64 * MiB, "the smaller limit does not apply: %llu MiB",
           (unsigned long long)(usage(0).limit / MiB));
 }
@@ -351,9 +345,7 @@ static void alloc_beyond_lease(void *arg)
 
 static void case_lockheld(void)
 {
-    make_context(0);
-    CUdeviceptr p;
-    CHECK_RC(cuMemAlloc_v2(&p, 100 * MiB), CUDA_SUCCESS);
+    CUdeviceptr p = context_holding(0, 100 * MiB);
     struct gpc_ledger *l = map_ledger();
     int fds[2], back[2];
     REQUIRE(pipe(fds) == 0 && pipe(back) == 0, "pipe");
@@ -525,9 +517,7 @@ static void case_unrecoverable(void)
 
 static void case_unrecoverable_child(void)
 {
-    make_context(0);
-    CUdeviceptr p;
-    CHECK_RC(cuMemAlloc_v2(&p, 50 * MiB), CUDA_SUCCESS);
+    context_holding(0, 50 * MiB);
     CHECK(usage(0).used == 200 * MiB, "the new process sees %llu MiB in use, not 200",
           (unsigned long long)(usage(0).used / MiB));
 }
@@ -546,9 +536,7 @@ static void case_startzero(void)
         atomic_store(&l->proc[i].start_time, 0);
         atomic_store(&l->proc[i].pid, 1);
     }
-    make_context(0);
-    CUdeviceptr p;
-    CHECK_RC(cuMemAlloc_v2(&p, 100 * MiB), CUDA_SUCCESS);
+    context_holding(0, 100 * MiB);
     figures("after a table full of forged entries");
     munmap(l, sizeof *l);
 }
