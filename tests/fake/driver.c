@@ -241,13 +241,19 @@ FK_EXPORT CUresult cuInit(unsigned int Flags)
     return rc;
 }
 
+/* The answer of an entry point that reports one number: CUDA_ERROR_INVALID_VALUE for a NULL out. */
+static CUresult answer_int(int *out, int value)
+{
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    *out = value;
+    return CUDA_SUCCESS;
+}
+
 FK_EXPORT CUresult cuDriverGetVersion(int *driverVersion)
 {
     FK_ENTER(cuDriverGetVersion);
-    if (!driverVersion)
-        return CUDA_ERROR_INVALID_VALUE;
-    *driverVersion = cfg.driver_version;
-    return CUDA_SUCCESS;
+    return answer_int(driverVersion, cfg.driver_version);
 }
 
 /* ---- devices ---- */
@@ -257,14 +263,7 @@ FK_EXPORT CUresult cuDriverGetVersion(int *driverVersion)
     if (phys < 0)                                                                       \
         return CUDA_ERROR_INVALID_DEVICE
 
-FK_EXPORT CUresult cuDeviceGetCount(int *count)
-{
-    FK_ENTER_INIT(cuDeviceGetCount);
-    if (!count)
-        return CUDA_ERROR_INVALID_VALUE;
-    *count = vis_n;
-    return CUDA_SUCCESS;
-}
+FK_FORWARD(cuDeviceGetCount, (int *count), answer_int(count, vis_n))
 
 FK_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal)
 {
