@@ -622,20 +622,21 @@ static CUresult free_async(CUdeviceptr p, CUstream s)
 FK_FORWARD(cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream), free_async(dptr, hStream))
 FK_FORWARD(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream hStream), free_async(dptr, hStream))
 
-/* cuDeviceGetDefaultMemPool and cuMemGetDefaultMemPool: the default pool of ordinal `dev`. */
-static CUresult default_pool_out(CUmemoryPool *pool_out, CUdevice dev)
+/* The default pool of ordinal `dev` (cuDeviceGetDefaultMemPool, cuMemGetDefaultMemPool) or, with
+ * `current`, its current pool (cuDeviceGetMemPool). */
+static CUresult device_pool(CUmemoryPool *pool_out, CUdevice dev, bool current)
 {
     if (!pool_out)
         return CUDA_ERROR_INVALID_VALUE;
     fk_lock();
     struct fk_pool *p = pool_default(dev);
     if (p)
-        *pool_out = (CUmemoryPool)p;
+        *pool_out = (CUmemoryPool)(current ? current_pool[dev] : p);
     fk_unlock();
     return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
-FK_FORWARD(cuDeviceGetDefaultMemPool, (CUmemoryPool *pool_out, CUdevice dev), default_pool_out(pool_out, dev))
+FK_FORWARD(cuDeviceGetDefaultMemPool, (CUmemoryPool *pool_out, CUdevice dev), device_pool(pool_out, dev, false))
 
 FK_EXPORT CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location, CUmemAllocationType type)
 {
@@ -644,21 +645,10 @@ FK_EXPORT CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation 
         return CUDA_ERROR_INVALID_VALUE;
     if (location->type != CU_MEM_LOCATION_TYPE_DEVICE)
         return location->type == CU_MEM_LOCATION_TYPE_INVALID ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
-    return default_pool_out(pool_out, location->id);
+    return device_pool(pool_out, location->id, false);
 }
 
-FK_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
-{
-    FK_ENTER_INIT(cuDeviceGetMemPool);
-    if (!pool)
-        return CUDA_ERROR_INVALID_VALUE;
-    fk_lock();
-    bool ok = pool_default(dev) != NULL;
-    if (ok)
-        *pool = (CUmemoryPool)current_pool[dev];
-    fk_unlock();
-    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
-}
+FK_FORWARD(cuDeviceGetMemPool, (CUmemoryPool *pool, CUdevice dev), device_pool(pool, dev, true))
 
 FK_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
 {
