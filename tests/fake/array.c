@@ -198,15 +198,16 @@ static CUresult get_desc(CUDA_ARRAY3D_DESCRIPTOR *out, CUarray h)
 }
 
 /* cuArrayGetDescriptor_v2 and the legacy cuArrayGetDescriptor: one body for either 2D descriptor. */
-#define FK_ARRAY_GET_DESCRIPTOR_2D(sym, desc_type, dim_type)                                             \
-    FK_EXPORT CUresult sym(desc_type *pArrayDescriptor, CUarray hArray)                                  \
-    {                                                                                                    \
-        FK_ENTER_INIT(sym);                                                                              \
-        CUDA_ARRAY3D_DESCRIPTOR d;                                                                       \
-        CUresult rc = get_desc(pArrayDescriptor ? &d : NULL, hArray);                                    \
-        if (rc == CUDA_SUCCESS)                                                                          \
-            *pArrayDescriptor = (desc_type){ (dim_type)d.Width, (dim_type)d.Height, d.Format, d.NumChannels }; \
-        return rc;                                                                                       \
+#define FK_ARRAY_GET_DESCRIPTOR_2D(sym, desc_type, dim_type)                                \
+    FK_EXPORT CUresult sym(desc_type *pArrayDescriptor, CUarray hArray)                     \
+    {                                                                                       \
+        FK_ENTER_INIT(sym);                                                                 \
+        CUDA_ARRAY3D_DESCRIPTOR d;                                                          \
+        CUresult rc = get_desc(pArrayDescriptor ? &d : NULL, hArray);                       \
+        if (rc == CUDA_SUCCESS)                                                             \
+            *pArrayDescriptor = (desc_type){ (dim_type)d.Width, (dim_type)d.Height,         \
+                                             d.Format, d.NumChannels };                     \
+        return rc;                                                                          \
     }
 FK_ARRAY_GET_DESCRIPTOR_2D(cuArrayGetDescriptor_v2, CUDA_ARRAY_DESCRIPTOR, size_t)
 FK_ARRAY_GET_DESCRIPTOR_2D(cuArrayGetDescriptor, CUDA_ARRAY_DESCRIPTOR_v1, unsigned)
@@ -252,11 +253,14 @@ static CUresult requirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *req, const void *h,
 FK_FORWARD(cuArrayGetMemoryRequirements,
            (CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements, CUarray array, CUdevice device),
            requirements(memoryRequirements, array, device, false))
+
 FK_FORWARD(cuMipmappedArrayCreate,
            (CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc,
             unsigned int numMipmapLevels),
            array_new((void **)pHandle, pMipmappedArrayDesc, numMipmapLevels, true))
+
 FK_FORWARD(cuMipmappedArrayDestroy, (CUmipmappedArray hMipmappedArray), array_destroy(hMipmappedArray, true))
+
 FK_FORWARD(cuMipmappedArrayGetMemoryRequirements,
            (CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements, CUmipmappedArray mipmap, CUdevice device),
            requirements(memoryRequirements, mipmap, device, true))

@@ -883,6 +883,7 @@ static CUresult stream_sync(CUstream s)
 
 FK_FORWARD(cuStreamSynchronize, (CUstream hStream), stream_sync(hStream))
 FK_FORWARD(cuStreamSynchronize_ptsz, (CUstream hStream), stream_sync(hStream))
+
 FK_FORWARD(cuEventCreate, (CUevent *phEvent, unsigned int Flags), handle_new(&events, (void **)phEvent))
 
 static CUresult event_record(CUevent ev, CUstream s)
