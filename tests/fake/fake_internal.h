@@ -104,7 +104,7 @@ struct fk_ctx *fk_current_ctx(void);
 CUresult fk_require_ctx(struct fk_ctx **out);
 /*
  * The "allocate and record" path of every entry point that makes an object in the current context
- * (linear, pool-less and host memory, arrays, mipmapped arrays, streams, events). fk_entry_begin
+ * (linear and host memory, arrays, mipmapped arrays, streams, events). fk_entry_begin
  * makes a zeroed entry of `size` bytes, takes fk_mu, finds the current context (*c) and charges
  * `bytes` to its device. It returns the entry with fk_mu held, or NULL with *rc the error
  * (CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_INVALID_CONTEXT) and nothing held or charged. The caller

@@ -466,6 +466,7 @@ static struct fk_devrec inspect_dev(int phys)
     return d;
 }
 
+/* The inspection calls that answer one figure of inspect_dev (fakecuda.h). */
 #define FK_DEVREC_FIGURE(name, field)                                                   \
     FK_EXPORT uint64_t name(int phys_dev)                                               \
     {                                                                                   \

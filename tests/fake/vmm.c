@@ -205,7 +205,8 @@ FK_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t ali
     uint64_t align = alignment > FK_GRAN ? alignment : FK_GRAN;
     fk_lock();
     uint64_t base = FK_ROUND_UP(va_bump, align);
-    bool ok = base + size > base && base + size <= ((uint64_t)1 << 48) && range_add(&reservations, base, size, NULL);
+    bool ok = base + size > base && base + size <= ((uint64_t)1 << 48) &&
+              range_add(&reservations, base, size, NULL);
     if (ok) {
         /* One granule of gap keeps neighbouring reservations from looking contiguous. */
         va_bump = base + size + FK_GRAN;
