@@ -36,10 +36,8 @@ const struct tool_cmd cli_doctor_cmd = {
              "library exports every hook. Then the driver's own per-container memory limits: whether this\n"
              "node and container can have them (driver r615+, cgroup v2 and its dmem controller, the\n"
              "container toolkit's variables) and whether one is in force.",
-    .flags = doctor_flags,
-    .nflags = F_COUNT,
+    TOOL_FLAGS(doctor_flags),
     .tail = "Exit 0 when no check failed, 1 otherwise, 2 for a usage error.\n\n" CLI_SETTINGS_NOTE,
-    .usage_exit = CLI_USAGE,
 };
 
 static int failures, shown;
@@ -386,36 +384,21 @@ static void check_exports(const char *lib_opt)
         line("PASS", "version: the library and this command are gpucap %s", GPUCAP_VERSION_STRING);
 }
 
-struct doctor_opts {
-    const char *lib, *root;
-};
-
-static int on_flag(void *arg, int flag, const char *v)
-{
-    struct doctor_opts *o = arg;
-    if (flag == F_LIB)
-        o->lib = v;
-    else if (flag == F_ROOT)
-        o->root = v;
-    else
-        json = true;
-    return 0;
-}
-
 int cmd_doctor(int argc, char **argv)
 {
-    struct doctor_opts o = {.root = "/"};
-    int first, rc = tool_begin(&cli_doctor_cmd, argc, argv, on_flag, &o, &first);
+    const char *given[F_COUNT] = {[F_ROOT] = "/"};
+    int first, rc = tool_begin_values(&cli_doctor_cmd, argc, argv, given, &first);
     if (rc >= 0)
         return rc;
+    json = given[F_JSON] != NULL;
     if (json)
         printf("{\"checks\":[");
     check_nodes();
     check_driver();
     check_nvml();
     check_preload();
-    check_exports(o.lib);
-    check_driver_limits(o.root);
+    check_exports(given[F_LIB]);
+    check_driver_limits(given[F_ROOT]);
     if (json)
         printf("],\"failures\":%d,\"ok\":%s}\n", failures, failures ? "false" : "true");
     else if (failures)

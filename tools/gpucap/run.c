@@ -53,8 +53,7 @@ const struct tool_cmd cli_run_cmd = {
     .summary = "run a command under a GPU memory budget",
     .synopsis = "gpucap run [OPTION...] [--] CMD [ARG...]",
     .about = "Runs CMD with libgpucap.so preloaded and a ledger private to this run and its children.",
-    .flags = run_flags,
-    .nflags = F_COUNT,
+    TOOL_FLAGS(run_flags),
     .tail = "Without a budget from an option, the environment or the ini file, the run is measured under a\n"
             "budget of 100% of each device. GPUCAP_REPORT in the environment is taken as --report.\n"
             "The report: per device budget, peak, use, allocations, frees, denials, refusals by the driver,\n"
@@ -67,6 +66,7 @@ const struct tool_cmd cli_run_cmd = {
     .stop_at_operand = true,
     .usage_exit = TOOL_EXIT_OWN,
     .max_operands = TOOL_ANY,
+    .no_operand = "no command to run",
 };
 
 static volatile sig_atomic_t child_pid;
@@ -282,10 +282,6 @@ int cmd_run(int argc, char **argv)
     int first, rc = tool_begin(&cli_run_cmd, argc, argv, on_flag, &o, &first);
     if (rc >= 0)
         return rc;
-    if (first >= argc) {
-        tool_usage_error(&cli_run_cmd, "no command to run");
-        return TOOL_EXIT_OWN;
-    }
     if (o.report && o.report_fd >= 0) {
         tool_usage_error(&cli_run_cmd, "--report and --report-fd: choose one");
         return TOOL_EXIT_OWN;

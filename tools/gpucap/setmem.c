@@ -44,12 +44,11 @@ const struct tool_cmd cli_setmem_cmd = {
              "away. A running process applies it at its next CUDA memory call; a process that joins the ledger\n"
              "later takes it too, until the last process on it leaves. Refused when the settings are locked by\n"
              "the platform file: the budget is the platform's.",
-    .flags = setmem_flags,
-    .nflags = F_COUNT,
+    TOOL_FLAGS(setmem_flags),
     .tail = "Exit 0 applied (or posted, said so), 1 on an error, 2 for a usage error.\n\n"
             "example: gpucap run --memory 8GiB -- python train.py &   gpucap set-memory --pid $! 12GiB\n",
-    .usage_exit = CLI_USAGE,
     .max_operands = 1,
+    .no_operand = "no SIZE",
 };
 
 struct setmem_opts {
@@ -168,10 +167,6 @@ int cmd_set_memory(int argc, char **argv)
     int first, rc0 = tool_begin(&cli_setmem_cmd, argc, argv, on_flag, &o, &first);
     if (rc0 >= 0)
         return rc0;
-    if (first >= argc) {
-        tool_usage_error(&cli_setmem_cmd, "no SIZE");
-        return CLI_USAGE;
-    }
     const char *path = o.path, *device = o.device, *size_text = argv[first];
     long pid = o.pid;
     double wait_s = o.wait_s;

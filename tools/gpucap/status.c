@@ -35,10 +35,8 @@ const struct tool_cmd cli_status_cmd = {
     .about = "Shows the ledger (FILE, else the ledger setting: GPUCAP_LEDGER or `ledger` in the ini file, else\n"
              "/tmp/gpucap-<euid>.ledger): its age; per device its budget, use, peak and denials; per process\n"
              "its command, age, use, peak and whether it is alive. Read-only.",
-    .flags = status_flags,
-    .nflags = F_COUNT,
+    TOOL_FLAGS(status_flags),
     .tail = "Exit 0, 1 when the ledger cannot be read (the reason is said), 2 for a usage error.\n\n" CLI_SETTINGS_NOTE,
-    .usage_exit = CLI_USAGE,
 };
 
 static bool alive(const struct gpc_ledger_proc *p)
@@ -174,29 +172,14 @@ static uint64_t realtime_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-struct status_opts {
-    const char *path;
-    bool json;
-};
-
-static int on_flag(void *arg, int flag, const char *v)
-{
-    struct status_opts *o = arg;
-    if (flag == F_LEDGER)
-        o->path = v;
-    else
-        o->json = true;
-    return 0;
-}
-
 int cmd_status(int argc, char **argv)
 {
-    struct status_opts o = {0};
-    int first, rc = tool_begin(&cli_status_cmd, argc, argv, on_flag, &o, &first);
+    const char *given[F_COUNT] = {0};
+    int first, rc = tool_begin_values(&cli_status_cmd, argc, argv, given, &first);
     if (rc >= 0)
         return rc;
-    const char *path = o.path;
-    bool json = o.json;
+    const char *path = given[F_LEDGER];
+    bool json = given[F_JSON] != NULL;
     char named[512], from[64] = "--ledger";
     if (!path) {
         extern char **environ;

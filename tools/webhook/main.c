@@ -120,11 +120,9 @@ static const struct tool_cmd webhook_cmd = {
     .synopsis = "gpucap-webhook --cert FILE --key FILE --image IMAGE [OPTION...]",
     .about = "Mutating admission webhook: POST /mutate, GET /livez, /readyz, /healthz, /metrics. Each option\n"
              "may also be given in the environment variable shown; a flag overrides the variable.",
-    .flags = rows,
-    .nflags = OPT_COUNT,
+    TOOL_FLAGS(rows),
     .tail = "Sizes: see `gpucap --help`. Exit 0 when stopped, 1 when it cannot serve, 2 for a usage or\n"
             "setting error.\n",
-    .usage_exit = TOOL_EXIT_USAGE,
     .man_description = "Mutating admission webhook over HTTPS: POST /mutate answers the API server's admission "
                        "reviews of pods; GET /livez (the process serves), GET /readyz and /healthz (a valid "
                        "certificate is loaded) and GET /metrics (Prometheus text: admissions by result, their "
@@ -139,13 +137,6 @@ static const struct tool_cmd webhook_cmd = {
                  "(/var/run/secrets/kubernetes.io/serviceaccount/, with --namespace-annotations true).",
     .man_see_also = ".BR gpucap (1),\n.BR gpucap\\-exporter (1),\n.BR gpucap.ini (5)",
 };
-
-static volatile sig_atomic_t stop;
-
-static void on_signal(int sig)
-{
-    stop = 1;
-}
 
 /* Checks one value against its row; returns 0 or -EINVAL after a message naming the setting. */
 static int check(int id, const char *value, const char *from, unsigned *num)
@@ -189,31 +180,12 @@ static int check(int id, const char *value, const char *from, unsigned *num)
     return -EINVAL;
 }
 
-struct given {
-    const char *value[OPT_COUNT];
-    const char *from[OPT_COUNT];
-    char names[OPT_COUNT][48];
-};
-
-static int set_flag(void *arg, int id, const char *value)
-{
-    struct given *g = arg;
-    g->value[id] = value;
-    snprintf(g->names[id], sizeof g->names[id], "--%s", rows[id].name);
-    g->from[id] = g->names[id];
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
-    static struct given g;
-    const char **value = g.value, **from = g.from;
-    tool_env_values(&webhook_cmd, value);
-    for (int i = 0; i < OPT_COUNT; i++) {
-        const char *env = getenv(rows[i].env);
-        from[i] = env && *env ? rows[i].env : "default";
-    }
-    int first, rc = tool_begin(&webhook_cmd, argc, argv, set_flag, &g, &first);
+    static volatile sig_atomic_t stop;
+    const char *value[OPT_COUNT];
+    enum tool_origin from[OPT_COUNT];
+    int first, rc = tool_settings(&webhook_cmd, argc, argv, value, from, &first);
     if (rc >= 0)
         return rc;
 
@@ -226,7 +198,8 @@ int main(int argc, char **argv)
             }
             continue;
         }
-        if (check(i, value[i], from[i], &num[i]) != 0)
+        char name[64];
+        if (check(i, value[i], tool_origin_name(&webhook_cmd, i, from[i], name, sizeof name), &num[i]) != 0)
             return 2;
     }
 
@@ -281,11 +254,7 @@ int main(int argc, char **argv)
         opt.admission.ns_ctx = &chain;
     }
 
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    tool_stop_on_signals(&stop);
     json_object_seed(0); /* before any thread, so the hash seed is chosen once */
     setvbuf(stderr, NULL, _IOLBF, 0);
 
