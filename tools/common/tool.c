@@ -349,17 +349,31 @@ void tool_json_string(FILE *f, const char *text)
     fputc('"', f);
 }
 
+/* A character of a name: [A-Za-z0-9._-]. */
+static bool name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+           c == '_';
+}
+
+bool tool_name_ok(const char *name)
+{
+    size_t len = strlen(name);
+    if (len == 0 || len > 63 || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (!name_char(name[i]))
+            return false;
+    return true;
+}
+
 char *tool_field_text(char *out, size_t out_size, const char *field, size_t field_size)
 {
     size_t n = strnlen(field, field_size);
     if (n >= out_size)
         n = out_size - 1;
-    for (size_t i = 0; i < n; i++) {
-        char c = field[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-                  c == '_' || c == '+';
-        out[i] = ok ? c : '?';
-    }
+    for (size_t i = 0; i < n; i++)
+        out[i] = name_char(field[i]) || field[i] == '+' ? field[i] : '?';
     out[n] = '\0';
     return out;
 }

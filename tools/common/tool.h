@@ -136,5 +136,10 @@ void tool_json_string(FILE *f, const char *text);
  * in JSON, in a Prometheus label or in SVG.
  */
 char *tool_field_text(char *out, size_t out_size, const char *field, size_t field_size);
+/*
+ * A name as a pod's directory or the kubelet spells it (a pod UID, a container name): 1 to 63 of
+ * [A-Za-z0-9._-], not "." or "..", so safe as one component of a path.
+ */
+bool tool_name_ok(const char *name);
 
 #endif

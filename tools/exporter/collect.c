@@ -124,21 +124,6 @@ struct scan {
     const struct gpc_cards *cards;
 };
 
-/* A name as the path or the kubelet spells it: letters, digits, '-', '.', '_', 1 to 63 of them. */
-static bool name_ok(const char *n)
-{
-    size_t len = strlen(n);
-    if (len == 0 || len >= GPC_IDENTITY_NAME || strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
-        return false;
-    for (size_t i = 0; i < len; i++) {
-        char c = n[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-              c == '_'))
-            return false;
-    }
-    return true;
-}
-
 /* A string field from the file: bounded by its size, anything but a name's characters as '?', so
  * it is always a valid label value that needs no escaping. */
 static enum gpc_skip check_reason(const char *why)
@@ -355,7 +340,7 @@ static void scan_pod(struct scan *sc, int root_fd, const char *pod_uid)
             skip(sc, GPC_SKIP_LIMIT);
             break;
         }
-        if (!name_ok(e->d_name)) {
+        if (!tool_name_ok(e->d_name)) {
             skip(sc, GPC_SKIP_NAME);
             continue;
         }
@@ -601,7 +586,7 @@ int gpc_collect(const char *root, const struct gpc_cards *cards, struct gpc_text
     struct dirent *e;
     unsigned seen = 0;
     while ((e = readdir(d))) {
-        if (e->d_name[0] == '.' || !name_ok(e->d_name))
+        if (e->d_name[0] == '.' || !tool_name_ok(e->d_name))
             continue;
         if (++seen > MAX_POD_ENTRIES) {
             skip(&sc, GPC_SKIP_LIMIT);

@@ -43,6 +43,19 @@ void cli_print_help(FILE *f);
 void cli_print_man(FILE *f);
 /* help.c: prints the options table (every GPUCAP_* setting) for --help. */
 void cli_print_options(FILE *f);
+/* The placeholder of a setting's value (help.c, gpucap.ini(5)): SIZE, N, TEXT, the choices, and a
+ * boolean as `bool_form` ("0|1" for the variables, "true|false" in the ini file). */
+static inline const char *cli_value_form(const struct gpc_option_def *d, const char *bool_form)
+{
+    switch (d->type) {
+    case GPC_T_SIZE: return "SIZE";
+    case GPC_T_BOOL: return bool_form;
+    case GPC_T_INT: return "N";
+    case GPC_T_STRING: return "TEXT";
+    case GPC_T_ENUM: return d->choices;
+    }
+    return "VALUE";
+}
 /* The line a command's --help ends with: where the settings are listed. */
 #define CLI_SETTINGS_NOTE "Settings (GPUCAP_* variables, ini keys): `gpucap --help` or man gpucap lists them all.\n"
 

@@ -603,11 +603,10 @@ static int plot_from_json(json_t *root, struct plot *pl, char *why, size_t len)
 
 int cmd_plot(int argc, char **argv)
 {
-    const char *given[F_COUNT] = {0};
-    int optind, rc = tool_begin_values(&cli_plot_cmd, argc, argv, given, &optind);
+    const char *out = NULL; /* plot's one flag, -o */
+    int optind, rc = tool_begin_values(&cli_plot_cmd, argc, argv, &out, &optind);
     if (rc >= 0)
         return rc;
-    const char *out = given[F_OUTPUT];
     json_error_t err;
     /* Integers as reals: a figure beyond 2^63 (a report someone else wrote) loads, and is clamped. */
     json_t *root = json_load_file(argv[optind], JSON_DECODE_INT_AS_REAL, &err);

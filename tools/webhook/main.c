@@ -180,9 +180,10 @@ static int check(int id, const char *value, const char *from, unsigned *num)
     return -EINVAL;
 }
 
+static volatile sig_atomic_t stop;
+
 int main(int argc, char **argv)
 {
-    static volatile sig_atomic_t stop;
     const char *value[OPT_COUNT];
     enum tool_origin from[OPT_COUNT];
     int first, rc = tool_settings(&webhook_cmd, argc, argv, value, from, &first);
