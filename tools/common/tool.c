@@ -29,7 +29,7 @@ void tool_error(const char *name, const char *fmt, ...)
     fprintf(stderr, "%s: %s\n", name, line);
 }
 
-void tool_usage_error(const struct tool_cmd *c, const char *fmt, ...)
+int tool_usage_error(const struct tool_cmd *c, const char *fmt, ...)
 {
     char line[1024];
     va_list ap;
@@ -37,6 +37,7 @@ void tool_usage_error(const struct tool_cmd *c, const char *fmt, ...)
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     fprintf(stderr, "%s: %s (see '%s --help')\n", c->name, line, c->name);
+    return -1;
 }
 
 void tool_version(const char *name)
@@ -217,10 +218,8 @@ int tool_number(const struct tool_cmd *c, const char *what, const char *text, un
         return 0;
     }
     if (min)
-        tool_usage_error(c, "%s '%s': expected a whole number from %u to %u", what, text, min, max);
-    else
-        tool_usage_error(c, "%s '%s': expected a whole number of at most %u", what, text, max);
-    return -1;
+        return tool_usage_error(c, "%s '%s': expected a whole number from %u to %u", what, text, min, max);
+    return tool_usage_error(c, "%s '%s': expected a whole number of at most %u", what, text, max);
 }
 
 static volatile sig_atomic_t *stop_flag;

@@ -109,8 +109,9 @@ int tool_usage_exit(const struct tool_cmd *c);
  * is an error on its socket). Call once, before any thread.
  */
 void tool_stop_on_signals(volatile sig_atomic_t *stop);
-/* One usage error line: "NAME: message (see 'NAME --help')". */
-void tool_usage_error(const struct tool_cmd *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One usage error line: "NAME: message (see 'NAME --help')". Returns -1, what a flag callback
+ * returns for a usage error (`return tool_usage_error(...)`). */
+int tool_usage_error(const struct tool_cmd *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* One error line "NAME: message", for what is not a usage error. */
 void tool_error(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The help: usage, about, every flag with its placeholder, variable and default, the tail. */

@@ -163,11 +163,9 @@ static int set_size(const char *opt, const char *name, const char *text)
 {
     struct gpc_size sz;
     int rc = gpc_parse_size(text, &sz);
-    if (rc != 0) {
-        tool_usage_error(&cli_run_cmd, "%s: '%s' is %s; accepted: %s", opt, text,
-                         rc == -ERANGE ? "out of range" : "not a size", gpc_size_forms);
-        return -1;
-    }
+    if (rc != 0)
+        return tool_usage_error(&cli_run_cmd, "%s: '%s' is %s; accepted: %s", opt, text,
+                                rc == -ERANGE ? "out of range" : "not a size", gpc_size_forms);
     setenv(name, text, 1);
     return 0;
 }
@@ -175,10 +173,8 @@ static int set_size(const char *opt, const char *name, const char *text)
 static int set_count(const char *flag, enum gpc_opt o, const char *text)
 {
     struct gpc_value v;
-    if (gpc_option_parse(o, text, &v) != 0) {
-        tool_usage_error(&cli_run_cmd, "%s: '%s' is not a whole number >= 0", flag, text);
-        return -1;
-    }
+    if (gpc_option_parse(o, text, &v) != 0)
+        return tool_usage_error(&cli_run_cmd, "%s: '%s' is not a whole number >= 0", flag, text);
     set_row(o, text);
     return 0;
 }
@@ -204,11 +200,9 @@ static int on_flag(void *arg, int flag, const char *v)
         char *end;
         long ordinal = dev[0] ? strtol(dev, &end, 10) : -1;
         bool is_ordinal = dev[0] && !*end && ordinal >= 0 && ordinal < GPC_MAX_DEVICES;
-        if (!is_ordinal && !gpc_settings_uuid_text(dev)) {
-            tool_usage_error(&cli_run_cmd, "--device-memory takes DEV=SIZE, DEV a device ordinal (0, 1, ...) or "
-                             "UUID (GPU-...), not '%s'", v);
-            return -1;
-        }
+        if (!is_ordinal && !gpc_settings_uuid_text(dev))
+            return tool_usage_error(&cli_run_cmd, "--device-memory takes DEV=SIZE, DEV a device ordinal (0, 1, "
+                                    "...) or UUID (GPU-...), not '%s'", v);
         snprintf(name, sizeof name, "%s_%s", gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, dev);
         return set_size("--device-memory", name, eq + 1);
     }
@@ -222,10 +216,8 @@ static int on_flag(void *arg, int flag, const char *v)
         char *end;
         errno = 0;
         long fd = strtol(v, &end, 10);
-        if (errno || end == v || *end || fd < 0 || fd > INT_MAX || fcntl((int)fd, F_GETFD) < 0) {
-            tool_usage_error(&cli_run_cmd, "--report-fd: '%s' is not an open file descriptor", v);
-            return -1;
-        }
+        if (errno || end == v || *end || fd < 0 || fd > INT_MAX || fcntl((int)fd, F_GETFD) < 0)
+            return tool_usage_error(&cli_run_cmd, "--report-fd: '%s' is not an open file descriptor", v);
         o->report_fd = (int)fd;
         return 0;
     }
@@ -236,11 +228,9 @@ static int on_flag(void *arg, int flag, const char *v)
         return set_count("--fail-after", GPC_OPT_FAIL_AFTER, v);
     case F_FAIL_RATE: {
         uint64_t r;
-        if (gpc_fault_parse_rate(v, &r) != 0) {
-            tool_usage_error(&cli_run_cmd, "--fail-rate takes a share from 0 to 1 (0.05) or a percentage (5%%), not '%s'",
-                             v);
-            return -1;
-        }
+        if (gpc_fault_parse_rate(v, &r) != 0)
+            return tool_usage_error(&cli_run_cmd, "--fail-rate takes a share from 0 to 1 (0.05) or a percentage "
+                                    "(5%%), not '%s'", v);
         set_row(GPC_OPT_FAIL_RATE, v);
         return 0;
     }

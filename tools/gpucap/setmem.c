@@ -67,16 +67,12 @@ static int on_flag(void *arg, int flag, const char *v)
         o->device = v;
     } else if (flag == F_PID) {
         o->pid = strtol(v, &end, 10);
-        if (*end || o->pid <= 0) {
-            tool_usage_error(&cli_setmem_cmd, "--pid takes a process id, not '%s'", v);
-            return 1;
-        }
+        if (*end || o->pid <= 0)
+            return tool_usage_error(&cli_setmem_cmd, "--pid takes a process id, not '%s'", v);
     } else {
         o->wait_s = strtod(v, &end);
-        if (*end || o->wait_s < 0) {
-            tool_usage_error(&cli_setmem_cmd, "--wait takes seconds, not '%s'", v);
-            return 1;
-        }
+        if (*end || o->wait_s < 0)
+            return tool_usage_error(&cli_setmem_cmd, "--wait takes seconds, not '%s'", v);
     }
     return 0;
 }
