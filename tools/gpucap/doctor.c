@@ -85,6 +85,16 @@ static void check_nodes(void)
              "run nvidia-modprobe -u -c=0 on the node");
 }
 
+/* dlopen(name) with `mode` (and RTLD_LOCAL); NULL after a FAIL line "WHAT: NAME cannot be loaded
+ * (why)ADVICE". */
+static void *load(const char *what, const char *name, int mode, const char *advice)
+{
+    void *h = dlopen(name, mode | RTLD_LOCAL);
+    if (!h)
+        line("FAIL", "%s: %s cannot be loaded (%s)%s", what, name, dlerror(), advice);
+    return h;
+}
+
 typedef int CUres;
 static bool is_fake;
 static int cuda_version;        /* cuDriverGetVersion, 0: unknown */
@@ -92,12 +102,10 @@ static char nvml_driver[96];    /* nvmlSystemGetDriverVersion, "" unknown */
 
 static void check_driver(void)
 {
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        line("FAIL", "driver: libcuda.so.1 cannot be loaded (%s); install the NVIDIA driver, or in a "
-             "container use the NVIDIA container toolkit so that it is mounted", dlerror());
+    void *h = load("driver", "libcuda.so.1", RTLD_NOW, "; install the NVIDIA driver, or in a container use the "
+                   "NVIDIA container toolkit so that it is mounted");
+    if (!h)
         return;
-    }
     is_fake = dlsym(h, "fakecuda_outstanding") != NULL;
     CUres (*init)(unsigned) = (CUres(*)(unsigned))dlsym(h, "cuInit");
     CUres (*version)(int *) = (CUres(*)(int *))dlsym(h, "cuDriverGetVersion");
@@ -127,12 +135,10 @@ enum { NV_ERROR_NOT_SUPPORTED = 3, NV_ERROR_FUNCTION_NOT_FOUND = 13 };
 
 static void check_nvml(void)
 {
-    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        line("FAIL", "NVML: libnvidia-ml.so.1 cannot be loaded (%s); it comes with the driver: install or "
-             "mount it with libcuda.so.1", dlerror());
+    void *h = load("NVML", "libnvidia-ml.so.1", RTLD_NOW, "; it comes with the driver: install or mount it with "
+                   "libcuda.so.1");
+    if (!h)
         return;
-    }
 #define SYM(type, name) __typeof__(type) name = (__typeof__(type))dlsym(h, #name)
     SYM(nvret(*)(void), nvmlInit_v2);
     SYM(nvret(*)(char *, unsigned), nvmlSystemGetDriverVersion);
@@ -345,11 +351,9 @@ static void check_exports(const char *lib_opt)
         return;
     }
     /* Loading it does nothing by itself: the library starts at the first CUDA call. */
-    void *h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
-    if (!h) {
-        line("FAIL", "library: %s cannot be loaded (%s)", lib, dlerror());
+    void *h = load("library", lib, RTLD_LAZY, "");
+    if (!h)
         return;
-    }
     static const char *const hooks[] = {
 #define NAME(exp, base, ver, pt, pfn) #exp,
         GPC_HOOKS(NAME)
