@@ -180,9 +180,8 @@ static int set_count(const char *flag, enum gpc_opt o, const char *text)
 }
 
 struct run_opts {
-    const char *lib, *report;
-    int report_fd; /* -1: none */
-    bool json;
+    const char *given[F_COUNT]; /* the flags kept as given: --report, --json ("1"), --lib */
+    int report_fd;              /* -1: none */
 };
 
 static int on_flag(void *arg, int flag, const char *v)
@@ -209,9 +208,6 @@ static int on_flag(void *arg, int flag, const char *v)
     case F_AUDIT:
         set_row(GPC_OPT_MODE, "audit");
         return 0;
-    case F_REPORT:
-        o->report = v;
-        return 0;
     case F_REPORT_FD: {
         char *end;
         errno = 0;
@@ -221,9 +217,6 @@ static int on_flag(void *arg, int flag, const char *v)
         o->report_fd = (int)fd;
         return 0;
     }
-    case F_JSON:
-        o->json = true;
-        return 0;
     case F_FAIL_AFTER:
         return set_count("--fail-after", GPC_OPT_FAIL_AFTER, v);
     case F_FAIL_RATE: {
@@ -239,11 +232,10 @@ static int on_flag(void *arg, int flag, const char *v)
     case F_BACKTRACE:
         set_row(GPC_OPT_BACKTRACE, "1");
         return 0;
-    case F_LIB:
-        o->lib = v;
+    default: /* --report, --json, --lib: read by cmd_run */
+        o->given[flag] = v ? v : "1";
         return 0;
     }
-    return -1;
 }
 
 static const char *signal_name(int sig)
@@ -272,14 +264,15 @@ int cmd_run(int argc, char **argv)
     int first, rc = tool_begin(&cli_run_cmd, argc, argv, on_flag, &o, &first);
     if (rc >= 0)
         return rc;
-    if (o.report && o.report_fd >= 0) {
+    const char *report = o.given[F_REPORT];
+    if (report && o.report_fd >= 0) {
         tool_usage_error(&cli_run_cmd, "--report and --report-fd: choose one");
         return TOOL_EXIT_OWN;
     }
     char **cmd = argv + first;
 
     char lib[PATH_MAX], tried[2048];
-    if (cli_find_lib(o.lib, lib, sizeof lib, tried, sizeof tried) != 0) {
+    if (cli_find_lib(o.given[F_LIB], lib, sizeof lib, tried, sizeof tried) != 0) {
         tool_error("gpucap run", "libgpucap.so not found (looked at %s); pass --lib FILE or set GPUCAP_LIB", tried);
         return TOOL_EXIT_OWN;
     }
@@ -290,8 +283,7 @@ int cmd_run(int argc, char **argv)
     struct gpc_settings s;
     cli_settings_quiet(&s, environ);
     bool audit = gpc_opt_enum(&s, GPC_OPT_MODE) == GPC_MODE_AUDIT;
-    bool json = o.json || gpc_opt_enum(&s, GPC_OPT_REPORT_FORMAT) == GPC_REPORT_JSON;
-    const char *report = o.report;
+    bool json = o.given[F_JSON] != NULL || gpc_opt_enum(&s, GPC_OPT_REPORT_FORMAT) == GPC_REPORT_JSON;
     if (!report && o.report_fd < 0 && s.opt[GPC_OPT_REPORT].src == GPC_SRC_ENV)
         report = gpc_opt_string(&s, GPC_OPT_REPORT);
     if (report && !*report)
