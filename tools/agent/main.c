@@ -8,6 +8,7 @@
  * may only list and watch pods and create events, and writes only the settings files (apply.c).
  */
 #include "agent.h"
+#include "kubeapi.h"
 #include "tool.h"
 
 #include <stdio.h>
@@ -22,10 +23,9 @@ static const struct tool_flag rows[OPT_COUNT] = {
     [OPT_ROOT] = {"root", 'r', "DIR", "GPUCAP_AGENT_ROOT", "/var/lib/kubelet/pods", "the kubelet's pod directory"},
     [OPT_KUBE_API] = {"kube-api", 0, "URL", "GPUCAP_AGENT_KUBE_API",
                       "https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT", "the API server"},
-    [OPT_TOKEN] = {"token-file", 0, "FILE", "GPUCAP_AGENT_TOKEN_FILE",
-                   "/var/run/secrets/kubernetes.io/serviceaccount/token",
+    [OPT_TOKEN] = {"token-file", 0, "FILE", "GPUCAP_AGENT_TOKEN_FILE", TOOL_KUBE_TOKEN_FILE,
                    "the bearer token, read again at every request (the kubelet rotates it)"},
-    [OPT_CA] = {"ca-file", 0, "FILE", "GPUCAP_AGENT_CA_FILE", "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+    [OPT_CA] = {"ca-file", 0, "FILE", "GPUCAP_AGENT_CA_FILE", TOOL_KUBE_CA_FILE,
                 "the cluster's CA, the only one the API server's certificate is checked against"},
     [OPT_WATCH_TIMEOUT] = {"watch-timeout", 0, "SECONDS", "GPUCAP_AGENT_WATCH_TIMEOUT", "300",
                            "how long the server keeps a watch before the pods are listed again"},

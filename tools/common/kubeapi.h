@@ -11,6 +11,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* Where a pod's service account token and the cluster's CA are mounted: the defaults of the
+ * webhook's --kube-token, --kube-ca and gpucap-agent's --token-file, --ca-file. */
+#define TOOL_KUBE_TOKEN_FILE "/var/run/secrets/kubernetes.io/serviceaccount/token"
+#define TOOL_KUBE_CA_FILE "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+
 /*
  * Read the one-line token at `path` into buf (trailing white space removed). Read it at every call:
  * projected tokens are rotated by the kubelet. 0, or a negative errno with `err` set (the file

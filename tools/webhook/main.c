@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "gpucap_version.h"
+#include "kubeapi.h"
 #include "server.h"
 #include "common/units.h"
 #include "tool.h"
@@ -47,11 +48,9 @@ static const struct tool_flag rows[OPT_COUNT] = {
                                    "(Kubernetes API; RBAC get namespaces)"},
     [OPT_KUBE_API] = {"kube-api", 0, "URL", "GPUCAP_WEBHOOK_KUBE_API", NULL,
                       "API server URL (unset: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT)"},
-    [OPT_KUBE_TOKEN] = {"kube-token", 0, "FILE", "GPUCAP_WEBHOOK_KUBE_TOKEN",
-                        "/var/run/secrets/kubernetes.io/serviceaccount/token",
+    [OPT_KUBE_TOKEN] = {"kube-token", 0, "FILE", "GPUCAP_WEBHOOK_KUBE_TOKEN", TOOL_KUBE_TOKEN_FILE,
                         "service account token file, read again on every fetch"},
-    [OPT_KUBE_CA] = {"kube-ca", 0, "FILE", "GPUCAP_WEBHOOK_KUBE_CA",
-                     "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt", "CA bundle of the API server"},
+    [OPT_KUBE_CA] = {"kube-ca", 0, "FILE", "GPUCAP_WEBHOOK_KUBE_CA", TOOL_KUBE_CA_FILE, "CA bundle of the API server"},
     [OPT_NAMESPACE_TTL] = {"namespace-ttl", 0, "SECONDS", "GPUCAP_WEBHOOK_NAMESPACE_TTL", "30",
                            "seconds a Namespace's policy is cached"},
     [OPT_IMAGE] = {"image", 0, "IMAGE", "GPUCAP_WEBHOOK_IMAGE", NULL,
