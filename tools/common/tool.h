@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tool.h: what gpucap's three programs (gpucap, gpucap-webhook, gpucap-exporter) share on the
- * command line: one getopt_long parser over a table of flags, one help layout (every flag with its
- * value's placeholder, its variable and default), one man page layout, one error style, the exit
- * statuses, and the sanitiser of names read from files a tenant writes.
+ * tool.h: what gpucap's programs (gpucap, gpucap-webhook, gpucap-exporter, gpucap-agent) share on
+ * the command line: one getopt_long parser over a table of flags, one start (each setting from its
+ * variable, its default or its flag), one help layout (every flag with its value's placeholder, its
+ * variable and default), one man page layout, one error style, the exit statuses, a server's stop
+ * signals, and the sanitiser and check of names read from files a tenant writes.
  *
  * The error style is coreutils': one line, "PROGRAM: what is wrong (see 'PROGRAM --help')", on
  * stderr, then the usage exit status. -h/--help, -V/--version and the hidden --help-man are
