@@ -8,8 +8,6 @@
 #include "common.h"
 #include "tool.h"
 
-#include <unistd.h>
-
 enum { F_ALPHA, F_BETA, F_GAMMA, F_COUNT };
 static const struct tool_flag flags[F_COUNT] = {
     [F_ALPHA] = {"alpha", 'a', "A", "TT_ALPHA", "d1", "a value with a variable and a default"},
@@ -19,29 +17,28 @@ static const struct tool_flag flags[F_COUNT] = {
 static const struct tool_cmd cmd = {.name = "tt", .synopsis = "tt [OPTION...] OP", TOOL_FLAGS(flags),
                                     .max_operands = 1, .no_operand = "no OP"};
 
-/* What the last call wrote on stderr. */
+/* What the last call wrote on stderr: stderr is a memory stream meanwhile (glibc lets it be set). */
 static char said[1024];
-static int saved_err = -1;
-static FILE *sink;
+static FILE *real_stderr;
+static char *text;
+static size_t text_len;
 
 static void listen_begin(void)
 {
+    FILE *mem = open_memstream(&text, &text_len);
+    REQUIRE(mem, "open_memstream");
     fflush(stderr);
-    sink = tmpfile();
-    REQUIRE(sink, "tmpfile");
-    saved_err = dup(2);
-    dup2(fileno(sink), 2);
+    real_stderr = stderr;
+    stderr = mem;
 }
 
 static void listen_end(void)
 {
-    fflush(stderr);
-    dup2(saved_err, 2);
-    close(saved_err);
-    rewind(sink);
-    size_t n = fread(said, 1, sizeof said - 1, sink);
-    said[n] = '\0';
-    fclose(sink);
+    fclose(stderr);
+    stderr = real_stderr;
+    snprintf(said, sizeof said, "%s", text ? text : "");
+    free(text);
+    text = NULL;
 }
 
 /* tool_settings over argv (NULL-terminated), with what it said. */
