@@ -167,6 +167,11 @@ int gpc_ledger_create(const char *path, unsigned mode);
  */
 const char *gpc_ledger_check(const struct gpc_ledger *l, uint64_t file_size, char *buf, unsigned len);
 
+/*
+ * Reads /proc/<pid>/<file> (one read: the start of a longer file) into `buf` of `len` (> 0) bytes,
+ * NUL-terminated: the bytes read, or -errno (buf then "").
+ */
+int gpc_proc_read(int32_t pid, const char *file, char *buf, size_t len);
 /* Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); 0 if unreadable. */
 uint64_t gpc_proc_start_time(int32_t pid);
 

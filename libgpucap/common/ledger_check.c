@@ -168,22 +168,32 @@ uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev)
     return in_use > peak ? in_use : peak;
 }
 
+int gpc_proc_read(int32_t pid, const char *file, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
+    buf[0] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = read(fd, buf, len - 1);
+    int err = errno;
+    close(fd);
+    if (n < 0)
+        return -err;
+    buf[n] = '\0';
+    return (int)n;
+}
+
 /*
  * Fields 3 (state), 20 (threads) and 22 (start time in clock ticks since boot) of
  * /proc/<pid>/stat: 0, or -1 when it cannot be read.
  */
 static int proc_stat(int32_t pid, char *state, long *threads, uint64_t *start)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    char buf[1024];
+    if (gpc_proc_read(pid, "stat", buf, sizeof buf) <= 0)
         return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
     /* The command name may hold spaces and parentheses: count fields after the last ')'. */
     char *p = strrchr(buf, ')');
     if (!p || p[1] != ' ')

@@ -162,14 +162,8 @@ static int32_t lock_holder(pthread_mutex_t *m, int32_t *tid_out)
     *tid_out = tid;
     if (tid <= 0)
         return 0;
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return tid;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    buf[n > 0 ? n : 0] = '\0';
+    char buf[512];
+    gpc_proc_read(tid, "status", buf, sizeof buf);
     const char *t = strstr(buf, "\nTgid:");
     return t ? (int32_t)strtol(t + 7, NULL, 10) : tid;
 }
@@ -667,6 +661,23 @@ void gpc_ledger_attach(void)
  */
 static pthread_mutex_t repair_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/*
+ * What a rebuilt file carries over, field by field (atomic on both sides): CARRY(f) stores field
+ * `f` of the old entry `o` into the new entry `n`. Of a device entry in use, its figures; of a
+ * process entry, who holds it (also carried by a move to the file now at the path) and its shares.
+ */
+#define CARRY(f) atomic_store(&n->f, atomic_load(&o->f));
+#define CARRIED_DEV(X)                                                                                 \
+    X(slot.limit) X(slot.leased) X(slot.peak) X(slot.allocs) X(slot.frees) X(slot.denials)             \
+    X(slot.largest) X(slot.first_denial_ns) X(slot.contexts) X(victim_spare) X(victim_spare_after)    \
+    X(victim_lease) X(victim) X(limit_was) X(limit_changed_s) X(limit_asked) X(limit_changes) X(limit_by)     \
+    X(closed) X(driver_limit) X(refused_driver) X(context_count) X(held_at_exit)
+#define CARRIED_OWNER(X) X(start_time) X(exec_fd) X(exec_fd_dev) X(exec_fd_ino) X(took_set)
+#define CARRIED_SHARE(X) X(lease) X(spare) X(peak) X(limit)
+
+static void carry_owner(struct gpc_ledger_proc *n, const struct gpc_ledger_proc *o) { CARRIED_OWNER(CARRY) }
+static void carry_share(struct gpc_ledger_share *n, const struct gpc_ledger_share *o) { CARRIED_SHARE(CARRY) }
+
 static void copy_figures(struct gpc_ledger *l, const struct gpc_ledger *old)
 {
     /* Whose ledger it is goes along (the fresh file is not yet visible: no seqlock needed). */
@@ -679,41 +690,16 @@ static void copy_figures(struct gpc_ledger *l, const struct gpc_ledger *old)
             continue;
         memcpy(n->uuid, o->uuid, sizeof n->uuid);
         n->physical = o->physical;
-        atomic_store(&n->slot.limit, atomic_load(&o->slot.limit));
-        atomic_store(&n->slot.leased, atomic_load(&o->slot.leased));
-        atomic_store(&n->slot.peak, atomic_load(&o->slot.peak));
-        atomic_store(&n->slot.allocs, atomic_load(&o->slot.allocs));
-        atomic_store(&n->slot.frees, atomic_load(&o->slot.frees));
-        atomic_store(&n->slot.denials, atomic_load(&o->slot.denials));
-        atomic_store(&n->slot.largest, atomic_load(&o->slot.largest));
-        atomic_store(&n->slot.first_denial_ns, atomic_load(&o->slot.first_denial_ns));
-        atomic_store(&n->slot.contexts, atomic_load(&o->slot.contexts));
-        atomic_store(&n->victim_spare, atomic_load(&o->victim_spare));
-        atomic_store(&n->victim_spare_after, atomic_load(&o->victim_spare_after));
-        atomic_store(&n->victim_lease, atomic_load(&o->victim_lease));
-        atomic_store(&n->victim, atomic_load(&o->victim));
-        atomic_store(&n->limit_was, atomic_load(&o->limit_was));
-        atomic_store(&n->limit_changed_s, atomic_load(&o->limit_changed_s));
-        atomic_store(&n->limit_asked, atomic_load(&o->limit_asked));
-        atomic_store(&n->limit_changes, atomic_load(&o->limit_changes));
-        atomic_store(&n->limit_by, atomic_load(&o->limit_by));
+        CARRIED_DEV(CARRY)
         atomic_store(&n->state, 1);
     }
     for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
         const struct gpc_ledger_proc *o = &old->proc[i];
         struct gpc_ledger_proc *n = &l->proc[i];
-        atomic_store(&n->start_time, atomic_load(&o->start_time));
+        carry_owner(n, o);
         atomic_store(&n->execing, atomic_load(&o->execing));
-        atomic_store(&n->exec_fd, atomic_load(&o->exec_fd));
-        atomic_store(&n->exec_fd_dev, atomic_load(&o->exec_fd_dev));
-        atomic_store(&n->exec_fd_ino, atomic_load(&o->exec_fd_ino));
-        atomic_store(&n->took_set, atomic_load(&o->took_set));
-        for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
-            atomic_store(&n->share[d].lease, atomic_load(&o->share[d].lease));
-            atomic_store(&n->share[d].spare, atomic_load(&o->share[d].spare));
-            atomic_store(&n->share[d].peak, atomic_load(&o->share[d].peak));
-            atomic_store(&n->share[d].limit, atomic_load(&o->share[d].limit));
-        }
+        for (int d = 0; d < GPC_LEDGER_DEVICES; d++)
+            carry_share(&n->share[d], &o->share[d]);
         atomic_store(&n->pid, atomic_load(&o->pid));
     }
     atomic_store(&l->procs_used, atomic_load(&old->procs_used));
@@ -817,11 +803,7 @@ static void carry_my_share(struct gpc_ledger *l, struct gpc_ledger *old, int to)
     if (my_proc < 0 || to < 0)
         return;
     struct gpc_ledger_proc *o = &old->proc[my_proc], *n = &l->proc[to];
-    atomic_store(&n->start_time, atomic_load(&o->start_time));
-    atomic_store(&n->exec_fd, atomic_load(&o->exec_fd));
-    atomic_store(&n->exec_fd_dev, atomic_load(&o->exec_fd_dev));
-    atomic_store(&n->exec_fd_ino, atomic_load(&o->exec_fd_ino));
-    atomic_store(&n->took_set, atomic_load(&o->took_set));
+    carry_owner(n, o);
     atomic_store(&n->pid, atomic_load(&o->pid));
     for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
         if (atomic_load(&l->dev[d].state) != 1)

@@ -226,93 +226,90 @@ int gpc_dlopen_flags(const char *file, int flags)
 
 typedef void *(*dlopen_fn)(const char *, int);
 typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
-static _Atomic(dlopen_fn) real_dlopen;
-static _Atomic(dlmopen_fn) real_dlmopen;
+static _Atomic(void *) real_dlopen, real_dlmopen;
 
-/* The next dlopen / dlmopen after gpucap (glibc's), found once. */
+/* The next `name` after gpucap (glibc's), looked up once into *cache; NULL while dlsym is unknown. */
+static void *next_after_gpucap(_Atomic(void *) *cache, const char *name)
+{
+    void *f = atomic_load_explicit(cache, memory_order_acquire);
+    if (!f && gpc_real_dlsym_fn()) {
+        f = gpc_real_dlsym_fn()(RTLD_NEXT, name);
+        atomic_store(cache, f);
+    }
+    return f;
+}
+
+/* The real dlopen / dlmopen. Used by the trampolines. */
 __attribute__((visibility("hidden"))) void *gpc_real_dlopen_ptr(void);
 __attribute__((visibility("hidden"))) void *gpc_real_dlmopen_ptr(void);
 void *gpc_real_dlopen_ptr(void)
 {
-    dlopen_fn f = atomic_load_explicit(&real_dlopen, memory_order_acquire);
-    if (!f && gpc_real_dlsym_fn()) {
-        f = (dlopen_fn)gpc_real_dlsym_fn()(RTLD_NEXT, "dlopen");
-        atomic_store(&real_dlopen, f);
-    }
-    return (void *)f;
+    return next_after_gpucap(&real_dlopen, "dlopen");
 }
 void *gpc_real_dlmopen_ptr(void)
 {
-    dlmopen_fn f = atomic_load_explicit(&real_dlmopen, memory_order_acquire);
-    if (!f && gpc_real_dlsym_fn()) {
-        f = (dlmopen_fn)gpc_real_dlsym_fn()(RTLD_NEXT, "dlmopen");
-        atomic_store(&real_dlmopen, f);
-    }
-    return (void *)f;
+    return next_after_gpucap(&real_dlmopen, "dlmopen");
 }
 
 #if defined(__x86_64__)
 /*
- * dlopen(rdi=file, esi=flags) and dlmopen(rdi=lmid, rsi=file, edx=flags): the flags without
- * RTLD_DEEPBIND, then a tail jump to the real function with the caller's return address.
+ * The pieces of the x86-64 trampolines. Each saves the three argument registers (rdi, rsi, rdx;
+ * three pushes leave the stack 16-byte aligned for its calls), calls C, puts them back and
+ * tail-jumps to the real function that C returned in %rax (to `none` when that is NULL), so that
+ * the real function sees the caller's own return address.
  */
+#define ASM_BEGIN(name) ".globl " name "\n.type " name ",@function\n" name ":\n.cfi_startproc\n"
+#define ASM_SAVE_ARGS                         \
+    "  pushq %rdi\n.cfi_adjust_cfa_offset 8\n" \
+    "  pushq %rsi\n.cfi_adjust_cfa_offset 8\n" \
+    "  pushq %rdx\n.cfi_adjust_cfa_offset 8\n"
+#define ASM_RESTORE_ARGS_AND_JUMP(none)        \
+    "  popq %rdx\n.cfi_adjust_cfa_offset -8\n" \
+    "  popq %rsi\n.cfi_adjust_cfa_offset -8\n" \
+    "  popq %rdi\n.cfi_adjust_cfa_offset -8\n" \
+    "  testq %rax, %rax\n"                     \
+    "  jz " none "\n"                          \
+    "  jmp *%rax\n"
+#define ASM_END(name) ".cfi_endproc\n.size " name ", .-" name "\n"
+
+/*
+ * dlopen(rdi=file, esi=flags) and dlmopen(rdi=lmid, rsi=file, edx=flags): `to_args` puts file and
+ * flags where gpc_dlopen_flags takes them (rdi, esi), and the flags it returns replace the saved
+ * flags register, `slot` on the stack; then the tail jump to `real`'s answer.
+ */
+#define DLOPEN_TRAMPOLINE(name, to_args, slot, real)                                       \
+    ASM_BEGIN(name) ASM_SAVE_ARGS to_args                                                 \
+    "  call gpc_dlopen_flags\n"                                                           \
+    "  movl %eax, " slot "\n"                                                             \
+    "  call " real "\n" ASM_RESTORE_ARGS_AND_JUMP("1f")                                   \
+    "1:\n"                                                                                \
+    "  ret\n" ASM_END(name)
+
+
+/*
+ * dlsym(rdi=handle, rsi=name) and dlvsym(rdi, rsi, rdx=version): gpc_dlsym_redirect's answer if it
+ * has one; else the tail jump to `real`'s answer with the original arguments. Each is also our own
+ * hidden gpc_own_<name>.
+ */
+#define DLSYM_TRAMPOLINE(name, real)                                                       \
+    ASM_BEGIN(name) ASM_SAVE_ARGS                                                         \
+    "  call gpc_dlsym_redirect\n"                                                         \
+    "  testq %rax, %rax\n"                                                                \
+    "  jnz 1f\n"                                                                          \
+    "  call " real "\n" ASM_RESTORE_ARGS_AND_JUMP("2f")                                   \
+    "1:\n"                                                                                \
+    ".cfi_adjust_cfa_offset 24\n"                                                         \
+    "  addq $24, %rsp\n"                                                                  \
+    ".cfi_adjust_cfa_offset -24\n"                                                        \
+    "2:\n"                                                                                \
+    "  ret\n" ASM_END(name)                                                               \
+    ".globl gpc_own_" name "\n.hidden gpc_own_" name "\n.set gpc_own_" name ", " name "\n"
+
 __asm__(".text\n"
-        ".globl dlopen\n"
-        ".type dlopen,@function\n"
-        "dlopen:\n"
-        ".cfi_startproc\n"
-        "  pushq %rdi\n"
-        ".cfi_adjust_cfa_offset 8\n"
-        "  pushq %rsi\n"
-        ".cfi_adjust_cfa_offset 8\n"
-        "  subq $8, %rsp\n"
-        ".cfi_adjust_cfa_offset 8\n"
-        "  call gpc_dlopen_flags\n"
-        "  movl %eax, (%rsp)\n"
-        "  call gpc_real_dlopen_ptr\n"
-        "  movl (%rsp), %esi\n"
-        "  addq $8, %rsp\n"
-        ".cfi_adjust_cfa_offset -8\n"
-        "  popq %rdx\n"
-        ".cfi_adjust_cfa_offset -8\n"
-        "  popq %rdi\n"
-        ".cfi_adjust_cfa_offset -8\n"
-        "  testq %rax, %rax\n"
-        "  jz 1f\n"
-        "  jmp *%rax\n"
-        "1:\n"
-        "  ret\n"
-        ".cfi_endproc\n"
-        ".size dlopen, .-dlopen\n"
-        "\n"
-        ".globl dlmopen\n"
-        ".type dlmopen,@function\n"
-        "dlmopen:\n"
-        ".cfi_startproc\n"
-        "  pushq %rdi\n"
-        ".cfi_adjust_cfa_offset 8\n"
-        "  pushq %rsi\n"
-        ".cfi_adjust_cfa_offset 8\n"
-        "  pushq %rdx\n"
-        ".cfi_adjust_cfa_offset 8\n"
-        "  movq %rsi, %rdi\n"
-        "  movl %edx, %esi\n"
-        "  call gpc_dlopen_flags\n"
-        "  movl %eax, (%rsp)\n"
-        "  call gpc_real_dlmopen_ptr\n"
-        "  popq %rdx\n"
-        ".cfi_adjust_cfa_offset -8\n"
-        "  popq %rsi\n"
-        ".cfi_adjust_cfa_offset -8\n"
-        "  popq %rdi\n"
-        ".cfi_adjust_cfa_offset -8\n"
-        "  testq %rax, %rax\n"
-        "  jz 1f\n"
-        "  jmp *%rax\n"
-        "1:\n"
-        "  ret\n"
-        ".cfi_endproc\n"
-        ".size dlmopen, .-dlmopen\n");
+        DLOPEN_TRAMPOLINE("dlopen", "", "8(%rsp)", "gpc_real_dlopen_ptr")
+        DLOPEN_TRAMPOLINE("dlmopen", "  movq %rsi, %rdi\n  movl %edx, %esi\n", "(%rsp)", "gpc_real_dlmopen_ptr")
+        DLSYM_TRAMPOLINE("dlsym", "gpc_real_dlsym_ptr")
+        DLSYM_TRAMPOLINE("dlvsym", "gpc_real_dlvsym_ptr"));
 #else
 GPC_EXPORT void *dlopen(const char *file, int flags)
 {
@@ -325,84 +322,7 @@ GPC_EXPORT void *dlmopen(Lmid_t lmid, const char *file, int flags)
     dlmopen_fn real = (dlmopen_fn)gpc_real_dlmopen_ptr();
     return real ? real(lmid, file, gpc_dlopen_flags(file, flags)) : NULL;
 }
-#endif
 
-#if defined(__x86_64__)
-/*
- * dlsym(rdi=handle, rsi=name) and dlvsym(rdi, rsi, rdx=version): keep the arguments, ask for a
- * redirect; if none, fetch the real function and tail-jump to it with the original arguments.
- */
-__asm__(".text\n"
-        ".globl dlsym\n"
-        ".type dlsym,@function\n"
-        "dlsym:\n"
-        ".cfi_startproc\n"
-        "  pushq %rdi\n"
-        ".cfi_adjust_cfa_offset 8\n"
-        "  pushq %rsi\n"
-        ".cfi_adjust_cfa_offset 8\n"
-        "  subq $8, %rsp\n"
-        ".cfi_adjust_cfa_offset 8\n"
-        "  call gpc_dlsym_redirect\n"
-        "  testq %rax, %rax\n"
-        "  jnz 1f\n"
-        "  call gpc_real_dlsym_ptr\n"
-        "  addq $8, %rsp\n"
-        ".cfi_adjust_cfa_offset -8\n"
-        "  popq %rsi\n"
-        ".cfi_adjust_cfa_offset -8\n"
-        "  popq %rdi\n"
-        ".cfi_adjust_cfa_offset -8\n"
-        "  testq %rax, %rax\n"
-        "  jz 2f\n"
-        "  jmp *%rax\n"
-        "1:\n"
-        ".cfi_adjust_cfa_offset 24\n"
-        "  addq $24, %rsp\n"
-        ".cfi_adjust_cfa_offset -24\n"
-        "2:\n"
-        "  ret\n"
-        ".cfi_endproc\n"
-        ".size dlsym, .-dlsym\n"
-        ".globl gpc_own_dlsym\n"
-        ".hidden gpc_own_dlsym\n"
-        ".set gpc_own_dlsym, dlsym\n"
-        "\n"
-        ".globl dlvsym\n"
-        ".type dlvsym,@function\n"
-        "dlvsym:\n"
-        ".cfi_startproc\n"
-        "  pushq %rdi\n"
-        ".cfi_adjust_cfa_offset 8\n"
-        "  pushq %rsi\n"
-        ".cfi_adjust_cfa_offset 8\n"
-        "  pushq %rdx\n"
-        ".cfi_adjust_cfa_offset 8\n"
-        "  call gpc_dlsym_redirect\n"
-        "  testq %rax, %rax\n"
-        "  jnz 1f\n"
-        "  call gpc_real_dlvsym_ptr\n"
-        "  popq %rdx\n"
-        ".cfi_adjust_cfa_offset -8\n"
-        "  popq %rsi\n"
-        ".cfi_adjust_cfa_offset -8\n"
-        "  popq %rdi\n"
-        ".cfi_adjust_cfa_offset -8\n"
-        "  testq %rax, %rax\n"
-        "  jz 2f\n"
-        "  jmp *%rax\n"
-        "1:\n"
-        ".cfi_adjust_cfa_offset 24\n"
-        "  addq $24, %rsp\n"
-        ".cfi_adjust_cfa_offset -24\n"
-        "2:\n"
-        "  ret\n"
-        ".cfi_endproc\n"
-        ".size dlvsym, .-dlvsym\n"
-        ".globl gpc_own_dlvsym\n"
-        ".hidden gpc_own_dlvsym\n"
-        ".set gpc_own_dlvsym, dlvsym\n");
-#else
 GPC_EXPORT void *dlsym(void *handle, const char *name)
 {
     void *hook = gpc_dlsym_redirect(handle, name);

@@ -501,6 +501,12 @@ static void case_unrecoverable(void)
     CUdeviceptr p, q;
     CHECK_RC(cuMemAlloc_v2(&p, 50 * MiB), CUDA_SUCCESS);
     struct gpc_ledger *l = map_ledger();
+    /* Figures nothing in this case changes, planted to be seen again in the rebuilt file: the
+     * report's, and the driver's limit that a live change must not pass. */
+    atomic_store(&l->dev[0].refused_driver, 3);
+    atomic_store(&l->dev[0].held_at_exit, 5 * MiB);
+    atomic_store(&l->dev[0].driver_limit, 4096 * MiB);
+    uint64_t contexts = atomic_load(&l->dev[0].context_count);
     in_child(die_holding, l);
     in_child(unlock_unrepaired, l);
     CHECK(pthread_mutex_trylock(&l->dev[0].lock) == ENOTRECOVERABLE, "the lock is not left unrecoverable");
@@ -526,6 +532,16 @@ static void case_unrecoverable(void)
     CHECK(strstr(text, "timed out") == NULL, "a broken lock reported as a timeout: %s", text);
     CHECK(usage(0).used == 150 * MiB, "the figures were not carried over: %llu MiB in use",
           (unsigned long long)(usage(0).used / MiB));
+    struct gpc_ledger *r = map_ledger();
+    CHECK(r != l && atomic_load(&r->dev[0].refused_driver) == 3 && atomic_load(&r->dev[0].held_at_exit) >= 5 * MiB &&
+              atomic_load(&r->dev[0].driver_limit) == 4096 * MiB && atomic_load(&r->dev[0].context_count) >= contexts,
+          "the rebuilt ledger lost figures: refused by the driver %llu, held at exit %llu, driver limit %llu, "
+          "contexts %llu (was %llu)",
+          (unsigned long long)atomic_load(&r->dev[0].refused_driver),
+          (unsigned long long)atomic_load(&r->dev[0].held_at_exit),
+          (unsigned long long)atomic_load(&r->dev[0].driver_limit),
+          (unsigned long long)atomic_load(&r->dev[0].context_count), (unsigned long long)contexts);
+    munmap(r, sizeof *r);
     CHECK_RC(cuMemFree_v2(q), CUDA_SUCCESS);
     CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
     CHECK(usage(0).used == 0, "%llu bytes left in use", (unsigned long long)usage(0).used);

@@ -113,6 +113,7 @@ unsigned gpc_http_guard_sweep(struct gpc_http_guard *g)
     pthread_mutex_lock(&g->lock);
     for (unsigned i = 0; i < g->nslots; i++) {
         if (g->slots[i].conn && g->slots[i].deadline && now > g->slots[i].deadline) {
+            atomic_fetch_add(&g->closed, 1);
             shutdown(g->slots[i].fd, SHUT_RDWR);
             g->slots[i].deadline = 0;
             n++;

@@ -8,6 +8,7 @@
 #define GPUCAP_TOOLS_HTTP_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <time.h>
 #include <sys/socket.h>
@@ -46,6 +47,7 @@ struct gpc_http_guard {
     struct gpc_http_slot *slots; /* one per allowed connection */
     unsigned nslots;
     unsigned header_deadline; /* seconds */
+    atomic_ullong closed;     /* connections the sweep ended: counted before the shutdown a client sees */
 };
 
 /* Sets up a guard for `max_connections` (the daemon's MHD_OPTION_CONNECTION_LIMIT). 0 or -ENOMEM. */
@@ -56,7 +58,8 @@ void gpc_http_guard_notify(void *guard, struct MHD_Connection *conn, void **ctx,
                            enum MHD_ConnectionNotificationCode code);
 /* From a request callback: the connection's next deadline is `seconds` from now (0: none). */
 void gpc_http_guard_deadline(struct gpc_http_guard *g, struct MHD_Connection *conn, unsigned seconds);
-/* Main thread: shuts down the connections past their deadline; returns how many. */
+/* Main thread: shuts down the connections past their deadline (each counted in `closed` first, so a
+ * client that sees its connection end and then scrapes finds it counted); returns how many. */
 unsigned gpc_http_guard_sweep(struct gpc_http_guard *g);
 
 #endif

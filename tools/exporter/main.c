@@ -83,7 +83,7 @@ static volatile sig_atomic_t stop;
 static const char *root;
 static struct gpc_cards cards;
 static struct gpc_http_guard guard;
-static atomic_ullong scrape_errors, closed_slow;
+static atomic_ullong scrape_errors;
 
 #define say(...) tool_error("gpucap-exporter", __VA_ARGS__)
 
@@ -116,7 +116,7 @@ static char *scrape(size_t *len, bool *ok)
     gpc_text_printf(&t, "# HELP gpucap_exporter_connections_closed_slow_total Connections closed for not sending "
                         "their request headers in time.\n# TYPE gpucap_exporter_connections_closed_slow_total "
                         "counter\ngpucap_exporter_connections_closed_slow_total %llu\n",
-                    (unsigned long long)atomic_load(&closed_slow));
+                    (unsigned long long)atomic_load(&guard.closed));
     gpc_text_printf(&t, "# HELP gpucap_exporter_build_info The exporter's version.\n"
                         "# TYPE gpucap_exporter_build_info gauge\ngpucap_exporter_build_info{version=\"%s\"} 1\n",
                     GPUCAP_VERSION_STRING);
@@ -217,9 +217,7 @@ static int serve(const char *listen, unsigned per_ip)
     while (!stop) {
         struct timespec tick = {0, 100 * 1000 * 1000};
         nanosleep(&tick, NULL);
-        unsigned n = gpc_http_guard_sweep(&guard);
-        if (n)
-            atomic_fetch_add(&closed_slow, n);
+        gpc_http_guard_sweep(&guard);
     }
     say("stopping");
     MHD_stop_daemon(d);

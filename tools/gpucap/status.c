@@ -139,14 +139,8 @@ static const char *comm_of(int32_t pid, bool live, char *out, size_t len)
     snprintf(out, len, "?");
     if (!live)
         return out;
-    char path[64], raw[32] = "";
-    snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return out;
-    ssize_t n = read(fd, raw, sizeof raw - 1);
-    close(fd);
-    if (n <= 0)
+    char raw[32] = "";
+    if (gpc_proc_read(pid, "comm", raw, sizeof raw) <= 0)
         return out;
     raw[strcspn(raw, "\n")] = '\0';
     return tool_field_text(out, len, raw, sizeof raw);

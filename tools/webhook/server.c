@@ -305,7 +305,6 @@ static int reload(struct watch *w, bool first)
 
 /* Deadlines from accept to headers, and from there to the body: http.h, gpc_http_guard. */
 static struct gpc_http_guard guard;
-static atomic_ullong closed_slow; /* connections the sweep ended */
 
 static void set_deadline(struct MHD_Connection *conn, unsigned seconds)
 {
@@ -316,7 +315,6 @@ static void set_deadline(struct MHD_Connection *conn, unsigned seconds)
 static void sweep_slow(void)
 {
     unsigned n = gpc_http_guard_sweep(&guard);
-    atomic_fetch_add(&closed_slow, n);
     if (n) {
         char line[160];
         snprintf(line, sizeof line,
@@ -435,7 +433,7 @@ static enum MHD_Result metrics(struct MHD_Connection *conn)
     mprintf(&t, "# HELP gpucap_webhook_connections_closed_slow_total Connections closed for not finishing a request "
                 "in time.\n# TYPE gpucap_webhook_connections_closed_slow_total counter\n"
                 "gpucap_webhook_connections_closed_slow_total %llu\n",
-            (unsigned long long)atomic_load(&closed_slow));
+            (unsigned long long)atomic_load(&guard.closed));
     mprintf(&t, "# HELP gpucap_webhook_build_info The webhook's version.\n# TYPE gpucap_webhook_build_info gauge\n"
                 "gpucap_webhook_build_info{version=\"%s\"} 1\n", GPUCAP_VERSION_STRING);
     if (!t.p)
