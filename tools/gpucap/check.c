@@ -18,14 +18,11 @@ static const struct tool_flag check_flags[F_COUNT] = {
 };
 
 const struct tool_cmd cli_check_cmd = {
-    .name = "gpucap check",
-    .summary = "validate gpucap's settings",
-    .synopsis = "gpucap check [--json] [FILE]",
+    CLI_COMMAND("check", check_flags, "[--json] [FILE]", "validate gpucap's settings"),
     .about = "Validates the GPUCAP_* environment and an ini file (FILE, else GPUCAP_CONFIG, else\n"
              "/etc/gpucap/gpucap.ini if present) against the settings table, the whole file (an unknown\n"
              "section or key is reported, with the nearest known name, and checking goes on), prints each\n"
              "setting with its origin and the effective budget per device.",
-    TOOL_FLAGS(check_flags),
     .tail = "Exit 0 when all is valid, 1 otherwise, 2 for a usage error.\n\n" CLI_SETTINGS_NOTE,
     .max_operands = 1,
 };

@@ -28,15 +28,13 @@ static const struct tool_flag doctor_flags[F_COUNT] = {
 };
 
 const struct tool_cmd cli_doctor_cmd = {
-    .name = "gpucap doctor",
-    .summary = "check a node or pod before trusting a gpucap cap",
-    .synopsis = "gpucap doctor [--json] [--lib FILE] [--root DIR]",
+    CLI_COMMAND("doctor", doctor_flags, "[--json] [--lib FILE] [--root DIR]",
+                "check a node or pod before trusting a gpucap cap"),
     .about = "Checks this node or pod: NVIDIA device nodes, the driver and NVML and their versions, the\n"
              "cards (memory, MIG), whether libgpucap.so is preloaded here with a limit set, and whether the\n"
              "library exports every hook. Then the driver's own per-container memory limits: whether this\n"
              "node and container can have them (driver r615+, cgroup v2 and its dmem controller, the\n"
              "container toolkit's variables) and whether one is in force.",
-    TOOL_FLAGS(doctor_flags),
     .tail = "Exit 0 when no check failed, 1 otherwise, 2 for a usage error.\n\n" CLI_SETTINGS_NOTE,
 };
 

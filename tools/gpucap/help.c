@@ -47,7 +47,8 @@ void cli_print_options(FILE *f)
             fprintf(f, "  [ini: %s]", d->key);
         if (d->flags & GPC_OPTF_FILE_ONLY)
             fprintf(f, "  (the platform file only; the variable is refused)");
-        fprintf(f, "\n      %s = %s%s%s\n", d->key, cli_value_form(d, "0|1"), d->def ? ", default " : "", d->def ? d->def : "");
+        fprintf(f, "\n      %s = %s%s%s\n", d->key, cli_value_form(d, "0|1"), d->def ? ", default " : "",
+                d->def ? d->def : "");
         /* Wrap the documentation at about 96 columns. */
         const char *p = d->doc;
         while (*p) {

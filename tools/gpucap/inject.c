@@ -40,16 +40,14 @@ static const struct tool_flag inject_flags[F_COUNT] = {
 };
 
 const struct tool_cmd cli_inject_cmd = {
-    .name = "gpucap inject",
-    .summary = "fill a pod's gpucap volume",
-    .synopsis = "gpucap inject --to DIR [--ledgers DIR] [--max SIZE] [--lib FILE] CONTAINER=SIZE...",
+    CLI_COMMAND("inject", inject_flags, "--to DIR [--ledgers DIR] [--max SIZE] [--lib FILE] CONTAINER=SIZE...",
+                "fill a pod's gpucap volume"),
     .about = "Fills a pod's gpucap volume (run by the init container the webhook injects):\n"
              "  DIR/lib/libgpucap.so, DIR/bin/gpucap   the library and this command\n"
              "  DIR/ld.so.preload                      " MOUNT_LIB "\n"
              "  DIR/CONTAINER/gpucap.ini               lock = true, memory_limit = SIZE,\n"
              "                                         memory_limit_max = --max (when given), ledger\n"
              "CONTAINER is a container name (DNS label); SIZE a size for that container.",
-    TOOL_FLAGS(inject_flags),
     .tail = "Exit 0 when every file is in place, 1 on a failure, 2 on a usage error.\n",
     .max_operands = TOOL_ANY,
 };

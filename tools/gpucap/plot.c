@@ -532,13 +532,10 @@ static const struct tool_flag plot_flags[F_COUNT] = {
 };
 
 const struct tool_cmd cli_plot_cmd = {
-    .name = "gpucap plot",
-    .summary = "draw a gpucap JSON report as an SVG picture",
-    .synopsis = "gpucap plot [-o FILE] REPORT.json",
+    CLI_COMMAND("plot", plot_flags, "[-o FILE] REPORT.json", "draw a gpucap JSON report as an SVG picture"),
     .about = "Draws the usage timeline of a JSON report (gpucap run --report FILE --json, or GPUCAP_REPORT\n"
              "with GPUCAP_REPORT_FORMAT=json) as an SVG picture: per device (titled with its index and\n"
              "name) the usage over time, the budget, each denial, the peak.",
-    TOOL_FLAGS(plot_flags),
     .tail = "Exit 0, 1 when the report cannot be read or the picture written, 2 for a usage error.\n",
     .max_operands = 1,
     .no_operand = "no REPORT.json given",

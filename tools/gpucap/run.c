@@ -49,11 +49,8 @@ static const struct tool_flag run_flags[F_COUNT] = {
 };
 
 const struct tool_cmd cli_run_cmd = {
-    .name = "gpucap run",
-    .summary = "run a command under a GPU memory budget",
-    .synopsis = "gpucap run [OPTION...] [--] CMD [ARG...]",
+    CLI_COMMAND("run", run_flags, "[OPTION...] [--] CMD [ARG...]", "run a command under a GPU memory budget"),
     .about = "Runs CMD with libgpucap.so preloaded and a ledger private to this run and its children.",
-    TOOL_FLAGS(run_flags),
     .tail = "Without a budget from an option, the environment or the ini file, the run is measured under a\n"
             "budget of 100% of each device. GPUCAP_REPORT in the environment is taken as --report.\n"
             "The report: per device budget, peak, use, allocations, frees, denials, refusals by the driver,\n"

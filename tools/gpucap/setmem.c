@@ -35,16 +35,14 @@ static const struct tool_flag setmem_flags[F_COUNT] = {
 };
 
 const struct tool_cmd cli_setmem_cmd = {
-    .name = "gpucap set-memory",
-    .summary = "change the budget of running processes",
-    .synopsis = "gpucap set-memory [--ledger FILE | --pid PID] [--device UUID|INDEX] [--wait SECONDS] SIZE",
+    CLI_COMMAND("set-memory", setmem_flags, "[--ledger FILE | --pid PID] [--device UUID|INDEX] [--wait SECONDS] SIZE",
+                "change the budget of running processes"),
     .about = "Changes the memory budget of the processes on a ledger while they run. SIZE takes the forms of\n"
              "GPUCAP_MEMORY_LIMIT (4GiB, 1500MB, 50%). A raise admits at once; a lowering takes back what the\n"
              "processes hold spare and admits nothing more until the use is below it; nothing held is taken\n"
              "away. A running process applies it at its next CUDA memory call; a process that joins the ledger\n"
              "later takes it too, until the last process on it leaves. Refused when the settings are locked by\n"
              "the platform file: the budget is the platform's.",
-    TOOL_FLAGS(setmem_flags),
     .tail = "Exit 0 applied (or posted, said so), 1 on an error, 2 for a usage error.\n\n"
             "example: gpucap run --memory 8GiB -- python train.py &   gpucap set-memory --pid $! 12GiB\n",
     .max_operands = 1,

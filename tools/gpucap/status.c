@@ -29,13 +29,10 @@ static const struct tool_flag status_flags[F_COUNT] = {
 };
 
 const struct tool_cmd cli_status_cmd = {
-    .name = "gpucap status",
-    .summary = "show a gpucap ledger",
-    .synopsis = "gpucap status [--json] [--ledger FILE]",
+    CLI_COMMAND("status", status_flags, "[--json] [--ledger FILE]", "show a gpucap ledger"),
     .about = "Shows the ledger (FILE, else the ledger setting: GPUCAP_LEDGER or `ledger` in the ini file, else\n"
              "/tmp/gpucap-<euid>.ledger): its age; per device its budget, use, peak and denials; per process\n"
              "its command, age, use, peak and whether it is alive. Read-only.",
-    TOOL_FLAGS(status_flags),
     .tail = "Exit 0, 1 when the ledger cannot be read (the reason is said), 2 for a usage error.\n\n" CLI_SETTINGS_NOTE,
 };
 
