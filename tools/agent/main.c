@@ -35,14 +35,13 @@ static const struct tool_flag rows[OPT_COUNT] = {
 };
 
 static const struct tool_cmd agent_cmd = {
-    .name = "gpucap-agent",
-    .summary = "applies budgets changed on running pods (the node agent of gpucap)",
-    .synopsis = "gpucap-agent [--node NAME] [--root DIR] [--kube-api URL] [--token-file FILE] [--ca-file FILE]\n"
-                "       [--watch-timeout SECONDS] [--rounds N] [--plain-http]",
+    TOOL_COMMAND("gpucap-agent", rows,
+                 "[--node NAME] [--root DIR] [--kube-api URL] [--token-file FILE] [--ca-file FILE]\n"
+                 "       [--watch-timeout SECONDS] [--rounds N] [--plain-http]",
+                 "applies budgets changed on running pods (the node agent of gpucap)"),
     .about = "Applies the budgets the webhook records on the pods of this node (annotation gpucap.io/budgets)\n"
              "to their containers' gpucap settings files, in place, while they run; one Event per change.\n"
              "Each option may also be given in the variable shown; a flag overrides the variable.",
-    TOOL_FLAGS(rows),
     .tail = "Exit 0 after --rounds lists, 1 when the API address or its files cannot be used, 2 for a usage "
             "error.\n",
     .man_description = "Lists the pods of its node from the Kubernetes API (fieldSelector spec.nodeName), applies "

@@ -58,6 +58,13 @@ struct tool_cmd {
 #define TOOL_ANY (-1)
 /* .flags and .nflags of a struct tool_cmd from one array of struct tool_flag. */
 #define TOOL_FLAGS(table) .flags = (table), .nflags = (int)(sizeof(table) / sizeof((table)[0]))
+/*
+ * What every definition starts with: the name ("gpucap-exporter"), the flags table, the operands
+ * as the synopsis shows them after the name, the one-line summary: .name, .synopsis (the name, a
+ * space, the operands), .summary, .flags and .nflags.
+ */
+#define TOOL_COMMAND(cmd_name, table, operands, summary_text) \
+    .name = cmd_name, .synopsis = cmd_name " " operands, .summary = summary_text, TOOL_FLAGS(table)
 
 /* Return values of tool_parse other than an operand's index. */
 #define TOOL_PARSE_EXIT_OK (-1)  /* --help, --version or --help-man was answered: exit 0 */

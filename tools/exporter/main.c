@@ -56,13 +56,12 @@ static const struct tool_flag rows[OPT_COUNT] = {
 };
 
 static const struct tool_cmd exporter_cmd = {
-    .name = "gpucap-exporter",
-    .summary = "Prometheus exporter of the gpucap ledgers of a node",
-    .synopsis = "gpucap-exporter [--listen ADDR] [--root DIR] [--cards SOURCE] [--max-connections-per-ip N] [--once]",
+    TOOL_COMMAND("gpucap-exporter", rows,
+                 "[--listen ADDR] [--root DIR] [--cards SOURCE] [--max-connections-per-ip N] [--once]",
+                 "Prometheus exporter of the gpucap ledgers of a node"),
     .about = "Prometheus exporter of the gpucap ledgers on this node: GET /metrics, GET /healthz. Reads the\n"
              "ledgers only (no lock, no write). Each option may also be given in the variable shown; a flag\n"
              "overrides the variable.",
-    TOOL_FLAGS(rows),
     .tail = "Exit 0, 1 when it cannot serve (or --once cannot read DIR), 2 for a usage error.\n",
     .man_description = "Serves GET /metrics (the Prometheus text format) and GET /healthz over plain HTTP. Every "
                        "scrape walks the kubelet's pod directory and reads each gpucap container's ledger: no "

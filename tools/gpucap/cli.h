@@ -35,13 +35,11 @@ int cmd_inject(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_set_memory(int argc, char **argv);
 /*
- * What every command's definition starts with: its word ("check"), its flags table, its operands as
- * the synopsis shows them ("[--json] [FILE]") and its one-line summary. They make .name ("gpucap
- * check"), .synopsis ("gpucap check [--json] [FILE]"), .summary, .flags and .nflags; a usage error
- * exits 2 unless the command sets .usage_exit.
+ * What every command's definition starts with (tool.h's TOOL_COMMAND): its word ("check"), its
+ * flags table, its operands as the synopsis shows them ("[--json] [FILE]") and its one-line summary;
+ * the name is "gpucap check". A usage error exits 2 unless the command sets .usage_exit.
  */
-#define CLI_COMMAND(word, table, operands, summary_text)                                                     \
-    .name = "gpucap " word, .synopsis = "gpucap " word " " operands, .summary = summary_text, TOOL_FLAGS(table)
+#define CLI_COMMAND(word, table, operands, summary_text) TOOL_COMMAND("gpucap " word, table, operands, summary_text)
 /* Each command's flags and help (the rows --help and the man page print). */
 extern const struct tool_cmd cli_run_cmd, cli_check_cmd, cli_doctor_cmd, cli_status_cmd, cli_inject_cmd,
     cli_plot_cmd, cli_setmem_cmd;

@@ -114,12 +114,10 @@ static const struct check_row {
 };
 
 static const struct tool_cmd webhook_cmd = {
-    .name = "gpucap-webhook",
-    .summary = "Kubernetes admission webhook that injects gpucap into GPU pods",
-    .synopsis = "gpucap-webhook --cert FILE --key FILE --image IMAGE [OPTION...]",
+    TOOL_COMMAND("gpucap-webhook", rows, "--cert FILE --key FILE --image IMAGE [OPTION...]",
+                 "Kubernetes admission webhook that injects gpucap into GPU pods"),
     .about = "Mutating admission webhook: POST /mutate, GET /livez, /readyz, /healthz, /metrics. Each option\n"
              "may also be given in the environment variable shown; a flag overrides the variable.",
-    TOOL_FLAGS(rows),
     .tail = "Sizes: see `gpucap --help`. Exit 0 when stopped, 1 when it cannot serve, 2 for a usage or\n"
             "setting error.\n",
     .man_description = "Mutating admission webhook over HTTPS: POST /mutate answers the API server's admission "
