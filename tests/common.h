@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * common.h: what the test programs share: the exit-code convention, checks, and a table of driver
- * entry points filled through one of the three routes a program can take to the driver.
+ * common.h: what the test programs share: the checks (check.h), cases by name, and a table of
+ * driver entry points filled through one of the three routes a program can take to the driver.
  *
  * Tests link the fake libcuda.so.1 (tests/fake) and run with libgpucap.so preloaded by ctest.
  * Exit 0 pass, 1 fail, 77 skip.
@@ -19,36 +19,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "fakecuda.h"
 #include "gpucap.h"
 
 #define MiB (1024ULL * 1024)
 #define GiB (1024ULL * MiB)
 
-static int failures;
-
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond);   \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, "\n");                                             \
-            failures++;                                                        \
-        }                                                                      \
-    } while (0)
 #define CHECK_RC(call, want)                                                                      \
     do {                                                                                          \
         CUresult rc_ = (call);                                                                    \
         CHECK(rc_ == (want), "%s returned %d, want %d", #call, (int)rc_, (int)(want));            \
-    } while (0)
-#define REQUIRE(cond, ...)                                                     \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond);   \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, "\n");                                             \
-            exit(1);                                                           \
-        }                                                                      \
     } while (0)
 
 /* A test program's cases by name: `gpucap_test(... COMMAND prog CASE)` runs one. */
@@ -68,13 +49,6 @@ static inline void run_case(const struct test_case *cases, size_t n, const char 
     exit(1);
 }
 #define RUN_CASE(cases, name) run_case((cases), sizeof(cases) / sizeof((cases)[0]), (name))
-
-static inline int test_result(void)
-{
-    if (failures)
-        fprintf(stderr, "%d check(s) failed\n", failures);
-    return failures ? 1 : 0;
-}
 
 enum route { ROUTE_DIRECT, ROUTE_DLSYM, ROUTE_DLVSYM, ROUTE_PROCADDR, ROUTE_PROCADDR_PTSZ, ROUTE_PROCADDR_LEGACY };
 
@@ -143,6 +117,15 @@ static inline CUcontext make_context(int dev)
     REQUIRE(cuDevicePrimaryCtxRetain(&ctx, d) == CUDA_SUCCESS, "cuDevicePrimaryCtxRetain");
     REQUIRE(cuCtxSetCurrent(ctx) == CUDA_SUCCESS, "cuCtxSetCurrent");
     return ctx;
+}
+
+/* make_context(dev), then `bytes` allocated there (a failed check when refused): the pointer. */
+static inline CUdeviceptr context_holding(int dev, uint64_t bytes)
+{
+    make_context(dev);
+    CUdeviceptr p = 0;
+    CHECK_RC(cuMemAlloc_v2(&p, bytes), CUDA_SUCCESS);
+    return p;
 }
 
 /* gpucap's own figures for a device, or all zero. */

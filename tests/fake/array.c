@@ -93,34 +93,27 @@ static CUresult array_new(void **out, const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned
             return CUDA_ERROR_OUT_OF_MEMORY;
         bytes += b;
     }
-    struct fk_array *a = calloc(1, sizeof *a);
-    if (!a)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    fk_lock();
-    struct fk_ctx *c;
-    CUresult rc = fk_require_ctx(&c);
     /* Sparse and deferred-mapping arrays own no memory: it comes from cuMemCreate allocations
      * mapped into them with cuMemMapArrayAsync. */
     uint64_t charge = d->Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING) ? 0 : bytes;
-    if (rc == CUDA_SUCCESS)
-        rc = fk_charge(c->phys, charge);
-    if (rc == CUDA_SUCCESS) {
-        a->key = a;
-        a->desc = *d;
-        a->bytes = bytes;
-        a->charged = charge;
-        a->ordinal = c->ordinal;
-        a->phys = c->phys;
-        a->ctx = c;
-        a->mipmapped = mip;
-        a->levels = levels;
-        HASH_ADD_PTR(arrays, key, a);
-        *out = a;
-        a = NULL;
-    }
+    struct fk_ctx *c;
+    CUresult rc;
+    struct fk_array *a = fk_entry_begin(sizeof *a, charge, &c, &rc);
+    if (!a)
+        return rc;
+    a->key = a;
+    a->desc = *d;
+    a->bytes = bytes;
+    a->charged = charge;
+    a->ordinal = c->ordinal;
+    a->phys = c->phys;
+    a->ctx = c;
+    a->mipmapped = mip;
+    a->levels = levels;
+    HASH_ADD_PTR(arrays, key, a);
+    *out = a;
     fk_unlock();
-    free(a);
-    return rc;
+    return CUDA_SUCCESS;
 }
 
 static struct fk_array *array_find(const void *h)
@@ -160,31 +153,24 @@ static CUDA_ARRAY3D_DESCRIPTOR from2d(size_t w, size_t h, CUarray_format f, unsi
     return (CUDA_ARRAY3D_DESCRIPTOR){ .Width = w, .Height = h, .Format = f, .NumChannels = ch };
 }
 
-FK_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray)
-{
-    FK_ENTER_INIT(cuArrayCreate_v2);
-    if (!pAllocateArray)
-        return CUDA_ERROR_INVALID_VALUE;
-    const CUDA_ARRAY_DESCRIPTOR *d = pAllocateArray;
-    CUDA_ARRAY3D_DESCRIPTOR d3 = from2d(d->Width, d->Height, d->Format, d->NumChannels);
-    return array_new((void **)pHandle, &d3, 1, false);
-}
+/* cuArrayCreate_v2 and the legacy cuArrayCreate: one body for either 2D descriptor. */
+#define FK_ARRAY_CREATE_2D(sym, desc_type)                                                   \
+    FK_EXPORT CUresult sym(CUarray *pHandle, const desc_type *pAllocateArray)                \
+    {                                                                                        \
+        FK_ENTER_INIT(sym);                                                                  \
+        if (!pAllocateArray)                                                                 \
+            return CUDA_ERROR_INVALID_VALUE;                                                 \
+        const desc_type *d = pAllocateArray;                                                 \
+        CUDA_ARRAY3D_DESCRIPTOR d3 = from2d(d->Width, d->Height, d->Format, d->NumChannels); \
+        return array_new((void **)pHandle, &d3, 1, false);                                   \
+    }
+FK_ARRAY_CREATE_2D(cuArrayCreate_v2, CUDA_ARRAY_DESCRIPTOR)
+FK_ARRAY_CREATE_2D(cuArrayCreate, CUDA_ARRAY_DESCRIPTOR_v1)
+#undef FK_ARRAY_CREATE_2D
 
-FK_EXPORT CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *pAllocateArray)
-{
-    FK_ENTER_INIT(cuArrayCreate);
-    if (!pAllocateArray)
-        return CUDA_ERROR_INVALID_VALUE;
-    const CUDA_ARRAY_DESCRIPTOR_v1 *d = pAllocateArray;
-    CUDA_ARRAY3D_DESCRIPTOR d3 = from2d(d->Width, d->Height, d->Format, d->NumChannels);
-    return array_new((void **)pHandle, &d3, 1, false);
-}
-
-FK_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray)
-{
-    FK_ENTER_INIT(cuArray3DCreate_v2);
-    return array_new((void **)pHandle, pAllocateArray, 1, false);
-}
+FK_FORWARD(cuArray3DCreate_v2,
+           (CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray),
+           array_new((void **)pHandle, pAllocateArray, 1, false))
 
 FK_EXPORT CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *pAllocateArray)
 {
@@ -196,11 +182,7 @@ FK_EXPORT CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPT
     return array_new((void **)pHandle, &d3, 1, false);
 }
 
-FK_EXPORT CUresult cuArrayDestroy(CUarray hArray)
-{
-    FK_ENTER_INIT(cuArrayDestroy);
-    return array_destroy(hArray, false);
-}
+FK_FORWARD(cuArrayDestroy, (CUarray hArray), array_destroy(hArray, false))
 
 static CUresult get_desc(CUDA_ARRAY3D_DESCRIPTOR *out, CUarray h)
 {
@@ -215,31 +197,25 @@ static CUresult get_desc(CUDA_ARRAY3D_DESCRIPTOR *out, CUarray h)
     return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-FK_EXPORT CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
-{
-    FK_ENTER_INIT(cuArrayGetDescriptor_v2);
-    CUDA_ARRAY3D_DESCRIPTOR d;
-    CUresult rc = get_desc(pArrayDescriptor ? &d : NULL, hArray);
-    if (rc == CUDA_SUCCESS)
-        *pArrayDescriptor = (CUDA_ARRAY_DESCRIPTOR){ d.Width, d.Height, d.Format, d.NumChannels };
-    return rc;
-}
+/* cuArrayGetDescriptor_v2 and the legacy cuArrayGetDescriptor: one body for either 2D descriptor. */
+#define FK_ARRAY_GET_DESCRIPTOR_2D(sym, desc_type, dim_type)                                \
+    FK_EXPORT CUresult sym(desc_type *pArrayDescriptor, CUarray hArray)                     \
+    {                                                                                       \
+        FK_ENTER_INIT(sym);                                                                 \
+        CUDA_ARRAY3D_DESCRIPTOR d;                                                          \
+        CUresult rc = get_desc(pArrayDescriptor ? &d : NULL, hArray);                       \
+        if (rc == CUDA_SUCCESS)                                                             \
+            *pArrayDescriptor = (desc_type){ (dim_type)d.Width, (dim_type)d.Height,         \
+                                             d.Format, d.NumChannels };                     \
+        return rc;                                                                          \
+    }
+FK_ARRAY_GET_DESCRIPTOR_2D(cuArrayGetDescriptor_v2, CUDA_ARRAY_DESCRIPTOR, size_t)
+FK_ARRAY_GET_DESCRIPTOR_2D(cuArrayGetDescriptor, CUDA_ARRAY_DESCRIPTOR_v1, unsigned)
+#undef FK_ARRAY_GET_DESCRIPTOR_2D
 
-FK_EXPORT CUresult cuArrayGetDescriptor(CUDA_ARRAY_DESCRIPTOR_v1 *pArrayDescriptor, CUarray hArray)
-{
-    FK_ENTER_INIT(cuArrayGetDescriptor);
-    CUDA_ARRAY3D_DESCRIPTOR d;
-    CUresult rc = get_desc(pArrayDescriptor ? &d : NULL, hArray);
-    if (rc == CUDA_SUCCESS)
-        *pArrayDescriptor = (CUDA_ARRAY_DESCRIPTOR_v1){ (unsigned)d.Width, (unsigned)d.Height, d.Format, d.NumChannels };
-    return rc;
-}
-
-FK_EXPORT CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
-{
-    FK_ENTER_INIT(cuArray3DGetDescriptor_v2);
-    return get_desc(pArrayDescriptor, hArray);
-}
+FK_FORWARD(cuArray3DGetDescriptor_v2,
+           (CUDA_ARRAY3D_DESCRIPTOR *pArrayDescriptor, CUarray hArray),
+           get_desc(pArrayDescriptor, hArray))
 
 FK_EXPORT CUresult cuArray3DGetDescriptor(CUDA_ARRAY3D_DESCRIPTOR_v1 *pArrayDescriptor, CUarray hArray)
 {
@@ -274,32 +250,20 @@ static CUresult requirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *req, const void *h,
     return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-FK_EXPORT CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements, CUarray array,
-                                                CUdevice device)
-{
-    FK_ENTER_INIT(cuArrayGetMemoryRequirements);
-    return requirements(memoryRequirements, array, device, false);
-}
+FK_FORWARD(cuArrayGetMemoryRequirements,
+           (CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements, CUarray array, CUdevice device),
+           requirements(memoryRequirements, array, device, false))
 
-FK_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc,
-                                          unsigned int numMipmapLevels)
-{
-    FK_ENTER_INIT(cuMipmappedArrayCreate);
-    return array_new((void **)pHandle, pMipmappedArrayDesc, numMipmapLevels, true);
-}
+FK_FORWARD(cuMipmappedArrayCreate,
+           (CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc,
+            unsigned int numMipmapLevels),
+           array_new((void **)pHandle, pMipmappedArrayDesc, numMipmapLevels, true))
 
-FK_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
-{
-    FK_ENTER_INIT(cuMipmappedArrayDestroy);
-    return array_destroy(hMipmappedArray, true);
-}
+FK_FORWARD(cuMipmappedArrayDestroy, (CUmipmappedArray hMipmappedArray), array_destroy(hMipmappedArray, true))
 
-FK_EXPORT CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements,
-                                                         CUmipmappedArray mipmap, CUdevice device)
-{
-    FK_ENTER_INIT(cuMipmappedArrayGetMemoryRequirements);
-    return requirements(memoryRequirements, mipmap, device, true);
-}
+FK_FORWARD(cuMipmappedArrayGetMemoryRequirements,
+           (CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements, CUmipmappedArray mipmap, CUdevice device),
+           requirements(memoryRequirements, mipmap, device, true))
 
 /* A level is an array handle owned by its mipmapped array: made on first request, freed with it. */
 FK_EXPORT CUresult cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArray hMipmappedArray, unsigned int level)

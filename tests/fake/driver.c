@@ -241,13 +241,19 @@ FK_EXPORT CUresult cuInit(unsigned int Flags)
     return rc;
 }
 
+/* The answer of an entry point that reports one number: CUDA_ERROR_INVALID_VALUE for a NULL out. */
+static CUresult answer_int(int *out, int value)
+{
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    *out = value;
+    return CUDA_SUCCESS;
+}
+
 FK_EXPORT CUresult cuDriverGetVersion(int *driverVersion)
 {
     FK_ENTER(cuDriverGetVersion);
-    if (!driverVersion)
-        return CUDA_ERROR_INVALID_VALUE;
-    *driverVersion = cfg.driver_version;
-    return CUDA_SUCCESS;
+    return answer_int(driverVersion, cfg.driver_version);
 }
 
 /* ---- devices ---- */
@@ -257,14 +263,7 @@ FK_EXPORT CUresult cuDriverGetVersion(int *driverVersion)
     if (phys < 0)                                                                       \
         return CUDA_ERROR_INVALID_DEVICE
 
-FK_EXPORT CUresult cuDeviceGetCount(int *count)
-{
-    FK_ENTER_INIT(cuDeviceGetCount);
-    if (!count)
-        return CUDA_ERROR_INVALID_VALUE;
-    *count = vis_n;
-    return CUDA_SUCCESS;
-}
+FK_FORWARD(cuDeviceGetCount, (int *count), answer_int(count, vis_n))
 
 FK_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal)
 {
@@ -277,15 +276,17 @@ FK_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal)
     return CUDA_SUCCESS;
 }
 
-FK_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+/* cuDeviceGetName and cuDeviceGetPCIBusId: `format` of the physical index into out[len]. */
+static CUresult device_string(char *out, int len, CUdevice dev, const char *format)
 {
-    FK_ENTER_INIT(cuDeviceGetName);
-    if (!name || len <= 0)
+    if (!out || len <= 0)
         return CUDA_ERROR_INVALID_VALUE;
     FK_DEVICE(dev, phys);
-    snprintf(name, (size_t)len, "Fake GPU %d", phys);
+    snprintf(out, (size_t)len, format, phys);
     return CUDA_SUCCESS;
 }
+
+FK_FORWARD(cuDeviceGetName, (char *name, int len, CUdevice dev), device_string(name, len, dev, "Fake GPU %d"))
 
 static CUresult get_uuid(CUuuid *uuid, CUdevice dev)
 {
@@ -296,38 +297,24 @@ static CUresult get_uuid(CUuuid *uuid, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-FK_EXPORT CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
-{
-    FK_ENTER_INIT(cuDeviceGetUuid);
-    return get_uuid(uuid, dev);
-}
+FK_FORWARD(cuDeviceGetUuid, (CUuuid *uuid, CUdevice dev), get_uuid(uuid, dev))
+FK_FORWARD(cuDeviceGetUuid_v2, (CUuuid *uuid, CUdevice dev), get_uuid(uuid, dev))
 
-FK_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
-{
-    FK_ENTER_INIT(cuDeviceGetUuid_v2);
-    return get_uuid(uuid, dev);
-}
-
-FK_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
-{
-    FK_ENTER_INIT(cuDeviceTotalMem_v2);
-    if (!bytes)
-        return CUDA_ERROR_INVALID_VALUE;
-    FK_DEVICE(dev, phys);
-    *bytes = fk_record_capacity(phys);
-    return CUDA_SUCCESS;
-}
-
-FK_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
-{
-    FK_ENTER_INIT(cuDeviceTotalMem);
-    if (!bytes)
-        return CUDA_ERROR_INVALID_VALUE;
-    FK_DEVICE(dev, phys);
-    uint64_t cap = fk_record_capacity(phys);
-    *bytes = cap > UINT_MAX ? UINT_MAX : (unsigned int)cap;
-    return CUDA_SUCCESS;
-}
+/* cuDeviceTotalMem_v2 and the legacy cuDeviceTotalMem: one body, the answer clamped to the width of `type`. */
+#define FK_DEVICE_TOTAL_MEM(sym, type, max)                                             \
+    FK_EXPORT CUresult sym(type *bytes, CUdevice dev)                                   \
+    {                                                                                   \
+        FK_ENTER_INIT(sym);                                                             \
+        if (!bytes)                                                                     \
+            return CUDA_ERROR_INVALID_VALUE;                                            \
+        FK_DEVICE(dev, phys);                                                           \
+        uint64_t cap = fk_record_capacity(phys);                                        \
+        *bytes = (type)(cap < (max) ? cap : (max));                                     \
+        return CUDA_SUCCESS;                                                            \
+    }
+FK_DEVICE_TOTAL_MEM(cuDeviceTotalMem_v2, size_t, SIZE_MAX)
+FK_DEVICE_TOTAL_MEM(cuDeviceTotalMem, unsigned int, UINT_MAX)
+#undef FK_DEVICE_TOTAL_MEM
 
 FK_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
@@ -355,15 +342,8 @@ FK_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUde
     return CUDA_SUCCESS;
 }
 
-FK_EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
-{
-    FK_ENTER_INIT(cuDeviceGetPCIBusId);
-    if (!pciBusId || len <= 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    FK_DEVICE(dev, phys);
-    snprintf(pciBusId, (size_t)len, "00000000:%02X:00.0", phys);
-    return CUDA_SUCCESS;
-}
+FK_FORWARD(cuDeviceGetPCIBusId, (char *pciBusId, int len, CUdevice dev),
+           device_string(pciBusId, len, dev, "00000000:%02X:00.0"))
 
 /* ---- the fake address space ---- */
 
@@ -447,6 +427,31 @@ CUresult fk_require_ctx(struct fk_ctx **out)
 {
     *out = fk_current_ctx();
     return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+void *fk_entry_begin(size_t size, uint64_t bytes, struct fk_ctx **c, CUresult *rc)
+{
+    void *entry = calloc(1, size);
+    if (!entry) {
+        *rc = CUDA_ERROR_OUT_OF_MEMORY;
+        return NULL;
+    }
+    fk_lock();
+    *rc = fk_require_ctx(c);
+    if (*rc == CUDA_SUCCESS)
+        *rc = fk_charge((*c)->phys, bytes);
+    if (*rc == CUDA_SUCCESS)
+        return entry;
+    fk_unlock();
+    free(entry);
+    return NULL;
+}
+
+void fk_entry_abort(void *entry, struct fk_ctx *c, uint64_t bytes)
+{
+    fk_uncharge(c->phys, bytes);
+    fk_unlock();
+    free(entry);
 }
 
 static CUresult ctx_activate(struct fk_ctx *c)
@@ -541,17 +546,8 @@ static CUresult ctx_create(CUcontext *pctx, CUdevice dev, bool green)
     return rc;
 }
 
-FK_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
-{
-    FK_ENTER_INIT(cuCtxCreate);
-    return ctx_create(pctx, dev, false);
-}
-
-FK_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
-{
-    FK_ENTER_INIT(cuCtxCreate_v2);
-    return ctx_create(pctx, dev, false);
-}
+FK_FORWARD(cuCtxCreate, (CUcontext *pctx, unsigned int flags, CUdevice dev), ctx_create(pctx, dev, false))
+FK_FORWARD(cuCtxCreate_v2, (CUcontext *pctx, unsigned int flags, CUdevice dev), ctx_create(pctx, dev, false))
 
 FK_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
                                   unsigned int flags, CUdevice dev)
@@ -589,17 +585,8 @@ static CUresult ctx_destroy(CUcontext ctx)
     return CUDA_SUCCESS;
 }
 
-FK_EXPORT CUresult cuCtxDestroy(CUcontext ctx)
-{
-    FK_ENTER_INIT(cuCtxDestroy);
-    return ctx_destroy(ctx);
-}
-
-FK_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
-{
-    FK_ENTER_INIT(cuCtxDestroy_v2);
-    return ctx_destroy(ctx);
-}
+FK_FORWARD(cuCtxDestroy, (CUcontext ctx), ctx_destroy(ctx))
+FK_FORWARD(cuCtxDestroy_v2, (CUcontext ctx), ctx_destroy(ctx))
 
 FK_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 {
@@ -643,17 +630,8 @@ static CUresult ctx_get_device(CUdevice *device, CUcontext ctx)
     return rc;
 }
 
-FK_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
-{
-    FK_ENTER_INIT(cuCtxGetDevice);
-    return ctx_get_device(device, NULL);
-}
-
-FK_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
-{
-    FK_ENTER_INIT(cuCtxGetDevice_v2);
-    return ctx_get_device(device, ctx);
-}
+FK_FORWARD(cuCtxGetDevice, (CUdevice *device), ctx_get_device(device, NULL))
+FK_FORWARD(cuCtxGetDevice_v2, (CUdevice *device, CUcontext ctx), ctx_get_device(device, ctx))
 
 /*
  * cuCtxSetLimit of the current context. The printf FIFO and the malloc heap take memory on the card
@@ -706,17 +684,8 @@ static CUresult ctx_push(CUcontext ctx)
     return c ? push_ctx(c) : CUDA_ERROR_INVALID_CONTEXT;
 }
 
-FK_EXPORT CUresult cuCtxPushCurrent(CUcontext ctx)
-{
-    FK_ENTER_INIT(cuCtxPushCurrent);
-    return ctx_push(ctx);
-}
-
-FK_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
-{
-    FK_ENTER_INIT(cuCtxPushCurrent_v2);
-    return ctx_push(ctx);
-}
+FK_FORWARD(cuCtxPushCurrent, (CUcontext ctx), ctx_push(ctx))
+FK_FORWARD(cuCtxPushCurrent_v2, (CUcontext ctx), ctx_push(ctx))
 
 static CUresult ctx_pop(CUcontext *pctx)
 {
@@ -728,17 +697,8 @@ static CUresult ctx_pop(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
-FK_EXPORT CUresult cuCtxPopCurrent(CUcontext *pctx)
-{
-    FK_ENTER_INIT(cuCtxPopCurrent);
-    return ctx_pop(pctx);
-}
-
-FK_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
-{
-    FK_ENTER_INIT(cuCtxPopCurrent_v2);
-    return ctx_pop(pctx);
-}
+FK_FORWARD(cuCtxPopCurrent, (CUcontext *pctx), ctx_pop(pctx))
+FK_FORWARD(cuCtxPopCurrent_v2, (CUcontext *pctx), ctx_pop(pctx))
 
 static CUresult ctx_sync(CUcontext ctx)
 {
@@ -751,17 +711,8 @@ static CUresult ctx_sync(CUcontext ctx)
     return rc;
 }
 
-FK_EXPORT CUresult cuCtxSynchronize(void)
-{
-    FK_ENTER_INIT(cuCtxSynchronize);
-    return ctx_sync(NULL);
-}
-
-FK_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
-{
-    FK_ENTER_INIT(cuCtxSynchronize_v2);
-    return ctx_sync(ctx);
-}
+FK_FORWARD(cuCtxSynchronize, (void), ctx_sync(NULL))
+FK_FORWARD(cuCtxSynchronize_v2, (CUcontext ctx), ctx_sync(ctx))
 
 /* Primary contexts are static, one per ordinal, registered at first retain; the handle stays
  * the same across retain/release cycles, as the driver's does. */
@@ -803,17 +754,8 @@ static CUresult primary_release(CUdevice dev)
     return rc;
 }
 
-FK_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
-{
-    FK_ENTER_INIT(cuDevicePrimaryCtxRelease);
-    return primary_release(dev);
-}
-
-FK_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
-{
-    FK_ENTER_INIT(cuDevicePrimaryCtxRelease_v2);
-    return primary_release(dev);
-}
+FK_FORWARD(cuDevicePrimaryCtxRelease, (CUdevice dev), primary_release(dev))
+FK_FORWARD(cuDevicePrimaryCtxRelease_v2, (CUdevice dev), primary_release(dev))
 
 static CUresult primary_reset(CUdevice dev)
 {
@@ -829,17 +771,8 @@ static CUresult primary_reset(CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-FK_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
-{
-    FK_ENTER_INIT(cuDevicePrimaryCtxReset);
-    return primary_reset(dev);
-}
-
-FK_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
-{
-    FK_ENTER_INIT(cuDevicePrimaryCtxReset_v2);
-    return primary_reset(dev);
-}
+FK_FORWARD(cuDevicePrimaryCtxReset, (CUdevice dev), primary_reset(dev))
+FK_FORWARD(cuDevicePrimaryCtxReset_v2, (CUdevice dev), primary_reset(dev))
 
 FK_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
@@ -855,11 +788,9 @@ FK_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags,
     return CUDA_SUCCESS;
 }
 
-FK_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags)
-{
-    FK_ENTER_INIT(cuGreenCtxCreate);
-    return ctx_create((CUcontext *)phCtx, dev, true);
-}
+FK_FORWARD(cuGreenCtxCreate,
+           (CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags),
+           ctx_create((CUcontext *)phCtx, dev, true))
 
 FK_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
 {
@@ -882,40 +813,42 @@ struct fk_handle_key {
 
 static struct fk_handle_key *streams, *events;
 
+/* The key of handle `h` in `set`; NULL for NULL or an unknown handle. Under fk_mu. */
+static struct fk_handle_key *handle_find(struct fk_handle_key *set, const void *h)
+{
+    struct fk_handle_key *k = NULL;
+    if (h)
+        HASH_FIND_PTR(set, &h, k);
+    return k;
+}
+
 bool fk_stream_ok(CUstream s)
 {
     if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
         return fk_current_ctx() != NULL;
-    struct fk_handle_key *k;
-    HASH_FIND_PTR(streams, &s, k);
-    return k != NULL;
+    return handle_find(streams, s) != NULL;
 }
 
 static CUresult handle_new(struct fk_handle_key **set, void **out)
 {
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
-    fk_lock();
     struct fk_ctx *c;
-    CUresult rc = fk_require_ctx(&c);
-    struct fk_handle_key *k = rc == CUDA_SUCCESS ? calloc(1, sizeof *k) : NULL;
-    if (rc == CUDA_SUCCESS && !k)
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-    if (k) {
-        k->h = k; /* the key's own address is a unique handle value */
-        HASH_ADD_PTR(*set, h, k);
-        *out = k;
-    }
+    CUresult rc;
+    struct fk_handle_key *k = fk_entry_begin(sizeof *k, 0, &c, &rc);
+    if (!k)
+        return rc;
+    k->h = k; /* the key's own address is a unique handle value */
+    HASH_ADD_PTR(*set, h, k);
+    *out = k;
     fk_unlock();
-    return rc;
+    return CUDA_SUCCESS;
 }
 
 static CUresult handle_del(struct fk_handle_key **set, void *h)
 {
     fk_lock();
-    struct fk_handle_key *k = NULL;
-    if (h)
-        HASH_FIND_PTR(*set, &h, k);
+    struct fk_handle_key *k = handle_find(*set, h);
     if (k) {
         HASH_DEL(*set, k);
         free(k);
@@ -932,17 +865,8 @@ FK_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
     return handle_new(&streams, (void **)phStream);
 }
 
-FK_EXPORT CUresult cuStreamDestroy(CUstream hStream)
-{
-    FK_ENTER_INIT(cuStreamDestroy);
-    return handle_del(&streams, hStream);
-}
-
-FK_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream)
-{
-    FK_ENTER_INIT(cuStreamDestroy_v2);
-    return handle_del(&streams, hStream);
-}
+FK_FORWARD(cuStreamDestroy, (CUstream hStream), handle_del(&streams, hStream))
+FK_FORWARD(cuStreamDestroy_v2, (CUstream hStream), handle_del(&streams, hStream))
 
 static CUresult stream_sync(CUstream s)
 {
@@ -957,71 +881,35 @@ static CUresult stream_sync(CUstream s)
     return rc;
 }
 
-FK_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
-{
-    FK_ENTER_INIT(cuStreamSynchronize);
-    return stream_sync(hStream);
-}
+FK_FORWARD(cuStreamSynchronize, (CUstream hStream), stream_sync(hStream))
+FK_FORWARD(cuStreamSynchronize_ptsz, (CUstream hStream), stream_sync(hStream))
 
-FK_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
-{
-    FK_ENTER_INIT(cuStreamSynchronize_ptsz);
-    return stream_sync(hStream);
-}
-
-FK_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
-{
-    FK_ENTER_INIT(cuEventCreate);
-    return handle_new(&events, (void **)phEvent);
-}
+FK_FORWARD(cuEventCreate, (CUevent *phEvent, unsigned int Flags), handle_new(&events, (void **)phEvent))
 
 static CUresult event_record(CUevent ev, CUstream s)
 {
     fk_lock();
-    struct fk_handle_key *k = NULL;
-    if (ev)
-        HASH_FIND_PTR(events, &ev, k);
-    CUresult rc = k && fk_stream_ok(s) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    bool ok = handle_find(events, ev) && fk_stream_ok(s);
     fk_unlock();
-    return rc;
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-FK_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
-{
-    FK_ENTER_INIT(cuEventRecord);
-    return event_record(hEvent, hStream);
-}
-
-FK_EXPORT CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
-{
-    FK_ENTER_INIT(cuEventRecord_ptsz);
-    return event_record(hEvent, hStream);
-}
+FK_FORWARD(cuEventRecord, (CUevent hEvent, CUstream hStream), event_record(hEvent, hStream))
+FK_FORWARD(cuEventRecord_ptsz, (CUevent hEvent, CUstream hStream), event_record(hEvent, hStream))
 
 FK_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
 {
     FK_ENTER_INIT(cuEventSynchronize);
     fk_lock();
-    struct fk_handle_key *k = NULL;
-    if (hEvent)
-        HASH_FIND_PTR(events, &hEvent, k);
-    if (k)
+    bool ok = handle_find(events, hEvent) != NULL;
+    if (ok)
         fk_pools_sync();
     fk_unlock();
-    return k ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-FK_EXPORT CUresult cuEventDestroy(CUevent hEvent)
-{
-    FK_ENTER_INIT(cuEventDestroy);
-    return handle_del(&events, hEvent);
-}
-
-FK_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent)
-{
-    FK_ENTER_INIT(cuEventDestroy_v2);
-    return handle_del(&events, hEvent);
-}
+FK_FORWARD(cuEventDestroy, (CUevent hEvent), handle_del(&events, hEvent))
+FK_FORWARD(cuEventDestroy_v2, (CUevent hEvent), handle_del(&events, hEvent))
 
 /* ---- fork(): the child starts with nothing of its parent's on the card ---- */
 

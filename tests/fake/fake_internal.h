@@ -69,6 +69,14 @@ bool fk_initialized(void);
         if (!fk_initialized())                                                          \
             return CUDA_ERROR_NOT_INITIALIZED;                                          \
     } while (0)
+/* Defines the exported entry point `sym` (parameters `params`, parenthesised) as FK_ENTER_INIT,
+ * then `return call`: each ABI variant (_v2, legacy, _ptsz) of one static helper is one line. */
+#define FK_FORWARD(sym, params, call)                                                   \
+    FK_EXPORT CUresult sym params                                                       \
+    {                                                                                   \
+        FK_ENTER_INIT(sym);                                                             \
+        return call;                                                                    \
+    }
 
 /* Physical index of a CUDA ordinal (after CUDA_VISIBLE_DEVICES), or -1 for a bad ordinal. */
 int fk_phys_of(CUdevice ordinal);
@@ -94,6 +102,17 @@ struct fk_ctx {
 struct fk_ctx *fk_current_ctx(void);
 /* fk_current_ctx as a CUresult: CUDA_ERROR_INVALID_CONTEXT when there is none. Under fk_mu. */
 CUresult fk_require_ctx(struct fk_ctx **out);
+/*
+ * The "allocate and record" path of every entry point that makes an object in the current context
+ * (linear and host memory, arrays, mipmapped arrays, streams, events). fk_entry_begin
+ * makes a zeroed entry of `size` bytes, takes fk_mu, finds the current context (*c) and charges
+ * `bytes` to its device. It returns the entry with fk_mu held, or NULL with *rc the error
+ * (CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_INVALID_CONTEXT) and nothing held or charged. The caller
+ * fills and inserts the entry, then calls fk_unlock; or gives up with fk_entry_abort, which gives
+ * `bytes` back, unlocks and frees the entry.
+ */
+void *fk_entry_begin(size_t size, uint64_t bytes, struct fk_ctx **c, CUresult *rc);
+void fk_entry_abort(void *entry, struct fk_ctx *c, uint64_t bytes);
 /* A fresh, never reused, 256-aligned address range of `size` bytes for device `phys`
  * (legacy32: below 4 GiB);
  * returns 0 when the fake address space is spent. Called under fk_mu. */

@@ -232,12 +232,10 @@ FK_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGra
                      nodeParams->bytesize, &nodeParams->dptr);
 }
 
-FK_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
-                                         size_t numDependencies, CUdeviceptr dptr)
-{
-    FK_ENTER_INIT(cuGraphAddMemFreeNode);
-    return add_simple(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_MEM_FREE, dptr);
-}
+FK_FORWARD(cuGraphAddMemFreeNode,
+           (CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies,
+            CUdeviceptr dptr),
+           add_simple(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_MEM_FREE, dptr))
 
 static CUresult add_generic(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
                             CUgraphNodeParams *p)
@@ -256,38 +254,26 @@ static CUresult add_generic(CUgraphNode *out, CUgraph g, const CUgraphNode *deps
     }
 }
 
-FK_EXPORT CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
-                                  size_t numDependencies, CUgraphNodeParams *nodeParams)
-{
-    FK_ENTER_INIT(cuGraphAddNode);
-    return add_generic(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
-}
+FK_FORWARD(cuGraphAddNode,
+           (CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies,
+            CUgraphNodeParams *nodeParams),
+           add_generic(phGraphNode, hGraph, dependencies, numDependencies, nodeParams))
+FK_FORWARD(cuGraphAddNode_v2,
+           (CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+            const CUgraphEdgeData *dependencyData, size_t numDependencies, CUgraphNodeParams *nodeParams),
+           add_generic(phGraphNode, hGraph, dependencies, numDependencies, nodeParams))
 
-FK_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
-                                     const CUgraphEdgeData *dependencyData, size_t numDependencies,
-                                     CUgraphNodeParams *nodeParams)
-{
-    FK_ENTER_INIT(cuGraphAddNode_v2);
-    return add_generic(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
-}
-
-FK_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
-                                        size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
-{
-    FK_ENTER_INIT(cuGraphAddKernelNode);
-    if (!nodeParams)
-        return CUDA_ERROR_INVALID_VALUE;
-    return add_simple(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_KERNEL, 0);
-}
-
-FK_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
-                                           size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
-{
-    FK_ENTER_INIT(cuGraphAddKernelNode_v2);
-    if (!nodeParams)
-        return CUDA_ERROR_INVALID_VALUE;
-    return add_simple(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_KERNEL, 0);
-}
+/* cuGraphAddKernelNode and _v2 differ only in the type of their parameters, which the fake does not read. */
+#define FK_ADD_KERNEL_NODE(sym, params_type)                                                                 \
+    FK_FORWARD(sym,                                                                                          \
+               (CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,                   \
+                size_t numDependencies, const params_type *nodeParams),                                      \
+               !nodeParams ? CUDA_ERROR_INVALID_VALUE                                                        \
+                           : add_simple(phGraphNode, hGraph, dependencies, numDependencies,                  \
+                                        CU_GRAPH_NODE_TYPE_KERNEL, 0))
+FK_ADD_KERNEL_NODE(cuGraphAddKernelNode, CUDA_KERNEL_NODE_PARAMS_v1)
+FK_ADD_KERNEL_NODE(cuGraphAddKernelNode_v2, CUDA_KERNEL_NODE_PARAMS)
+#undef FK_ADD_KERNEL_NODE
 
 static CUresult instantiate(CUgraphExec *out, CUgraph hGraph, unsigned long long flags)
 {
@@ -336,25 +322,15 @@ static CUresult instantiate(CUgraphExec *out, CUgraph hGraph, unsigned long long
     return rc;
 }
 
-FK_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
-{
-    FK_ENTER_INIT(cuGraphInstantiateWithFlags);
-    return instantiate(phGraphExec, hGraph, flags);
-}
-
-FK_EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-                                      char *logBuffer, size_t bufferSize)
-{
-    FK_ENTER_INIT(cuGraphInstantiate);
-    return instantiate(phGraphExec, hGraph, 0);
-}
-
-FK_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-                                         char *logBuffer, size_t bufferSize)
-{
-    FK_ENTER_INIT(cuGraphInstantiate_v2);
-    return instantiate(phGraphExec, hGraph, 0);
-}
+FK_FORWARD(cuGraphInstantiateWithFlags,
+           (CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags),
+           instantiate(phGraphExec, hGraph, flags))
+FK_FORWARD(cuGraphInstantiate,
+           (CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize),
+           instantiate(phGraphExec, hGraph, 0))
+FK_FORWARD(cuGraphInstantiate_v2,
+           (CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize),
+           instantiate(phGraphExec, hGraph, 0))
 
 static void exec_destroy(struct fk_gexec *e)
 {
@@ -500,17 +476,8 @@ static CUresult launch(CUgraphExec h, CUstream s)
     return rc;
 }
 
-FK_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
-{
-    FK_ENTER_INIT(cuGraphLaunch);
-    return launch(hGraphExec, hStream);
-}
-
-FK_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{
-    FK_ENTER_INIT(cuGraphLaunch_ptsz);
-    return launch(hGraphExec, hStream);
-}
+FK_FORWARD(cuGraphLaunch, (CUgraphExec hGraphExec, CUstream hStream), launch(hGraphExec, hStream))
+FK_FORWARD(cuGraphLaunch_ptsz, (CUgraphExec hGraphExec, CUstream hStream), launch(hGraphExec, hStream))
 
 FK_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device)
 {
@@ -524,41 +491,35 @@ FK_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device)
     return CUDA_SUCCESS;
 }
 
-FK_EXPORT CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
+/* The figure behind a graph memory attribute; NULL for an unknown attribute. */
+static uint64_t *graph_mem_field(struct fk_graphmem *m, CUgraphMem_attribute attr)
 {
-    FK_ENTER_INIT(cuDeviceGetGraphMemAttribute);
-    if (!value)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (fk_phys_of(device) < 0)
-        return CUDA_ERROR_INVALID_DEVICE;
-    CUresult rc = CUDA_SUCCESS;
-    fk_lock();
-    struct fk_graphmem *m = &gmem[device];
     switch (attr) {
-    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = m->used; break;
-    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = m->used_high; break;
-    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT: *(cuuint64_t *)value = m->reserved; break;
-    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = m->reserved_high; break;
-    default: rc = CUDA_ERROR_INVALID_VALUE; break;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT: return &m->used;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH: return &m->used_high;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT: return &m->reserved;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH: return &m->reserved_high;
+    default: return NULL;
     }
-    fk_unlock();
-    return rc;
 }
 
-/* Only the high watermarks can be set, and only to 0, which resets them to the current value. */
-FK_EXPORT CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
+/* cuDeviceGetGraphMemAttribute and cuDeviceSetGraphMemAttribute (set). Only the high watermarks can
+ * be set, and only to 0, which resets them to the current value. */
+static CUresult graph_mem_attr(CUdevice device, CUgraphMem_attribute attr, void *value, bool set)
 {
-    FK_ENTER_INIT(cuDeviceSetGraphMemAttribute);
-    if (!value || *(cuuint64_t *)value != 0)
+    if (!value || (set && *(cuuint64_t *)value != 0))
         return CUDA_ERROR_INVALID_VALUE;
     if (fk_phys_of(device) < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    CUresult rc = CUDA_SUCCESS;
     fk_lock();
     struct fk_graphmem *m = &gmem[device];
-    if (attr == CU_GRAPH_MEM_ATTR_USED_MEM_HIGH)
+    uint64_t *field = graph_mem_field(m, attr);
+    CUresult rc = field ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (field && !set)
+        *(cuuint64_t *)value = *field;
+    else if (field == &m->used_high)
         m->used_high = m->used;
-    else if (attr == CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH)
+    else if (field == &m->reserved_high)
         m->reserved_high = m->reserved;
     else
         rc = CUDA_ERROR_INVALID_VALUE;
@@ -566,27 +527,23 @@ FK_EXPORT CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attr
     return rc;
 }
 
-FK_EXPORT CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
+FK_FORWARD(cuDeviceGetGraphMemAttribute, (CUdevice device, CUgraphMem_attribute attr, void *value),
+           graph_mem_attr(device, attr, value, false))
+FK_FORWARD(cuDeviceSetGraphMemAttribute, (CUdevice device, CUgraphMem_attribute attr, void *value),
+           graph_mem_attr(device, attr, value, true))
+
+static CUresult upload_exec(CUgraphExec h, CUstream s)
 {
-    FK_ENTER_INIT(cuGraphUpload);
     fk_lock();
     struct fk_gexec *e;
-    FIND(execs, hGraphExec, e);
-    CUresult rc = upload(e, hStream);
+    FIND(execs, h, e);
+    CUresult rc = upload(e, s);
     fk_unlock();
     return rc;
 }
 
-FK_EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{
-    FK_ENTER_INIT(cuGraphUpload_ptsz);
-    fk_lock();
-    struct fk_gexec *e;
-    FIND(execs, hGraphExec, e);
-    CUresult rc = upload(e, hStream);
-    fk_unlock();
-    return rc;
-}
+FK_FORWARD(cuGraphUpload, (CUgraphExec hGraphExec, CUstream hStream), upload_exec(hGraphExec, hStream))
+FK_FORWARD(cuGraphUpload_ptsz, (CUgraphExec hGraphExec, CUstream hStream), upload_exec(hGraphExec, hStream))
 
 static CUresult instantiate_params(CUgraphExec *out, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *p)
 {
@@ -606,19 +563,12 @@ static CUresult instantiate_params(CUgraphExec *out, CUgraph g, CUDA_GRAPH_INSTA
     return rc;
 }
 
-FK_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                                CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
-{
-    FK_ENTER_INIT(cuGraphInstantiateWithParams);
-    return instantiate_params(phGraphExec, hGraph, instantiateParams);
-}
-
-FK_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                                     CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
-{
-    FK_ENTER_INIT(cuGraphInstantiateWithParams_ptsz);
-    return instantiate_params(phGraphExec, hGraph, instantiateParams);
-}
+FK_FORWARD(cuGraphInstantiateWithParams,
+           (CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams),
+           instantiate_params(phGraphExec, hGraph, instantiateParams))
+FK_FORWARD(cuGraphInstantiateWithParams_ptsz,
+           (CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams),
+           instantiate_params(phGraphExec, hGraph, instantiateParams))
 
 /* ---- inspecting graphs ---- */
 
@@ -643,39 +593,41 @@ FK_EXPORT CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *n
     return g ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* A copy of graph node `h`, taken under fk_mu; false for an unknown handle. */
+static bool node_copy(CUgraphNode h, struct fk_gnode *out)
+{
+    fk_lock();
+    struct fk_gnode *n;
+    FIND(nodes, h, n);
+    if (n)
+        *out = *n;
+    fk_unlock();
+    return n != NULL;
+}
+
 FK_EXPORT CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
 {
     FK_ENTER_INIT(cuGraphNodeGetType);
-    if (!type)
+    struct fk_gnode n;
+    if (!type || !node_copy(hNode, &n))
         return CUDA_ERROR_INVALID_VALUE;
-    fk_lock();
-    struct fk_gnode *n;
-    FIND(nodes, hNode, n);
-    if (n)
-        *type = n->type;
-    fk_unlock();
-    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    *type = n.type;
+    return CUDA_SUCCESS;
 }
 
 FK_EXPORT CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out)
 {
     FK_ENTER_INIT(cuGraphMemAllocNodeGetParams);
-    if (!params_out)
+    struct fk_gnode n;
+    if (!params_out || !node_copy(hNode, &n) || n.type != CU_GRAPH_NODE_TYPE_MEM_ALLOC)
         return CUDA_ERROR_INVALID_VALUE;
-    fk_lock();
-    struct fk_gnode *n;
-    FIND(nodes, hNode, n);
-    bool ok = n && n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC;
-    if (ok) {
-        memset(params_out, 0, sizeof *params_out);
-        params_out->poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-        params_out->poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        params_out->poolProps.location.id = n->ordinal;
-        params_out->bytesize = n->bytes;
-        params_out->dptr = n->dptr;
-    }
-    fk_unlock();
-    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    memset(params_out, 0, sizeof *params_out);
+    params_out->poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    params_out->poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    params_out->poolProps.location.id = n.ordinal;
+    params_out->bytesize = n.bytes;
+    params_out->dptr = n.dptr;
+    return CUDA_SUCCESS;
 }
 
 /* ---- stream capture ---- */

@@ -47,34 +47,25 @@ void fk_alloc_remove(struct fk_alloc *a)
 
 static CUresult linear_alloc(CUdeviceptr *out, uint64_t bytes, enum fk_kind kind)
 {
-    struct fk_alloc *a = calloc(1, sizeof *a);
-    if (!a)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    fk_lock();
     struct fk_ctx *c;
-    CUresult rc = fk_require_ctx(&c);
-    if (rc == CUDA_SUCCESS)
-        rc = fk_charge(c->phys, bytes);
-    if (rc == CUDA_SUCCESS) {
-        a->ptr = fk_addr_alloc(c->phys, bytes, kind == FK_LEGACY32);
-        if (!a->ptr) {
-            fk_uncharge(c->phys, bytes);
-            rc = CUDA_ERROR_OUT_OF_MEMORY;
-        }
+    CUresult rc;
+    struct fk_alloc *a = fk_entry_begin(sizeof *a, bytes, &c, &rc);
+    if (!a)
+        return rc;
+    a->ptr = fk_addr_alloc(c->phys, bytes, kind == FK_LEGACY32);
+    if (!a->ptr) {
+        fk_entry_abort(a, c, bytes);
+        return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (rc == CUDA_SUCCESS) {
-        a->size = a->charged = bytes;
-        a->ordinal = c->ordinal;
-        a->phys = c->phys;
-        a->kind = kind;
-        a->ctx = c;
-        fk_alloc_insert(a);
-        *out = a->ptr;
-        a = NULL;
-    }
+    a->size = a->charged = bytes;
+    a->ordinal = c->ordinal;
+    a->phys = c->phys;
+    a->kind = kind;
+    a->ctx = c;
+    fk_alloc_insert(a);
+    *out = a->ptr;
     fk_unlock();
-    free(a);
-    return rc;
+    return CUDA_SUCCESS;
 }
 
 /* Frees an allocation of any non-VMM kind, as cuMemFree and cuMemFreeAsync do. Under fk_mu. */
@@ -132,17 +123,8 @@ FK_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
     return rc;
 }
 
-FK_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
-{
-    FK_ENTER_INIT(cuMemFree_v2);
-    return linear_free(dptr);
-}
-
-FK_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
-{
-    FK_ENTER_INIT(cuMemFree);
-    return linear_free(dptr);
-}
+FK_FORWARD(cuMemFree_v2, (CUdeviceptr dptr), linear_free(dptr))
+FK_FORWARD(cuMemFree, (CUdeviceptr_v1 dptr), linear_free(dptr))
 
 /* Pitch is the width rounded up to 512 bytes (FAKECUDA_PITCH_ALIGN: another power of two, as
  * other cards have); the allocation is pitch * height. */
@@ -233,33 +215,24 @@ static CUresult mem_info(uint64_t *free_b, uint64_t *total)
     return CUDA_SUCCESS;
 }
 
-FK_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
-{
-    FK_ENTER_INIT(cuMemGetInfo_v2);
-    if (!free || !total)
-        return CUDA_ERROR_INVALID_VALUE;
-    uint64_t f, t;
-    CUresult rc = mem_info(&f, &t);
-    if (rc == CUDA_SUCCESS) {
-        *free = f;
-        *total = t;
+/* cuMemGetInfo_v2 and the legacy cuMemGetInfo: one body, answers clamped to the width of `type`. */
+#define FK_MEM_GET_INFO(sym, type, max)                                                 \
+    FK_EXPORT CUresult sym(type *free, type *total)                                     \
+    {                                                                                   \
+        FK_ENTER_INIT(sym);                                                             \
+        if (!free || !total)                                                            \
+            return CUDA_ERROR_INVALID_VALUE;                                            \
+        uint64_t f, t;                                                                  \
+        CUresult rc = mem_info(&f, &t);                                                 \
+        if (rc == CUDA_SUCCESS) {                                                       \
+            *free = (type)(f < (max) ? f : (max));                                      \
+            *total = (type)(t < (max) ? t : (max));                                     \
+        }                                                                               \
+        return rc;                                                                      \
     }
-    return rc;
-}
-
-FK_EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
-{
-    FK_ENTER_INIT(cuMemGetInfo);
-    if (!free || !total)
-        return CUDA_ERROR_INVALID_VALUE;
-    uint64_t f, t;
-    CUresult rc = mem_info(&f, &t);
-    if (rc == CUDA_SUCCESS) {
-        *free = f > UINT_MAX ? UINT_MAX : (unsigned int)f;
-        *total = t > UINT_MAX ? UINT_MAX : (unsigned int)t;
-    }
-    return rc;
-}
+FK_MEM_GET_INFO(cuMemGetInfo_v2, size_t, SIZE_MAX)
+FK_MEM_GET_INFO(cuMemGetInfo, unsigned int, UINT_MAX)
+#undef FK_MEM_GET_INFO
 
 /* ---- host memory: real, page-backed, never charged to a device ---- */
 
@@ -275,41 +248,27 @@ static CUresult host_alloc(void **pp, size_t bytes)
 {
     if (!pp || bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    struct fk_host *h = calloc(1, sizeof *h);
-    if (!h)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    fk_lock();
     struct fk_ctx *c;
-    CUresult rc = fk_require_ctx(&c);
+    CUresult rc;
+    struct fk_host *h = fk_entry_begin(sizeof *h, 0, &c, &rc); /* host memory: no device charge */
+    if (!h)
+        return rc;
     /* mmap rather than malloc: a failed huge request is an error code, also under sanitizers. */
-    void *p = rc == CUDA_SUCCESS ? mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
-                                 : MAP_FAILED;
-    if (rc == CUDA_SUCCESS && p == MAP_FAILED)
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-    if (rc == CUDA_SUCCESS) {
-        h->p = p;
-        h->size = bytes;
-        HASH_ADD_PTR(hosts, p, h);
-        *pp = p;
-        h = NULL;
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        fk_entry_abort(h, c, 0);
+        return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    h->p = p;
+    h->size = bytes;
+    HASH_ADD_PTR(hosts, p, h);
+    *pp = p;
     fk_unlock();
-    free(h);
-    return rc;
+    return CUDA_SUCCESS;
 }
 
-FK_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
-{
-    FK_ENTER_INIT(cuMemAllocHost_v2);
-    return host_alloc(pp, bytesize);
-}
-
-FK_EXPORT CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
-{
-    FK_ENTER_INIT(cuMemAllocHost);
-    return host_alloc(pp, bytesize);
-}
+FK_FORWARD(cuMemAllocHost_v2, (void **pp, size_t bytesize), host_alloc(pp, bytesize))
+FK_FORWARD(cuMemAllocHost, (void **pp, unsigned int bytesize), host_alloc(pp, bytesize))
 
 FK_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
@@ -627,30 +586,18 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, CUmemoryPool hpool,
     return rc;
 }
 
-FK_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
-{
-    FK_ENTER_INIT(cuMemAllocAsync);
-    return alloc_async(dptr, bytesize, NULL, false, hStream);
-}
-
-FK_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
-{
-    FK_ENTER_INIT(cuMemAllocAsync_ptsz);
-    return alloc_async(dptr, bytesize, NULL, false, hStream);
-}
-
-FK_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
-{
-    FK_ENTER_INIT(cuMemAllocFromPoolAsync);
-    return alloc_async(dptr, bytesize, pool, true, hStream);
-}
-
-FK_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                                CUstream hStream)
-{
-    FK_ENTER_INIT(cuMemAllocFromPoolAsync_ptsz);
-    return alloc_async(dptr, bytesize, pool, true, hStream);
-}
+FK_FORWARD(cuMemAllocAsync,
+           (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
+           alloc_async(dptr, bytesize, NULL, false, hStream))
+FK_FORWARD(cuMemAllocAsync_ptsz,
+           (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
+           alloc_async(dptr, bytesize, NULL, false, hStream))
+FK_FORWARD(cuMemAllocFromPoolAsync,
+           (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+           alloc_async(dptr, bytesize, pool, true, hStream))
+FK_FORWARD(cuMemAllocFromPoolAsync_ptsz,
+           (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+           alloc_async(dptr, bytesize, pool, true, hStream))
 
 static CUresult free_async(CUdeviceptr p, CUstream s)
 {
@@ -672,30 +619,24 @@ static CUresult free_async(CUdeviceptr p, CUstream s)
     return rc;
 }
 
-FK_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
-{
-    FK_ENTER_INIT(cuMemFreeAsync);
-    return free_async(dptr, hStream);
-}
+FK_FORWARD(cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream), free_async(dptr, hStream))
+FK_FORWARD(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream hStream), free_async(dptr, hStream))
 
-FK_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+/* The default pool of ordinal `dev` (cuDeviceGetDefaultMemPool, cuMemGetDefaultMemPool) or, with
+ * `current`, its current pool (cuDeviceGetMemPool). */
+static CUresult device_pool(CUmemoryPool *pool_out, CUdevice dev, bool current)
 {
-    FK_ENTER_INIT(cuMemFreeAsync_ptsz);
-    return free_async(dptr, hStream);
-}
-
-FK_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
-{
-    FK_ENTER_INIT(cuDeviceGetDefaultMemPool);
     if (!pool_out)
         return CUDA_ERROR_INVALID_VALUE;
     fk_lock();
     struct fk_pool *p = pool_default(dev);
     if (p)
-        *pool_out = (CUmemoryPool)p;
+        *pool_out = (CUmemoryPool)(current ? current_pool[dev] : p);
     fk_unlock();
     return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
+
+FK_FORWARD(cuDeviceGetDefaultMemPool, (CUmemoryPool *pool_out, CUdevice dev), device_pool(pool_out, dev, false))
 
 FK_EXPORT CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location, CUmemAllocationType type)
 {
@@ -704,26 +645,10 @@ FK_EXPORT CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation 
         return CUDA_ERROR_INVALID_VALUE;
     if (location->type != CU_MEM_LOCATION_TYPE_DEVICE)
         return location->type == CU_MEM_LOCATION_TYPE_INVALID ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
-    fk_lock();
-    struct fk_pool *p = pool_default(location->id);
-    if (p)
-        *pool_out = (CUmemoryPool)p;
-    fk_unlock();
-    return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+    return device_pool(pool_out, location->id, false);
 }
 
-FK_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
-{
-    FK_ENTER_INIT(cuDeviceGetMemPool);
-    if (!pool)
-        return CUDA_ERROR_INVALID_VALUE;
-    fk_lock();
-    bool ok = pool_default(dev) != NULL;
-    if (ok)
-        *pool = (CUmemoryPool)current_pool[dev];
-    fk_unlock();
-    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
-}
+FK_FORWARD(cuDeviceGetMemPool, (CUmemoryPool *pool, CUdevice dev), device_pool(pool, dev, true))
 
 FK_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
 {
@@ -787,69 +712,82 @@ FK_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
     return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-FK_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+/* The switch behind one of the three CU_MEMPOOL_ATTR_REUSE_* attributes; NULL for another attribute. */
+static int *pool_reuse(struct fk_pool *p, CUmemPool_attribute attr)
 {
-    FK_ENTER_INIT(cuMemPoolSetAttribute);
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        return &p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
+    default:
+        return NULL;
+    }
+}
+
+static CUresult pool_attr_set(struct fk_pool *p, CUmemPool_attribute attr, const void *value)
+{
+    int *reuse = pool_reuse(p, attr);
+    if (reuse) {
+        *reuse = *(const int *)value != 0;
+        return CUDA_SUCCESS;
+    }
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        p->threshold = *(const cuuint64_t *)value;
+        return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+        /* Only a reset to the current value is allowed, by writing 0. */
+        if (*(const cuuint64_t *)value != 0)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)
+            p->reserved_high = p->reserved;
+        else
+            p->used_high = p->used;
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+static CUresult pool_attr_get(struct fk_pool *p, CUmemPool_attribute attr, void *value)
+{
+    int *reuse = pool_reuse(p, attr);
+    if (reuse) {
+        *(int *)value = *reuse;
+        return CUDA_SUCCESS;
+    }
+    cuuint64_t *out = value;
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *out = p->threshold; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *out = p->reserved; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *out = p->reserved_high; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *out = p->used; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *out = p->used_high; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* cuMemPoolSetAttribute (set) and cuMemPoolGetAttribute. */
+static CUresult pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, void *value, bool set)
+{
     if (!value)
         return CUDA_ERROR_INVALID_VALUE;
     fk_lock();
     struct fk_pool *p = pool_find(pool);
-    CUresult rc = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-    if (p) {
-        switch (attr) {
-        case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-        case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-        case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-            p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES] = *(int *)value != 0;
-            break;
-        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
-            p->threshold = *(cuuint64_t *)value;
-            break;
-        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
-        case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
-            /* Only a reset to the current value is allowed, by writing 0. */
-            if (*(cuuint64_t *)value != 0)
-                rc = CUDA_ERROR_INVALID_VALUE;
-            else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)
-                p->reserved_high = p->reserved;
-            else
-                p->used_high = p->used;
-            break;
-        default:
-            rc = CUDA_ERROR_INVALID_VALUE;
-            break;
-        }
-    }
+    CUresult rc = !p  ? CUDA_ERROR_INVALID_VALUE
+                  : set ? pool_attr_set(p, attr, value)
+                        : pool_attr_get(p, attr, value);
     fk_unlock();
     return rc;
 }
 
-FK_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
-{
-    FK_ENTER_INIT(cuMemPoolGetAttribute);
-    if (!value)
-        return CUDA_ERROR_INVALID_VALUE;
-    fk_lock();
-    struct fk_pool *p = pool_find(pool);
-    CUresult rc = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-    if (p) {
-        switch (attr) {
-        case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-        case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-        case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-            *(int *)value = p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
-            break;
-        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *(cuuint64_t *)value = p->threshold; break;
-        case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *(cuuint64_t *)value = p->reserved; break;
-        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = p->reserved_high; break;
-        case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = p->used; break;
-        case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = p->used_high; break;
-        default: rc = CUDA_ERROR_INVALID_VALUE; break;
-        }
-    }
-    fk_unlock();
-    return rc;
-}
+FK_FORWARD(cuMemPoolSetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value),
+           pool_attr(pool, attr, value, true))
+FK_FORWARD(cuMemPoolGetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value),
+           pool_attr(pool, attr, value, false))
 
 /* ---- contexts going away, fork() ---- */
 

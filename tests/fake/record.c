@@ -73,34 +73,34 @@ static pthread_once_t attach_once = PTHREAD_ONCE_INIT;
 /* This process's slot; read and written only under R->mu (and by the fork child handler). */
 static int my_slot = -1;
 
+/* Reads a small file into buf[size], NUL-terminated: its length, or -1 when it cannot be read. */
+static ssize_t read_text(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, size - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = 0;
+    return n;
+}
+
 /* Reads state, threads and start time (fields 3, 20 and 22) of /proc/<pid>/stat; -1 when unreadable. */
 static int proc_stat(pid_t pid, char *state, long *threads, uint64_t *start)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
     /* The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'. */
-    char *p = strrchr(buf, ')');
-    if (!p || p[1] != ' ')
+    const char *rest = read_text(path, buf, sizeof buf) > 0 ? strrchr(buf, ')') : NULL;
+    long nthreads;
+    unsigned long long started;
+    /* Field 3, sixteen skipped, 20, one skipped, 22. */
+    if (!rest || sscanf(rest + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %ld %*s %llu",
+                        state, &nthreads, &started) != 3)
         return -1;
-    p += 2;
-    *state = *p;
-    for (int field = 3; field < 22; field++) {
-        p = strchr(p, ' ');
-        if (!p)
-            return -1;
-        p++;
-        if (field == 19 && threads)
-            *threads = strtol(p, NULL, 10);
-    }
-    *start = strtoull(p, NULL, 10);
+    if (threads)
+        *threads = nthreads;
+    *start = started;
     return 0;
 }
 
@@ -455,23 +455,28 @@ static bool inspect_begin(int phys)
     return true;
 }
 
-FK_EXPORT uint64_t fakecuda_outstanding(int phys_dev)
+/* A device's figures as of now (the dead reaped first); all zero for a bad device. */
+static struct fk_devrec inspect_dev(int phys)
 {
-    if (!inspect_begin(phys_dev))
-        return 0;
-    uint64_t v = R->dev[phys_dev].outstanding;
-    rec_unlock();
-    return v;
+    struct fk_devrec d = { 0 };
+    if (inspect_begin(phys)) {
+        d = R->dev[phys];
+        rec_unlock();
+    }
+    return d;
 }
 
-FK_EXPORT uint64_t fakecuda_peak(int phys_dev)
-{
-    if (!inspect_begin(phys_dev))
-        return 0;
-    uint64_t v = R->dev[phys_dev].peak;
-    rec_unlock();
-    return v;
-}
+/* The inspection calls that answer one figure of inspect_dev (fakecuda.h). */
+#define FK_DEVREC_FIGURE(name, field)                                                   \
+    FK_EXPORT uint64_t name(int phys_dev)                                               \
+    {                                                                                   \
+        return inspect_dev(phys_dev).field;                                             \
+    }
+FK_DEVREC_FIGURE(fakecuda_outstanding, outstanding)
+FK_DEVREC_FIGURE(fakecuda_peak, peak)
+FK_DEVREC_FIGURE(fakecuda_alloc_count, allocs)
+FK_DEVREC_FIGURE(fakecuda_free_count, frees)
+#undef FK_DEVREC_FIGURE
 
 FK_EXPORT uint64_t fakecuda_capacity(int phys_dev)
 {
@@ -488,24 +493,6 @@ FK_EXPORT uint64_t fakecuda_driver_limit(int phys_dev)
 FK_EXPORT uint64_t fakecuda_container_used(int phys_dev)
 {
     return fk_record_container_used(phys_dev);
-}
-
-FK_EXPORT uint64_t fakecuda_alloc_count(int phys_dev)
-{
-    if (!inspect_begin(phys_dev))
-        return 0;
-    uint64_t v = R->dev[phys_dev].allocs;
-    rec_unlock();
-    return v;
-}
-
-FK_EXPORT uint64_t fakecuda_free_count(int phys_dev)
-{
-    if (!inspect_begin(phys_dev))
-        return 0;
-    uint64_t v = R->dev[phys_dev].frees;
-    rec_unlock();
-    return v;
 }
 
 FK_EXPORT void fakecuda_reset_peak(int phys_dev)

@@ -61,6 +61,20 @@ static struct fk_range *range_containing(struct fk_range *set, CUdeviceptr p, ui
     return NULL;
 }
 
+/* Records [base, base+size) in `set` (a mapping of `h`, or a reservation with h NULL); false when
+ * there is no memory for it. Under fk_mu. */
+static bool range_add(struct fk_range **set, CUdeviceptr base, uint64_t size, struct fk_handle *h)
+{
+    struct fk_range *r = calloc(1, sizeof *r);
+    if (!r)
+        return false;
+    r->base = base;
+    r->size = size;
+    r->h = h;
+    HASH_ADD(hh, *set, base, sizeof r->base, r);
+    return true;
+}
+
 static bool overlaps_mapping(CUdeviceptr p, uint64_t size)
 {
     struct fk_range *r, *tmp;
@@ -189,23 +203,16 @@ FK_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t ali
     if (!ptr || size == 0 || size % FK_GRAN || (alignment & (alignment - 1)))
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t align = alignment > FK_GRAN ? alignment : FK_GRAN;
-    struct fk_range *r = calloc(1, sizeof *r);
-    if (!r)
-        return CUDA_ERROR_OUT_OF_MEMORY;
     fk_lock();
     uint64_t base = FK_ROUND_UP(va_bump, align);
-    bool ok = base + size > base && base + size <= ((uint64_t)1 << 48);
+    bool ok = base + size > base && base + size <= ((uint64_t)1 << 48) &&
+              range_add(&reservations, base, size, NULL);
     if (ok) {
         /* One granule of gap keeps neighbouring reservations from looking contiguous. */
         va_bump = base + size + FK_GRAN;
-        r->base = base;
-        r->size = size;
-        HASH_ADD(hh, reservations, base, sizeof r->base, r);
         *ptr = base;
-        r = NULL;
     }
     fk_unlock();
-    free(r);
     return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
@@ -230,24 +237,17 @@ FK_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGe
     FK_ENTER_INIT(cuMemMap);
     if (size == 0 || size % FK_GRAN || ptr % FK_GRAN || offset % FK_GRAN || flags)
         return CUDA_ERROR_INVALID_VALUE;
-    struct fk_range *m = calloc(1, sizeof *m);
-    if (!m)
-        return CUDA_ERROR_OUT_OF_MEMORY;
     fk_lock();
     struct fk_handle *h = handle_find(handle);
     bool ok = h && h->refs > 0 && offset <= h->size && size <= h->size - offset &&
               range_containing(reservations, ptr, size) && !overlaps_mapping(ptr, size);
-    if (ok) {
-        m->base = ptr;
-        m->size = size;
-        m->h = h;
+    CUresult rc = !ok                                  ? CUDA_ERROR_INVALID_VALUE
+                  : range_add(&mappings, ptr, size, h) ? CUDA_SUCCESS
+                                                       : CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == CUDA_SUCCESS)
         h->maps++;
-        HASH_ADD(hh, mappings, base, sizeof m->base, m);
-        m = NULL;
-    }
     fk_unlock();
-    free(m);
-    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return rc;
 }
 
 /* Unmaps every mapping inside [ptr, ptr+size); one that sticks out of the range is an error. */

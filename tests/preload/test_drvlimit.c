@@ -111,46 +111,6 @@ static void case_fake_outside(void)
     CHECK_RC(cuMemFree_v2(a), CUDA_SUCCESS);
 }
 
-/* gpucap without a limit of its own over a driver limit of 256 MiB: its budget is the driver's. */
-static void case_driver_only(void)
-{
-    start();
-    open_context();
-    expect_info(256 * MiB, 0, "empty");
-    expect_cap(200 * MiB, 100 * MiB, true);
-    expect_ledger(256 * MiB, 256 * MiB);
-}
-
-/* gpucap's own 512 MiB above the driver's 256 MiB: the driver's applies, gpucap denies first. */
-static void case_larger_own(void)
-{
-    start();
-    open_context();
-    expect_info(256 * MiB, 0, "empty");
-    expect_cap(200 * MiB, 100 * MiB, true);
-    expect_ledger(256 * MiB, 256 * MiB);
-}
-
-/* gpucap's own 64 MiB below the driver's 256 MiB: gpucap's applies. */
-static void case_smaller_own(void)
-{
-    start();
-    open_context();
-    expect_info(64 * MiB, 0, "empty");
-    expect_cap(60 * MiB, 10 * MiB, true);
-    expect_ledger(64 * MiB, 256 * MiB);
-}
-
-/* 50% resolves against the driver's 256 MiB (128 MiB), not the card's 1 GiB. */
-static void case_percent(void)
-{
-    start();
-    open_context();
-    expect_info(128 * MiB, 0, "empty");
-    expect_cap(100 * MiB, 60 * MiB, true);
-    expect_ledger(128 * MiB, 256 * MiB);
-}
-
 /* Set up before any context (the runtime reads cuDeviceTotalMem first): 50% of the card at first,
  * then at the first call in a context the driver's limit is seen and the budget drops to 50% of it. */
 static void case_late(void)
@@ -167,52 +127,59 @@ static void case_late(void)
     expect_ledger(128 * MiB, 256 * MiB);
 }
 
-/* No driver limit: gpucap alone, and the ledger says so. */
-static void case_gpucap_only(void)
-{
-    start();
-    open_context();
-    expect_info(64 * MiB, 0, "empty");
-    expect_cap(60 * MiB, 10 * MiB, true);
-    expect_ledger(64 * MiB, 0);
-}
+/*
+ * The cases of gpucap over the fake that differ only in figures: cuMemGetInfo and NVML before any
+ * allocation (total; 0: not checked), an allocation that fits and one past it that gpucap refuses
+ * (expect_cap), and the budget and driver limit the ledger records.
+ */
+struct budget_case {
+    const char *name;
+    uint64_t total, ok, over, budget, driver;
+};
 
-/* Declared for the toolkit (100 MiB) but not in force (the driver reports the whole card): the
- * budget is capped at it all the same (the safe direction), and it is not called the driver's. */
-static void case_declared_only(void)
-{
-    start();
-    open_context();
-    expect_cap(90 * MiB, 20 * MiB, true);
-    expect_ledger(100 * MiB, 0);
-}
+static const struct budget_case budget_cases[] = {
+    /* gpucap without a limit of its own over a driver limit of 256 MiB: its budget is the driver's. */
+    {"driver_only", 256 * MiB, 200 * MiB, 100 * MiB, 256 * MiB, 256 * MiB},
+    /* gpucap's own 512 MiB above the driver's 256 MiB: the driver's applies, gpucap denies first. */
+    {"larger_own", 256 * MiB, 200 * MiB, 100 * MiB, 256 * MiB, 256 * MiB},
+    /* gpucap's own 64 MiB below the driver's 256 MiB: gpucap's applies. */
+    {"smaller_own", 64 * MiB, 60 * MiB, 10 * MiB, 64 * MiB, 256 * MiB},
+    /* 50% resolves against the driver's 256 MiB (128 MiB), not the card's 1 GiB. */
+    {"percent", 128 * MiB, 100 * MiB, 60 * MiB, 128 * MiB, 256 * MiB},
+    /* No driver limit: gpucap alone, and the ledger says so. */
+    {"gpucap_only", 64 * MiB, 60 * MiB, 10 * MiB, 64 * MiB, 0},
+    /* Declared for the toolkit (100 MiB) but not in force (the driver reports the whole card): the
+     * budget is capped at it all the same (the safe direction), and it is not called the driver's. */
+    {"declared_only", 0, 90 * MiB, 20 * MiB, 100 * MiB, 0},
+    /* A limit that equals the card (so the reported total is not below it) is still seen in force when
+     * the platform declared it: the driver reports exactly what was declared. */
+    {"declared_whole_card", 0, 200 * MiB, 100 * MiB, 256 * MiB, 256 * MiB},
+};
 
-/* A limit that equals the card (so the reported total is not below it) is still seen in force when
- * the platform declared it: the driver reports exactly what was declared. */
-static void case_declared_whole_card(void)
+static void run_budget_case(const struct budget_case *c)
 {
     start();
     open_context();
-    expect_cap(200 * MiB, 100 * MiB, true);
-    expect_ledger(256 * MiB, 256 * MiB);
+    if (c->total)
+        expect_info(c->total, 0, "empty");
+    expect_cap(c->ok, c->over, true);
+    expect_ledger(c->budget, c->driver);
 }
 
 static const struct test_case cases[] = {
     {"fake", case_fake},
     {"fake_outside", case_fake_outside},
-    {"driver_only", case_driver_only},
-    {"larger_own", case_larger_own},
-    {"smaller_own", case_smaller_own},
-    {"percent", case_percent},
     {"late", case_late},
-    {"gpucap_only", case_gpucap_only},
-    {"declared_only", case_declared_only},
-    {"declared_whole_card", case_declared_whole_card},
 };
 
 int main(int argc, char **argv)
 {
     REQUIRE(argc == 2, "usage: test_drvlimit CASE");
+    for (size_t i = 0; i < sizeof budget_cases / sizeof budget_cases[0]; i++)
+        if (strcmp(budget_cases[i].name, argv[1]) == 0) {
+            run_budget_case(&budget_cases[i]);
+            return test_result();
+        }
     RUN_CASE(cases, argv[1]);
     return test_result();
 }

@@ -150,6 +150,39 @@ static void card_within(uint64_t limit, const char *step)
           (unsigned long long)held);
 }
 
+/* make_context(0), then fork(): the child (0 returned) holds 200 MiB at *x, or exits 2 when they
+ * are refused; the parent gets the child's pid. */
+static pid_t fork_holding(CUdeviceptr *x)
+{
+    make_context(0);
+    pid_t w = fork();
+    REQUIRE(w >= 0, "fork");
+    if (w == 0 && cuMemAlloc_v2(x, 200 * MiB) != CUDA_SUCCESS)
+        _exit(2);
+    return w;
+}
+
+/* make_context(0), then this program again in `mode` (argv[2]: `arg`, or none) with TEST_SLOW_FINI
+ * preloaded after gpucap, so that its slow destructor runs after gpucap's; it writes on `started_fd`
+ * (closed here) when it starts. */
+static pid_t spawn_slow_fini(int started_fd, const char *mode, const char *arg)
+{
+    make_context(0);
+    pid_t w = fork();
+    REQUIRE(w >= 0, "fork");
+    if (w == 0) {
+        char env[64], pre[4096];
+        snprintf(env, sizeof env, "%d", started_fd);
+        setenv("TEST_SLOW_FINI_FD", env, 1);
+        snprintf(pre, sizeof pre, "%s:%s", getenv("LD_PRELOAD"), getenv("TEST_SLOW_FINI"));
+        setenv("LD_PRELOAD", pre, 1);
+        execl(self, self, mode, arg, (char *)NULL);
+        _exit(127);
+    }
+    close(started_fd);
+    return w;
+}
+
 static void case_limitdrop(void)
 {
     make_context(0);
@@ -232,14 +265,11 @@ static void case_forklimit(void)
 
 static void case_zombie(void)
 {
-    make_context(0);
     int ready[2];
     REQUIRE(pipe(ready) == 0, "pipe");
-    pid_t w = fork();
+    CUdeviceptr x;
+    pid_t w = fork_holding(&x);
     if (w == 0) {
-        CUdeviceptr x;
-        if (cuMemAlloc_v2(&x, 200 * MiB) != CUDA_SUCCESS)
-            _exit(2);
         put_byte(ready[1]);
         pause();
         _exit(0);
@@ -270,21 +300,9 @@ static void case_zombie(void)
 
 static void case_exitlate(void)
 {
-    make_context(0);
     int started[2];
     REQUIRE(pipe(started) == 0, "pipe");
-    pid_t w = fork();
-    if (w == 0) {
-        char env[64], pre[4096];
-        snprintf(env, sizeof env, "%d", started[1]);
-        setenv("TEST_SLOW_FINI_FD", env, 1);
-        /* Preloaded after gpucap: its destructor runs after gpucap's. */
-        snprintf(pre, sizeof pre, "%s:%s", getenv("LD_PRELOAD"), getenv("TEST_SLOW_FINI"));
-        setenv("LD_PRELOAD", pre, 1);
-        execl(self, self, "exitlate_child", (char *)NULL);
-        _exit(127);
-    }
-    close(started[1]);
+    pid_t w = spawn_slow_fini(started[1], "exitlate_child", NULL);
     get_byte(started[0]); /* the child's slow destructor runs: it still holds its 200 MiB */
     CUdeviceptr y;
     CHECK_RC(cuMemAlloc_v2(&y, 200 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
@@ -328,21 +346,11 @@ static void mode_exitthread_child(const char *fd)
 
 static void case_exitthread(void)
 {
-    make_context(0);
     int started[2], answers[2];
     REQUIRE(pipe(started) == 0 && pipe(answers) == 0, "pipe");
-    pid_t w = fork();
-    if (w == 0) {
-        char env[64], pre[4096], fd[16];
-        snprintf(env, sizeof env, "%d", started[1]);
-        setenv("TEST_SLOW_FINI_FD", env, 1);
-        snprintf(pre, sizeof pre, "%s:%s", getenv("LD_PRELOAD"), getenv("TEST_SLOW_FINI"));
-        setenv("LD_PRELOAD", pre, 1);
-        snprintf(fd, sizeof fd, "%d", answers[1]);
-        execl(self, self, "exitthread_child", fd, (char *)NULL);
-        _exit(127);
-    }
-    close(started[1]);
+    char fd[16];
+    snprintf(fd, sizeof fd, "%d", answers[1]);
+    pid_t w = spawn_slow_fini(started[1], "exitthread_child", fd);
     close(answers[1]);
     get_byte(started[0]); /* gpucap's destructor ran; the slow one runs for 1.5 s */
     int yes = 0, no = 0;
@@ -372,14 +380,11 @@ static void mode_sleeper(const char *fd)
 
 static void exec_case(bool vp)
 {
-    make_context(0);
     int ready[2];
     REQUIRE(pipe(ready) == 0, "pipe");
-    pid_t w = fork();
+    CUdeviceptr x;
+    pid_t w = fork_holding(&x);
     if (w == 0) {
-        CUdeviceptr x;
-        if (cuMemAlloc_v2(&x, 200 * MiB) != CUDA_SUCCESS)
-            _exit(2);
         char fd[16];
         snprintf(fd, sizeof fd, "%d", ready[1]);
         if (vp) {
@@ -414,14 +419,11 @@ static void case_execvp(void)
 
 static void case_execfail(void)
 {
-    make_context(0);
     int ready[2], release[2];
     REQUIRE(pipe(ready) == 0 && pipe(release) == 0, "pipe");
-    pid_t w = fork();
+    CUdeviceptr x;
+    pid_t w = fork_holding(&x);
     if (w == 0) {
-        CUdeviceptr x;
-        if (cuMemAlloc_v2(&x, 200 * MiB) != CUDA_SUCCESS)
-            _exit(2);
         char *argv[] = {"none", NULL};
         execv("/nonexistent/gpucap-test", argv);
         execvp("gpucap-test-no-such-program", argv);
@@ -445,9 +447,7 @@ static void case_execfail(void)
 
 static void case_privatefork(void)
 {
-    make_context(0);
-    CUdeviceptr x;
-    CHECK_RC(cuMemAlloc_v2(&x, 200 * MiB), CUDA_SUCCESS);
+    context_holding(0, 200 * MiB);
     pid_t c = fork();
     if (c == 0) {
         CHECK(usage(0).used == 0, "the child starts charged %llu MiB", (unsigned long long)(usage(0).used / MiB));

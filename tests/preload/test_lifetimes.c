@@ -122,16 +122,23 @@ static void case_primary(void)
     }
 }
 
+/* A pool on device 0 that keeps everything it reserves (release threshold UINT64_MAX). */
+static CUmemoryPool new_pool(void)
+{
+    CUmemoryPool pool;
+    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    REQUIRE(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS, "cuMemPoolCreate");
+    cuuint64_t keep = UINT64_MAX;
+    CHECK_RC(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep), CUDA_SUCCESS);
+    return pool;
+}
+
 static void case_poolfree(void)
 {
     make_context(0);
     for (int i = 0; i < 300; i++) {
-        CUmemoryPool pool;
-        CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
-        REQUIRE(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS, "cuMemPoolCreate");
-        cuuint64_t keep = UINT64_MAX;
-        CHECK_RC(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep), CUDA_SUCCESS);
+        CUmemoryPool pool = new_pool();
         CUdeviceptr p;
         CHECK_RC(cuMemAllocFromPoolAsync(&p, 100 * MiB, pool, NULL), CUDA_SUCCESS);
         /* Legal: cuMemFree on stream-ordered memory. */
@@ -142,12 +149,7 @@ static void case_poolfree(void)
     }
     figures("300 pools freed by cuMemFree");
     /* A pool that keeps what it reserved after cuMemFreeAsync stays charged for it. */
-    CUmemoryPool pool;
-    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
-                            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
-    REQUIRE(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS, "cuMemPoolCreate");
-    cuuint64_t keep = UINT64_MAX;
-    CHECK_RC(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep), CUDA_SUCCESS);
+    CUmemoryPool pool = new_pool();
     CUdeviceptr p, q;
     CHECK_RC(cuMemAllocFromPoolAsync(&p, 200 * MiB, pool, NULL), CUDA_SUCCESS);
     CHECK_RC(cuMemFreeAsync(p, NULL), CUDA_SUCCESS);
@@ -155,17 +157,6 @@ static void case_poolfree(void)
     figures("a kept pool trimmed for an allocation");
     CHECK(fakecuda_peak(0) <= LIMIT, "the card reached %llu MiB under a %llu MiB budget",
           (unsigned long long)(fakecuda_peak(0) / MiB), LIMIT / MiB);
-}
-
-static CUmemoryPool new_pool(void)
-{
-    CUmemoryPool pool;
-    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
-                            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
-    REQUIRE(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS, "cuMemPoolCreate");
-    cuuint64_t keep = UINT64_MAX;
-    CHECK_RC(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep), CUDA_SUCCESS);
-    return pool;
 }
 
 static void case_poolmany(void)
@@ -299,17 +290,13 @@ static void case_exec(void)
 /* The image after exec: the old one's 200 MiB are not its own. */
 static void case_exec_child(void)
 {
-    make_context(0);
-    CUdeviceptr p;
-    CHECK_RC(cuMemAlloc_v2(&p, 200 * MiB), CUDA_SUCCESS);
+    context_holding(0, 200 * MiB);
     figures("in the exec'd image");
 }
 
 static void case_limit(void)
 {
-    make_context(0);
-    CUdeviceptr p;
-    CHECK_RC(cuMemAlloc_v2(&p, 1 * MiB), CUDA_SUCCESS);
+    CUdeviceptr p = context_holding(0, 1 * MiB);
     /* The small process, while this one is registered: another image, with its own setting. */
     pid_t pid = fork();
     if (pid == 0) {
@@ -324,9 +311,7 @@ static void case_limit(void)
 
 static void case_limit_small(void)
 {
-    make_context(0);
-    CUdeviceptr p;
-    CHECK_RC(cuMemAlloc_v2(&p, 32 * MiB), CUDA_SUCCESS);
+    context_holding(0, 32 * MiB);
     CHECK(usage(0).limit == 64 * MiB, "the smaller limit does not apply: %llu MiB",
           (unsigned long long)(usage(0).limit / MiB));
 }
@@ -360,9 +345,7 @@ static void alloc_beyond_lease(void *arg)
 
 static void case_lockheld(void)
 {
-    make_context(0);
-    CUdeviceptr p;
-    CHECK_RC(cuMemAlloc_v2(&p, 100 * MiB), CUDA_SUCCESS);
+    CUdeviceptr p = context_holding(0, 100 * MiB);
     struct gpc_ledger *l = map_ledger();
     int fds[2], back[2];
     REQUIRE(pipe(fds) == 0 && pipe(back) == 0, "pipe");
@@ -550,9 +533,7 @@ static void case_unrecoverable(void)
 
 static void case_unrecoverable_child(void)
 {
-    make_context(0);
-    CUdeviceptr p;
-    CHECK_RC(cuMemAlloc_v2(&p, 50 * MiB), CUDA_SUCCESS);
+    context_holding(0, 50 * MiB);
     CHECK(usage(0).used == 200 * MiB, "the new process sees %llu MiB in use, not 200",
           (unsigned long long)(usage(0).used / MiB));
 }
@@ -571,9 +552,7 @@ static void case_startzero(void)
         atomic_store(&l->proc[i].start_time, 0);
         atomic_store(&l->proc[i].pid, 1);
     }
-    make_context(0);
-    CUdeviceptr p;
-    CHECK_RC(cuMemAlloc_v2(&p, 100 * MiB), CUDA_SUCCESS);
+    context_holding(0, 100 * MiB);
     figures("after a table full of forged entries");
     munmap(l, sizeof *l);
 }

@@ -322,6 +322,20 @@ static void case_lower(void)
     (void)p;
 }
 
+/* Runs this program again as a later process in `mode`, to its end: a failure is one of this case's. */
+static void later_process(const char *mode)
+{
+    pid_t pid = fork();
+    REQUIRE(pid >= 0, "fork");
+    if (pid == 0) {
+        execl("/proc/self/exe", "test_live", mode, (char *)NULL);
+        _exit(3);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the later process %s (status %d)", mode, status);
+}
+
 /* ---- tenant ---- */
 
 static void case_tenant(void)
@@ -344,14 +358,7 @@ static void case_tenant(void)
     info(&f, &t);
     CHECK(t == 64 * MiB && f == 4 * MiB, "total %zu free %zu with a forged ledger", t, f);
     /* A process started now reads the platform file too. */
-    pid_t pid = fork();
-    if (pid == 0) {
-        execl("/proc/self/exe", "test_live", "tenant-child", (char *)NULL);
-        _exit(3);
-    }
-    int status;
-    waitpid(pid, &status, 0);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the later process (status %d)", status);
+    later_process("tenant-child");
     /* The platform still changes it. */
     write_settings("memory_limit = 80MiB");
     CHECK(alloc(&q, 16 * MiB) == CUDA_SUCCESS, "a raise by the platform file");
@@ -394,14 +401,7 @@ static void case_asked(void)
     CHECK(t == 32 * MiB && f == 0, "after a lowering asked: total %zu free %zu", t, f);
     CHECK(alloc(&q, 1 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "above a lowered budget");
     CHECK(fakecuda_outstanding(0) == 116 * MiB, "nothing taken away");
-    pid_t pid = fork();
-    if (pid == 0) {
-        execl("/proc/self/exe", "test_live", "asked-child", (char *)NULL);
-        _exit(3);
-    }
-    int status;
-    waitpid(pid, &status, 0);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the later process (status %d)", status);
+    later_process("asked-child");
     CHECK(atomic_load(&l->dev[0].slot.limit) == 32 * MiB, "a later process dragged the limit to %llu",
           (unsigned long long)atomic_load(&l->dev[0].slot.limit));
     CHECK(atomic_load(&l->dev[0].limit_by) & GPC_LIMIT_HELD, "the figure set holds while a process runs");

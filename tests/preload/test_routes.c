@@ -33,11 +33,22 @@ DEFINE_FILL_API(fill_api, struct api, ROUTE_API)
 
 static struct api api;
 
-/* Driver calls of `name` so far, to prove a denied call never reached the driver. */
+/* Driver calls of `name` and of its per-thread-stream variant, if it has one, so far. */
 static uint64_t calls(const char *name)
 {
-    return fakecuda_calls(name);
+    char ptsz[64];
+    snprintf(ptsz, sizeof ptsz, "%s_ptsz", name);
+    uint64_t n = fakecuda_calls(name), pt = fakecuda_calls(ptsz);
+    return n + (pt == UINT64_MAX ? 0 : pt);
 }
+
+/* `call`, past the budget, is denied (CUDA_ERROR_OUT_OF_MEMORY) without reaching the driver's `entry`. */
+#define EXPECT_DENIED(call, entry)                                                                 \
+    do {                                                                                           \
+        uint64_t before_ = calls(entry);                                                           \
+        CHECK_RC(call, CUDA_ERROR_OUT_OF_MEMORY);                                                  \
+        CHECK(calls(entry) == before_, "a denied %s reached the driver", entry);                   \
+    } while (0)
 
 static void expect_usage(uint64_t bytes, const char *when)
 {
@@ -53,9 +64,7 @@ static void case_alloc(void)
     for (int i = 0; i < 4; i++)
         CHECK_RC(api.cuMemAlloc_v2(&p[i], 16 * MiB), CUDA_SUCCESS);
     expect_usage(64 * MiB, "four 16 MiB");
-    uint64_t before = calls("cuMemAlloc_v2");
-    CHECK_RC(api.cuMemAlloc_v2(&p[4], 1), CUDA_ERROR_OUT_OF_MEMORY);
-    CHECK(calls("cuMemAlloc_v2") == before, "a denied allocation reached the driver");
+    EXPECT_DENIED(api.cuMemAlloc_v2(&p[4], 1), "cuMemAlloc_v2");
     CHECK(usage(0).denials >= 1, "no denial counted");
     expect_usage(64 * MiB, "after the denial");
     CHECK_RC(api.cuMemFree_v2(p[0]), CUDA_SUCCESS);
@@ -80,10 +89,8 @@ static void case_legacy(void)
     for (int i = 0; i < 4; i++)
         CHECK_RC(api.cuMemAlloc(&p[i], 16 * MiB), CUDA_SUCCESS);
     expect_usage(64 * MiB, "four legacy 16 MiB");
-    uint64_t before = calls("cuMemAlloc");
     CUdeviceptr_v1 q;
-    CHECK_RC(api.cuMemAlloc(&q, 4096), CUDA_ERROR_OUT_OF_MEMORY);
-    CHECK(calls("cuMemAlloc") == before, "a denied allocation reached the driver");
+    EXPECT_DENIED(api.cuMemAlloc(&q, 4096), "cuMemAlloc");
     for (int i = 0; i < 4; i++)
         CHECK_RC(api.cuMemFree(p[i]), CUDA_SUCCESS);
     expect_usage(0, "legacy freed");
@@ -101,9 +108,7 @@ static void case_pitch(void)
     CHECK_RC(api.cuMemAllocPitch_v2(&p, &pitch, 1000, 16384, 4), CUDA_SUCCESS);
     CHECK(pitch >= 1000, "pitch %zu", pitch);
     expect_usage(pitch * 16384, "pitched");
-    uint64_t before = calls("cuMemAllocPitch_v2");
-    CHECK_RC(api.cuMemAllocPitch_v2(&q, &pitch, 4096, 16384, 4), CUDA_ERROR_OUT_OF_MEMORY);
-    CHECK(calls("cuMemAllocPitch_v2") == before, "a denied allocation reached the driver");
+    EXPECT_DENIED(api.cuMemAllocPitch_v2(&q, &pitch, 4096, 16384, 4), "cuMemAllocPitch_v2");
     CHECK_RC(api.cuMemFree_v2(p), CUDA_SUCCESS);
     expect_usage(0, "pitch freed");
     CUdeviceptr_v1 l;
@@ -153,12 +158,7 @@ static void case_async(bool from_pool)
 #define ALLOC(ptr, n) (from_pool ? api.cuMemAllocFromPoolAsync(ptr, n, pool, s) : api.cuMemAllocAsync(ptr, n, s))
     CHECK_RC(ALLOC(&p, 48 * MiB), CUDA_SUCCESS);
     CHECK(usage(0).used == 48 * MiB, "used %llu", (unsigned long long)usage(0).used);
-    uint64_t before = calls(from_pool ? "cuMemAllocFromPoolAsync" : "cuMemAllocAsync") +
-                      calls(from_pool ? "cuMemAllocFromPoolAsync_ptsz" : "cuMemAllocAsync_ptsz");
-    CHECK_RC(ALLOC(&q, 32 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
-    CHECK(calls(from_pool ? "cuMemAllocFromPoolAsync" : "cuMemAllocAsync") +
-              calls(from_pool ? "cuMemAllocFromPoolAsync_ptsz" : "cuMemAllocAsync_ptsz") == before,
-          "a denied allocation reached the driver");
+    EXPECT_DENIED(ALLOC(&q, 32 * MiB), from_pool ? "cuMemAllocFromPoolAsync" : "cuMemAllocAsync");
     CHECK_RC(api.cuMemFreeAsync(p, s), CUDA_SUCCESS);
     /* The pool keeps freed memory until a synchronisation or a trim: it still counts (hooks_pool.c). */
     expect_usage(48 * MiB, "after cuMemFreeAsync, the pool keeps it");
@@ -181,9 +181,7 @@ static void case_vmm(void)
     CUmemGenericAllocationHandle h, h2, h3;
     CHECK_RC(api.cuMemCreate(&h, 32 * MiB, &prop, 0), CUDA_SUCCESS);
     expect_usage(32 * MiB, "created");
-    uint64_t before = calls("cuMemCreate");
-    CHECK_RC(api.cuMemCreate(&h2, 40 * MiB, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
-    CHECK(calls("cuMemCreate") == before, "a denied cuMemCreate reached the driver");
+    EXPECT_DENIED(api.cuMemCreate(&h2, 40 * MiB, &prop, 0), "cuMemCreate");
 
     /* create, map, release: the memory lives until the unmap. */
     CUdeviceptr va;

@@ -9,22 +9,15 @@
 #include "common/options.h"
 #include "common/units.h"
 
+/* stderr is captured while settings load: failures go to stdout. */
+#define CHECK_STREAM stdout
+#include "check.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static int failures;
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stdout, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stdout, __VA_ARGS__);                                    \
-            fprintf(stdout, "\n");                                           \
-            failures++;                                                      \
-        }                                                                    \
-    } while (0)
 
 #define GiB (1ULL << 30)
 #define PHYS (16 * GiB)
@@ -342,7 +335,5 @@ int main(void)
     test_typed();
     test_sink();
     unlink(ini_path);
-    if (failures)
-        printf("%d check(s) failed\n", failures);
-    return failures ? 1 : 0;
+    return test_result();
 }

@@ -17,6 +17,7 @@
 
 #include "common/ledger.h"
 #include "common/units.h"
+#include "tool.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,20 +28,6 @@
 #include <unistd.h>
 
 #define INI_MAX 16384
-
-bool gpc_agent_name_ok(const char *n)
-{
-    size_t len = strlen(n);
-    if (len == 0 || len > 63 || strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
-        return false;
-    for (size_t i = 0; i < len; i++) {
-        char c = n[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-              c == '_'))
-            return false;
-    }
-    return true;
-}
 
 /* The text of line [p, e) without blanks at both ends, into buf. */
 static void trimmed(const char *p, const char *e, char *buf, size_t len)
@@ -237,7 +224,7 @@ int gpc_agent_apply(const char *root, const char *pod_uid, const char *container
 {
     memset(c, 0, sizeof *c);
     err[0] = '\0';
-    if (!gpc_agent_name_ok(pod_uid) || !gpc_agent_name_ok(container)) {
+    if (!tool_name_ok(pod_uid) || !tool_name_ok(container)) {
         snprintf(err, errlen, "pod uid or container name '%s' is not a name", container);
         return -EINVAL;
     }

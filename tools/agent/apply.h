@@ -10,9 +10,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A name as the kubelet spells a pod UID or a container: letters, digits, '-', '.', '_' (1 to 63). */
-bool gpc_agent_name_ok(const char *name);
-
 /*
  * Replaces (or adds) the key `key` of the [gpucap] section of the ini text `in` by `key = value`:
  * the new text in `out` (NUL-terminated), the old value in `old` ("" when the key was not there).

@@ -86,30 +86,16 @@ static size_t on_data(char *data, size_t size, size_t n, void *user)
 static int request(const struct gpc_kube *k, const char *path, const char *json, struct sink *s, long *code, char *err,
                    size_t errlen)
 {
-    char token[8192], url[2048], auth[8300];
-    int rc = tool_read_token(k->token_file, token, sizeof token, err, errlen);
+    char url[2048], cerr[CURL_ERROR_SIZE] = "";
+    snprintf(url, sizeof url, "%s%s", k->url, path);
+    struct tool_kube_request r = {url, k->token_file, k->ca_file, k->plain_http, json != NULL, k->timeout_ms,
+                                  on_data, s, cerr};
+    CURL *c;
+    struct curl_slist *headers;
+    int rc = tool_kube_open(&r, &c, &headers, err, errlen);
     if (rc != 0)
         return rc;
-    snprintf(url, sizeof url, "%s%s", k->url, path);
-    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
-    CURL *c = curl_easy_init();
-    struct curl_slist *h = curl_slist_append(NULL, auth);
-    struct curl_slist *h2 = h ? curl_slist_append(h, "Accept: application/json") : NULL;
-    struct curl_slist *h3 = h2 && json ? curl_slist_append(h2, "Content-Type: application/json") : h2;
-    if (!c || !h3) {
-        curl_slist_free_all(h);
-        curl_easy_cleanup(c);
-        snprintf(err, errlen, "out of memory");
-        return -ENOMEM;
-    }
-    char cerr[CURL_ERROR_SIZE] = "";
     s->c = c;
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, k->plain_http ? "http,https" : "https");
-    curl_easy_setopt(c, CURLOPT_CAINFO, k->ca_file);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h3);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, k->timeout_ms);
     if (!s->line)
         curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, k->timeout_ms);
     else {
@@ -120,16 +106,13 @@ static int request(const struct gpc_kube *k, const char *path, const char *json,
     }
     if (json)
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, json);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
     CURLcode res = curl_easy_perform(c);
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, code);
     if (res != CURLE_OK && !s->stopped) {
         snprintf(err, errlen, "%s %s: %s", json ? "POST" : "GET", path, cerr[0] ? cerr : curl_easy_strerror(res));
         rc = -EIO;
     }
-    curl_slist_free_all(h3);
+    curl_slist_free_all(headers);
     curl_easy_cleanup(c);
     return rc;
 }

@@ -8,6 +8,7 @@
  * may only list and watch pods and create events, and writes only the settings files (apply.c).
  */
 #include "agent.h"
+#include "kubeapi.h"
 #include "tool.h"
 
 #include <stdio.h>
@@ -22,10 +23,9 @@ static const struct tool_flag rows[OPT_COUNT] = {
     [OPT_ROOT] = {"root", 'r', "DIR", "GPUCAP_AGENT_ROOT", "/var/lib/kubelet/pods", "the kubelet's pod directory"},
     [OPT_KUBE_API] = {"kube-api", 0, "URL", "GPUCAP_AGENT_KUBE_API",
                       "https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT", "the API server"},
-    [OPT_TOKEN] = {"token-file", 0, "FILE", "GPUCAP_AGENT_TOKEN_FILE",
-                   "/var/run/secrets/kubernetes.io/serviceaccount/token",
+    [OPT_TOKEN] = {"token-file", 0, "FILE", "GPUCAP_AGENT_TOKEN_FILE", TOOL_KUBE_TOKEN_FILE,
                    "the bearer token, read again at every request (the kubelet rotates it)"},
-    [OPT_CA] = {"ca-file", 0, "FILE", "GPUCAP_AGENT_CA_FILE", "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+    [OPT_CA] = {"ca-file", 0, "FILE", "GPUCAP_AGENT_CA_FILE", TOOL_KUBE_CA_FILE,
                 "the cluster's CA, the only one the API server's certificate is checked against"},
     [OPT_WATCH_TIMEOUT] = {"watch-timeout", 0, "SECONDS", "GPUCAP_AGENT_WATCH_TIMEOUT", "300",
                            "how long the server keeps a watch before the pods are listed again"},
@@ -35,18 +35,15 @@ static const struct tool_flag rows[OPT_COUNT] = {
 };
 
 static const struct tool_cmd agent_cmd = {
-    .name = "gpucap-agent",
-    .summary = "applies budgets changed on running pods (the node agent of gpucap)",
-    .synopsis = "gpucap-agent [--node NAME] [--root DIR] [--kube-api URL] [--token-file FILE] [--ca-file FILE]\n"
-                "       [--watch-timeout SECONDS] [--rounds N] [--plain-http]",
+    TOOL_COMMAND("gpucap-agent", rows,
+                 "[--node NAME] [--root DIR] [--kube-api URL] [--token-file FILE] [--ca-file FILE]\n"
+                 "       [--watch-timeout SECONDS] [--rounds N] [--plain-http]",
+                 "applies budgets changed on running pods (the node agent of gpucap)"),
     .about = "Applies the budgets the webhook records on the pods of this node (annotation gpucap.io/budgets)\n"
              "to their containers' gpucap settings files, in place, while they run; one Event per change.\n"
              "Each option may also be given in the variable shown; a flag overrides the variable.",
-    .flags = rows,
-    .nflags = OPT_COUNT,
     .tail = "Exit 0 after --rounds lists, 1 when the API address or its files cannot be used, 2 for a usage "
             "error.\n",
-    .usage_exit = TOOL_EXIT_USAGE,
     .man_description = "Lists the pods of its node from the Kubernetes API (fieldSelector spec.nodeName), applies "
                        "each pod's budget record (annotation gpucap.io/budgets, written by gpucap-webhook) to the "
                        "gpucap settings file of each of its containers, then watches and applies every change as "
@@ -62,43 +59,27 @@ static const struct tool_cmd agent_cmd = {
                  "gpucap-ledger/<container>/gpucap.ledger: its ledger, read for the Event's message.",
 };
 
-static int set_flag(void *arg, int flag, const char *value)
-{
-    const char **val = arg;
-    val[flag] = flag == OPT_PLAIN_HTTP ? "1" : value;
-    return 0;
-}
-
-/* A whole number option: 0, or a usage error said. */
-static int number(const char *text, const char *flag, unsigned *out)
-{
-    char *end;
-    unsigned long v = strtoul(text, &end, 10);
-    if (*end || end == text || v > 86400) {
-        tool_usage_error(&agent_cmd, "--%s '%s': expected a whole number of at most 86400", flag, text);
-        return -1;
-    }
-    *out = (unsigned)v;
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     static struct gpc_agent a;
     const char *val[OPT_COUNT];
-    tool_env_values(&agent_cmd, val);
-    val[OPT_NODE] = getenv("GPUCAP_AGENT_NODE") ? getenv("GPUCAP_AGENT_NODE") : getenv("NODE_NAME");
-    val[OPT_KUBE_API] = getenv("GPUCAP_AGENT_KUBE_API"); /* else from KUBERNETES_SERVICE_HOST (kube.c) */
-    int first, rc = tool_begin(&agent_cmd, argc, argv, set_flag, val, &first);
+    enum tool_origin from[OPT_COUNT];
+    int first, rc = tool_settings(&agent_cmd, argc, argv, val, from, &first);
     if (rc >= 0)
         return rc;
+    /* Two defaults the help only names: NODE_NAME's value, and the address kube.c makes of the
+     * pod's KUBERNETES_SERVICE_HOST. */
+    if (from[OPT_NODE] == TOOL_FROM_DEFAULT)
+        val[OPT_NODE] = getenv("NODE_NAME");
+    if (from[OPT_KUBE_API] == TOOL_FROM_DEFAULT)
+        val[OPT_KUBE_API] = NULL;
     const char *node = val[OPT_NODE];
     if (!node || !*node || strlen(node) >= sizeof a.node || strpbrk(node, "&?#%/ ")) {
         tool_usage_error(&agent_cmd, "no valid --node (the downward API's spec.nodeName in NODE_NAME)");
         return TOOL_EXIT_USAGE;
     }
-    if (number(val[OPT_WATCH_TIMEOUT], "watch-timeout", &a.watch_timeout) || !a.watch_timeout ||
-        number(val[OPT_ROUNDS], "rounds", &a.max_rounds)) {
+    if (tool_number(&agent_cmd, "--watch-timeout", val[OPT_WATCH_TIMEOUT], 0, 86400, &a.watch_timeout) ||
+        !a.watch_timeout || tool_number(&agent_cmd, "--rounds", val[OPT_ROUNDS], 0, 86400, &a.max_rounds)) {
         if (!a.watch_timeout)
             tool_usage_error(&agent_cmd, "--watch-timeout must be above 0");
         return TOOL_EXIT_USAGE;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* kubeapi.c: the API server's address and the service account's bearer token (kubeapi.h). */
+/* kubeapi.c: the API server's address, the service account's bearer token and a request's set-up
+ * (kubeapi.h). */
 #include "kubeapi.h"
 
 #include <ctype.h>
@@ -44,5 +45,37 @@ int tool_kube_api_url(const char *given, char *out, size_t len, char *err, size_
     }
     bool v6 = strchr(host, ':') != NULL;
     snprintf(out, len, "https://%s%s%s:%s", v6 ? "[" : "", host, v6 ? "]" : "", port && *port ? port : "443");
+    return 0;
+}
+
+int tool_kube_open(const struct tool_kube_request *r, CURL **handle, struct curl_slist **headers, char *err,
+                   size_t errlen)
+{
+    char token[8192], auth[8300];
+    int rc = tool_read_token(r->token_file, token, sizeof token, err, errlen);
+    if (rc != 0)
+        return rc;
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = curl_slist_append(NULL, auth);
+    struct curl_slist *h2 = h ? curl_slist_append(h, "Accept: application/json") : NULL;
+    struct curl_slist *h3 = h2 && r->json_body ? curl_slist_append(h2, "Content-Type: application/json") : h2;
+    if (!c || !h3) {
+        curl_slist_free_all(h);
+        curl_easy_cleanup(c);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    curl_easy_setopt(c, CURLOPT_URL, r->url);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, r->plain_http ? "http,https" : "https");
+    curl_easy_setopt(c, CURLOPT_CAINFO, r->ca_file);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h3);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L); /* worker threads: no SIGALRM for timeouts */
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, r->timeout_ms);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, r->write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, r->data);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, r->errbuf);
+    *handle = c;
+    *headers = h3;
     return 0;
 }

@@ -7,6 +7,7 @@
  */
 #include "tool.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -28,7 +29,7 @@ void tool_error(const char *name, const char *fmt, ...)
     fprintf(stderr, "%s: %s\n", name, line);
 }
 
-void tool_usage_error(const struct tool_cmd *c, const char *fmt, ...)
+int tool_usage_error(const struct tool_cmd *c, const char *fmt, ...)
 {
     char line[1024];
     va_list ap;
@@ -36,6 +37,7 @@ void tool_usage_error(const struct tool_cmd *c, const char *fmt, ...)
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     fprintf(stderr, "%s: %s (see '%s --help')\n", c->name, line, c->name);
+    return -1;
 }
 
 void tool_version(const char *name)
@@ -140,6 +142,11 @@ int tool_parse(const struct tool_cmd *c, int argc, char **argv, int (*on_flag)(v
     return optind;
 }
 
+int tool_usage_exit(const struct tool_cmd *c)
+{
+    return c->usage_exit ? c->usage_exit : TOOL_EXIT_USAGE;
+}
+
 int tool_begin(const struct tool_cmd *c, int argc, char **argv, int (*on_flag)(void *arg, int flag, const char *value),
                void *arg, int *first)
 {
@@ -147,13 +154,90 @@ int tool_begin(const struct tool_cmd *c, int argc, char **argv, int (*on_flag)(v
     if (i == TOOL_PARSE_EXIT_OK)
         return 0;
     if (i < 0)
-        return c->usage_exit;
+        return tool_usage_exit(c);
     if (c->max_operands != TOOL_ANY && argc - i > c->max_operands) {
         tool_usage_error(c, "unexpected argument '%s'", argv[i + c->max_operands]);
-        return c->usage_exit;
+        return tool_usage_exit(c);
+    }
+    if (c->no_operand && i >= argc) {
+        tool_usage_error(c, "%s", c->no_operand);
+        return tool_usage_exit(c);
     }
     *first = i;
     return -1;
+}
+
+/* What tool_begin_values and tool_settings keep of each flag given. */
+struct kept {
+    const char **values;
+    enum tool_origin *from;
+};
+
+static int keep(void *arg, int flag, const char *value)
+{
+    struct kept *k = arg;
+    k->values[flag] = value ? value : "1";
+    if (k->from)
+        k->from[flag] = TOOL_FROM_FLAG;
+    return 0;
+}
+
+int tool_begin_values(const struct tool_cmd *c, int argc, char **argv, const char **values, int *first)
+{
+    struct kept k = {values, NULL};
+    return tool_begin(c, argc, argv, keep, &k, first);
+}
+
+int tool_settings(const struct tool_cmd *c, int argc, char **argv, const char **values, enum tool_origin *from,
+                  int *first)
+{
+    tool_env_values(c, values);
+    for (int i = 0; from && i < c->nflags; i++)
+        from[i] = values[i] && values[i] != c->flags[i].def ? TOOL_FROM_ENV : TOOL_FROM_DEFAULT;
+    struct kept k = {values, from};
+    return tool_begin(c, argc, argv, keep, &k, first);
+}
+
+const char *tool_origin_name(const struct tool_cmd *c, int flag, enum tool_origin from, char *buf, size_t len)
+{
+    if (from == TOOL_FROM_FLAG)
+        snprintf(buf, len, "--%s", c->flags[flag].name);
+    else
+        snprintf(buf, len, "%s", from == TOOL_FROM_ENV ? c->flags[flag].env : "default");
+    return buf;
+}
+
+int tool_number(const struct tool_cmd *c, const char *what, const char *text, unsigned min, unsigned max,
+                unsigned *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(text, &end, 10);
+    if (!errno && end != text && !*end && v >= min && v <= max) {
+        *out = (unsigned)v;
+        return 0;
+    }
+    if (min)
+        return tool_usage_error(c, "%s '%s': expected a whole number from %u to %u", what, text, min, max);
+    return tool_usage_error(c, "%s '%s': expected a whole number of at most %u", what, text, max);
+}
+
+static volatile sig_atomic_t *stop_flag;
+
+static void on_stop(int sig)
+{
+    (void)sig;
+    *stop_flag = 1;
+}
+
+void tool_stop_on_signals(volatile sig_atomic_t *stop)
+{
+    stop_flag = stop;
+    struct sigaction sa = {.sa_handler = on_stop};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
 }
 
 void tool_env_values(const struct tool_cmd *c, const char **values)
@@ -264,17 +348,31 @@ void tool_json_string(FILE *f, const char *text)
     fputc('"', f);
 }
 
+/* A character of a name: [A-Za-z0-9._-]. */
+static bool name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+           c == '_';
+}
+
+bool tool_name_ok(const char *name)
+{
+    size_t len = strlen(name);
+    if (len == 0 || len > 63 || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (!name_char(name[i]))
+            return false;
+    return true;
+}
+
 char *tool_field_text(char *out, size_t out_size, const char *field, size_t field_size)
 {
     size_t n = strnlen(field, field_size);
     if (n >= out_size)
         n = out_size - 1;
-    for (size_t i = 0; i < n; i++) {
-        char c = field[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-                  c == '_' || c == '+';
-        out[i] = ok ? c : '?';
-    }
+    for (size_t i = 0; i < n; i++)
+        out[i] = name_char(field[i]) || field[i] == '+' ? field[i] : '?';
     out[n] = '\0';
     return out;
 }

@@ -124,21 +124,6 @@ struct scan {
     const struct gpc_cards *cards;
 };
 
-/* A name as the path or the kubelet spells it: letters, digits, '-', '.', '_', 1 to 63 of them. */
-static bool name_ok(const char *n)
-{
-    size_t len = strlen(n);
-    if (len == 0 || len >= GPC_IDENTITY_NAME || strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
-        return false;
-    for (size_t i = 0; i < len; i++) {
-        char c = n[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-              c == '_'))
-            return false;
-    }
-    return true;
-}
-
 /* A string field from the file: bounded by its size, anything but a name's characters as '?', so
  * it is always a valid label value that needs no escaping. */
 static enum gpc_skip check_reason(const char *why)
@@ -355,7 +340,7 @@ static void scan_pod(struct scan *sc, int root_fd, const char *pod_uid)
             skip(sc, GPC_SKIP_LIMIT);
             break;
         }
-        if (!name_ok(e->d_name)) {
+        if (!tool_name_ok(e->d_name)) {
             skip(sc, GPC_SKIP_NAME);
             continue;
         }
@@ -443,6 +428,14 @@ static void card_labels(const struct card *c, char *out, size_t len)
         snprintf(out + n, len - (size_t)n, ",model_name=\"%s\"", c->model);
 }
 
+/* The start of container r's series on its card d: NAME{its labels,UUID="..."; the caller ends it. */
+static void ctr_card_series(struct gpc_text *t, const char *name, const struct ctr_rec *r, int d)
+{
+    char uuid[GPC_UUID_TEXT];
+    gpc_uuid_format(r->dev[d].uuid, uuid);
+    gpc_text_printf(t, "%s{" CTR_LABELS ",UUID=\"%s\"", name, r->ns, r->pod, r->pod_uid, r->container, uuid);
+}
+
 static void write_metrics(struct scan *sc, struct gpc_text *t)
 {
     family(t, "gpucap_container_info", "gauge",
@@ -462,10 +455,8 @@ static void write_metrics(struct scan *sc, struct gpc_text *t)
                 memcpy(&v, (const char *)&r->dev[d] + df->offset, sizeof v);
                 if ((df->finite_only && v == GPC_UNLIMITED) || (df->changed_only && !r->dev[d].changes))
                     continue;
-                char uuid[GPC_UUID_TEXT];
-                gpc_uuid_format(r->dev[d].uuid, uuid);
-                gpc_text_printf(t, "%s{" CTR_LABELS ",UUID=\"%s\"%s%s%s} %llu\n", df->name, r->ns, r->pod,
-                                r->pod_uid, r->container, uuid, df->mode ? ",mode=\"" : "", df->mode ? r->mode : "",
+                ctr_card_series(t, df->name, r, d);
+                gpc_text_printf(t, "%s%s%s} %llu\n", df->mode ? ",mode=\"" : "", df->mode ? r->mode : "",
                                 df->mode ? "\"" : "", (unsigned long long)v);
             }
         }
@@ -475,12 +466,9 @@ static void write_metrics(struct scan *sc, struct gpc_text *t)
     for (unsigned i = 0; i < sc->nctr; i++) {
         const struct ctr_rec *r = &sc->ctr[i];
         for (int d = 0; d < r->ndev; d++) {
-            char uuid[GPC_UUID_TEXT];
-            gpc_uuid_format(r->dev[d].uuid, uuid);
             uint64_t drv = r->dev[d].driver_limit;
-            gpc_text_printf(t, "gpucap_container_enforcement_info{" CTR_LABELS ",UUID=\"%s\",enforced_by=\"%s\"} 1\n",
-                            r->ns, r->pod, r->pod_uid,
-                            r->container, uuid, gpc_enforced_by(drv == GPC_UNLIMITED ? 0 : drv));
+            ctr_card_series(t, "gpucap_container_enforcement_info", r, d);
+            gpc_text_printf(t, ",enforced_by=\"%s\"} 1\n", gpc_enforced_by(drv == GPC_UNLIMITED ? 0 : drv));
         }
     }
     family(t, "gpucap_container_processes", "gauge",
@@ -489,10 +477,8 @@ static void write_metrics(struct scan *sc, struct gpc_text *t)
     for (unsigned i = 0; i < sc->nctr; i++) {
         const struct ctr_rec *r = &sc->ctr[i];
         for (int d = 0; d < r->ndev; d++) {
-            char uuid[GPC_UUID_TEXT];
-            gpc_uuid_format(r->dev[d].uuid, uuid);
-            gpc_text_printf(t, "gpucap_container_processes{" CTR_LABELS ",UUID=\"%s\"} %u\n", r->ns, r->pod,
-                            r->pod_uid, r->container, uuid, r->dev[d].procs);
+            ctr_card_series(t, "gpucap_container_processes", r, d);
+            gpc_text_printf(t, "} %u\n", r->dev[d].procs);
         }
     }
 
@@ -601,7 +587,7 @@ int gpc_collect(const char *root, const struct gpc_cards *cards, struct gpc_text
     struct dirent *e;
     unsigned seen = 0;
     while ((e = readdir(d))) {
-        if (e->d_name[0] == '.' || !name_ok(e->d_name))
+        if (e->d_name[0] == '.' || !tool_name_ok(e->d_name))
             continue;
         if (++seen > MAX_POD_ENTRIES) {
             skip(&sc, GPC_SKIP_LIMIT);

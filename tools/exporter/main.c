@@ -56,16 +56,13 @@ static const struct tool_flag rows[OPT_COUNT] = {
 };
 
 static const struct tool_cmd exporter_cmd = {
-    .name = "gpucap-exporter",
-    .summary = "Prometheus exporter of the gpucap ledgers of a node",
-    .synopsis = "gpucap-exporter [--listen ADDR] [--root DIR] [--cards SOURCE] [--max-connections-per-ip N] [--once]",
+    TOOL_COMMAND("gpucap-exporter", rows,
+                 "[--listen ADDR] [--root DIR] [--cards SOURCE] [--max-connections-per-ip N] [--once]",
+                 "Prometheus exporter of the gpucap ledgers of a node"),
     .about = "Prometheus exporter of the gpucap ledgers on this node: GET /metrics, GET /healthz. Reads the\n"
              "ledgers only (no lock, no write). Each option may also be given in the variable shown; a flag\n"
              "overrides the variable.",
-    .flags = rows,
-    .nflags = OPT_COUNT,
     .tail = "Exit 0, 1 when it cannot serve (or --once cannot read DIR), 2 for a usage error.\n",
-    .usage_exit = TOOL_EXIT_USAGE,
     .man_description = "Serves GET /metrics (the Prometheus text format) and GET /healthz over plain HTTP. Every "
                        "scrape walks the kubelet's pod directory and reads each gpucap container's ledger: no "
                        "lock is taken and nothing is written. The ledgers are the tenants' files: each is opened "
@@ -86,11 +83,6 @@ static const char *root;
 static struct gpc_cards cards;
 static struct gpc_http_guard guard;
 static atomic_ullong scrape_errors;
-
-static void on_signal(int sig)
-{
-    stop = 1;
-}
 
 #define say(...) tool_error("gpucap-exporter", __VA_ARGS__)
 
@@ -231,29 +223,18 @@ static int serve(const char *listen, unsigned per_ip)
     return 0;
 }
 
-static int set_flag(void *arg, int flag, const char *value)
-{
-    const char **val = arg;
-    val[flag] = flag == OPT_ONCE ? "1" : value;
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     const char *val[OPT_COUNT];
-    tool_env_values(&exporter_cmd, val);
-    int first, rc = tool_begin(&exporter_cmd, argc, argv, set_flag, val, &first);
+    int first, rc = tool_settings(&exporter_cmd, argc, argv, val, NULL, &first);
     if (rc >= 0)
         return rc;
     bool once = val[OPT_ONCE] != NULL;
     root = val[OPT_ROOT];
-    char *end;
-    unsigned long per_ip = strtoul(val[OPT_MAX_CONNECTIONS_PER_IP], &end, 10);
-    if (*end || end == val[OPT_MAX_CONNECTIONS_PER_IP] || per_ip < 1 || per_ip > MAX_CONNECTIONS) {
-        tool_usage_error(&exporter_cmd, "--max-connections-per-ip '%s': expected a whole number from 1 to %d",
-                         val[OPT_MAX_CONNECTIONS_PER_IP], MAX_CONNECTIONS);
+    unsigned per_ip;
+    if (tool_number(&exporter_cmd, "--max-connections-per-ip", val[OPT_MAX_CONNECTIONS_PER_IP], 1, MAX_CONNECTIONS,
+                    &per_ip) != 0)
         return TOOL_EXIT_USAGE;
-    }
     char why[512];
     if (gpc_cards_load(val[OPT_CARDS], &cards, why, sizeof why) != 0) {
         say("cards %s: %s", val[OPT_CARDS], why);
@@ -278,13 +259,10 @@ int main(int argc, char **argv)
         free(body);
         return ok ? 0 : 1;
     }
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    tool_stop_on_signals(&stop);
     if (gpc_http_guard_init(&guard, MAX_CONNECTIONS, HEADER_DEADLINE) != 0) {
         say("out of memory");
         return 1;
     }
-    return serve(val[OPT_LISTEN], (unsigned)per_ip);
+    return serve(val[OPT_LISTEN], per_ip);
 }

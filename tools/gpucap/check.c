@@ -18,17 +18,12 @@ static const struct tool_flag check_flags[F_COUNT] = {
 };
 
 const struct tool_cmd cli_check_cmd = {
-    .name = "gpucap check",
-    .summary = "validate gpucap's settings",
-    .synopsis = "gpucap check [--json] [FILE]",
+    CLI_COMMAND("check", check_flags, "[--json] [FILE]", "validate gpucap's settings"),
     .about = "Validates the GPUCAP_* environment and an ini file (FILE, else GPUCAP_CONFIG, else\n"
              "/etc/gpucap/gpucap.ini if present) against the settings table, the whole file (an unknown\n"
              "section or key is reported, with the nearest known name, and checking goes on), prints each\n"
              "setting with its origin and the effective budget per device.",
-    .flags = check_flags,
-    .nflags = F_COUNT,
     .tail = "Exit 0 when all is valid, 1 otherwise, 2 for a usage error.\n\n" CLI_SETTINGS_NOTE,
-    .usage_exit = CLI_USAGE,
     .max_operands = 1,
 };
 
@@ -48,13 +43,6 @@ static void collect(enum gpc_log_level level, const char *line, void *arg)
     }
     if (w->n < 64)
         snprintf(w->line[w->n++], sizeof w->line[0], "%s%s", level == GPC_LOG_ERROR ? "error: " : "warning: ", line);
-}
-
-static int on_flag(void *arg, int flag, const char *v)
-{
-    (void)flag, (void)v;
-    *(bool *)arg = true;
-    return 0;
 }
 
 static void show_value(const struct gpc_value *v, char *buf, size_t len)
@@ -131,10 +119,11 @@ static int print_json(const struct gpc_settings *s, const char *file, const stru
 
 int cmd_check(int argc, char **argv)
 {
-    bool json = false;
-    int first, rc = tool_begin(&cli_check_cmd, argc, argv, on_flag, &json, &first);
+    const char *given[F_COUNT] = {0};
+    int first, rc = tool_begin_values(&cli_check_cmd, argc, argv, given, &first);
     if (rc >= 0)
         return rc;
+    bool json = given[F_JSON] != NULL;
     const char *file = first < argc ? argv[first] : NULL;
     if (file) {
         /* Said here, about the argument: the library would name GPUCAP_CONFIG, which the user did not set. */

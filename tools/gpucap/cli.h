@@ -34,6 +34,12 @@ int cmd_status(int argc, char **argv);
 int cmd_inject(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_set_memory(int argc, char **argv);
+/*
+ * What every command's definition starts with (tool.h's TOOL_COMMAND): its word ("check"), its
+ * flags table, its operands as the synopsis shows them ("[--json] [FILE]") and its one-line summary;
+ * the name is "gpucap check". A usage error exits 2 unless the command sets .usage_exit.
+ */
+#define CLI_COMMAND(word, table, operands, summary_text) TOOL_COMMAND("gpucap " word, table, operands, summary_text)
 /* Each command's flags and help (the rows --help and the man page print). */
 extern const struct tool_cmd cli_run_cmd, cli_check_cmd, cli_doctor_cmd, cli_status_cmd, cli_inject_cmd,
     cli_plot_cmd, cli_setmem_cmd;
@@ -43,6 +49,19 @@ void cli_print_help(FILE *f);
 void cli_print_man(FILE *f);
 /* help.c: prints the options table (every GPUCAP_* setting) for --help. */
 void cli_print_options(FILE *f);
+/* The placeholder of a setting's value (help.c, gpucap.ini(5)): SIZE, N, TEXT, the choices, and a
+ * boolean as `bool_form` ("0|1" for the variables, "true|false" in the ini file). */
+static inline const char *cli_value_form(const struct gpc_option_def *d, const char *bool_form)
+{
+    switch (d->type) {
+    case GPC_T_SIZE: return "SIZE";
+    case GPC_T_BOOL: return bool_form;
+    case GPC_T_INT: return "N";
+    case GPC_T_STRING: return "TEXT";
+    case GPC_T_ENUM: return d->choices;
+    }
+    return "VALUE";
+}
 /* The line a command's --help ends with: where the settings are listed. */
 #define CLI_SETTINGS_NOTE "Settings (GPUCAP_* variables, ini keys): `gpucap --help` or man gpucap lists them all.\n"
 

@@ -28,18 +28,14 @@ static const struct tool_flag doctor_flags[F_COUNT] = {
 };
 
 const struct tool_cmd cli_doctor_cmd = {
-    .name = "gpucap doctor",
-    .summary = "check a node or pod before trusting a gpucap cap",
-    .synopsis = "gpucap doctor [--json] [--lib FILE] [--root DIR]",
+    CLI_COMMAND("doctor", doctor_flags, "[--json] [--lib FILE] [--root DIR]",
+                "check a node or pod before trusting a gpucap cap"),
     .about = "Checks this node or pod: NVIDIA device nodes, the driver and NVML and their versions, the\n"
              "cards (memory, MIG), whether libgpucap.so is preloaded here with a limit set, and whether the\n"
              "library exports every hook. Then the driver's own per-container memory limits: whether this\n"
              "node and container can have them (driver r615+, cgroup v2 and its dmem controller, the\n"
              "container toolkit's variables) and whether one is in force.",
-    .flags = doctor_flags,
-    .nflags = F_COUNT,
     .tail = "Exit 0 when no check failed, 1 otherwise, 2 for a usage error.\n\n" CLI_SETTINGS_NOTE,
-    .usage_exit = CLI_USAGE,
 };
 
 static int failures, shown;
@@ -87,6 +83,16 @@ static void check_nodes(void)
              "run nvidia-modprobe -u -c=0 on the node");
 }
 
+/* dlopen(name) with `mode` (and RTLD_LOCAL); NULL after a FAIL line "WHAT: NAME cannot be loaded
+ * (why)ADVICE". */
+static void *load(const char *what, const char *name, int mode, const char *advice)
+{
+    void *h = dlopen(name, mode | RTLD_LOCAL);
+    if (!h)
+        line("FAIL", "%s: %s cannot be loaded (%s)%s", what, name, dlerror(), advice);
+    return h;
+}
+
 typedef int CUres;
 static bool is_fake;
 static int cuda_version;        /* cuDriverGetVersion, 0: unknown */
@@ -94,12 +100,10 @@ static char nvml_driver[96];    /* nvmlSystemGetDriverVersion, "" unknown */
 
 static void check_driver(void)
 {
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        line("FAIL", "driver: libcuda.so.1 cannot be loaded (%s); install the NVIDIA driver, or in a "
-             "container use the NVIDIA container toolkit so that it is mounted", dlerror());
+    void *h = load("driver", "libcuda.so.1", RTLD_NOW, "; install the NVIDIA driver, or in a container use the "
+                   "NVIDIA container toolkit so that it is mounted");
+    if (!h)
         return;
-    }
     is_fake = dlsym(h, "fakecuda_outstanding") != NULL;
     CUres (*init)(unsigned) = (CUres(*)(unsigned))dlsym(h, "cuInit");
     CUres (*version)(int *) = (CUres(*)(int *))dlsym(h, "cuDriverGetVersion");
@@ -129,12 +133,10 @@ enum { NV_ERROR_NOT_SUPPORTED = 3, NV_ERROR_FUNCTION_NOT_FOUND = 13 };
 
 static void check_nvml(void)
 {
-    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        line("FAIL", "NVML: libnvidia-ml.so.1 cannot be loaded (%s); it comes with the driver: install or "
-             "mount it with libcuda.so.1", dlerror());
+    void *h = load("NVML", "libnvidia-ml.so.1", RTLD_NOW, "; it comes with the driver: install or mount it with "
+                   "libcuda.so.1");
+    if (!h)
         return;
-    }
 #define SYM(type, name) __typeof__(type) name = (__typeof__(type))dlsym(h, #name)
     SYM(nvret(*)(void), nvmlInit_v2);
     SYM(nvret(*)(char *, unsigned), nvmlSystemGetDriverVersion);
@@ -347,11 +349,9 @@ static void check_exports(const char *lib_opt)
         return;
     }
     /* Loading it does nothing by itself: the library starts at the first CUDA call. */
-    void *h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
-    if (!h) {
-        line("FAIL", "library: %s cannot be loaded (%s)", lib, dlerror());
+    void *h = load("library", lib, RTLD_LAZY, "");
+    if (!h)
         return;
-    }
     static const char *const hooks[] = {
 #define NAME(exp, base, ver, pt, pfn) #exp,
         GPC_HOOKS(NAME)
@@ -386,36 +386,21 @@ static void check_exports(const char *lib_opt)
         line("PASS", "version: the library and this command are gpucap %s", GPUCAP_VERSION_STRING);
 }
 
-struct doctor_opts {
-    const char *lib, *root;
-};
-
-static int on_flag(void *arg, int flag, const char *v)
-{
-    struct doctor_opts *o = arg;
-    if (flag == F_LIB)
-        o->lib = v;
-    else if (flag == F_ROOT)
-        o->root = v;
-    else
-        json = true;
-    return 0;
-}
-
 int cmd_doctor(int argc, char **argv)
 {
-    struct doctor_opts o = {.root = "/"};
-    int first, rc = tool_begin(&cli_doctor_cmd, argc, argv, on_flag, &o, &first);
+    const char *given[F_COUNT] = {[F_ROOT] = "/"};
+    int first, rc = tool_begin_values(&cli_doctor_cmd, argc, argv, given, &first);
     if (rc >= 0)
         return rc;
+    json = given[F_JSON] != NULL;
     if (json)
         printf("{\"checks\":[");
     check_nodes();
     check_driver();
     check_nvml();
     check_preload();
-    check_exports(o.lib);
-    check_driver_limits(o.root);
+    check_exports(given[F_LIB]);
+    check_driver_limits(given[F_ROOT]);
     if (json)
         printf("],\"failures\":%d,\"ok\":%s}\n", failures, failures ? "false" : "true");
     else if (failures)

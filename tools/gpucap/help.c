@@ -31,18 +31,6 @@ static const char usage[] =
     "\n"
     "`gpucap COMMAND --help` describes a command. Exit status: see each command.\n";
 
-static const char *type_name(const struct gpc_option_def *d)
-{
-    switch (d->type) {
-    case GPC_T_SIZE: return "SIZE";
-    case GPC_T_BOOL: return "0|1";
-    case GPC_T_INT: return "N";
-    case GPC_T_STRING: return "TEXT";
-    case GPC_T_ENUM: return d->choices;
-    }
-    return "";
-}
-
 void cli_print_options(FILE *f)
 {
     fprintf(f, "settings (environment variable, ini key in [gpucap] of the file GPUCAP_CONFIG names):\n");
@@ -59,7 +47,8 @@ void cli_print_options(FILE *f)
             fprintf(f, "  [ini: %s]", d->key);
         if (d->flags & GPC_OPTF_FILE_ONLY)
             fprintf(f, "  (the platform file only; the variable is refused)");
-        fprintf(f, "\n      %s = %s%s%s\n", d->key, type_name(d), d->def ? ", default " : "", d->def ? d->def : "");
+        fprintf(f, "\n      %s = %s%s%s\n", d->key, cli_value_form(d, "0|1"), d->def ? ", default " : "",
+                d->def ? d->def : "");
         /* Wrap the documentation at about 96 columns. */
         const char *p = d->doc;
         while (*p) {

@@ -7,22 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "gpucap_version.h"
-#include "common/options.h"
-#include "common/units.h"
 #include "man.h"
-
-static const char *type_of(const struct gpc_option_def *d)
-{
-    switch (d->type) {
-    case GPC_T_SIZE: return "SIZE";
-    case GPC_T_BOOL: return "true|false";
-    case GPC_T_INT: return "N";
-    case GPC_T_STRING: return "TEXT";
-    case GPC_T_ENUM: return d->choices;
-    }
-    return "VALUE";
-}
 
 int main(void)
 {
@@ -57,7 +44,7 @@ int main(void)
         if ((d->flags & GPC_OPTF_PER_DEVICE) && n < sizeof text)
             snprintf(text + n, sizeof text - n, " Per device: %s_<ordinal>, %s_GPU-<uuid>, or the key in a "
                      "[device.*] section.", d->env, d->env);
-        gpc_man_item(f, d->key, type_of(d), text);
+        gpc_man_item(f, d->key, cli_value_form(d, "true|false"), text);
     }
     fprintf(f, ".SS Variables only\n");
     for (int i = 0; i < GPC_OPT__COUNT; i++) {

@@ -40,19 +40,15 @@ static const struct tool_flag inject_flags[F_COUNT] = {
 };
 
 const struct tool_cmd cli_inject_cmd = {
-    .name = "gpucap inject",
-    .summary = "fill a pod's gpucap volume",
-    .synopsis = "gpucap inject --to DIR [--ledgers DIR] [--max SIZE] [--lib FILE] CONTAINER=SIZE...",
+    CLI_COMMAND("inject", inject_flags, "--to DIR [--ledgers DIR] [--max SIZE] [--lib FILE] CONTAINER=SIZE...",
+                "fill a pod's gpucap volume"),
     .about = "Fills a pod's gpucap volume (run by the init container the webhook injects):\n"
              "  DIR/lib/libgpucap.so, DIR/bin/gpucap   the library and this command\n"
              "  DIR/ld.so.preload                      " MOUNT_LIB "\n"
              "  DIR/CONTAINER/gpucap.ini               lock = true, memory_limit = SIZE,\n"
              "                                         memory_limit_max = --max (when given), ledger\n"
              "CONTAINER is a container name (DNS label); SIZE a size for that container.",
-    .flags = inject_flags,
-    .nflags = F_COUNT,
     .tail = "Exit 0 when every file is in place, 1 on a failure, 2 on a usage error.\n",
-    .usage_exit = CLI_USAGE,
     .max_operands = TOOL_ANY,
 };
 
@@ -173,18 +169,12 @@ static int fail(const char *what, const char *path, int rc)
     return 1;
 }
 
-static int set_flag(void *arg, int flag, const char *value)
-{
-    ((const char **)arg)[flag] = value;
-    return 0;
-}
-
 int cmd_inject(int argc, char **argv)
 {
     const char *v[F_COUNT] = {0};
     struct target t[MAX_CONTAINERS];
     size_t nt = 0;
-    int first, rc = tool_begin(&cli_inject_cmd, argc, argv, set_flag, v, &first);
+    int first, rc = tool_begin_values(&cli_inject_cmd, argc, argv, v, &first);
     if (rc >= 0)
         return rc;
     const char *to = v[F_TO], *ledgers = v[F_LEDGERS], *max = v[F_MAX], *lib = v[F_LIB];

@@ -532,17 +532,13 @@ static const struct tool_flag plot_flags[F_COUNT] = {
 };
 
 const struct tool_cmd cli_plot_cmd = {
-    .name = "gpucap plot",
-    .summary = "draw a gpucap JSON report as an SVG picture",
-    .synopsis = "gpucap plot [-o FILE] REPORT.json",
+    CLI_COMMAND("plot", plot_flags, "[-o FILE] REPORT.json", "draw a gpucap JSON report as an SVG picture"),
     .about = "Draws the usage timeline of a JSON report (gpucap run --report FILE --json, or GPUCAP_REPORT\n"
              "with GPUCAP_REPORT_FORMAT=json) as an SVG picture: per device (titled with its index and\n"
              "name) the usage over time, the budget, each denial, the peak.",
-    .flags = plot_flags,
-    .nflags = F_COUNT,
     .tail = "Exit 0, 1 when the report cannot be read or the picture written, 2 for a usage error.\n",
-    .usage_exit = CLI_USAGE,
     .max_operands = 1,
+    .no_operand = "no REPORT.json given",
 };
 
 static uint64_t num(json_t *o, const char *key, uint64_t def)
@@ -602,23 +598,12 @@ static int plot_from_json(json_t *root, struct plot *pl, char *why, size_t len)
     return 0;
 }
 
-static int set_output(void *arg, int flag, const char *v)
-{
-    (void)flag;
-    *(const char **)arg = v;
-    return 0;
-}
-
 int cmd_plot(int argc, char **argv)
 {
-    const char *out = NULL;
-    int optind, rc = tool_begin(&cli_plot_cmd, argc, argv, set_output, &out, &optind);
+    const char *out = NULL; /* plot's one flag, -o */
+    int optind, rc = tool_begin_values(&cli_plot_cmd, argc, argv, &out, &optind);
     if (rc >= 0)
         return rc;
-    if (optind == argc) {
-        tool_usage_error(&cli_plot_cmd, "no REPORT.json given");
-        return CLI_USAGE;
-    }
     json_error_t err;
     /* Integers as reals: a figure beyond 2^63 (a report someone else wrote) loads, and is clamped. */
     json_t *root = json_load_file(argv[optind], JSON_DECODE_INT_AS_REAL, &err);

@@ -49,12 +49,8 @@ static const struct tool_flag run_flags[F_COUNT] = {
 };
 
 const struct tool_cmd cli_run_cmd = {
-    .name = "gpucap run",
-    .summary = "run a command under a GPU memory budget",
-    .synopsis = "gpucap run [OPTION...] [--] CMD [ARG...]",
+    CLI_COMMAND("run", run_flags, "[OPTION...] [--] CMD [ARG...]", "run a command under a GPU memory budget"),
     .about = "Runs CMD with libgpucap.so preloaded and a ledger private to this run and its children.",
-    .flags = run_flags,
-    .nflags = F_COUNT,
     .tail = "Without a budget from an option, the environment or the ini file, the run is measured under a\n"
             "budget of 100% of each device. GPUCAP_REPORT in the environment is taken as --report.\n"
             "The report: per device budget, peak, use, allocations, frees, denials, refusals by the driver,\n"
@@ -67,6 +63,7 @@ const struct tool_cmd cli_run_cmd = {
     .stop_at_operand = true,
     .usage_exit = TOOL_EXIT_OWN,
     .max_operands = TOOL_ANY,
+    .no_operand = "no command to run",
 };
 
 static volatile sig_atomic_t child_pid;
@@ -163,11 +160,9 @@ static int set_size(const char *opt, const char *name, const char *text)
 {
     struct gpc_size sz;
     int rc = gpc_parse_size(text, &sz);
-    if (rc != 0) {
-        tool_usage_error(&cli_run_cmd, "%s: '%s' is %s; accepted: %s", opt, text,
-                         rc == -ERANGE ? "out of range" : "not a size", gpc_size_forms);
-        return -1;
-    }
+    if (rc != 0)
+        return tool_usage_error(&cli_run_cmd, "%s: '%s' is %s; accepted: %s", opt, text,
+                                rc == -ERANGE ? "out of range" : "not a size", gpc_size_forms);
     setenv(name, text, 1);
     return 0;
 }
@@ -175,18 +170,15 @@ static int set_size(const char *opt, const char *name, const char *text)
 static int set_count(const char *flag, enum gpc_opt o, const char *text)
 {
     struct gpc_value v;
-    if (gpc_option_parse(o, text, &v) != 0) {
-        tool_usage_error(&cli_run_cmd, "%s: '%s' is not a whole number >= 0", flag, text);
-        return -1;
-    }
+    if (gpc_option_parse(o, text, &v) != 0)
+        return tool_usage_error(&cli_run_cmd, "%s: '%s' is not a whole number >= 0", flag, text);
     set_row(o, text);
     return 0;
 }
 
 struct run_opts {
-    const char *lib, *report;
-    int report_fd; /* -1: none */
-    bool json;
+    const char *given[F_COUNT]; /* the flags kept as given: --report, --json ("1"), --lib */
+    int report_fd;              /* -1: none */
 };
 
 static int on_flag(void *arg, int flag, const char *v)
@@ -204,43 +196,31 @@ static int on_flag(void *arg, int flag, const char *v)
         char *end;
         long ordinal = dev[0] ? strtol(dev, &end, 10) : -1;
         bool is_ordinal = dev[0] && !*end && ordinal >= 0 && ordinal < GPC_MAX_DEVICES;
-        if (!is_ordinal && !gpc_settings_uuid_text(dev)) {
-            tool_usage_error(&cli_run_cmd, "--device-memory takes DEV=SIZE, DEV a device ordinal (0, 1, ...) or "
-                             "UUID (GPU-...), not '%s'", v);
-            return -1;
-        }
+        if (!is_ordinal && !gpc_settings_uuid_text(dev))
+            return tool_usage_error(&cli_run_cmd, "--device-memory takes DEV=SIZE, DEV a device ordinal (0, 1, "
+                                    "...) or UUID (GPU-...), not '%s'", v);
         snprintf(name, sizeof name, "%s_%s", gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, dev);
         return set_size("--device-memory", name, eq + 1);
     }
     case F_AUDIT:
         set_row(GPC_OPT_MODE, "audit");
         return 0;
-    case F_REPORT:
-        o->report = v;
-        return 0;
     case F_REPORT_FD: {
         char *end;
         errno = 0;
         long fd = strtol(v, &end, 10);
-        if (errno || end == v || *end || fd < 0 || fd > INT_MAX || fcntl((int)fd, F_GETFD) < 0) {
-            tool_usage_error(&cli_run_cmd, "--report-fd: '%s' is not an open file descriptor", v);
-            return -1;
-        }
+        if (errno || end == v || *end || fd < 0 || fd > INT_MAX || fcntl((int)fd, F_GETFD) < 0)
+            return tool_usage_error(&cli_run_cmd, "--report-fd: '%s' is not an open file descriptor", v);
         o->report_fd = (int)fd;
         return 0;
     }
-    case F_JSON:
-        o->json = true;
-        return 0;
     case F_FAIL_AFTER:
         return set_count("--fail-after", GPC_OPT_FAIL_AFTER, v);
     case F_FAIL_RATE: {
         uint64_t r;
-        if (gpc_fault_parse_rate(v, &r) != 0) {
-            tool_usage_error(&cli_run_cmd, "--fail-rate takes a share from 0 to 1 (0.05) or a percentage (5%%), not '%s'",
-                             v);
-            return -1;
-        }
+        if (gpc_fault_parse_rate(v, &r) != 0)
+            return tool_usage_error(&cli_run_cmd, "--fail-rate takes a share from 0 to 1 (0.05) or a percentage "
+                                    "(5%%), not '%s'", v);
         set_row(GPC_OPT_FAIL_RATE, v);
         return 0;
     }
@@ -249,11 +229,10 @@ static int on_flag(void *arg, int flag, const char *v)
     case F_BACKTRACE:
         set_row(GPC_OPT_BACKTRACE, "1");
         return 0;
-    case F_LIB:
-        o->lib = v;
+    default: /* --report, --json, --lib: read by cmd_run */
+        o->given[flag] = v ? v : "1";
         return 0;
     }
-    return -1;
 }
 
 static const char *signal_name(int sig)
@@ -282,18 +261,15 @@ int cmd_run(int argc, char **argv)
     int first, rc = tool_begin(&cli_run_cmd, argc, argv, on_flag, &o, &first);
     if (rc >= 0)
         return rc;
-    if (first >= argc) {
-        tool_usage_error(&cli_run_cmd, "no command to run");
-        return TOOL_EXIT_OWN;
-    }
-    if (o.report && o.report_fd >= 0) {
+    const char *report = o.given[F_REPORT];
+    if (report && o.report_fd >= 0) {
         tool_usage_error(&cli_run_cmd, "--report and --report-fd: choose one");
         return TOOL_EXIT_OWN;
     }
     char **cmd = argv + first;
 
     char lib[PATH_MAX], tried[2048];
-    if (cli_find_lib(o.lib, lib, sizeof lib, tried, sizeof tried) != 0) {
+    if (cli_find_lib(o.given[F_LIB], lib, sizeof lib, tried, sizeof tried) != 0) {
         tool_error("gpucap run", "libgpucap.so not found (looked at %s); pass --lib FILE or set GPUCAP_LIB", tried);
         return TOOL_EXIT_OWN;
     }
@@ -304,8 +280,7 @@ int cmd_run(int argc, char **argv)
     struct gpc_settings s;
     cli_settings_quiet(&s, environ);
     bool audit = gpc_opt_enum(&s, GPC_OPT_MODE) == GPC_MODE_AUDIT;
-    bool json = o.json || gpc_opt_enum(&s, GPC_OPT_REPORT_FORMAT) == GPC_REPORT_JSON;
-    const char *report = o.report;
+    bool json = o.given[F_JSON] != NULL || gpc_opt_enum(&s, GPC_OPT_REPORT_FORMAT) == GPC_REPORT_JSON;
     if (!report && o.report_fd < 0 && s.opt[GPC_OPT_REPORT].src == GPC_SRC_ENV)
         report = gpc_opt_string(&s, GPC_OPT_REPORT);
     if (report && !*report)

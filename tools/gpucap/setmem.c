@@ -35,21 +35,18 @@ static const struct tool_flag setmem_flags[F_COUNT] = {
 };
 
 const struct tool_cmd cli_setmem_cmd = {
-    .name = "gpucap set-memory",
-    .summary = "change the budget of running processes",
-    .synopsis = "gpucap set-memory [--ledger FILE | --pid PID] [--device UUID|INDEX] [--wait SECONDS] SIZE",
+    CLI_COMMAND("set-memory", setmem_flags, "[--ledger FILE | --pid PID] [--device UUID|INDEX] [--wait SECONDS] SIZE",
+                "change the budget of running processes"),
     .about = "Changes the memory budget of the processes on a ledger while they run. SIZE takes the forms of\n"
              "GPUCAP_MEMORY_LIMIT (4GiB, 1500MB, 50%). A raise admits at once; a lowering takes back what the\n"
              "processes hold spare and admits nothing more until the use is below it; nothing held is taken\n"
              "away. A running process applies it at its next CUDA memory call; a process that joins the ledger\n"
              "later takes it too, until the last process on it leaves. Refused when the settings are locked by\n"
              "the platform file: the budget is the platform's.",
-    .flags = setmem_flags,
-    .nflags = F_COUNT,
     .tail = "Exit 0 applied (or posted, said so), 1 on an error, 2 for a usage error.\n\n"
             "example: gpucap run --memory 8GiB -- python train.py &   gpucap set-memory --pid $! 12GiB\n",
-    .usage_exit = CLI_USAGE,
     .max_operands = 1,
+    .no_operand = "no SIZE",
 };
 
 struct setmem_opts {
@@ -68,16 +65,12 @@ static int on_flag(void *arg, int flag, const char *v)
         o->device = v;
     } else if (flag == F_PID) {
         o->pid = strtol(v, &end, 10);
-        if (*end || o->pid <= 0) {
-            tool_usage_error(&cli_setmem_cmd, "--pid takes a process id, not '%s'", v);
-            return 1;
-        }
+        if (*end || o->pid <= 0)
+            return tool_usage_error(&cli_setmem_cmd, "--pid takes a process id, not '%s'", v);
     } else {
         o->wait_s = strtod(v, &end);
-        if (*end || o->wait_s < 0) {
-            tool_usage_error(&cli_setmem_cmd, "--wait takes seconds, not '%s'", v);
-            return 1;
-        }
+        if (*end || o->wait_s < 0)
+            return tool_usage_error(&cli_setmem_cmd, "--wait takes seconds, not '%s'", v);
     }
     return 0;
 }
@@ -168,10 +161,6 @@ int cmd_set_memory(int argc, char **argv)
     int first, rc0 = tool_begin(&cli_setmem_cmd, argc, argv, on_flag, &o, &first);
     if (rc0 >= 0)
         return rc0;
-    if (first >= argc) {
-        tool_usage_error(&cli_setmem_cmd, "no SIZE");
-        return CLI_USAGE;
-    }
     const char *path = o.path, *device = o.device, *size_text = argv[first];
     long pid = o.pid;
     double wait_s = o.wait_s;

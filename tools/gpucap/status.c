@@ -29,16 +29,11 @@ static const struct tool_flag status_flags[F_COUNT] = {
 };
 
 const struct tool_cmd cli_status_cmd = {
-    .name = "gpucap status",
-    .summary = "show a gpucap ledger",
-    .synopsis = "gpucap status [--json] [--ledger FILE]",
+    CLI_COMMAND("status", status_flags, "[--json] [--ledger FILE]", "show a gpucap ledger"),
     .about = "Shows the ledger (FILE, else the ledger setting: GPUCAP_LEDGER or `ledger` in the ini file, else\n"
              "/tmp/gpucap-<euid>.ledger): its age; per device its budget, use, peak and denials; per process\n"
              "its command, age, use, peak and whether it is alive. Read-only.",
-    .flags = status_flags,
-    .nflags = F_COUNT,
     .tail = "Exit 0, 1 when the ledger cannot be read (the reason is said), 2 for a usage error.\n\n" CLI_SETTINGS_NOTE,
-    .usage_exit = CLI_USAGE,
 };
 
 static bool alive(const struct gpc_ledger_proc *p)
@@ -168,29 +163,14 @@ static uint64_t realtime_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-struct status_opts {
-    const char *path;
-    bool json;
-};
-
-static int on_flag(void *arg, int flag, const char *v)
-{
-    struct status_opts *o = arg;
-    if (flag == F_LEDGER)
-        o->path = v;
-    else
-        o->json = true;
-    return 0;
-}
-
 int cmd_status(int argc, char **argv)
 {
-    struct status_opts o = {0};
-    int first, rc = tool_begin(&cli_status_cmd, argc, argv, on_flag, &o, &first);
+    const char *given[F_COUNT] = {0};
+    int first, rc = tool_begin_values(&cli_status_cmd, argc, argv, given, &first);
     if (rc >= 0)
         return rc;
-    const char *path = o.path;
-    bool json = o.json;
+    const char *path = given[F_LEDGER];
+    bool json = given[F_JSON] != NULL;
     char named[512], from[64] = "--ledger";
     if (!path) {
         extern char **environ;

@@ -1046,6 +1046,26 @@ static bool take_size(struct review *r, char *dst, size_t len, const char *text,
 }
 
 /*
+ * A size the namespace's policy or else the cluster sets (the maximum, the default budget): the
+ * policy's `ns` (checked as `ns_what`) or else the cluster's `cluster` (checked at start-up), trimmed
+ * into dst, and *source set to ns_source or cluster_source; neither set: dst and *source unchanged.
+ * False (with r->msg) when the policy's is not a size.
+ */
+static bool policy_size(struct review *r, char *dst, size_t len, const char **source, const char *ns,
+                        const char *ns_what, const char *ns_source, const char *cluster, const char *cluster_source)
+{
+    if (ns[0]) {
+        if (!take_size(r, dst, len, ns, ns_what))
+            return false;
+        *source = ns_source;
+    } else if (cluster) {
+        trim_copy(dst, len, cluster);
+        *source = cluster_source;
+    }
+    return true;
+}
+
+/*
  * True when the pod can only run on nodes labelled `label`="true": its nodeSelector says so, or
  * every term of its required node affinity does (the terms are alternatives).
  */
@@ -1100,23 +1120,15 @@ static enum verdict platform(struct review *r, const char *preload_ann, json_t *
         }
     }
     r->trusted = r->policy.trusted || (r->ns && list_has(r->cfg->trusted_namespaces, r->ns));
-    if (r->policy.max_memory[0]) {
-        if (!take_size(r, r->max, sizeof r->max, r->policy.max_memory, "namespace policy max_memory"))
-            return V_DENY;
-        r->max_source = "namespace policy";
-    } else if (r->cfg->max_memory) {
-        trim_copy(r->max, sizeof r->max, r->cfg->max_memory);
-        r->max_source = "cluster --max-memory";
-    }
+    if (!policy_size(r, r->max, sizeof r->max, &r->max_source, r->policy.max_memory, "namespace policy max_memory",
+                     "namespace policy", r->cfg->max_memory, "cluster --max-memory"))
+        return V_DENY;
     bool ns_default = r->policy.default_memory[0] != '\0';
-    if (ns_default) {
-        if (!take_size(r, r->fallback, sizeof r->fallback, r->policy.default_memory, "namespace policy default_memory"))
-            return V_DENY;
-        r->fallback_source = "namespace default";
-    } else if (r->cfg->default_memory) {
-        trim_copy(r->fallback, sizeof r->fallback, r->cfg->default_memory);
-        r->fallback_source = "cluster --default-memory";
-    } else if (r->max[0]) {
+    if (!policy_size(r, r->fallback, sizeof r->fallback, &r->fallback_source, r->policy.default_memory,
+                     "namespace policy default_memory", "namespace default", r->cfg->default_memory,
+                     "cluster --default-memory"))
+        return V_DENY;
+    if (!r->fallback[0] && r->max[0]) {
         snprintf(r->fallback, sizeof r->fallback, "%s", r->max);
         r->fallback_source = r->max_source;
     }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "gpucap_version.h"
+#include "kubeapi.h"
 #include "server.h"
 #include "common/units.h"
 #include "tool.h"
@@ -47,11 +48,9 @@ static const struct tool_flag rows[OPT_COUNT] = {
                                    "(Kubernetes API; RBAC get namespaces)"},
     [OPT_KUBE_API] = {"kube-api", 0, "URL", "GPUCAP_WEBHOOK_KUBE_API", NULL,
                       "API server URL (unset: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT)"},
-    [OPT_KUBE_TOKEN] = {"kube-token", 0, "FILE", "GPUCAP_WEBHOOK_KUBE_TOKEN",
-                        "/var/run/secrets/kubernetes.io/serviceaccount/token",
+    [OPT_KUBE_TOKEN] = {"kube-token", 0, "FILE", "GPUCAP_WEBHOOK_KUBE_TOKEN", TOOL_KUBE_TOKEN_FILE,
                         "service account token file, read again on every fetch"},
-    [OPT_KUBE_CA] = {"kube-ca", 0, "FILE", "GPUCAP_WEBHOOK_KUBE_CA",
-                     "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt", "CA bundle of the API server"},
+    [OPT_KUBE_CA] = {"kube-ca", 0, "FILE", "GPUCAP_WEBHOOK_KUBE_CA", TOOL_KUBE_CA_FILE, "CA bundle of the API server"},
     [OPT_NAMESPACE_TTL] = {"namespace-ttl", 0, "SECONDS", "GPUCAP_WEBHOOK_NAMESPACE_TTL", "30",
                            "seconds a Namespace's policy is cached"},
     [OPT_IMAGE] = {"image", 0, "IMAGE", "GPUCAP_WEBHOOK_IMAGE", NULL,
@@ -115,16 +114,12 @@ static const struct check_row {
 };
 
 static const struct tool_cmd webhook_cmd = {
-    .name = "gpucap-webhook",
-    .summary = "Kubernetes admission webhook that injects gpucap into GPU pods",
-    .synopsis = "gpucap-webhook --cert FILE --key FILE --image IMAGE [OPTION...]",
+    TOOL_COMMAND("gpucap-webhook", rows, "--cert FILE --key FILE --image IMAGE [OPTION...]",
+                 "Kubernetes admission webhook that injects gpucap into GPU pods"),
     .about = "Mutating admission webhook: POST /mutate, GET /livez, /readyz, /healthz, /metrics. Each option\n"
              "may also be given in the environment variable shown; a flag overrides the variable.",
-    .flags = rows,
-    .nflags = OPT_COUNT,
     .tail = "Sizes: see `gpucap --help`. Exit 0 when stopped, 1 when it cannot serve, 2 for a usage or\n"
             "setting error.\n",
-    .usage_exit = TOOL_EXIT_USAGE,
     .man_description = "Mutating admission webhook over HTTPS: POST /mutate answers the API server's admission "
                        "reviews of pods; GET /livez (the process serves), GET /readyz and /healthz (a valid "
                        "certificate is loaded) and GET /metrics (Prometheus text: admissions by result, their "
@@ -139,13 +134,6 @@ static const struct tool_cmd webhook_cmd = {
                  "(/var/run/secrets/kubernetes.io/serviceaccount/, with --namespace-annotations true).",
     .man_see_also = ".BR gpucap (1),\n.BR gpucap\\-exporter (1),\n.BR gpucap.ini (5)",
 };
-
-static volatile sig_atomic_t stop;
-
-static void on_signal(int sig)
-{
-    stop = 1;
-}
 
 /* Checks one value against its row; returns 0 or -EINVAL after a message naming the setting. */
 static int check(int id, const char *value, const char *from, unsigned *num)
@@ -189,31 +177,13 @@ static int check(int id, const char *value, const char *from, unsigned *num)
     return -EINVAL;
 }
 
-struct given {
-    const char *value[OPT_COUNT];
-    const char *from[OPT_COUNT];
-    char names[OPT_COUNT][48];
-};
-
-static int set_flag(void *arg, int id, const char *value)
-{
-    struct given *g = arg;
-    g->value[id] = value;
-    snprintf(g->names[id], sizeof g->names[id], "--%s", rows[id].name);
-    g->from[id] = g->names[id];
-    return 0;
-}
+static volatile sig_atomic_t stop;
 
 int main(int argc, char **argv)
 {
-    static struct given g;
-    const char **value = g.value, **from = g.from;
-    tool_env_values(&webhook_cmd, value);
-    for (int i = 0; i < OPT_COUNT; i++) {
-        const char *env = getenv(rows[i].env);
-        from[i] = env && *env ? rows[i].env : "default";
-    }
-    int first, rc = tool_begin(&webhook_cmd, argc, argv, set_flag, &g, &first);
+    const char *value[OPT_COUNT];
+    enum tool_origin from[OPT_COUNT];
+    int first, rc = tool_settings(&webhook_cmd, argc, argv, value, from, &first);
     if (rc >= 0)
         return rc;
 
@@ -226,7 +196,8 @@ int main(int argc, char **argv)
             }
             continue;
         }
-        if (check(i, value[i], from[i], &num[i]) != 0)
+        char name[64];
+        if (check(i, value[i], tool_origin_name(&webhook_cmd, i, from[i], name, sizeof name), &num[i]) != 0)
             return 2;
     }
 
@@ -281,11 +252,7 @@ int main(int argc, char **argv)
         opt.admission.ns_ctx = &chain;
     }
 
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    tool_stop_on_signals(&stop);
     json_object_seed(0); /* before any thread, so the hash seed is chosen once */
     setvbuf(stderr, NULL, _IOLBF, 0);
 

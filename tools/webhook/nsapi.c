@@ -132,33 +132,16 @@ out:
 /* One GET of the Namespace; 0 with *out, or a negative errno with err set. */
 static int fetch(struct gpc_nsapi *p, const char *ns, struct gpc_ns_policy *out, char *err, size_t errlen)
 {
-    char token[8192], url[700], auth[8300];
-    int rc = tool_read_token(p->token_file, token, sizeof token, err, errlen);
+    char url[700], cerr[CURL_ERROR_SIZE] = "";
+    snprintf(url, sizeof url, "%s/api/v1/namespaces/%s", p->url, ns);
+    struct answer a = {NULL, 0};
+    struct tool_kube_request r = {url, p->token_file, p->ca_file, false, false, p->timeout_ms, on_data, &a, cerr};
+    CURL *c;
+    struct curl_slist *hdr;
+    int rc = tool_kube_open(&r, &c, &hdr, err, errlen);
     if (rc != 0)
         return rc;
-    snprintf(url, sizeof url, "%s/api/v1/namespaces/%s", p->url, ns);
-    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
-    CURL *c = curl_easy_init();
-    struct curl_slist *hdr = curl_slist_append(NULL, auth);
-    struct curl_slist *hdr2 = hdr ? curl_slist_append(hdr, "Accept: application/json") : NULL;
-    if (!c || !hdr2) {
-        curl_slist_free_all(hdr);
-        curl_easy_cleanup(c);
-        snprintf(err, errlen, "out of memory");
-        return -ENOMEM;
-    }
-    struct answer a = {NULL, 0};
-    char cerr[CURL_ERROR_SIZE] = "";
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https");
-    curl_easy_setopt(c, CURLOPT_CAINFO, p->ca_file);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr2);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L); /* worker threads: no SIGALRM for timeouts */
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, p->timeout_ms);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, p->timeout_ms);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
     CURLcode res = curl_easy_perform(c);
     long code = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
@@ -174,7 +157,7 @@ static int fetch(struct gpc_nsapi *p, const char *ns, struct gpc_ns_policy *out,
         rc = parse_namespace(a.buf ? a.buf : "", a.len, out, err, errlen);
     }
     free(a.buf);
-    curl_slist_free_all(hdr2);
+    curl_slist_free_all(hdr);
     curl_easy_cleanup(c);
     return rc;
 }
