@@ -16,19 +16,8 @@
 #include <string.h>
 
 #include "admission.h"
+#include "check.h"
 #include "common/units.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                                         \
-    do {                                                                                                         \
-        if (!(cond)) {                                                                                           \
-            failures++;                                                                                          \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                 \
-            fprintf(stderr, __VA_ARGS__);                                                                        \
-            fputc('\n', stderr);                                                                                 \
-        }                                                                                                        \
-    } while (0)
 
 static const struct gpc_admission_config annotated_only = {.image = "gpucap:t"};
 static const struct gpc_admission_config with_default = {.image = "gpucap:t", .default_memory = "25%"};
@@ -495,7 +484,5 @@ int main(int argc, char **argv)
         check_case(argv[1], &cases[i]);
     hostile(argv[1]);
     config_checks();
-    if (failures)
-        fprintf(stderr, "%d failures\n", failures);
-    return failures ? 1 : 0;
+    return test_result();
 }
