@@ -253,6 +253,30 @@ def ephemeral_containers(cli, fx):
     allowed(cli, [], twice, "an ephemeral container already there", patched=False)
 
 
+def ephemeral_settings(cli, fx):
+    # An ephemeral container's own GPUCAP_* or driver-limit variables, by env, valueFrom or an
+    # envFrom prefix, are refused as in any other container (issue 27); a trusted namespace keeps them.
+    base = load(fx, "annotated-bare")
+    pod, _ = allowed(cli, ["--driver-limits", "on"], base, "annotated-bare")
+    base["request"]["object"] = pod
+    debug = {"name": "debugger", "image": "busybox", "targetContainerName": "train"}
+    for var in ("NVIDIA_GPU_MEMORY_LIMIT", "NVIDIA_GPU_MEMORY_REQUEST", "GPUCAP_MEMORY_LIMIT"):
+        for entry in ({"name": var, "value": "81920"}, {"name": var, "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}):
+            for mode in ("on", "off"):
+                denied(cli, ["--driver-limits", mode], ephemeral(base, dict(debug, env=[entry])),
+                       f"ephemeral container with {var} ({'valueFrom' if 'valueFrom' in entry else 'value'}), driver {mode}",
+                       [f"ephemeral container debugger sets {var}", "belong to the platform"])
+    for prefix in ("NVIDIA_GPU_MEMORY_", "NVIDIA_GPU_MEMORY_LIMIT", "GPUCAP_", "GPU"):
+        denied(cli, ["--driver-limits", "on", "--visible-devices", "ignore"],
+               ephemeral(base, dict(debug, envFrom=[{"prefix": prefix, "configMapRef": {"name": "m"}}])),
+               f"ephemeral container with envFrom prefix {prefix}", [f'envFrom[0] with prefix "{prefix}"'])
+    allowed(cli, ["--driver-limits", "on"], ephemeral(base, dict(debug, envFrom=[{"prefix": "APP_", "configMapRef": {"name": "m"}}])),
+            "ephemeral container with envFrom prefix APP_", patched=False)
+    allowed(cli, ["--driver-limits", "on", "--trusted-namespaces", "ml"],
+            ephemeral(base, dict(debug, env=[{"name": "NVIDIA_GPU_MEMORY_LIMIT", "value": "1024"}])),
+            "ephemeral container with a driver limit, trusted namespace", patched=False)
+
+
 def default_is_max(cli, fx):
     args = ["--default-memory", "25%"]
     for label, change, asked, source in (
@@ -475,6 +499,7 @@ CASES = {
     "envfrom_deny": envfrom_deny,
     "mig_resource": mig_resource,
     "ephemeral_containers": ephemeral_containers,
+    "ephemeral_settings": ephemeral_settings,
     "default_is_max": default_is_max,
     "transient_503": transient_503,
     "update_budget": update_budget,

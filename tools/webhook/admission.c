@@ -1209,6 +1209,44 @@ static enum verdict pod_parts(struct review *r, json_t *req, json_t *pod, struct
  * Ephemeral containers cannot request resources: NVIDIA_VISIBLE_DEVICES (or an envFrom that could
  * set it) is how they would see a GPU. Those already in the pod were checked when added.
  */
+/*
+ * An ephemeral container's own GPUCAP_* or NVIDIA_GPU_MEMORY_* variables (or an envFrom whose prefix
+ * could make them): refused as in any other container unless the namespace is trusted. One that
+ * sees a GPU all the same (an image whose ENV sets NVIDIA_VISIBLE_DEVICES) must not carry a driver
+ * limit or request of the tenant's.
+ */
+static enum verdict ephemeral_settings(struct review *r, json_t *c, const char *shown)
+{
+    if (r->trusted)
+        return V_ALLOW;
+    json_t *env = json_object_get(c, "env"), *from = json_object_get(c, "envFrom");
+    for (size_t i = 0; i < json_array_size(env); i++) {
+        const char *n = json_string_value(json_object_get(json_array_get(env, i), "name"));
+        if (n && (strncmp(n, "GPUCAP_", 7) == 0 || strcmp(n, DRIVER_REQUEST) == 0 || strcmp(n, DRIVER_LIMIT) == 0)) {
+            char var[64];
+            clean(var, sizeof var, n);
+            say(r, "ephemeral container %s sets %s: gpucap's settings and the driver's memory limits belong to "
+                   "the platform in this namespace", shown, var);
+            return V_DENY;
+        }
+    }
+    /* Without a prefix an envFrom is the kubelet's to read, as in any container (see patch_env). */
+    for (size_t i = 0; i < json_array_size(from); i++) {
+        const char *prefix = json_string_value(json_object_get(json_array_get(from, i), "prefix"));
+        size_t n = prefix ? strlen(prefix) : 0;
+        if (n && (strncmp(prefix, "GPUCAP_", n < 7 ? n : 7) == 0 || strncmp(prefix, DRIVER_REQUEST, n) == 0 ||
+                  strncmp(prefix, DRIVER_LIMIT, n) == 0)) {
+            char var[64];
+            clean(var, sizeof var, prefix);
+            say(r, "ephemeral container %s takes envFrom[%zu] with prefix \"%s\", which could set GPUCAP_* or "
+                   "NVIDIA_GPU_MEMORY_* variables: gpucap's settings and the driver's memory limits belong to the "
+                   "platform in this namespace", shown, i, var);
+            return V_DENY;
+        }
+    }
+    return V_ALLOW;
+}
+
 static enum verdict review_ephemeral(struct review *r, json_t *req, json_t *pod, const char **what)
 {
     struct pod_parts p;
@@ -1241,7 +1279,7 @@ static enum verdict review_ephemeral(struct review *r, json_t *req, json_t *pod,
                     sizeof r->msg - strlen(r->msg) - 1);
             return V_DENY;
         }
-        if ((v = other_mounts(r, c, shown)) != V_ALLOW)
+        if ((v = other_mounts(r, c, shown)) != V_ALLOW || (v = ephemeral_settings(r, c, shown)) != V_ALLOW)
             return v;
     }
     *what = "ephemeral containers: none sees a GPU";
