@@ -57,6 +57,18 @@ rm -f "$t/one.svg"
 sed 's/1\.5e19/15000000000000000000/g' "$t/huge.json" > "$t/bigint.json"
 timeout 10 "$gpucap" plot "$t/bigint.json" -o "$t/bigint.svg" 2> "$t/err"; rc=$?
 [ $rc = 0 ] || bad "integers beyond 2^63: rc $rc $(cat "$t/err")"
+# Characters XML 1.0 refuses even as references (U+FFFE, U+FFFF), and a name or uuid of multibyte
+# characters longer than gpucap keeps (cut inside a character): '?', and the picture still parses.
+u='GPU-a\uffff\ufffe\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9'
+for name in "$u" "$u$u$u$u$u" 'x\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00'; do
+    printf '{"mode":"enforce","devices":[{"uuid":"%s%s","name":"%s","index":0,"physical":1073741824,"budget":1073741824,"peak":10,"denials":1,"timeline":{"points":[[0,10,10,0],[1,20,20,1]]}}]}' \
+        "$u" "$name" "$name" > "$t/chars.json"
+    timeout 10 "$gpucap" plot "$t/chars.json" -o "$t/chars.svg" 2> "$t/err" || bad "characters: $(cat "$t/err")"
+    python3 -c 'import sys, xml.etree.ElementTree as ET; ET.parse(sys.argv[1])' "$t/chars.svg" 2> "$t/err" ||
+        bad "a name of ${#name} characters: the SVG does not parse: $(tail -1 "$t/err")"
+done
+grep -q 'GPU-a??é' "$t/chars.svg" || bad "noncharacters not '?': $(grep -o 'GPU-a[^<]\{0,8\}' "$t/chars.svg" | head -1)"
+
 # Many points: at most a bounded number drawn.
 python3 -c '
 import json

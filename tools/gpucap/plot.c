@@ -167,17 +167,37 @@ static int uuid_parse(const char *text, uint8_t out[16])
 #define TOP 84.0
 #define BOTTOM 56.0
 
-/* Writes `t` as SVG text or an attribute value: markup characters as entities, control bytes as '?'. */
+/*
+ * Writes `t` (UTF-8 from jansson, perhaps cut short by a fixed-size copy) as SVG text or an
+ * attribute value: markup characters as entities; as '?' each control byte, each byte of a
+ * sequence cut short, and the noncharacters U+FFFE and U+FFFF, which XML 1.0 does not allow even
+ * as character references.
+ */
 static void xml_text(FILE *f, const char *t)
 {
     for (; *t; t++) {
+        unsigned char c = (unsigned char)*t;
+        if (c >= 0x80) {
+            size_t n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 0, k = 1;
+            while (k < n && ((unsigned char)t[k] & 0xc0) == 0x80)
+                k++;
+            bool nonchar = n == 3 && c == 0xef && (unsigned char)t[1] == 0xbf && ((unsigned char)t[2] & 0xfe) == 0xbe;
+            if (n == 0 || k < n || nonchar) {
+                fputc('?', f);
+                t += n && k == n ? n - 1 : 0;
+            } else {
+                fwrite(t, 1, n, f);
+                t += n - 1;
+            }
+            continue;
+        }
         switch (*t) {
         case '<': fputs("&lt;", f); break;
         case '>': fputs("&gt;", f); break;
         case '&': fputs("&amp;", f); break;
         case '"': fputs("&quot;", f); break;
         case '\'': fputs("&#39;", f); break;
-        default: fputc((unsigned char)*t < 0x20 || *t == 0x7f ? '?' : *t, f);
+        default: fputc(c < 0x20 || c == 0x7f ? '?' : *t, f);
         }
     }
 }
