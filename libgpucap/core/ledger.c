@@ -527,6 +527,8 @@ static const char *open_failure_locked(int err, char *why, size_t len)
         return "is a symbolic link";
     case EISDIR:
         return "is a directory";
+    case ENXIO: /* a socket, or a device node without its device: never a regular file */
+        return "is not a regular file";
     default:
         snprintf(why, len, "cannot be opened for reading and writing (%s)", strerror(err));
         return why;

@@ -52,6 +52,13 @@ grep -q "the default: GPUCAP_LEDGER is not set" "$t/j" "$t/err" || bad "default 
 mkfifo "$t/fifo"
 timeout 5 "$gpucap" status --ledger "$t/fifo" > /dev/null 2> "$t/err"; rc=$?
 [ $rc = 1 ] && grep -q "not a regular file" "$t/err" || bad "FIFO: rc $rc $(cat "$t/err")"
+# A socket or a directory likewise (opening a socket fails before its type can be seen).
+python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$t/sock"
+mkdir "$t/dir"
+for f in sock dir; do
+    timeout 5 "$gpucap" status --ledger "$t/$f" > /dev/null 2> "$t/err"; rc=$?
+    [ $rc = 1 ] && grep -q "not a regular file" "$t/err" || bad "$f: rc $rc $(cat "$t/err")"
+done
 # A symbolic link is not followed.
 ln -s "$GPUCAP_LEDGER" "$t/link"
 "$gpucap" status --ledger "$t/link" > /dev/null 2> "$t/err"; rc=$?

@@ -9,6 +9,7 @@
 # tenant running as the init container's uid without the webhook's file mount; each case is one
 # attack. Exit 77 where a case needs root (another uid, a file of another owner).
 #   rm mv symlink chmod dir fifo truncate owner   the attack, then a new process: denied
+#   hardlink socket chmod_narrow chmod_wide       the same, other spellings of it
 #   shrunk     truncated under a running process: its next allocation is denied
 #   otheruid   a process of another uid shares the budget (the ledger is 0666)
 #   intact     the platform's ledger untouched: a process is capped by it, no error line
@@ -70,6 +71,10 @@ chmod) chmod 0604 "$led"; denied "has mode 0604, the platform's ledger has mode 
 dir) rm -f "$led"; mkdir "$led"; denied "is a directory" ;;
 fifo) rm -f "$led"; mkfifo "$led"; denied "is not a regular file" ;;
 truncate) truncate -s 100 "$led"; denied "truncated \(100 bytes, a ledger has [0-9]+\)" ;;
+hardlink) ln "$led" "$t/led/c/second"; denied "has 2 names \(hard links\); a ledger must have one" ;;
+socket) rm -f "$led"; python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$led"; denied "is not a regular file" ;;
+chmod_narrow) chmod 0600 "$led"; denied "has mode 0600, the platform's ledger has mode 0666" ;;
+chmod_wide) chmod 4777 "$led"; denied "has mode 4777, the platform's ledger has mode 0666" ;;
 owner)
     need_root
     own=$(tenant_ledger) && chown 65534 "$own" && mv -f "$own" "$led"

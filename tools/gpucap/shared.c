@@ -129,9 +129,14 @@ void cli_settings_quiet(struct gpc_settings *s, char *const *envp)
 
 struct gpc_ledger *cli_read_ledger(const char *path, char *why, size_t len, uint64_t *age_ns)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    /* O_NONBLOCK: a FIFO does not wait for a writer; O_NOCTTY: a terminal does not become ours. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY);
     if (fd < 0) {
-        snprintf(why, len, errno == ELOOP ? "is a symbolic link: refused" : "cannot be opened (%s)", strerror(errno));
+        /* ENXIO: a socket, or a device node without its device. */
+        snprintf(why, len, errno == ELOOP    ? "is a symbolic link: refused"
+                           : errno == ENXIO ? "is not a regular file"
+                                            : "cannot be opened (%s)",
+                 strerror(errno));
         return NULL;
     }
     struct stat st;
