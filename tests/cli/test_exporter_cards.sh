@@ -71,6 +71,26 @@ LD_LIBRARY_PATH=/nonexistent "$exporter" --once --root "$root" --cards nvml > /d
 LD_LIBRARY_PATH=/nonexistent "$exporter" --once --root "$root" --cards auto > "$t/out" 2> /dev/null
 grep -q '^gpucap_gpu_budgets_bytes{' "$t/out" && [ ! -d /proc/driver/nvidia/gpus ] && bad "auto without any source shows cards"
 
+# A ledger is writable by its tenant: a 1 PiB budget (and use) written on the node's real card counts
+# as the card's size at most, in the container's series and in the card's sums (no over-commit from
+# one forged figure).
+cp "$(ldir $uid_a main)/gpucap.ledger" "$t/main.saved"
+python3 - "$(ldir $uid_a main)/gpucap.ledger" "$real" << 'PY' || bad "could not forge main"
+import sys
+path, real = sys.argv[1], sys.argv[2]
+data = bytearray(open(path, "rb").read())
+at = data.find(bytes.fromhex(real[4:].replace("-", "")))
+assert at > 0, "the card's uuid is not in the ledger"
+data[at + 24:at + 32] = (1 << 50).to_bytes(8, "little")  # the slot's limit
+open(path, "wb").write(data)
+PY
+FAKECUDA_MEM=1GiB scrape --cards nvml
+budgets=$(sed -n "s/^gpucap_gpu_budgets_bytes{UUID=\"$real\"[^}]*} //p" "$t/out")
+[ "$budgets" = $((1024 * 1048576 + 64 * 1048576)) ] || bad "a 1 PiB budget on the real card: budgets $budgets (want 1 GiB + 64 MiB)"
+grep -qE "^gpucap_container_budget_bytes\{[^}]*container=\"main\",UUID=\"$real\"\} 1073741824$" "$t/out" ||
+    bad "main's forged budget: $(grep 'container_budget_bytes{.*main' "$t/out")"
+cp "$t/main.saved" "$(ldir $uid_a main)/gpucap.ledger"
+
 # The mode: enforce and audit containers apart, on the info and the denials.
 scrape --cards auto
 grep -qE "^gpucap_container_denials_total\{[^}]*container=\"main\",UUID=\"$real\",mode=\"enforce\"\} 1$" "$t/out" ||

@@ -227,7 +227,8 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
         /* A card this node does not have: the tenant's own invention, shown nowhere. */
         char text[GPC_UUID_TEXT];
         gpc_uuid_format(e->uuid, text);
-        if (sc->cards->known && !gpc_cards_find(sc->cards, text)) {
+        const struct gpc_card *kc = sc->cards->known ? gpc_cards_find(sc->cards, text) : NULL;
+        if (sc->cards->known && !kc) {
             sc->s->foreign_cards++;
             continue;
         }
@@ -246,6 +247,15 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
         o->limit_was = atomic_load(&e->limit_was);
         o->changed_s = atomic_load(&e->limit_changed_s);
         o->changes = atomic_load(&e->limit_changes);
+        /* No figure of a card exceeds its size where the node's own source gave one: a tenant's
+         * ledger is writable, and a 1 PiB budget on a real card would fire the over-commit alert. A
+         * budget above the card caps nothing more than one of the card's size. */
+        if (kc && kc->memory) {
+            uint64_t *fig[] = {&o->physical, &o->limit, &o->used, &o->contexts, &o->peak, &o->limit_was};
+            for (size_t k = 0; k < sizeof fig / sizeof fig[0]; k++)
+                if (*fig[k] > kc->memory && *fig[k] != GPC_UNLIMITED) /* unlimited stays so */
+                    *fig[k] = kc->memory;
+        }
         o->above = o->limit != GPC_UNLIMITED && o->used > o->limit;
         for (int p = 0; p < GPC_LEDGER_PROCS; p++) {
             const struct gpc_ledger_proc *pr = &l->proc[p];
