@@ -490,6 +490,32 @@ def driver_tenant(cli, fx):
     check(driver_env(pod) == (None, "1024"), f"trusted: the tenant's kept, none added: {driver_env(pod)}")
 
 
+def sidecar_settings(cli, fx):
+    # A container or init container of a capped pod that has no GPU of its own (gpucap sets nothing
+    # there, so nothing of the tenant's is overridden): its GPUCAP_* or driver-limit variables are
+    # refused too (issue 27); in a pod without any GPU container they change nothing and pass.
+    side = {"name": "side", "image": "busybox"}
+    for field in ("containers", "initContainers"):
+        for entry in ({"name": "NVIDIA_GPU_MEMORY_REQUEST", "value": "81920"},
+                      {"name": "NVIDIA_GPU_MEMORY_LIMIT", "valueFrom": {"configMapKeyRef": {"name": "m", "key": "k"}}},
+                      {"name": "GPUCAP_MEMORY_LIMIT", "value": "100%"}):
+            r = with_pod(load(fx, "annotated-bare"),
+                         lambda p: p["spec"].setdefault(field, []).append(dict(side, env=[entry])))
+            kind = "init container" if field == "initContainers" else "container"
+            for mode in ("on", "off"):
+                denied(cli, ["--driver-limits", mode], r, f"{kind} without a GPU sets {entry['name']}, driver {mode}",
+                       [f"{kind} side sets {entry['name']}", "belong to the platform"])
+    r = with_pod(load(fx, "annotated-bare"), lambda p: p["spec"]["containers"].append(
+        dict(side, envFrom=[{"prefix": "NVIDIA_GPU_MEMORY_", "configMapRef": {"name": "m"}}])))
+    denied(cli, ["--driver-limits", "on"], r, "container without a GPU, envFrom prefix NVIDIA_GPU_MEMORY_",
+           ['container side takes envFrom[0] with prefix "NVIDIA_GPU_MEMORY_"'])
+    r = with_pod(load(fx, "annotated-bare"), lambda p: p["spec"]["containers"].append(
+        dict(side, env=[{"name": "NVIDIA_GPU_MEMORY_LIMIT", "value": "1024"}])))
+    allowed(cli, ["--driver-limits", "on", "--trusted-namespaces", "ml"], r, "container without a GPU, trusted namespace")
+    r = with_pod(load(fx, "no-gpu"), lambda p: container(p).setdefault("env", []).append({"name": "GPUCAP_LOG", "value": "debug"}))
+    allowed(cli, ["--driver-limits", "on"], r, "a pod without a GPU container", patched=False)
+
+
 CASES = {
     "opt_out_refused": opt_out_refused,
     "opt_out_flag": opt_out_flag,
@@ -509,6 +535,7 @@ CASES = {
     "driver_auto": driver_auto,
     "driver_not_applicable": driver_not_applicable,
     "driver_tenant": driver_tenant,
+    "sidecar_settings": sidecar_settings,
 }
 
 

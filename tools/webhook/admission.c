@@ -105,6 +105,8 @@ struct review {
     size_t nchosen;
     char names[400]; /* comma-separated names of the chosen containers, for the log and annotation */
     char msg[1000];  /* reason for a denial or a 400 */
+    char held[1000]; /* a denial that holds once the pod gets a cap: a tenant's setting in a container
+                        gpucap does not cap (tenant_settings) */
 };
 
 static void say(struct review *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -774,6 +776,46 @@ static void driver_warning(struct review *r, const struct chosen *ch)
                 "(whole MiB) is not set, gpucap alone enforces it", ch->name, ch->budget);
 }
 
+/*
+ * GPUCAP_* or NVIDIA_GPU_MEMORY_* variables of a container gpucap does not cap (one without a GPU of
+ * its own, an ephemeral one), by env, valueFrom or an envFrom whose prefix could make them: refused
+ * as in a GPU container unless the namespace is trusted. Such a container that sees a GPU all the
+ * same (an image whose ENV sets NVIDIA_VISIBLE_DEVICES) must not carry a driver limit or request of
+ * the tenant's; gpucap sets none there, so none of the tenant's would be overridden. `kind`:
+ * "container", "init container" or "ephemeral container".
+ */
+static enum verdict tenant_settings(struct review *r, json_t *c, const char *kind, const char *shown)
+{
+    if (r->trusted)
+        return V_ALLOW;
+    json_t *env = json_object_get(c, "env"), *from = json_object_get(c, "envFrom");
+    for (size_t i = 0; i < json_array_size(env); i++) {
+        const char *n = json_string_value(json_object_get(json_array_get(env, i), "name"));
+        if (n && (strncmp(n, "GPUCAP_", 7) == 0 || strcmp(n, DRIVER_REQUEST) == 0 || strcmp(n, DRIVER_LIMIT) == 0)) {
+            char var[64];
+            clean(var, sizeof var, n);
+            say(r, "%s %s sets %s: gpucap's settings and the driver's memory limits belong to the platform in this "
+                   "namespace", kind, shown, var);
+            return V_DENY;
+        }
+    }
+    /* Without a prefix an envFrom is the kubelet's to read, as in any container (see patch_env). */
+    for (size_t i = 0; i < json_array_size(from); i++) {
+        const char *prefix = json_string_value(json_object_get(json_array_get(from, i), "prefix"));
+        size_t n = prefix ? strlen(prefix) : 0;
+        if (n && (strncmp(prefix, "GPUCAP_", n < 7 ? n : 7) == 0 || strncmp(prefix, DRIVER_REQUEST, n) == 0 ||
+                  strncmp(prefix, DRIVER_LIMIT, n) == 0)) {
+            char var[64];
+            clean(var, sizeof var, prefix);
+            say(r, "%s %s takes envFrom[%zu] with prefix \"%s\", which could set GPUCAP_* or NVIDIA_GPU_MEMORY_* "
+                   "variables: gpucap's settings and the driver's memory limits belong to the platform in this "
+                   "namespace", kind, shown, i, var);
+            return V_DENY;
+        }
+    }
+    return V_ALLOW;
+}
+
 /* Patches every GPU container of spec[field] ("containers" or "initContainers"). */
 static enum verdict patch_list(struct review *r, json_t *spec, const char *field, long init_at)
 {
@@ -806,6 +848,12 @@ static enum verdict patch_list(struct review *r, json_t *spec, const char *field
         if (!gpu_reason(r, c, field, shown, &mig, &v)) {
             if (v != V_ALLOW || (v = other_mounts(r, c, shown)) != V_ALLOW)
                 return v;
+            if (!r->held[0] &&
+                tenant_settings(r, c, strcmp(field, "initContainers") == 0 ? "init container" : "container", shown) !=
+                    V_ALLOW) {
+                memcpy(r->held, r->msg, sizeof r->held);
+                r->msg[0] = '\0';
+            }
             continue;
         }
         char text[256];
@@ -1209,44 +1257,6 @@ static enum verdict pod_parts(struct review *r, json_t *req, json_t *pod, struct
  * Ephemeral containers cannot request resources: NVIDIA_VISIBLE_DEVICES (or an envFrom that could
  * set it) is how they would see a GPU. Those already in the pod were checked when added.
  */
-/*
- * An ephemeral container's own GPUCAP_* or NVIDIA_GPU_MEMORY_* variables (or an envFrom whose prefix
- * could make them): refused as in any other container unless the namespace is trusted. One that
- * sees a GPU all the same (an image whose ENV sets NVIDIA_VISIBLE_DEVICES) must not carry a driver
- * limit or request of the tenant's.
- */
-static enum verdict ephemeral_settings(struct review *r, json_t *c, const char *shown)
-{
-    if (r->trusted)
-        return V_ALLOW;
-    json_t *env = json_object_get(c, "env"), *from = json_object_get(c, "envFrom");
-    for (size_t i = 0; i < json_array_size(env); i++) {
-        const char *n = json_string_value(json_object_get(json_array_get(env, i), "name"));
-        if (n && (strncmp(n, "GPUCAP_", 7) == 0 || strcmp(n, DRIVER_REQUEST) == 0 || strcmp(n, DRIVER_LIMIT) == 0)) {
-            char var[64];
-            clean(var, sizeof var, n);
-            say(r, "ephemeral container %s sets %s: gpucap's settings and the driver's memory limits belong to "
-                   "the platform in this namespace", shown, var);
-            return V_DENY;
-        }
-    }
-    /* Without a prefix an envFrom is the kubelet's to read, as in any container (see patch_env). */
-    for (size_t i = 0; i < json_array_size(from); i++) {
-        const char *prefix = json_string_value(json_object_get(json_array_get(from, i), "prefix"));
-        size_t n = prefix ? strlen(prefix) : 0;
-        if (n && (strncmp(prefix, "GPUCAP_", n < 7 ? n : 7) == 0 || strncmp(prefix, DRIVER_REQUEST, n) == 0 ||
-                  strncmp(prefix, DRIVER_LIMIT, n) == 0)) {
-            char var[64];
-            clean(var, sizeof var, prefix);
-            say(r, "ephemeral container %s takes envFrom[%zu] with prefix \"%s\", which could set GPUCAP_* or "
-                   "NVIDIA_GPU_MEMORY_* variables: gpucap's settings and the driver's memory limits belong to the "
-                   "platform in this namespace", shown, i, var);
-            return V_DENY;
-        }
-    }
-    return V_ALLOW;
-}
-
 static enum verdict review_ephemeral(struct review *r, json_t *req, json_t *pod, const char **what)
 {
     struct pod_parts p;
@@ -1279,7 +1289,7 @@ static enum verdict review_ephemeral(struct review *r, json_t *req, json_t *pod,
                     sizeof r->msg - strlen(r->msg) - 1);
             return V_DENY;
         }
-        if ((v = other_mounts(r, c, shown)) != V_ALLOW || (v = ephemeral_settings(r, c, shown)) != V_ALLOW)
+        if ((v = other_mounts(r, c, shown)) != V_ALLOW || (v = tenant_settings(r, c, "ephemeral container", shown)) != V_ALLOW)
             return v;
     }
     *what = "ephemeral containers: none sees a GPU";
@@ -1466,6 +1476,10 @@ static enum verdict review_pod(struct review *r, json_t *req, const char **what)
     if ((v = patch_list(r, p.spec, "initContainers", init_at)) != V_ALLOW ||
         (v = patch_list(r, p.spec, "containers", -1)) != V_ALLOW)
         return v;
+    if (r->nchosen && r->held[0]) {
+        memcpy(r->msg, r->held, sizeof r->msg);
+        return V_DENY;
+    }
     if (!r->nchosen) {
         patch_records(r, p.meta, p.ann);
         *what = r->fallback[0] || r->annotation[0] ? "no GPU container" : "no budget (no annotation, no default)";
