@@ -4,7 +4,8 @@
 # NVML gives them), keeps its labels apart (the peak's and the budget's off the denial marks and
 # off each other), draws a run shorter than one bucket as a shape on a millisecond axis; and
 # `gpucap plot` takes a JSON report as hostile: a figure of 1.5e19 bytes or a huge time ends in
-# bounded time with a bounded picture, and markup in a uuid or a name stays text.
+# bounded time with a bounded picture, and markup in a uuid or a name stays text; a FIFO the job
+# plants among the run's timelines does not hang `gpucap run --report`.
 set -u
 gpucap=$1 alloc=$2
 . "$(dirname "$0")/../common.sh"
@@ -68,6 +69,15 @@ for name in "$u" "$u$u$u$u$u" 'x\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00
         bad "a name of ${#name} characters: the SVG does not parse: $(tail -1 "$t/err")"
 done
 grep -q 'GPU-a??é' "$t/chars.svg" || bad "noncharacters not '?': $(grep -o 'GPU-a[^<]\{0,8\}' "$t/chars.svg" | head -1)"
+
+# The job writes in the run's directory, where the picture's timelines are read: a FIFO (or a link to
+# /dev/zero) named timeline.* there must not hang `gpucap run --report` (it blocked in open before).
+timeout -s KILL 20 "$gpucap" run --memory 64MiB --report "$t/fifo.svg" -- sh -c \
+    'd=$(dirname "$GPUCAP_LEDGER") && mkfifo "$d/timeline.fifo" && ln -s /dev/zero "$d/timeline.zero" && exec "$0" a8' \
+    "$alloc" > /dev/null 2> "$t/err"; rc=$?
+[ $rc = 0 ] || bad "a FIFO among the timelines: rc $rc (137: hung) $(cat "$t/err")"
+python3 -c 'import sys, xml.etree.ElementTree as ET; ET.parse(sys.argv[1])' "$t/fifo.svg" 2> /dev/null ||
+    bad "a FIFO among the timelines: no picture"
 
 # Many points: at most a bounded number drawn.
 python3 -c '

@@ -19,11 +19,13 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct series {
@@ -89,7 +91,11 @@ static void plot_free(struct plot *pl)
     pl->n = 0;
 }
 
-/* Reads DIR/timeline.* into *pl (several processes: their buckets merged in time order). */
+/*
+ * Reads DIR/timeline.* into *pl (several processes: their buckets merged in time order). The
+ * directory is the run's, and the job writes in it: only regular files are read, opened so that a
+ * FIFO, a link or a terminal in their place cannot hang or redirect the reader.
+ */
 static void timeline_load(const char *dir, struct plot *pl)
 {
     DIR *d = opendir(dir);
@@ -101,7 +107,11 @@ static void timeline_load(const char *dir, struct plot *pl)
             continue;
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        FILE *f = fopen(path, "r");
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY);
+        struct stat st;
+        FILE *f = NULL;
+        if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !(f = fdopen(fd, "r"))))
+            close(fd);
         if (!f)
             continue;
         char uuid[GPC_UUID_TEXT];
