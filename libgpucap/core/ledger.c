@@ -898,7 +898,19 @@ static void reinit_lock(pthread_mutex_t *m)
 
 static void forget_me(void)
 {
-    /* A fork child is another process: it claims its own entry when it first needs one. */
+    /* A fork child is another process: it claims its own entry when it first needs one, carrying
+     * the limit in force for its parent now, which a live change may have moved since the parent
+     * registered (the entry's limit follows every change; under the lock the platform file's, as
+     * this process last read it, and never what a tenant wrote in the entry). */
+    struct gpc_ledger_proc *parent = atomic_load(&gpc_ledger_entry);
+    for (int d = 0; parent && gpc_ledger_shared && d < GPC_LEDGER_DEVICES; d++) {
+        uint64_t own = gpc_config.locked ? gpc_budget_own_limit(d) : atomic_load(&parent->share[d].limit);
+        if (!my_devs[d].known || !own || own == GPC_UNLIMITED)
+            continue;
+        uint64_t now = atomic_load(&gpc_ledger->dev[d].slot.limit);
+        my_devs[d].own = own;
+        my_devs[d].limit = now < own ? now : own;
+    }
     my_proc = -1;
     atomic_store(&gpc_ledger_entry, NULL);
     pthread_mutex_init(&me_lock, NULL);
