@@ -833,6 +833,7 @@ int gpc_budget_set_limit(int id, uint64_t limit, unsigned by, uint64_t *was, uin
         atomic_store(&keep_at_most[id], over ? 0 : gpc_ledger_shared ? 2 * chunk_of(after) : UINT64_MAX);
     }
     atomic_store(&seen_changes[id], atomic_load(&d->limit_changes));
+    gpc_ledger_note_limit(id);
     gpc_ledger_unlock(d);
     if (was)
         *was = before;
@@ -850,6 +851,7 @@ void gpc_budget_sync(int id)
     if (changes == atomic_load_explicit(&seen_changes[id], memory_order_relaxed))
         return;
     atomic_store(&seen_changes[id], changes);
+    gpc_ledger_note_limit(id);
     /* Lowered below what is leased: what this process frees goes back to the total. */
     if (atomic_load(&d->slot.leased) > limit_of(d, id))
         atomic_store(&keep_at_most[id], 0);

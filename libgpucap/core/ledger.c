@@ -87,7 +87,8 @@ static atomic_bool ledger_refused;
 static struct {
     bool known;
     uint8_t uuid[16];
-    uint64_t physical, limit, own;
+    uint64_t physical;
+    _Atomic uint64_t limit, own; /* moved by a live change (gpc_ledger_note_limit) */
 } my_devs[GPC_LEDGER_DEVICES];
 /* The ledger file's descriptor, kept open close-on-exec (an exec shows as its absence, see
  * gpc_ledger_proc_alive), and the identity of the file it names; the identity of the file mapped
@@ -899,18 +900,10 @@ static void reinit_lock(pthread_mutex_t *m)
 static void forget_me(void)
 {
     /* A fork child is another process: it claims its own entry when it first needs one, carrying
-     * the limit in force for its parent now, which a live change may have moved since the parent
-     * registered (the entry's limit follows every change; under the lock the platform file's, as
-     * this process last read it, and never what a tenant wrote in the entry). */
-    struct gpc_ledger_proc *parent = atomic_load(&gpc_ledger_entry);
-    for (int d = 0; parent && gpc_ledger_shared && d < GPC_LEDGER_DEVICES; d++) {
-        uint64_t own = gpc_config.locked ? gpc_budget_own_limit(d) : atomic_load(&parent->share[d].limit);
-        if (!my_devs[d].known || !own || own == GPC_UNLIMITED)
-            continue;
-        uint64_t now = atomic_load(&gpc_ledger->dev[d].slot.limit);
-        my_devs[d].own = own;
-        my_devs[d].limit = now < own ? now : own;
-    }
+     * the limit in force for its parent now (its parent's entry, still gpc_ledger_entry here),
+     * which a live change may have moved since the parent registered. */
+    for (int d = 0; d < GPC_LEDGER_DEVICES; d++)
+        gpc_ledger_note_limit(d);
     my_proc = -1;
     atomic_store(&gpc_ledger_entry, NULL);
     pthread_mutex_init(&me_lock, NULL);
@@ -1263,6 +1256,21 @@ void gpc_ledger_exec_end(bool marked)
     struct gpc_ledger_proc *p = atomic_load(&gpc_ledger_entry);
     if (marked && p)
         atomic_store(&p->execing, 0);
+}
+
+void gpc_ledger_note_limit(int d)
+{
+    struct gpc_ledger_proc *me = atomic_load(&gpc_ledger_entry);
+    if (d < 0 || d >= GPC_LEDGER_DEVICES || !my_devs[d].known || !me || !gpc_ledger_shared)
+        return;
+    /* Under the lock this process's own limit is the platform file's (never what a tenant wrote in
+     * the entry); else its entry's, which follows every change, whoever applied it. */
+    uint64_t own = gpc_config.locked ? gpc_budget_own_limit(d) : atomic_load(&me->share[d].limit);
+    if (!own || own == GPC_UNLIMITED)
+        return;
+    uint64_t now = atomic_load(&gpc_ledger->dev[d].slot.limit);
+    atomic_store(&my_devs[d].own, own);
+    atomic_store(&my_devs[d].limit, now < own ? now : own);
 }
 
 /* ---- a file that the path no longer names ---- */

@@ -21,6 +21,8 @@
  *   forked  (unlocked) a fork child made after a live raise carries the budget in force, not the
  *           one its parent started with: the raise stays when the child claims its entry
  *   forkedlow  (unlocked) the same after a lowering: it stays once the parent that applied it left
+ *   shrunk  (unlocked) a ledger shrunk after a live lowering: the private budget the process moves
+ *           to is the lowered one, not the one it started with
  */
 #include "common.h"
 #include "fakenvml.h"
@@ -499,6 +501,31 @@ static void case_forkedlow(void)
           (unsigned long long)(atomic_load(&l->dev[0].slot.limit) / MiB));
 }
 
+/* ---- shrunk ---- */
+
+static void case_shrunk(void)
+{
+    REQUIRE(!locked, "unlocked settings");
+    write_settings("memory_limit = 64MiB");
+    make_context(0);
+    CUdeviceptr p, q;
+    REQUIRE(alloc(&p, 16 * MiB) == CUDA_SUCCESS, "16 MiB");
+    struct gpc_ledger *l = map_ledger();
+    atomic_store(&l->dev[0].limit_asked, 32 * MiB);
+    size_t f, t;
+    info(&f, &t);
+    REQUIRE(t == 32 * MiB, "the lowering applied: total %zu", t);
+    pid_t c = fork();
+    if (c == 0)
+        _exit(truncate(getenv("GPUCAP_LEDGER"), 0) == 0 ? 0 : 1);
+    int status;
+    REQUIRE(waitpid(c, &status, 0) == c && WIFEXITED(status) && WEXITSTATUS(status) == 0, "truncate");
+    info(&f, &t);
+    CHECK(t == 32 * MiB && f == 16 * MiB, "on the private budget: total %zu free %zu, not the lowered budget", t, f);
+    CHECK(alloc(&q, 20 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "admitted 20 MiB past the lowered budget after the shrink");
+    CHECK(alloc(&q, 16 * MiB) == CUDA_SUCCESS, "denied what fits the lowered budget after the shrink");
+}
+
 int main(int argc, char **argv)
 {
     REQUIRE(argc == 2, "usage: test_live CASE");
@@ -506,6 +533,7 @@ int main(int argc, char **argv)
         {"raise", case_raise}, {"lower", case_lower}, {"tenant", case_tenant},
         {"tenant-child", case_tenant_child}, {"asked", case_asked}, {"asked-child", case_asked_child},
         {"forked", case_forked}, {"forkedlow", case_forkedlow},
+        {"shrunk", case_shrunk},
     };
     static char path[1024];
     locked = getenv("TEST_PLATFORM") != NULL;
