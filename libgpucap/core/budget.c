@@ -448,9 +448,13 @@ static uint64_t take_back(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, 
         GPC_CRASH_POINT(5);
     } while (!atomic_compare_exchange_weak_explicit(&s->spare, &w, after, memory_order_acq_rel, memory_order_relaxed));
     GPC_CRASH_POINT(6);
+    /* Never below zero: spare above the lease is no lease to give back (ledger.c never leaves one,
+     * but the file is writable by every process on it). */
+    uint64_t lease = atomic_load_explicit(&s->lease, memory_order_relaxed);
     uint64_t took = (w & GPC_SPARE_MASK) - keep;
-    atomic_store_explicit(&s->lease, atomic_load_explicit(&s->lease, memory_order_relaxed) - took,
-                          memory_order_release);
+    if (took > lease)
+        took = lease;
+    atomic_store_explicit(&s->lease, lease - took, memory_order_release);
     GPC_CRASH_POINT(7);
     uint64_t leased = atomic_load_explicit(&d->slot.leased, memory_order_relaxed);
     atomic_store_explicit(&d->slot.leased, leased > took ? leased - took : 0, memory_order_relaxed);

@@ -138,8 +138,15 @@ static void settle_device(struct gpc_ledger *l, struct gpc_ledger_dev *d)
         struct gpc_ledger_share *s = &l->proc[i].share[id];
         if ((atomic_load(&s->spare) >> GPC_SPARE_BITS) & 1)
             atomic_fetch_add(&s->spare, GPC_SPARE_GEN);
+        /* Never spare above the lease (a writer of the file, or a layout of an older version, may
+         * have left one): it would admit past the lease, and a take-back would take the lease
+         * below zero. A compare-and-swap: the owner may be freeing into it now. */
+        uint64_t lease = atomic_load(&s->lease), w = atomic_load(&s->spare);
+        while ((w & GPC_SPARE_MASK) > lease &&
+               !atomic_compare_exchange_weak(&s->spare, &w, (w & ~GPC_SPARE_MASK) | lease))
+            ;
         if (atomic_load(&l->proc[i].pid) != 0)
-            sum += atomic_load(&s->lease);
+            sum += lease;
     }
     atomic_store(&d->slot.leased, sum);
 }
@@ -995,13 +1002,17 @@ static int clear_share(int i, int32_t pid, uint64_t start, bool limits, const ch
         if (atomic_load(&p->pid) != pid || atomic_load(&p->start_time) != start) {
             rc = -1;
         } else {
-            /* Lease and spare to zero together (the generation odd meanwhile, for readers). */
+            /* Lease and spare to zero together (the generation odd meanwhile, for readers), the
+             * spare first: killed half-way, the entry never has spare above its lease (a take-back
+             * of that spare would take the lease below zero and the total with it). */
             atomic_fetch_add(&s->spare, GPC_SPARE_GEN);
             GPC_CRASH_POINT(10);
-            uint64_t share = atomic_exchange(&s->lease, 0);
-            GPC_CRASH_POINT(11);
             uint64_t w = atomic_load(&s->spare);
-            atomic_store(&s->spare, (w & ~GPC_SPARE_MASK) + GPC_SPARE_GEN);
+            while (!atomic_compare_exchange_weak(&s->spare, &w, w & ~GPC_SPARE_MASK))
+                ;
+            GPC_CRASH_POINT(11);
+            uint64_t share = atomic_exchange(&s->lease, 0);
+            atomic_fetch_add(&s->spare, GPC_SPARE_GEN);
             GPC_CRASH_POINT(12);
             uint64_t leased = atomic_load(&dev->slot.leased);
             atomic_store(&dev->slot.leased, leased >= share ? leased - share : 0);
