@@ -423,18 +423,27 @@ static void case_asked_child(void)
 
 /* ---- forked ---- */
 
+/* 16 MiB held by this process, then a limit posted in the ledger as `gpucap set-memory` does,
+ * applied at the next query: the ledger. */
+static struct gpc_ledger *hold_then_ask(CUdeviceptr *p, uint64_t asked)
+{
+    make_context(0);
+    REQUIRE(alloc(p, 16 * MiB) == CUDA_SUCCESS, "16 MiB");
+    struct gpc_ledger *l = map_ledger();
+    atomic_store(&l->dev[0].limit_asked, asked);
+    size_t f, t;
+    info(&f, &t);
+    REQUIRE(t == asked, "the change applied: total %zu", t);
+    return l;
+}
+
 static void case_forked(void)
 {
     REQUIRE(!locked, "unlocked settings");
     write_settings("memory_limit = 64MiB");
-    make_context(0);
     CUdeviceptr p, q;
-    REQUIRE(alloc(&p, 16 * MiB) == CUDA_SUCCESS, "16 MiB");
-    struct gpc_ledger *l = map_ledger();
-    atomic_store(&l->dev[0].limit_asked, 128 * MiB);
+    struct gpc_ledger *l = hold_then_ask(&p, 128 * MiB);
     size_t f, t;
-    info(&f, &t);
-    REQUIRE(t == 128 * MiB, "the raise applied: total %zu", t);
     /* A child forked now claims its entry at its first allocation, with the raised limit. */
     pid_t c = fork();
     REQUIRE(c >= 0, "fork");
@@ -463,16 +472,9 @@ static void case_forkedlow(void)
     pid_t pp = fork();
     REQUIRE(pp >= 0, "fork");
     if (pp == 0) {
-        make_context(0);
         CUdeviceptr p;
         size_t f, t;
-        if (alloc(&p, 16 * MiB) != CUDA_SUCCESS)
-            _exit(2);
-        struct gpc_ledger *l = map_ledger();
-        atomic_store(&l->dev[0].limit_asked, 32 * MiB);
-        info(&f, &t);
-        if (t != 32 * MiB)
-            _exit(3);
+        hold_then_ask(&p, 32 * MiB);
         if (fork() == 0) {
             char b = 0;
             CUdeviceptr x;
@@ -489,6 +491,7 @@ static void case_forkedlow(void)
         }
         _exit(0);
     }
+    close(ready[1]); /* P failing before C: the read ends */
     char b = 0;
     REQUIRE(read(ready[0], &b, 1) == 1, "C ready");
     waitpid(pp, &status, 0);
@@ -507,14 +510,9 @@ static void case_shrunk(void)
 {
     REQUIRE(!locked, "unlocked settings");
     write_settings("memory_limit = 64MiB");
-    make_context(0);
     CUdeviceptr p, q;
-    REQUIRE(alloc(&p, 16 * MiB) == CUDA_SUCCESS, "16 MiB");
-    struct gpc_ledger *l = map_ledger();
-    atomic_store(&l->dev[0].limit_asked, 32 * MiB);
+    hold_then_ask(&p, 32 * MiB);
     size_t f, t;
-    info(&f, &t);
-    REQUIRE(t == 32 * MiB, "the lowering applied: total %zu", t);
     pid_t c = fork();
     if (c == 0)
         _exit(truncate(getenv("GPUCAP_LEDGER"), 0) == 0 ? 0 : 1);
