@@ -38,6 +38,27 @@ grep -q leaked "$t/out" && bad "CMD inherited the report's descriptor"
 "$gpucap" run --report-fd 97 -- true 2> "$t/err"; rc=$?
 [ $rc = 125 ] && grep -q "not an open file descriptor" "$t/err" || bad "--report-fd 97: rc $rc $(cat "$t/err")"
 
+# A descriptor on stdout's file (--report-fd 1, 3>&1, /dev/stdout) is stdout as '-' is: CMD's own
+# stdout goes to stderr, so a pipe to jq reads the report alone. /dev/stderr and /dev/fd/N are
+# descriptors, not files to replace.
+for how in "--report-fd 1" "--report-fd 3" "--report /dev/stdout" "--report /dev/fd/3"; do
+    "$gpucap" run --json $how -- "$alloc" a40 F > "$t/out" 3>&1 2> /dev/null; rc=$?
+    [ $rc = 0 ] || bad "$how: rc $rc"
+    python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$t/out" 2> /dev/null || bad "$how: stdout is not the report alone: $(cat "$t/out")"
+done
+"$gpucap" run --json --report /dev/stderr -- "$alloc" a40 F 2> "$t/err" > /dev/null; rc=$?
+[ $rc = 0 ] && grep -q '"command":\[' "$t/err" || bad "--report /dev/stderr: rc $rc $(cat "$t/err")"
+"$gpucap" run --report /dev/fd/97 -- true 2> "$t/err"; rc=$?
+[ $rc = 125 ] && grep -q "descriptor 97 is not open" "$t/err" || bad "--report /dev/fd/97: rc $rc $(cat "$t/err")"
+# A report file that cannot be written is gpucap's failure (125) before CMD runs, not after its work.
+"$gpucap" run --report "$t/no/such/dir/r.json" -- touch "$t/ran" 2> "$t/err"; rc=$?
+[ $rc = 125 ] || bad "unwritable report: rc $rc"
+[ -e "$t/ran" ] && bad "CMD ran although its report could not be written"
+grep -q "cannot be written to $t/no/such/dir/r.json" "$t/err" || bad "unwritable report: $(cat "$t/err")"
+ln -s "$t/elsewhere" "$t/link.json"
+"$gpucap" run --report "$t/link.json" -- touch "$t/ran" 2> /dev/null; rc=$?
+[ $rc = 125 ] && [ ! -e "$t/ran" ] || bad "report through a link: rc $rc, CMD ran: $([ -e "$t/ran" ] && echo yes)"
+
 # A signal: the report says which, and gpucap dies of it too.
 "$gpucap" run --json --report "$t/sig.json" -- sh -c 'kill -KILL $$' 2> /dev/null; rc=$?
 [ $rc = 137 ] || bad "killed: rc $rc"
