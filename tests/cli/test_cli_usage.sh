@@ -6,7 +6,7 @@
 # line on stderr naming the program and pointing at --help, in one style for all three; `gpucap
 # run` exits 125 for its own failures, 126/127 when CMD cannot be executed / is not found (env's
 # convention); --json where a program reads the output; UUIDs where devices are named
-# (--device-memory GPU-...=SIZE); a placeholder for every flag that takes a value; the library
+# (--device-memory GPU-...=SIZE, one that no card has said); a placeholder for every flag that takes a value; the library
 # search list names each place once.
 set -u
 gpucap=$1 alloc=$2 exporter=${3:-} webhook=${4:-} agent=${5:-}
@@ -101,6 +101,11 @@ case $uuid in GPU-*) ;; *) bad "no uuid: $uuid" ;; esac
 "$gpucap" run --device-memory "${uuid:0:12}=32MiB" -- "$alloc" a33 > "$t/out" 2>&1
 grep -q "results=1$" "$t/out" || bad "--device-memory UUID-prefix=32MiB: $(cat "$t/out")"
 usage_error 125 "gpucap run" "$gpucap" run --device-memory "GPU-zz=1GiB" -- true
+# A UUID that no card here has is said, not silently a budget for nothing; the card's own is not.
+"$gpucap" run --device-memory "GPU-00000000=32MiB" -- true > /dev/null 2> "$t/err" || bad "unknown UUID: rc $?"
+grep -q "warning: --device-memory GPU-00000000: no card here" "$t/err" || bad "unknown UUID not said: $(cat "$t/err")"
+"$gpucap" run --device-memory "${uuid:0:12}=32MiB" -- true > /dev/null 2> "$t/err"
+[ -s "$t/err" ] && bad "the card's UUID: $(cat "$t/err")"
 
 # A placeholder for every flag that takes a value: no "--flag" line in any help lacks one where
 # the flag needs a value (getopt says which: a missing value is "needs a value").

@@ -205,6 +205,10 @@ static int on_flag(void *arg, int flag, const char *v)
             return tool_usage_error(&cli_run_cmd, "--device-memory takes DEV=SIZE, DEV a device ordinal (0, 1, "
                                     "...) or UUID (GPU-...), not '%s'", v);
         snprintf(name, sizeof name, "%s_%s", gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, dev);
+        /* A UUID no card here has would be a budget for nothing: said (NVML's list, when there is one). */
+        if (!is_ordinal && cli_devices_matching(dev) == 0)
+            tool_error("gpucap run", "warning: --device-memory %s: no card here has a UUID that starts so (`gpucap "
+                       "doctor` lists the cards); the budget applies to none", dev);
         return set_size("--device-memory", name, eq + 1);
     }
     case F_AUDIT:
