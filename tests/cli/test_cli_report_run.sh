@@ -102,6 +102,13 @@ GPUCAP_CONTEXT_RESERVE=256MiB "$gpucap" run --audit --json --report "$t/l.json" 
 "$gpucap" run --json --report "$t/f.json" -- "$alloc" a8 a8 F a4 > /dev/null 2>&1
 [ "$(j "$t/f.json" "d['devices'][0]['frees'], d['devices'][0]['held_at_exit'], d['devices'][0]['in_use']")" = \
     "(2, $((4 * MiB)), 0)" ] || bad "frees, held at exit: $(cat "$t/f.json")"
+# A context's reserve is no allocation left behind: held at exit is the allocations alone (here a
+# parent and its child, each with a context of 8 MiB; then a program that freed everything).
+GPUCAP_CONTEXT_RESERVE=8MiB "$gpucap" run --json --report "$t/h.json" -- "$alloc" a8 c:a4,a2 > /dev/null 2>&1
+[ "$(j "$t/h.json" "d['devices'][0]['held_at_exit'], d['devices'][0]['context_reserves']")" = "($((14 * MiB)), 2)" ] ||
+    bad "held at exit with context reserves: $(cat "$t/h.json")"
+GPUCAP_CONTEXT_RESERVE=8MiB "$gpucap" run --report "$t/h.txt" -- "$alloc" a8 F > /dev/null 2>&1
+grep -qE "^  held at exit +0 B" "$t/h.txt" || bad "a program that freed everything: $(cat "$t/h.txt")"
 # The same figures as the fake driver's own record.
 FAKECUDA_RECORD=$t/record "$gpucap" run --json --report "$t/p.json" -- "$alloc" a16 a30 a30 F p > "$t/out" 2>&1
 grep -q "fake peak=$((46 * MiB)) allocs=2 frees=2" "$t/out" || bad "the fake's record: $(cat "$t/out")"
