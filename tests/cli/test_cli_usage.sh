@@ -63,6 +63,22 @@ usage_error 2 "gpucap inject" "$gpucap" inject --to
 [ -n "$webhook" ] && usage_error 2 gpucap-webhook "$webhook" --threads
 [ -n "$agent" ] && usage_error 2 gpucap-agent "$agent" --frobnicate
 [ -n "$agent" ] && usage_error 2 gpucap-agent "$agent" --rounds
+# A bad value is a usage error in the same one-line style, for every kind of value (a number, a
+# choice, a size, an address, a card source), the required flags given.
+if [ -n "$webhook" ]; then
+    for bad_value in "--threads x" "--threads 0" "--preload bogus" "--default-memory 1XB" "--listen bogus" \
+        "--namespace-annotations maybe" "--driver-limits-label="; do
+        usage_error 2 gpucap-webhook "$webhook" --cert c --key k --image i $bad_value
+    done
+fi
+if [ -n "$exporter" ]; then
+    usage_error 2 gpucap-exporter "$exporter" --listen bogus
+    usage_error 2 gpucap-exporter "$exporter" --cards bogus
+fi
+if [ -n "$agent" ]; then
+    usage_error 2 gpucap-agent "$agent" --node n --watch-timeout x
+    usage_error 2 gpucap-agent "$agent" --node n --watch-timeout 0
+fi
 
 # gpucap run: 125 for gpucap's own failure, 126 / 127 for CMD's, as env(1).
 "$gpucap" run --lib /nonexistent/libgpucap.so -- true 2> "$t/err"; rc=$?

@@ -241,10 +241,18 @@ int main(int argc, char **argv)
     if (tool_number(&exporter_cmd, "--max-connections-per-ip", val[OPT_MAX_CONNECTIONS_PER_IP], 1, MAX_CONNECTIONS,
                     &per_ip) != 0)
         return TOOL_EXIT_USAGE;
+    /* Bad values are usage errors, said before anything else (one line). */
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    if (!once && gpc_parse_listen(val[OPT_LISTEN], &addr, &addrlen) != 0) {
+        tool_usage_error(&exporter_cmd, "--listen '%s': expected HOST:PORT, [IPV6]:PORT or :PORT with a numeric "
+                         "host and port", val[OPT_LISTEN]);
+        return TOOL_EXIT_USAGE;
+    }
     char why[512];
     if (gpc_cards_load(val[OPT_CARDS], &cards, why, sizeof why) != 0) {
-        say("cards %s: %s", val[OPT_CARDS], why);
-        return 2;
+        tool_usage_error(&exporter_cmd, "--cards '%s': %s", val[OPT_CARDS], why);
+        return TOOL_EXIT_USAGE;
     }
     if (!once) {
         if (!cards.known)
