@@ -109,6 +109,16 @@ GPUCAP_CONTEXT_RESERVE=8MiB "$gpucap" run --json --report "$t/h.json" -- "$alloc
     bad "held at exit with context reserves: $(cat "$t/h.json")"
 GPUCAP_CONTEXT_RESERVE=8MiB "$gpucap" run --report "$t/h.txt" -- "$alloc" a8 F > /dev/null 2>&1
 grep -qE "^  held at exit +0 B" "$t/h.txt" || bad "a program that freed everything: $(cat "$t/h.txt")"
+# A budget for one device leaves the others measured (under 100% of themselves): the report has
+# every device the job used, whether its budget came from -d or from GPUCAP_MEMORY_LIMIT_<N>.
+for how in "-d 1=64MiB" "--device-memory=1=64MiB"; do
+    env -u GPUCAP_MEMORY_LIMIT FAKECUDA_DEVICES=2 "$gpucap" run $how --json --report "$t/two.json" -- "$alloc" a8 d1 a16 > /dev/null 2>&1
+    [ "$(j "$t/two.json" "[(x['index'], x['budget'], x['peak']) for x in d['devices']]")" = \
+        "[(0, $((1024 * MiB)), $((8 * MiB))), (1, $((64 * MiB)), $((16 * MiB)))]" ] || bad "$how: $(cat "$t/two.json")"
+done
+env -u GPUCAP_MEMORY_LIMIT FAKECUDA_DEVICES=2 GPUCAP_MEMORY_LIMIT_1=64MiB "$gpucap" run --json --report "$t/two.json" -- \
+    "$alloc" a8 d1 a16 > /dev/null 2>&1
+[ "$(j "$t/two.json" "len(d['devices'])")" = 2 ] || bad "GPUCAP_MEMORY_LIMIT_1: $(cat "$t/two.json")"
 # The same figures as the fake driver's own record.
 FAKECUDA_RECORD=$t/record "$gpucap" run --json --report "$t/p.json" -- "$alloc" a16 a30 a30 F p > "$t/out" 2>&1
 grep -q "fake peak=$((46 * MiB)) allocs=2 frees=2" "$t/out" || bad "the fake's record: $(cat "$t/out")"

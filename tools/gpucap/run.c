@@ -5,7 +5,8 @@
  * Runs CMD with libgpucap.so prepended to LD_PRELOAD and a fresh private ledger (a file in a new
  * mkdtemp directory, named by GPUCAP_LEDGER) that CMD and all its children share, so the budget
  * and the figures are those of this run alone. Options become GPUCAP_* settings of the child:
- * the child's library reads them through the same table as always. Signals sent to gpucap are
+ * the child's library reads them through the same table as always; a device without a budget is
+ * measured under 100% of itself. Signals sent to gpucap are
  * passed on to CMD (not those the terminal sends to the whole foreground group: CMD has them
  * already). When CMD is gone, the run's report is written from the ledger (with the command, how it
  * ended, its wall time) to a file, to stdout (`--report -`: CMD's own stdout then goes to stderr, so
@@ -56,8 +57,8 @@ static const struct tool_flag run_flags[F_COUNT] = {
 const struct tool_cmd cli_run_cmd = {
     CLI_COMMAND("run", run_flags, "[OPTION...] [--] CMD [ARG...]", "run a command under a GPU memory budget"),
     .about = "Runs CMD with libgpucap.so preloaded and a ledger private to this run and its children.",
-    .tail = "Without a budget from an option, the environment or the ini file, the run is measured under a\n"
-            "budget of 100% of each device. GPUCAP_REPORT in the environment is taken as --report.\n"
+    .tail = "The run is measured under a budget of 100% of each device that has none from an option or\n"
+            "the environment. GPUCAP_REPORT in the environment is taken as --report.\n"
             "The report: per device budget, peak, use, allocations, frees, denials, refusals by the driver,\n"
             "context reserves, largest request; the command, its exit status or signal, wall time, version.\n"
             "Exit status: CMD's (or CMD's signal); 125 when gpucap fails or is used wrongly, 126 when CMD\n"
@@ -269,6 +270,25 @@ static bool same_as_stdout(int fd)
            (fstat(fd, &a) == 0 && fstat(STDOUT_FILENO, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino);
 }
 
+/*
+ * Does a budget of 100% for every device (GPUCAP_MEMORY_LIMIT in CMD's environment) measure the
+ * devices that have no budget, and change none that has one? Yes when nothing sets a budget for
+ * every device and every per-device budget is the environment's (which outranks it); not under the
+ * lock (the environment may only tighten there).
+ */
+static bool measure_all(const struct gpc_settings *s)
+{
+    if (s->locked || s->config_bad || s->env_bad || s->opt[GPC_OPT_MEMORY_LIMIT].set)
+        return false;
+    for (int i = 0; i < GPC_MAX_DEVICES; i++)
+        if (s->dev_limit[i].set && s->dev_limit[i].src != GPC_SRC_ENV)
+            return false;
+    for (int i = 0; i < s->n_uuid; i++)
+        if (s->uuid_limit[i].v.set && s->uuid_limit[i].v.src != GPC_SRC_ENV)
+            return false;
+    return true;
+}
+
 static const char *signal_name(int sig)
 {
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
@@ -338,7 +358,9 @@ int cmd_run(int argc, char **argv)
     /* stdout holds the report alone: CMD's own stdout goes to stderr. */
     bool report_on_stdout = (report && strcmp(report, "-") == 0) || (o.report_fd >= 0 && same_as_stdout(o.report_fd));
     bool want_report = report || o.report_fd >= 0;
-    if (!gpc_settings_any_limit(&s))
+    /* Every device is measured: one without a budget is under 100% of itself (a budget for one
+     * device, -d 1=8GiB, leaves the others in the report). */
+    if (measure_all(&s))
         set_row(GPC_OPT_MEMORY_LIMIT, "100%");
     /* CMD does not get the report's descriptor. */
     if (o.report_fd > 2)
