@@ -57,6 +57,7 @@ static const struct tool_cmd agent_cmd = {
     .man_files = "<root>/<pod-uid>/volumes/kubernetes.io~empty-dir/gpucap-lib/<container>/gpucap.ini: each "
                  "container's locked settings file, rewritten; <root>/<pod-uid>/volumes/kubernetes.io~empty-dir/"
                  "gpucap-ledger/<container>/gpucap.ledger: its ledger, read for the Event's message.",
+    .man_see_also = ".BR gpucap (1),\n.BR gpucap\\-exporter (1),\n.BR gpucap\\-webhook (1),\n.BR gpucap.ini (5)",
 };
 
 int main(int argc, char **argv)

@@ -78,7 +78,7 @@ static const struct tool_cmd exporter_cmd = {
                  "gpucap.ledger: the ledgers read (under --root). libnvidia-ml.so.1: NVML, for the node's cards "
                  "(--cards auto or nvml). /proc/driver/nvidia/gpus/*/information: the driver's list of cards "
                  "(--cards auto or proc).",
-    .man_see_also = ".BR gpucap (1),\n.BR gpucap\\-webhook (1),\n.BR gpucap.ini (5)",
+    .man_see_also = ".BR gpucap (1),\n.BR gpucap\\-webhook (1),\n.BR gpucap\\-agent (1),\n.BR gpucap.ini (5)",
 };
 
 static volatile sig_atomic_t stop;

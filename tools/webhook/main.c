@@ -133,7 +133,7 @@ static const struct tool_cmd webhook_cmd = {
     .man_files = "The certificate and key (--cert, --key; checked again every --reload-interval seconds), the "
                  "namespace policy (--namespace-policy), the service account's token and CA "
                  "(/var/run/secrets/kubernetes.io/serviceaccount/, with --namespace-annotations true).",
-    .man_see_also = ".BR gpucap (1),\n.BR gpucap\\-exporter (1),\n.BR gpucap.ini (5)",
+    .man_see_also = ".BR gpucap (1),\n.BR gpucap\\-exporter (1),\n.BR gpucap\\-agent (1),\n.BR gpucap.ini (5)",
 };
 
 /* Checks one value against its row; returns 0 or -EINVAL after a message naming the setting. */
