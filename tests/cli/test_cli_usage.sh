@@ -63,6 +63,10 @@ usage_error 2 "gpucap inject" "$gpucap" inject --to
 [ -n "$webhook" ] && usage_error 2 gpucap-webhook "$webhook" --threads
 [ -n "$agent" ] && usage_error 2 gpucap-agent "$agent" --frobnicate
 [ -n "$agent" ] && usage_error 2 gpucap-agent "$agent" --rounds
+# gpucap's commands: a bad size operand is a usage error too.
+usage_error 2 "gpucap set-memory" "$gpucap" set-memory --ledger "$t/none" 1XB
+usage_error 2 "gpucap inject" "$gpucap" inject --to "$t/inj" c=1XB
+usage_error 2 "gpucap inject" "$gpucap" inject --to "$t/inj" --max 1XB c=1GiB
 # A bad value is a usage error in the same one-line style, for every kind of value (a number, a
 # choice, a size, an address, a card source), the required flags given.
 if [ -n "$webhook" ]; then
