@@ -272,6 +272,10 @@ void gpc_budget_flush_counts(void)
     }
 }
 
+/* This process's context reserves per device entry (gpc_budget_note_contexts): what it holds at exit
+ * apart from its allocations. */
+static _Atomic uint64_t own_contexts[GPC_LEDGER_DEVICES];
+
 static void counts_after_fork(void)
 {
     /* The parent's counts are the parent's: the child's one thread starts from zero, and the
@@ -283,6 +287,7 @@ static void counts_after_fork(void)
         atomic_store(&my_counts.allocs[id], 0), atomic_store(&my_counts.frees[id], 0);
         /* The child holds none of its parent's memory. */
         atomic_store(&my_counts.held[id], 0), atomic_store(&held_flushed[id], 0);
+        atomic_store(&own_contexts[id], 0);
     }
     my_counts.registered = false;
 }
@@ -759,7 +764,9 @@ void gpc_budget_note_exit(void)
 {
     struct gpc_ledger_proc *me = atomic_load(&gpc_ledger_entry);
     for (int id = 0; me && gpc_ledger && id < GPC_LEDGER_DEVICES; id++) {
-        uint64_t held = gpc_ledger_share_in_use(&me->share[id]);
+        /* Allocations still held: a context's reserve is no allocation the program failed to free. */
+        uint64_t held = gpc_ledger_share_in_use(&me->share[id]), ctx = atomic_load(&own_contexts[id]);
+        held = held > ctx ? held - ctx : 0;
         if (held)
             atomic_fetch_add_explicit(&gpc_ledger->dev[id].held_at_exit, held, memory_order_relaxed);
     }
@@ -883,8 +890,11 @@ void gpc_budget_note_denial(int id, uint64_t bytes)
 void gpc_budget_note_contexts(int id, int64_t delta)
 {
     struct gpc_slot *s = gpc_budget_slot(id);
-    if (s && id >= 0)
+    if (s && id >= 0) {
         atomic_fetch_add_explicit(&s->contexts, (uint64_t)delta, memory_order_relaxed);
+        if (id < GPC_LEDGER_DEVICES)
+            atomic_fetch_add_explicit(&own_contexts[id], (uint64_t)delta, memory_order_relaxed);
+    }
 }
 
 #ifdef GPC_CRASH_POINTS

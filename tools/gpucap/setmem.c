@@ -172,9 +172,9 @@ int cmd_set_memory(int argc, char **argv)
     double wait_s = o.wait_s;
     struct gpc_value v;
     if (gpc_option_parse(GPC_OPT_MEMORY_LIMIT, size_text, &v) != 0 || (!v.u.size.is_percent && !v.u.size.bytes)) {
-        fprintf(stderr, "gpucap set-memory: '%s' is not a budget; accepted: a size (4GiB, 1500MB, 2G) or a "
-                "percentage of the card (50%%), above 0\n", size_text);
-        return 1;
+        tool_usage_error(&cli_setmem_cmd, "'%s' is not a budget; accepted: a size (4GiB, 1500MB, 2G) or a "
+                         "percentage of the card (50%%), above 0", size_text);
+        return TOOL_EXIT_USAGE;
     }
     extern char **environ;
     struct gpc_settings s;
