@@ -342,12 +342,23 @@ static int distance(const char *a, const char *b)
 /*
  * "; did you mean 'memory_limit'?" when a setting of the table is near `word` (a third of its
  * length or 2 edits at most), else "". With `env`, the variables are compared, else the ini keys
- * (and, for `section`, the sections).
+ * (a variable's name written as a key suggests the key; in a device section, `device`, only the
+ * keys a device section takes, and a key of [gpucap] is said to belong there) and, for `section`,
+ * the sections.
  */
-static const char *suggest(const char *word, bool env, bool section, char *buf, size_t len)
+static const char *suggest(const char *word, bool env, bool section, bool device, char *buf, size_t len)
 {
     const char *best = NULL;
     int best_d = 99;
+    if (device) {
+        for (int i = 0; i < GPC_OPT__COUNT; i++) {
+            const struct gpc_option_def *o = &gpc_option_defs[i];
+            if (!(o->flags & (GPC_OPTF_ENV_ONLY | GPC_OPTF_PER_DEVICE)) && strcasecmp(word, o->key) == 0) {
+                snprintf(buf, len, "; '%s' is a setting of [gpucap], not of a device's section", o->key);
+                return buf;
+            }
+        }
+    }
     if (section) {
         static const char *const sections[] = {"gpucap", "device.0", "device.GPU-<uuid>"};
         for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
@@ -360,7 +371,12 @@ static const char *suggest(const char *word, bool env, bool section, char *buf, 
             const struct gpc_option_def *o = &gpc_option_defs[i];
             if (!env && (o->flags & GPC_OPTF_ENV_ONLY))
                 continue;
+            if (device && !(o->flags & GPC_OPTF_PER_DEVICE))
+                continue;
             int d = distance(word, env ? o->env : o->key);
+            /* GPUCAP_MEMORY_LIMIT = ... in the file: the key is memory_limit. */
+            if (!env && distance(word, o->env) < d)
+                d = distance(word, o->env);
             if (d < best_d)
                 best = env ? o->env : o->key, best_d = d;
         }
@@ -417,7 +433,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
             s->config_bad = true;
             say(GPC_LOG_ERROR, "%s: unknown section [%s] (use [gpucap], [device.<ordinal>] or "
                          "[device.GPU-<uuid>]%s); budgets not set in the environment are 0", where, section,
-                         suggest(section, false, true, hint, sizeof hint));
+                         suggest(section, false, true, false, hint, sizeof hint));
             snprintf(c->bad_section, sizeof c->bad_section, "%s", section);
         }
     }
@@ -447,7 +463,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
     s->errors++;
     s->config_bad = true;
     say(GPC_LOG_ERROR, "%s: unknown key '%s' in [%s]%s; budgets not set in the environment are 0",
-                 where, name, section, suggest(name, false, false, hint, sizeof hint));
+                 where, name, section, suggest(name, false, false, dev >= 0, hint, sizeof hint));
     return 1;
 }
 
@@ -812,7 +828,7 @@ static void load(struct gpc_settings *s, char *const *envp)
             s->errors++;
             s->env_bad = true;
             say(GPC_LOG_ERROR, "%s is not a gpucap setting%s (see `gpucap check`); every budget is 0 "
-                         "until it is removed or corrected", name, suggest(name, true, false, hint, sizeof hint));
+                         "until it is removed or corrected", name, suggest(name, true, false, false, hint, sizeof hint));
         }
     }
     set_threshold(gpc_opt_enum(s, GPC_OPT_LOG_LEVEL));

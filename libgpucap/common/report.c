@@ -366,34 +366,71 @@ int gpc_report_write_run(int fd, const struct gpc_ledger *l, bool json, bool aud
     return -o.err;
 }
 
+/*
+ * The checks of gpc_report_file before anything is written: `path` splits into its directory (opened
+ * in *dfd, -1 on failure) and *base; *st and *exists say what is at the name now. 0, or -errno with
+ * the reason in why.
+ */
+static int report_target(const char *path, char *dir, size_t dir_len, const char **base, int *dfd, struct stat *st,
+                         bool *exists, char *why, size_t len)
+{
+    const char *slash = strrchr(path, '/');
+    *base = slash ? slash + 1 : path;
+    if (slash)
+        snprintf(dir, dir_len, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    else
+        snprintf(dir, dir_len, ".");
+    *dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    *exists = false;
+    if (!**base || strlen(path) >= dir_len) {
+        snprintf(why, len, "is not a file name");
+        return -EINVAL;
+    }
+    if (*dfd < 0 || fstat(*dfd, st) != 0) {
+        int err = errno;
+        snprintf(why, len, "its directory cannot be opened (%s)", strerror(err));
+        return -err;
+    }
+    if ((st->st_mode & S_IWOTH) && !(st->st_mode & S_ISVTX)) {
+        snprintf(why, len, "its directory %s is writable by every user and not sticky: refused", dir);
+        return -EPERM;
+    }
+    if ((*exists = fstatat(*dfd, *base, st, AT_SYMLINK_NOFOLLOW) == 0) && S_ISLNK(st->st_mode)) {
+        snprintf(why, len, "is a symbolic link: refused (a report is never written through a link)");
+        return -ELOOP;
+    }
+    if (*exists && !S_ISREG(st->st_mode)) {
+        snprintf(why, len, "exists and is not a regular file");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int gpc_report_file_check(const char *path, char *why, size_t len)
+{
+    char dir[512];
+    const char *base;
+    int dfd;
+    struct stat st;
+    bool exists;
+    int rc = report_target(path, dir, sizeof dir, &base, &dfd, &st, &exists, why, len);
+    if (rc == 0 && faccessat(dfd, ".", W_OK | X_OK, AT_EACCESS) != 0) {
+        rc = -errno;
+        snprintf(why, len, "cannot be created in %s (%s)", dir, strerror(errno));
+    }
+    if (dfd >= 0)
+        close(dfd);
+    return rc;
+}
+
 int gpc_report_file(const char *path, int (*write)(int fd, void *arg), void *arg, char *why, size_t len)
 {
     char dir[512], tmp[600];
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    if (slash)
-        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    else
-        snprintf(dir, sizeof dir, ".");
-    int rc = 0, fd = -1, dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const char *base;
+    int fd = -1, dfd;
     struct stat st;
-    bool exists = false;
-    if (!*base || strlen(path) >= sizeof dir) {
-        rc = -EINVAL;
-        snprintf(why, len, "is not a file name");
-    } else if (dfd < 0 || fstat(dfd, &st) != 0) {
-        rc = -errno;
-        snprintf(why, len, "its directory cannot be opened (%s)", strerror(errno));
-    } else if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
-        rc = -EPERM;
-        snprintf(why, len, "its directory %s is writable by every user and not sticky: refused", dir);
-    } else if ((exists = fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0) && S_ISLNK(st.st_mode)) {
-        rc = -ELOOP;
-        snprintf(why, len, "is a symbolic link: refused (a report is never written through a link)");
-    } else if (exists && !S_ISREG(st.st_mode)) {
-        rc = -EINVAL;
-        snprintf(why, len, "exists and is not a regular file");
-    }
+    bool exists;
+    int rc = report_target(path, dir, sizeof dir, &base, &dfd, &st, &exists, why, len);
     for (int i = 0; rc == 0 && fd < 0 && i < 100; i++) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -57,5 +57,11 @@ int gpc_report_write_run(int fd, const struct gpc_ledger *l, bool json, bool aud
  * ("is a symbolic link: refused", ...). No malloc, no stdio stream.
  */
 int gpc_report_file(const char *path, int (*write)(int fd, void *arg), void *arg, char *why, size_t len);
+/*
+ * What gpc_report_file would refuse before writing, checked now (the directory, the name, the right
+ * to create a file there), for a caller that wants to fail before the work whose report it is.
+ * 0, or -errno with the reason in why.
+ */
+int gpc_report_file_check(const char *path, char *why, size_t len);
 
 #endif

@@ -272,6 +272,10 @@ void gpc_budget_flush_counts(void)
     }
 }
 
+/* This process's context reserves per device entry (gpc_budget_note_contexts): what it holds at exit
+ * apart from its allocations. */
+static _Atomic uint64_t own_contexts[GPC_LEDGER_DEVICES];
+
 static void counts_after_fork(void)
 {
     /* The parent's counts are the parent's: the child's one thread starts from zero, and the
@@ -283,6 +287,7 @@ static void counts_after_fork(void)
         atomic_store(&my_counts.allocs[id], 0), atomic_store(&my_counts.frees[id], 0);
         /* The child holds none of its parent's memory. */
         atomic_store(&my_counts.held[id], 0), atomic_store(&held_flushed[id], 0);
+        atomic_store(&own_contexts[id], 0);
     }
     my_counts.registered = false;
 }
@@ -448,9 +453,13 @@ static uint64_t take_back(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, 
         GPC_CRASH_POINT(5);
     } while (!atomic_compare_exchange_weak_explicit(&s->spare, &w, after, memory_order_acq_rel, memory_order_relaxed));
     GPC_CRASH_POINT(6);
+    /* Never below zero: spare above the lease is no lease to give back (ledger.c never leaves one,
+     * but the file is writable by every process on it). */
+    uint64_t lease = atomic_load_explicit(&s->lease, memory_order_relaxed);
     uint64_t took = (w & GPC_SPARE_MASK) - keep;
-    atomic_store_explicit(&s->lease, atomic_load_explicit(&s->lease, memory_order_relaxed) - took,
-                          memory_order_release);
+    if (took > lease)
+        took = lease;
+    atomic_store_explicit(&s->lease, lease - took, memory_order_release);
     GPC_CRASH_POINT(7);
     uint64_t leased = atomic_load_explicit(&d->slot.leased, memory_order_relaxed);
     atomic_store_explicit(&d->slot.leased, leased > took ? leased - took : 0, memory_order_relaxed);
@@ -755,7 +764,9 @@ void gpc_budget_note_exit(void)
 {
     struct gpc_ledger_proc *me = atomic_load(&gpc_ledger_entry);
     for (int id = 0; me && gpc_ledger && id < GPC_LEDGER_DEVICES; id++) {
-        uint64_t held = gpc_ledger_share_in_use(&me->share[id]);
+        /* Allocations still held: a context's reserve is no allocation the program failed to free. */
+        uint64_t held = gpc_ledger_share_in_use(&me->share[id]), ctx = atomic_load(&own_contexts[id]);
+        held = held > ctx ? held - ctx : 0;
         if (held)
             atomic_fetch_add_explicit(&gpc_ledger->dev[id].held_at_exit, held, memory_order_relaxed);
     }
@@ -833,6 +844,7 @@ int gpc_budget_set_limit(int id, uint64_t limit, unsigned by, uint64_t *was, uin
         atomic_store(&keep_at_most[id], over ? 0 : gpc_ledger_shared ? 2 * chunk_of(after) : UINT64_MAX);
     }
     atomic_store(&seen_changes[id], atomic_load(&d->limit_changes));
+    gpc_ledger_note_limit(id);
     gpc_ledger_unlock(d);
     if (was)
         *was = before;
@@ -850,6 +862,7 @@ void gpc_budget_sync(int id)
     if (changes == atomic_load_explicit(&seen_changes[id], memory_order_relaxed))
         return;
     atomic_store(&seen_changes[id], changes);
+    gpc_ledger_note_limit(id);
     /* Lowered below what is leased: what this process frees goes back to the total. */
     if (atomic_load(&d->slot.leased) > limit_of(d, id))
         atomic_store(&keep_at_most[id], 0);
@@ -877,8 +890,11 @@ void gpc_budget_note_denial(int id, uint64_t bytes)
 void gpc_budget_note_contexts(int id, int64_t delta)
 {
     struct gpc_slot *s = gpc_budget_slot(id);
-    if (s && id >= 0)
+    if (s && id >= 0) {
         atomic_fetch_add_explicit(&s->contexts, (uint64_t)delta, memory_order_relaxed);
+        if (id < GPC_LEDGER_DEVICES)
+            atomic_fetch_add_explicit(&own_contexts[id], (uint64_t)delta, memory_order_relaxed);
+    }
 }
 
 #ifdef GPC_CRASH_POINTS

@@ -44,7 +44,8 @@ void gpc_budget_admitted(int id);
 void gpc_budget_undo(int id, uint64_t bytes, unsigned how);
 /* Gives back bytes that were no allocation of the program (a context, an estimate settled): no free. */
 void gpc_budget_give_back(int id, uint64_t bytes);
-/* At normal exit, before the ledger lets go: adds what this process still holds to held_at_exit. */
+/* At normal exit, before the ledger lets go: adds the allocations this process still holds (its
+ * context reserves apart) to held_at_exit. */
 void gpc_budget_note_exit(void);
 /* The admission rule: `bytes` more on top of `used` stays within `limit` (computed without wrapping). */
 bool gpc_budget_fits(uint64_t used, uint64_t bytes, uint64_t limit);

@@ -87,7 +87,8 @@ static atomic_bool ledger_refused;
 static struct {
     bool known;
     uint8_t uuid[16];
-    uint64_t physical, limit, own;
+    uint64_t physical;
+    _Atomic uint64_t limit, own; /* moved by a live change (gpc_ledger_note_limit) */
 } my_devs[GPC_LEDGER_DEVICES];
 /* The ledger file's descriptor, kept open close-on-exec (an exec shows as its absence, see
  * gpc_ledger_proc_alive), and the identity of the file it names; the identity of the file mapped
@@ -137,8 +138,15 @@ static void settle_device(struct gpc_ledger *l, struct gpc_ledger_dev *d)
         struct gpc_ledger_share *s = &l->proc[i].share[id];
         if ((atomic_load(&s->spare) >> GPC_SPARE_BITS) & 1)
             atomic_fetch_add(&s->spare, GPC_SPARE_GEN);
+        /* Never spare above the lease (a writer of the file, or a layout of an older version, may
+         * have left one): it would admit past the lease, and a take-back would take the lease
+         * below zero. A compare-and-swap: the owner may be freeing into it now. */
+        uint64_t lease = atomic_load(&s->lease), w = atomic_load(&s->spare);
+        while ((w & GPC_SPARE_MASK) > lease &&
+               !atomic_compare_exchange_weak(&s->spare, &w, (w & ~GPC_SPARE_MASK) | lease))
+            ;
         if (atomic_load(&l->proc[i].pid) != 0)
-            sum += atomic_load(&s->lease);
+            sum += lease;
     }
     atomic_store(&d->slot.leased, sum);
 }
@@ -900,7 +908,11 @@ static void reinit_lock(pthread_mutex_t *m)
 
 static void forget_me(void)
 {
-    /* A fork child is another process: it claims its own entry when it first needs one. */
+    /* A fork child is another process: it claims its own entry when it first needs one, carrying
+     * the limit in force for its parent now (its parent's entry, still gpc_ledger_entry here),
+     * which a live change may have moved since the parent registered. */
+    for (int d = 0; d < GPC_LEDGER_DEVICES; d++)
+        gpc_ledger_note_limit(d);
     my_proc = -1;
     atomic_store(&gpc_ledger_entry, NULL);
     pthread_mutex_init(&me_lock, NULL);
@@ -992,13 +1004,17 @@ static int clear_share(int i, int32_t pid, uint64_t start, bool limits, const ch
         if (atomic_load(&p->pid) != pid || atomic_load(&p->start_time) != start) {
             rc = -1;
         } else {
-            /* Lease and spare to zero together (the generation odd meanwhile, for readers). */
+            /* Lease and spare to zero together (the generation odd meanwhile, for readers), the
+             * spare first: killed half-way, the entry never has spare above its lease (a take-back
+             * of that spare would take the lease below zero and the total with it). */
             atomic_fetch_add(&s->spare, GPC_SPARE_GEN);
             GPC_CRASH_POINT(10);
-            uint64_t share = atomic_exchange(&s->lease, 0);
-            GPC_CRASH_POINT(11);
             uint64_t w = atomic_load(&s->spare);
-            atomic_store(&s->spare, (w & ~GPC_SPARE_MASK) + GPC_SPARE_GEN);
+            while (!atomic_compare_exchange_weak(&s->spare, &w, w & ~GPC_SPARE_MASK))
+                ;
+            GPC_CRASH_POINT(11);
+            uint64_t share = atomic_exchange(&s->lease, 0);
+            atomic_fetch_add(&s->spare, GPC_SPARE_GEN);
             GPC_CRASH_POINT(12);
             uint64_t leased = atomic_load(&dev->slot.leased);
             atomic_store(&dev->slot.leased, leased >= share ? leased - share : 0);
@@ -1253,6 +1269,21 @@ void gpc_ledger_exec_end(bool marked)
     struct gpc_ledger_proc *p = atomic_load(&gpc_ledger_entry);
     if (marked && p)
         atomic_store(&p->execing, 0);
+}
+
+void gpc_ledger_note_limit(int d)
+{
+    struct gpc_ledger_proc *me = atomic_load(&gpc_ledger_entry);
+    if (d < 0 || d >= GPC_LEDGER_DEVICES || !my_devs[d].known || !me || !gpc_ledger_shared)
+        return;
+    /* Under the lock this process's own limit is the platform file's (never what a tenant wrote in
+     * the entry); else its entry's, which follows every change, whoever applied it. */
+    uint64_t own = gpc_config.locked ? gpc_budget_own_limit(d) : atomic_load(&me->share[d].limit);
+    if (!own || own == GPC_UNLIMITED)
+        return;
+    uint64_t now = atomic_load(&gpc_ledger->dev[d].slot.limit);
+    atomic_store(&my_devs[d].own, own);
+    atomic_store(&my_devs[d].limit, now < own ? now : own);
 }
 
 /* ---- a file that the path no longer names ---- */

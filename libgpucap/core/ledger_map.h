@@ -77,6 +77,9 @@ void gpc_ledger_reap_lazy(void);
  */
 bool gpc_ledger_exec_begin(void);
 void gpc_ledger_exec_end(bool marked);
+/* A live change moved device entry d's limit: what this process keeps for a private budget after a
+ * shrink, for a fork child's entry and for a move is the limit in force now (budget.c). */
+void gpc_ledger_note_limit(int d);
 /*
  * Locks device entry `id` of the ledger (robust, bounded wait) and returns it, or NULL after
  * logging "...; <consequence>" (with the holder's pid when the wait timed out). A ledger whose lock

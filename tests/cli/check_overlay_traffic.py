@@ -10,7 +10,9 @@ For each directory of EXAMPLES_DIR/overlays, rendered with `kubectl kustomize`:
   port and peer). What the rendered webhook is configured with decides what it needs: the API server
   must reach its port (always); with GPUCAP_WEBHOOK_NAMESPACE_ANNOTATIONS=true it must reach the API
   server (the address of API_SERVER_CIDR in settings.env, port 6443 or 443), hold an API token and
-  `get` on namespaces; with GPUCAP_WEBHOOK_KUBE_API naming a host, DNS. A PodMonitor that selects the
+  `get` on namespaces; with GPUCAP_WEBHOOK_KUBE_API naming a host, DNS (each setting read from the
+  container's args as well as its environment). A gpucap-agent container (live budgets) must reach
+  the API server too, with a token. A PodMonitor that selects the
   webhook or the exporter needs Prometheus (PROMETHEUS_NAMESPACE) to reach its port. An ordinary
   pod must not reach the webhook, and gpucap-node must deny by default.
 - one place: settings.env rewritten with other values renders with each of them everywhere it
@@ -141,6 +143,56 @@ def first_host(cidr):
     return str(next(net.hosts())) if net.num_addresses > 1 else str(net.network_address)
 
 
+def setting(ctr, flag, var):
+    """A program's setting as the container configures it: its --flag in args (either spelling,
+    the last one wins, as getopt_long reads them), else its variable, else None."""
+    val = None
+    args = [str(a) for a in (ctr.get("command") or [])[1:] + (ctr.get("args") or [])]
+    for i, a in enumerate(args):
+        if a == "--" + flag and i + 1 < len(args):
+            val = args[i + 1]
+        elif a.startswith("--" + flag + "="):
+            val = a.split("=", 1)[1]
+    if val is None:
+        val = {e["name"]: e.get("value") for e in ctr.get("env", [])}.get(var)
+    return val
+
+
+def check_api_egress(name, docs, pols, settings, ns, labels, who, url):
+    """A program that reads the API server (the address of API_SERVER_CIDR, port 6443 or 443; DNS
+    too where its URL names a host) must be let out to it."""
+    api = first_host(settings.get("API_SERVER_CIDR", "10.96.0.1/32"))
+    ok = any(allowed(pols, "Egress", ns, labels, (p, "TCP"), {"ip": api}) for p in (6443, 443))
+    check(ok, f"{name}: {who} reads the API server, but no policy lets it reach it ({api}:6443 or :443)")
+    host = re.sub(r"^https?://", "", url or "").split("/")[0].rsplit(":", 1)[0].strip("[]")
+    if host and not host.startswith("$"):
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            dns = {"ns": "kube-system", "labels": {"k8s-app": "kube-dns"}, "ip": "10.96.0.10"}
+            check(allowed(pols, "Egress", ns, labels, (53, "UDP"), dns),
+                  f"{name}: {who} names the API server by a host name ({host}) but DNS is not allowed")
+
+
+def check_agent(name, docs, pols, settings):
+    """gpucap-agent (live budgets): lists and watches pods on the API server, with a token."""
+    for d in docs:
+        if d["kind"] not in ("Deployment", "DaemonSet"):
+            continue
+        pod = d["spec"]["template"]
+        for c in pod["spec"]["containers"]:
+            if not any(str(x).endswith("gpucap-agent") for x in (c.get("command") or [])[:1]):
+                continue
+            who = f"gpucap-agent ({d['metadata']['name']}/{c['name']})"
+            check_api_egress(name, docs, pols, settings, d["metadata"]["namespace"], pod["metadata"]["labels"], who,
+                             setting(c, "kube-api", "GPUCAP_AGENT_KUBE_API"))
+            vols = {v["name"]: v for v in pod["spec"].get("volumes", [])}
+            token = pod["spec"].get("automountServiceAccountToken") is not False or any(
+                "projected" in vols.get(m["name"], {}) and "/serviceaccount" in m["mountPath"]
+                for m in c.get("volumeMounts", []))
+            check(token, f"{name}: {who} has no API token")
+
+
 def check_traffic(name, docs, settings):
     pols = [d for d in docs if d["kind"] == "NetworkPolicy"]
     deps = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "gpucap-webhook"]
@@ -151,7 +203,6 @@ def check_traffic(name, docs, settings):
     pod = dep["spec"]["template"]
     labels = pod["metadata"]["labels"]
     ctr = pod["spec"]["containers"][0]
-    env = {e["name"]: e.get("value") for e in ctr.get("env", [])}
     names = {p["name"]: p["containerPort"] for p in ctr.get("ports", [])}
     port = names.get("https", 8443)
     pod_cidr = settings.get("POD_CIDR", "10.244.0.0/16")
@@ -161,12 +212,10 @@ def check_traffic(name, docs, settings):
     stranger = {"ns": "team-a", "labels": {"app": "x"}, "ip": first_host(pod_cidr)}
     check(not allowed(pols, "Ingress", "gpucap-system", labels, (port, "TCP"), stranger, names),
           f"{name}: an ordinary pod can reach the webhook")
-    if env.get("GPUCAP_WEBHOOK_NAMESPACE_ANNOTATIONS") == "true":
-        api = first_host(settings.get("API_SERVER_CIDR", "10.96.0.1/32"))
-        ok = any(allowed(pols, "Egress", "gpucap-system", labels, (p, "TCP"), {"ip": api}) for p in (6443, 443))
-        check(ok, f"{name}: GPUCAP_WEBHOOK_NAMESPACE_ANNOTATIONS=true reads Namespaces from the API server, "
-                  f"but no policy lets the webhook reach it ({api}:6443 or :443): every GPU pod of an uncached "
-                  f"namespace would be refused on an enforcing CNI")
+    if (setting(ctr, "namespace-annotations", "GPUCAP_WEBHOOK_NAMESPACE_ANNOTATIONS") or "").lower() in ("true", "1"):
+        check_api_egress(name, docs, pols, settings, "gpucap-system", labels,
+                         "the webhook with namespace annotations (every GPU pod of an uncached namespace would be "
+                         "refused on an enforcing CNI)", setting(ctr, "kube-api", "GPUCAP_WEBHOOK_KUBE_API"))
         check(pod["spec"].get("automountServiceAccountToken") is True,
               f"{name}: namespace annotations without an API token")
         sa = pod["spec"].get("serviceAccountName")
@@ -176,15 +225,6 @@ def check_traffic(name, docs, settings):
         can = any(r.get("resources") and "namespaces" in r["resources"] and "get" in r.get("verbs", [])
                   for b in bound for r in roles.get(b["roleRef"]["name"], {}).get("rules", []))
         check(can, f"{name}: namespace annotations without `get` on namespaces for {sa}")
-        url = env.get("GPUCAP_WEBHOOK_KUBE_API") or ""
-        host = re.sub(r"^https?://", "", url).split(":")[0].strip("[]")
-        if host:
-            try:
-                ipaddress.ip_address(host)
-            except ValueError:
-                dns = {"ns": "kube-system", "labels": {"k8s-app": "kube-dns"}, "ip": "10.96.0.10"}
-                check(allowed(pols, "Egress", "gpucap-system", labels, (53, "UDP"), dns),
-                      f"{name}: GPUCAP_WEBHOOK_KUBE_API names a host ({host}) but DNS is not allowed")
     prom = {"ns": settings.get("PROMETHEUS_NAMESPACE", "monitoring"),
             "labels": {"app.kubernetes.io/name": "prometheus"}}
     for pm in (d for d in docs if d["kind"] == "PodMonitor"):
@@ -205,6 +245,7 @@ def check_traffic(name, docs, settings):
                       f"{name}: Prometheus ({prom['ns']}) cannot scrape {t['metadata']['name']}:{p}")
     for pr in (d for d in docs if d["kind"] == "PrometheusRule"):
         check("release" in pr["metadata"].get("labels", {}), f"{name}: PrometheusRule without a release label")
+    check_agent(name, docs, pols, settings)
     for ns in ("gpucap-system", "gpucap-node"):
         deny = [p for p in pols if p["metadata"].get("namespace") == ns and p["spec"].get("podSelector") == {}
                 and set(types(p)) == {"Ingress", "Egress"} and not p["spec"].get("ingress") and not p["spec"].get("egress")]

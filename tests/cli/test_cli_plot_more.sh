@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # test_cli_plot_more.sh GPUCAP CLI_ALLOC: the usage picture names the card (its index and name, as
-# NVML gives them), keeps its labels apart (the peak's and the budget's off the denial marks and
+# NVML gives them, also for a report the library wrote), keeps its labels apart (the peak's and the budget's off the denial marks and
 # off each other), draws a run shorter than one bucket as a shape on a millisecond axis; and
 # `gpucap plot` takes a JSON report as hostile: a figure of 1.5e19 bytes or a huge time ends in
 # bounded time with a bounded picture, and markup in a uuid or a name stays text; a FIFO the job
@@ -17,6 +17,13 @@ svg_facts=$(dirname "$0")/svg_facts.py
 "$gpucap" run --memory 64MiB --report "$t/c.svg" -- "$alloc" a32 a32 a8 a8 F > /dev/null 2>&1
 facts python3 "$svg_facts" "$t/c.svg" || bad "the SVG does not parse"
 grep -q "^title=GPU 0 (Fake GPU 0): peak 64 MiB of a 64 MiB budget$" "$t/facts" || bad "title: $(grep title "$t/facts")"
+# A report the library wrote (GPUCAP_REPORT, no gpucap run: no index or name in it) is titled with
+# the card's index and name all the same, where this machine has the card.
+GPUCAP_LEDGER=off GPUCAP_REPORT=$t/lib.json GPUCAP_REPORT_FORMAT=json LD_PRELOAD=$TEST_PRELOAD \
+    "$alloc" a32 F > /dev/null 2>&1
+"$gpucap" plot "$t/lib.json" -o "$t/lib.svg" 2> "$t/err" || bad "plot of the library's report: $(cat "$t/err")"
+python3 "$svg_facts" "$t/lib.svg" > "$t/libfacts" || bad "the library report's SVG does not parse"
+grep -q "^title=GPU 0 (Fake GPU 0): peak 32 MiB" "$t/libfacts" || bad "library report's title: $(grep title "$t/libfacts")"
 # Labels apart: the peak is the budget, the denials are on it, at the peak's time.
 grep -q "^clashes=0$" "$t/facts" || bad "labels collide: $(cat "$t/facts")"
 grep -q "^marks=[1-9]" "$t/facts" || bad "no denial marks: $(cat "$t/facts")"

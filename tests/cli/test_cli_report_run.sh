@@ -38,6 +38,27 @@ grep -q leaked "$t/out" && bad "CMD inherited the report's descriptor"
 "$gpucap" run --report-fd 97 -- true 2> "$t/err"; rc=$?
 [ $rc = 125 ] && grep -q "not an open file descriptor" "$t/err" || bad "--report-fd 97: rc $rc $(cat "$t/err")"
 
+# A descriptor on stdout's file (--report-fd 1, 3>&1, /dev/stdout) is stdout as '-' is: CMD's own
+# stdout goes to stderr, so a pipe to jq reads the report alone. /dev/stderr and /dev/fd/N are
+# descriptors, not files to replace.
+for how in "--report-fd 1" "--report-fd 3" "--report /dev/stdout" "--report /dev/fd/3"; do
+    "$gpucap" run --json $how -- "$alloc" a40 F > "$t/out" 3>&1 2> /dev/null; rc=$?
+    [ $rc = 0 ] || bad "$how: rc $rc"
+    python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$t/out" 2> /dev/null || bad "$how: stdout is not the report alone: $(cat "$t/out")"
+done
+"$gpucap" run --json --report /dev/stderr -- "$alloc" a40 F 2> "$t/err" > /dev/null; rc=$?
+[ $rc = 0 ] && grep -q '"command":\[' "$t/err" || bad "--report /dev/stderr: rc $rc $(cat "$t/err")"
+"$gpucap" run --report /dev/fd/97 -- true 2> "$t/err"; rc=$?
+[ $rc = 125 ] && grep -q "descriptor 97 is not open" "$t/err" || bad "--report /dev/fd/97: rc $rc $(cat "$t/err")"
+# A report file that cannot be written is gpucap's failure (125) before CMD runs, not after its work.
+"$gpucap" run --report "$t/no/such/dir/r.json" -- touch "$t/ran" 2> "$t/err"; rc=$?
+[ $rc = 125 ] || bad "unwritable report: rc $rc"
+[ -e "$t/ran" ] && bad "CMD ran although its report could not be written"
+grep -q "cannot be written to $t/no/such/dir/r.json" "$t/err" || bad "unwritable report: $(cat "$t/err")"
+ln -s "$t/elsewhere" "$t/link.json"
+"$gpucap" run --report "$t/link.json" -- touch "$t/ran" 2> /dev/null; rc=$?
+[ $rc = 125 ] && [ ! -e "$t/ran" ] || bad "report through a link: rc $rc, CMD ran: $([ -e "$t/ran" ] && echo yes)"
+
 # A signal: the report says which, and gpucap dies of it too.
 "$gpucap" run --json --report "$t/sig.json" -- sh -c 'kill -KILL $$' 2> /dev/null; rc=$?
 [ $rc = 137 ] || bad "killed: rc $rc"
@@ -81,6 +102,23 @@ GPUCAP_CONTEXT_RESERVE=256MiB "$gpucap" run --audit --json --report "$t/l.json" 
 "$gpucap" run --json --report "$t/f.json" -- "$alloc" a8 a8 F a4 > /dev/null 2>&1
 [ "$(j "$t/f.json" "d['devices'][0]['frees'], d['devices'][0]['held_at_exit'], d['devices'][0]['in_use']")" = \
     "(2, $((4 * MiB)), 0)" ] || bad "frees, held at exit: $(cat "$t/f.json")"
+# A context's reserve is no allocation left behind: held at exit is the allocations alone (here a
+# parent and its child, each with a context of 8 MiB; then a program that freed everything).
+GPUCAP_CONTEXT_RESERVE=8MiB "$gpucap" run --json --report "$t/h.json" -- "$alloc" a8 c:a4,a2 > /dev/null 2>&1
+[ "$(j "$t/h.json" "d['devices'][0]['held_at_exit'], d['devices'][0]['context_reserves']")" = "($((14 * MiB)), 2)" ] ||
+    bad "held at exit with context reserves: $(cat "$t/h.json")"
+GPUCAP_CONTEXT_RESERVE=8MiB "$gpucap" run --report "$t/h.txt" -- "$alloc" a8 F > /dev/null 2>&1
+grep -qE "^  held at exit +0 B" "$t/h.txt" || bad "a program that freed everything: $(cat "$t/h.txt")"
+# A budget for one device leaves the others measured (under 100% of themselves): the report has
+# every device the job used, whether its budget came from -d or from GPUCAP_MEMORY_LIMIT_<N>.
+for how in "-d 1=64MiB" "--device-memory=1=64MiB"; do
+    env -u GPUCAP_MEMORY_LIMIT FAKECUDA_DEVICES=2 "$gpucap" run $how --json --report "$t/two.json" -- "$alloc" a8 d1 a16 > /dev/null 2>&1
+    [ "$(j "$t/two.json" "[(x['index'], x['budget'], x['peak']) for x in d['devices']]")" = \
+        "[(0, $((1024 * MiB)), $((8 * MiB))), (1, $((64 * MiB)), $((16 * MiB)))]" ] || bad "$how: $(cat "$t/two.json")"
+done
+env -u GPUCAP_MEMORY_LIMIT FAKECUDA_DEVICES=2 GPUCAP_MEMORY_LIMIT_1=64MiB "$gpucap" run --json --report "$t/two.json" -- \
+    "$alloc" a8 d1 a16 > /dev/null 2>&1
+[ "$(j "$t/two.json" "len(d['devices'])")" = 2 ] || bad "GPUCAP_MEMORY_LIMIT_1: $(cat "$t/two.json")"
 # The same figures as the fake driver's own record.
 FAKECUDA_RECORD=$t/record "$gpucap" run --json --report "$t/p.json" -- "$alloc" a16 a30 a30 F p > "$t/out" 2>&1
 grep -q "fake peak=$((46 * MiB)) allocs=2 frees=2" "$t/out" || bad "the fake's record: $(cat "$t/out")"

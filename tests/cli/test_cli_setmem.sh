@@ -56,7 +56,9 @@ grep -q "results=1$" "$t/next" || bad "a later run still took the budget set: $(
 
 # Refusals.
 "$gpucap" set-memory --ledger "$t/l" lots > /dev/null 2> "$t/err"; rc=$?
-[ $rc = 1 ] && grep -q "'lots' is not a budget" "$t/err" || bad "bad size: rc $rc $(cat "$t/err")"
+# A bad SIZE is a usage error: exit 2, one line pointing at --help.
+[ $rc = 2 ] && grep -q "^gpucap set-memory: 'lots' is not a budget.*(see 'gpucap set-memory --help')$" "$t/err" &&
+    [ "$(wc -l < "$t/err")" = 1 ] || bad "bad size: rc $rc $(cat "$t/err")"
 mkdir -p "$(dirname "$plat")"
 printf '[gpucap]\nlock = true\nmemory_limit = 64MiB\nledger = %s\n' "$t/l" > "$plat"
 "$locktest" set-memory --ledger "$t/l" 1GiB > /dev/null 2> "$t/err"; rc=$?

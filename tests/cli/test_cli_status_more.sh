@@ -39,6 +39,17 @@ LD_PRELOAD=$TEST_PRELOAD "$alloc" a40 a40 F > /dev/null 2>&1
 "$gpucap" status > "$t/out"
 grep -q "1 denial)" "$t/out" || bad "singular: $(grep denial "$t/out")"
 
+# A process killed holding memory and its context's reserve: the driver freed both, so neither the
+# device line (use, contexts) nor its own row shows them in use before the library's next reap.
+GPUCAP_CONTEXT_RESERVE=16MiB LD_PRELOAD=$TEST_PRELOAD "$alloc" a20 s100 F > /dev/null 2>&1 &
+p3=$!
+waitfor in_use "36.00 MiB"
+kill -9 $p3
+wait $p3 2> /dev/null
+"$gpucap" status > "$t/out"
+grep -qE "in use 0 B \(contexts 0 B\)" "$t/out" || bad "a killed process's use or reserve: $(cat "$t/out")"
+grep -qE "^$p3 +\S+ +\S+ +no +\S+ +0 B +36.00 MiB$" "$t/out" || bad "the killed process's row: $(cat "$t/out")"
+
 # A ledger nobody uses any more: stale, and how old.
 touch -d '3 hours ago' "$GPUCAP_LEDGER"
 "$gpucap" status > "$t/out"

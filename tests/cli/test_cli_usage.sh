@@ -1,22 +1,23 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# test_cli_usage.sh GPUCAP CLI_ALLOC [EXPORTER WEBHOOK]: the command line of gpucap's three programs
-# behaves like its neighbours': -V/--version; `help [CMD]` (and `help --help`); a usage error is one
+# test_cli_usage.sh GPUCAP CLI_ALLOC [EXPORTER WEBHOOK [AGENT]]: the command line of gpucap's programs
+# behaves like its neighbours': -V/--version; `help [CMD]` (and `help --help`; `help` for the
+# programs without commands); a usage error is one
 # line on stderr naming the program and pointing at --help, in one style for all three; `gpucap
 # run` exits 125 for its own failures, 126/127 when CMD cannot be executed / is not found (env's
 # convention); --json where a program reads the output; UUIDs where devices are named
-# (--device-memory GPU-...=SIZE); a placeholder for every flag that takes a value; the library
+# (--device-memory GPU-...=SIZE, one that no card has said); a placeholder for every flag that takes a value; the library
 # search list names each place once.
 set -u
-gpucap=$1 alloc=$2 exporter=${3:-} webhook=${4:-}
+gpucap=$1 alloc=$2 exporter=${3:-} webhook=${4:-} agent=${5:-}
 . "$(dirname "$0")/../common.sh"
 
 # --version and -V, for the three programs.
-for prog in "$gpucap" $exporter $webhook; do
+for prog in "$gpucap" $exporter $webhook $agent; do
     name=$(basename "$prog")
     [ "$name" = gpucap-cli ] && name=gpucap
     for v in -V --version; do
-        out=$("$prog" $v 2>&1) && echo "$out" | grep -qE "^gpucap(-exporter|-webhook)? [0-9]+\.[0-9]+\.[0-9]+$" ||
+        out=$("$prog" $v 2>&1) && echo "$out" | grep -qE "^gpucap(-exporter|-webhook|-agent)? [0-9]+\.[0-9]+\.[0-9]+$" ||
             bad "$name $v: $out"
     done
 done
@@ -25,6 +26,12 @@ done
 "$gpucap" help --help > "$t/h" 2>&1 && grep -q "^usage: gpucap COMMAND" "$t/h" || bad "gpucap help --help: $(head -2 "$t/h")"
 for cmd in run check doctor status inject plot; do
     "$gpucap" help $cmd > "$t/h" 2>&1 && grep -q "^usage: gpucap $cmd" "$t/h" || bad "gpucap help $cmd: $(head -2 "$t/h")"
+done
+
+# The programs without commands answer `help` as --help.
+for prog in $exporter $webhook $agent; do
+    name=$(basename "$prog")
+    "$prog" help > "$t/h" 2>&1 && grep -q "^usage: $name" "$t/h" || bad "$name help: $(head -2 "$t/h")"
 done
 
 # One usage error style: exactly one line, "PROGRAM: ... (see 'PROGRAM --help')".
@@ -54,6 +61,28 @@ usage_error 2 "gpucap inject" "$gpucap" inject --to
 [ -n "$exporter" ] && usage_error 2 gpucap-exporter "$exporter" --root
 [ -n "$webhook" ] && usage_error 2 gpucap-webhook "$webhook" --frobnicate
 [ -n "$webhook" ] && usage_error 2 gpucap-webhook "$webhook" --threads
+[ -n "$agent" ] && usage_error 2 gpucap-agent "$agent" --frobnicate
+[ -n "$agent" ] && usage_error 2 gpucap-agent "$agent" --rounds
+# gpucap's commands: a bad size operand is a usage error too.
+usage_error 2 "gpucap set-memory" "$gpucap" set-memory --ledger "$t/none" 1XB
+usage_error 2 "gpucap inject" "$gpucap" inject --to "$t/inj" c=1XB
+usage_error 2 "gpucap inject" "$gpucap" inject --to "$t/inj" --max 1XB c=1GiB
+# A bad value is a usage error in the same one-line style, for every kind of value (a number, a
+# choice, a size, an address, a card source), the required flags given.
+if [ -n "$webhook" ]; then
+    for bad_value in "--threads x" "--threads 0" "--preload bogus" "--default-memory 1XB" "--listen bogus" \
+        "--namespace-annotations maybe" "--driver-limits-label="; do
+        usage_error 2 gpucap-webhook "$webhook" --cert c --key k --image i $bad_value
+    done
+fi
+if [ -n "$exporter" ]; then
+    usage_error 2 gpucap-exporter "$exporter" --listen bogus
+    usage_error 2 gpucap-exporter "$exporter" --cards bogus
+fi
+if [ -n "$agent" ]; then
+    usage_error 2 gpucap-agent "$agent" --node n --watch-timeout x
+    usage_error 2 gpucap-agent "$agent" --node n --watch-timeout 0
+fi
 
 # gpucap run: 125 for gpucap's own failure, 126 / 127 for CMD's, as env(1).
 "$gpucap" run --lib /nonexistent/libgpucap.so -- true 2> "$t/err"; rc=$?
@@ -92,6 +121,11 @@ case $uuid in GPU-*) ;; *) bad "no uuid: $uuid" ;; esac
 "$gpucap" run --device-memory "${uuid:0:12}=32MiB" -- "$alloc" a33 > "$t/out" 2>&1
 grep -q "results=1$" "$t/out" || bad "--device-memory UUID-prefix=32MiB: $(cat "$t/out")"
 usage_error 125 "gpucap run" "$gpucap" run --device-memory "GPU-zz=1GiB" -- true
+# A UUID that no card here has is said, not silently a budget for nothing; the card's own is not.
+"$gpucap" run --device-memory "GPU-00000000=32MiB" -- true > /dev/null 2> "$t/err" || bad "unknown UUID: rc $?"
+grep -q "warning: --device-memory GPU-00000000: no card here" "$t/err" || bad "unknown UUID not said: $(cat "$t/err")"
+"$gpucap" run --device-memory "${uuid:0:12}=32MiB" -- true > /dev/null 2> "$t/err"
+[ -s "$t/err" ] && bad "the card's UUID: $(cat "$t/err")"
 
 # A placeholder for every flag that takes a value: no "--flag" line in any help lacks one where
 # the flag needs a value (getopt says which: a missing value is "needs a value").
@@ -114,4 +148,5 @@ check_placeholders "gpucap plot" "$gpucap" plot
 check_placeholders "gpucap inject" "$gpucap" inject
 [ -n "$exporter" ] && check_placeholders gpucap-exporter "$exporter"
 [ -n "$webhook" ] && check_placeholders gpucap-webhook "$webhook"
+[ -n "$agent" ] && check_placeholders gpucap-agent "$agent"
 exit $fail

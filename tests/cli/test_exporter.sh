@@ -4,7 +4,7 @@
 # kubelet's, with ledgers written by processes under the library (identity from GPUCAP_POD_*):
 # promtool accepts the exposition; each container's figures match what the fake driver recorded for
 # its processes; budgets add up per card; bad, torn and hostile files are skipped and counted by
-# reason without stopping the scrape; a pod directory removed takes its series with it; /healthz.
+# reason without stopping the scrape; a pod directory removed takes its series with it; /livez, /readyz.
 set -u
 exporter=$1 alloc=$2
 command -v promtool > /dev/null || { echo "SKIP: promtool (Debian package prometheus) is missing"; exit 77; }
@@ -191,12 +191,17 @@ grep -q "uid=\"$uid_a\",container=\"main\"" "$t/m3" || bad "pod A gone with B"
 # main (16 MiB since the change above, else 64) and side (32 MiB).
 [ "$(value m3 gpucap_gpu_budgets_bytes '')" = $(((main_budget + 32) * MiB)) ] || bad "card budgets after B left"
 
-# /healthz, other paths and methods; a root that cannot be read is a scrape error and 503.
+# /livez, /readyz (and /healthz), other paths and methods; a root that cannot be read is a scrape
+# error and 503 on /readyz, while /livez still answers.
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/healthz")" = 200 ] || bad "healthz"
+[ "$(curl -s "$url/readyz")" = ok ] || bad "readyz"
+[ "$(curl -s "$url/livez")" = ok ] || bad "livez"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/nope")" = 404 ] || bad "404"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$url/metrics")" = 405 ] || bad "405"
 mv "$root" "$root.moved"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/healthz")" = 503 ] || bad "healthz without root"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$url/readyz")" = 503 ] || bad "readyz without root"
+[ "$(curl -s "$url/livez")" = ok ] || bad "livez without root (the process serves)"
 scrape m4
 grep -q "^gpucap_exporter_scrape_errors_total 1$" "$t/m4" || bad "scrape error count: $(grep errors_total "$t/m4")"
 kill -TERM $exp

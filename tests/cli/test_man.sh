@@ -18,8 +18,14 @@ for page in gpucap.1 gpucap-webhook.1 gpucap-exporter.1 gpucap-agent.1 gpucap.in
     text "$f" > "$f.txt"
     want="NAME SYNOPSIS DESCRIPTION OPTIONS EXIT_STATUS ENVIRONMENT FILES"
     [ "$page" = gpucap.ini.5 ] && want="NAME SYNOPSIS DESCRIPTION KEYS ENVIRONMENT FILES"
-    for s in $want; do
+    for s in $want SEE_ALSO; do
         grep -q "^${s//_/ }$" "$f.txt" || bad "$page: no ${s//_/ } section"
+    done
+    # SEE ALSO names every other page.
+    for other in gpucap.1 gpucap-webhook.1 gpucap-exporter.1 gpucap-agent.1 gpucap.ini.5; do
+        [ "$other" = "$page" ] && continue
+        name=${other%.*} sect=${other##*.}
+        sed -n '/^SEE ALSO$/,$p' "$f.txt" | grep -q "$name($sect)" || bad "$page: SEE ALSO lacks $name($sect)"
     done
 done
 # Flags with their arguments, as tools/common's --help shows them ("  -x, --flag ARG  doc").

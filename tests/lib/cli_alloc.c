@@ -4,6 +4,7 @@
  *   a<N>      allocate N MiB with cuMemAlloc_v2 and keep it (a denial is recorded, not fatal)
  *   n<N>      allocate N MiB in the named function cli_named_allocator (for backtraces)
  *   F         free everything held
+ *   d<N>      make device N's primary context current (later allocations are on device N)
  *   s<N>      sleep N tenths of a second
  *   c:OPS     run `cli_alloc OPS` (OPS comma-separated) as a child process and wait for it
  *   p         print the fake driver's own record of device 0: "fake peak=.. allocs=.. frees=.."
@@ -77,6 +78,9 @@ int main(int argc, char **argv)
         }
         case 'n':
             cli_named_allocator(strtoull(op + 1, NULL, 10));
+            break;
+        case 'd':
+            make_context(atoi(op + 1));
             break;
         case 'F':
             while (nheld > 0)

@@ -66,9 +66,10 @@ man() { for p in "$@"; do need "/usr/share/man/$p.gz"; grep -q "^.SH FILES" <<< 
 
 # The webhook and the exporter, each alone: neither needs the library.
 install "$(deb gpucap-exporter)"
-need /usr/bin/gpucap-exporter /usr/share/doc/gpucap-exporter/copyright
-man man1/gpucap-exporter.1
+need /usr/bin/gpucap-exporter /usr/bin/gpucap-agent /usr/share/doc/gpucap-exporter/copyright
+man man1/gpucap-exporter.1 man1/gpucap-agent.1
 [ "$(/usr/bin/gpucap-exporter --version)" = "gpucap-exporter $version" ] || fail "gpucap-exporter --version"
+[ "$(/usr/bin/gpucap-agent --version)" = "gpucap-agent $version" ] || fail "gpucap-agent --version"
 /usr/bin/gpucap-exporter --once --root "$tmp" --cards none > "$tmp/scrape" || fail "exporter --once: exit $?"
 grep -q '^gpucap_exporter_ledgers 0$' "$tmp/scrape" || { cat "$tmp/scrape"; fail "exporter --once"; }
 install "$(deb gpucap-webhook)"

@@ -6,8 +6,8 @@
  * This process holds 1 MiB of a 64 MiB budget and some spare. For each step N, a child (this
  * program again, exec'd with GPC_TEST_CRASH_AT=N) asks for 63 MiB, which takes this process's
  * spare back (steps 5-9: the victim is another, live process) and grows its own lease (1-4); for
- * steps 10-13 a grandchild first holds 8 MiB and exits, so that the child takes its share back
- * (a reap) before it can be admitted. The child dies at step N. Then the budget must be exact again: the
+ * steps 10-13 a grandchild first holds 7 MiB with 3 MiB spare and exits, and the child takes its
+ * share back (a reap, at a cuMemGetInfo) before it asks. The child dies at step N. Then the budget must be exact again: the
  * whole rest of it can be allocated, one byte more is denied, every figure equals what the fake
  * card holds, and the ledger's total equals the sum of the leases.
  */
@@ -24,21 +24,30 @@
 #define LIMIT (64 * MiB)
 #define STEPS 13
 
-/* The child: 63 MiB (after a grandchild that exited holding 8 MiB, for the reap steps), then a
- * normal exit (its share is taken back once it is dead). */
+/* The child: 63 MiB (for the reap steps after a grandchild that exited holding 7 MiB and 3 MiB
+ * spare, reaped by a figure), then a normal exit (its share is taken back once it is dead). */
 static int child(void)
 {
     const char *at = getenv("GPC_TEST_CRASH_AT");
     if (at && atoi(at) >= 10 && atoi(at) <= STEPS) {
         pid_t g = fork();
         if (g == 0) {
+            /* 7 MiB held and 3 MiB spare (its lease grew a chunk ahead; 1 MiB freed), so that a
+             * reap killed half-way leaves spare in a dead entry whose lease is already 0. */
             make_context(0);
-            CUdeviceptr q;
-            _exit(cuMemAlloc_v2(&q, 8 * MiB) == CUDA_SUCCESS ? 0 : 3);
+            CUdeviceptr q, r;
+            _exit(cuMemAlloc_v2(&q, 7 * MiB) == CUDA_SUCCESS && cuMemAlloc_v2(&r, 1 * MiB) == CUDA_SUCCESS &&
+                          cuMemFree_v2(r) == CUDA_SUCCESS
+                      ? 0
+                      : 3);
         }
         int st;
         if (waitpid(g, &st, 0) != g || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
             return 4;
+        /* A figure reaps first (no spare was taken back before it, as before a denial). */
+        make_context(0);
+        size_t free_b, total;
+        cuMemGetInfo_v2(&free_b, &total);
     }
     make_context(0);
     CUdeviceptr p;

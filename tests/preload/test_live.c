@@ -18,6 +18,11 @@
  *           request of 1 GiB: nothing lifts; a later process and a lowered file still apply
  *   asked   (unlocked) a limit posted in the ledger, as `gpucap set-memory` does, is applied by
  *           the running process (raise, then lower below use); a process started later takes it
+ *   forked  (unlocked) a fork child made after a live raise carries the budget in force, not the
+ *           one its parent started with: the raise stays when the child claims its entry
+ *   forkedlow  (unlocked) the same after a lowering: it stays once the parent that applied it left
+ *   shrunk  (unlocked) a ledger shrunk after a live lowering: the private budget the process moves
+ *           to is the lowered one, not the one it started with
  */
 #include "common.h"
 #include "fakenvml.h"
@@ -26,6 +31,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -415,12 +421,117 @@ static void case_asked_child(void)
     CHECK(t == 32 * MiB, "a later process: total %zu, not the budget set live", t);
 }
 
+/* ---- forked ---- */
+
+/* 16 MiB held by this process, then a limit posted in the ledger as `gpucap set-memory` does,
+ * applied at the next query: the ledger. */
+static struct gpc_ledger *hold_then_ask(CUdeviceptr *p, uint64_t asked)
+{
+    make_context(0);
+    REQUIRE(alloc(p, 16 * MiB) == CUDA_SUCCESS, "16 MiB");
+    struct gpc_ledger *l = map_ledger();
+    atomic_store(&l->dev[0].limit_asked, asked);
+    size_t f, t;
+    info(&f, &t);
+    REQUIRE(t == asked, "the change applied: total %zu", t);
+    return l;
+}
+
+static void case_forked(void)
+{
+    REQUIRE(!locked, "unlocked settings");
+    write_settings("memory_limit = 64MiB");
+    CUdeviceptr p, q;
+    struct gpc_ledger *l = hold_then_ask(&p, 128 * MiB);
+    size_t f, t;
+    /* A child forked now claims its entry at its first allocation, with the raised limit. */
+    pid_t c = fork();
+    REQUIRE(c >= 0, "fork");
+    if (c == 0) {
+        CHECK(alloc(&q, 100 * MiB) == CUDA_SUCCESS, "the fork child was denied 100 MiB of the raised budget");
+        info(&f, &t);
+        CHECK(t == 128 * MiB, "the fork child reads total %zu, not the raised budget", t);
+        _exit(failures ? 1 : 0);
+    }
+    int status;
+    waitpid(c, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the fork child after the raise (status %d)", status);
+    CHECK(atomic_load(&l->dev[0].slot.limit) == 128 * MiB, "a fork child took the raised limit back to %llu MiB",
+          (unsigned long long)(atomic_load(&l->dev[0].slot.limit) / MiB));
+    CHECK(cuMemFree_v2(p) == CUDA_SUCCESS, "free");
+}
+
+/* This process never calls CUDA: P applies a lowering, forks C and leaves; C's budget stays the lowered one. */
+static void case_forkedlow(void)
+{
+    REQUIRE(!locked, "unlocked settings");
+    write_settings("memory_limit = 64MiB");
+    prctl(PR_SET_CHILD_SUBREAPER, 1); /* C, once P exits, is waited for here */
+    int ready[2], go[2], status;
+    REQUIRE(pipe(ready) == 0 && pipe(go) == 0, "pipe");
+    pid_t pp = fork();
+    REQUIRE(pp >= 0, "fork");
+    if (pp == 0) {
+        CUdeviceptr p;
+        size_t f, t;
+        hold_then_ask(&p, 32 * MiB);
+        if (fork() == 0) {
+            char b = 0;
+            CUdeviceptr x;
+            bool ok = alloc(&x, 1 * MiB) == CUDA_SUCCESS; /* claims C's entry */
+            if (write(ready[1], &b, 1) != 1 || read(go[0], &b, 1) != 1)
+                _exit(4);
+            /* 1 MiB held once P's 16 MiB went with P: 40 MiB more fits 64 MiB, not 32. */
+            CHECK(ok, "C was denied 1 MiB");
+            CHECK(alloc(&x, 40 * MiB) == CUDA_ERROR_OUT_OF_MEMORY,
+                  "C was admitted 40 MiB past the lowered budget once P left");
+            info(&f, &t);
+            CHECK(t == 32 * MiB, "C reads total %zu once P left, not the lowered budget", t);
+            _exit(failures ? 1 : 0);
+        }
+        _exit(0);
+    }
+    close(ready[1]); /* P failing before C: the read ends */
+    char b = 0;
+    REQUIRE(read(ready[0], &b, 1) == 1, "C ready");
+    waitpid(pp, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "P (status %d)", status);
+    REQUIRE(write(go[1], &b, 1) == 1, "go");
+    while (wait(&status) > 0)
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "C (status %d)", status);
+    struct gpc_ledger *l = map_ledger();
+    CHECK(atomic_load(&l->dev[0].slot.limit) == 32 * MiB, "the lowered limit went back to %llu MiB",
+          (unsigned long long)(atomic_load(&l->dev[0].slot.limit) / MiB));
+}
+
+/* ---- shrunk ---- */
+
+static void case_shrunk(void)
+{
+    REQUIRE(!locked, "unlocked settings");
+    write_settings("memory_limit = 64MiB");
+    CUdeviceptr p, q;
+    hold_then_ask(&p, 32 * MiB);
+    size_t f, t;
+    pid_t c = fork();
+    if (c == 0)
+        _exit(truncate(getenv("GPUCAP_LEDGER"), 0) == 0 ? 0 : 1);
+    int status;
+    REQUIRE(waitpid(c, &status, 0) == c && WIFEXITED(status) && WEXITSTATUS(status) == 0, "truncate");
+    info(&f, &t);
+    CHECK(t == 32 * MiB && f == 16 * MiB, "on the private budget: total %zu free %zu, not the lowered budget", t, f);
+    CHECK(alloc(&q, 20 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "admitted 20 MiB past the lowered budget after the shrink");
+    CHECK(alloc(&q, 16 * MiB) == CUDA_SUCCESS, "denied what fits the lowered budget after the shrink");
+}
+
 int main(int argc, char **argv)
 {
     REQUIRE(argc == 2, "usage: test_live CASE");
     static const struct test_case cases[] = {
         {"raise", case_raise}, {"lower", case_lower}, {"tenant", case_tenant},
         {"tenant-child", case_tenant_child}, {"asked", case_asked}, {"asked-child", case_asked_child},
+        {"forked", case_forked}, {"forkedlow", case_forkedlow},
+        {"shrunk", case_shrunk},
     };
     static char path[1024];
     locked = getenv("TEST_PLATFORM") != NULL;

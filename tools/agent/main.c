@@ -57,6 +57,7 @@ static const struct tool_cmd agent_cmd = {
     .man_files = "<root>/<pod-uid>/volumes/kubernetes.io~empty-dir/gpucap-lib/<container>/gpucap.ini: each "
                  "container's locked settings file, rewritten; <root>/<pod-uid>/volumes/kubernetes.io~empty-dir/"
                  "gpucap-ledger/<container>/gpucap.ledger: its ledger, read for the Event's message.",
+    .man_see_also = ".BR gpucap (1),\n.BR gpucap\\-exporter (1),\n.BR gpucap\\-webhook (1),\n.BR gpucap.ini (5)",
 };
 
 int main(int argc, char **argv)
@@ -78,12 +79,10 @@ int main(int argc, char **argv)
         tool_usage_error(&agent_cmd, "no valid --node (the downward API's spec.nodeName in NODE_NAME)");
         return TOOL_EXIT_USAGE;
     }
-    if (tool_number(&agent_cmd, "--watch-timeout", val[OPT_WATCH_TIMEOUT], 0, 86400, &a.watch_timeout) ||
-        !a.watch_timeout || tool_number(&agent_cmd, "--rounds", val[OPT_ROUNDS], 0, 86400, &a.max_rounds)) {
-        if (!a.watch_timeout)
-            tool_usage_error(&agent_cmd, "--watch-timeout must be above 0");
+    /* One line for a bad value (tool_number says it). */
+    if (tool_number(&agent_cmd, "--watch-timeout", val[OPT_WATCH_TIMEOUT], 1, 86400, &a.watch_timeout) ||
+        tool_number(&agent_cmd, "--rounds", val[OPT_ROUNDS], 0, 86400, &a.max_rounds))
         return TOOL_EXIT_USAGE;
-    }
     a.kube.plain_http = val[OPT_PLAIN_HTTP] != NULL;
     snprintf(a.node, sizeof a.node, "%s", node);
     snprintf(a.root, sizeof a.root, "%s", val[OPT_ROOT]);

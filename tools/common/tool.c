@@ -155,6 +155,11 @@ int tool_begin(const struct tool_cmd *c, int argc, char **argv, int (*on_flag)(v
         return 0;
     if (i < 0)
         return tool_usage_exit(c);
+    /* A program without commands or operands answers `help` as --help (gpucap answers `help [CMD]`). */
+    if (c->max_operands == 0 && argc - i == 1 && strcmp(argv[i], "help") == 0 && !strchr(c->name, ' ')) {
+        tool_help(c, stdout);
+        return 0;
+    }
     if (c->max_operands != TOOL_ANY && argc - i > c->max_operands) {
         tool_usage_error(c, "unexpected argument '%s'", argv[i + c->max_operands]);
         return tool_usage_exit(c);

@@ -8,7 +8,7 @@
  *
  * The error style is coreutils': one line, "PROGRAM: what is wrong (see 'PROGRAM --help')", on
  * stderr, then the usage exit status. -h/--help, -V/--version and the hidden --help-man are
- * answered by the parser itself.
+ * answered by the parser itself; a program that takes no operand answers `help` as --help.
  */
 #ifndef GPUCAP_TOOLS_TOOL_H
 #define GPUCAP_TOOLS_TOOL_H

@@ -238,6 +238,8 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
         o->limit = atomic_load(&e->slot.limit);
         o->used = gpc_ledger_in_use(l, d);
         o->contexts = atomic_load(&e->slot.contexts);
+        if (o->contexts > o->used) /* part of used_bytes: the reserves of processes gone since */
+            o->contexts = o->used;
         o->peak = gpc_ledger_peak(l, d);
         o->denials = atomic_load(&e->slot.denials);
         o->allocs = atomic_load(&e->slot.allocs);

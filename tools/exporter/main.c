@@ -3,7 +3,8 @@
  * main.c: gpucap-exporter, the node exporter: settings, HTTP, the exporter's own metrics.
  *
  * Serves GET /metrics (the Prometheus text format, collected afresh by collect.c at every scrape)
- * and GET /healthz (200 when the pod directory can be read) over plain HTTP with libmicrohttpd, on
+ * GET /livez (the process serves), GET /readyz and /healthz (200 when the pod directory can be
+ * read; the webhook's probe names) over plain HTTP with libmicrohttpd, on
  * one internal thread: scrapes run one at a time, so a burst of scrapers costs one scrape's memory
  * at a time. Every setting is one row of the table below: a flag and the GPUCAP_EXPORTER_* variable
  * with the same meaning; a flag overrides the variable. `--once` prints one scrape and exits.
@@ -59,11 +60,13 @@ static const struct tool_cmd exporter_cmd = {
     TOOL_COMMAND("gpucap-exporter", rows,
                  "[--listen ADDR] [--root DIR] [--cards SOURCE] [--max-connections-per-ip N] [--once]",
                  "Prometheus exporter of the gpucap ledgers of a node"),
-    .about = "Prometheus exporter of the gpucap ledgers on this node: GET /metrics, GET /healthz. Reads the\n"
+    .about = "Prometheus exporter of the gpucap ledgers on this node: GET /metrics, GET /livez, GET /readyz\n"
+             "(and /healthz: the pod directory can be read). Reads the\n"
              "ledgers only (no lock, no write). Each option may also be given in the variable shown; a flag\n"
              "overrides the variable.",
     .tail = "Exit 0, 1 when it cannot serve (or --once cannot read DIR), 2 for a usage error.\n",
-    .man_description = "Serves GET /metrics (the Prometheus text format) and GET /healthz over plain HTTP. Every "
+    .man_description = "Serves GET /metrics (the Prometheus text format), GET /livez (the process serves), GET "
+                       "/readyz and /healthz (the pod directory can be read) over plain HTTP. Every "
                        "scrape walks the kubelet's pod directory and reads each gpucap container's ledger: no "
                        "lock is taken and nothing is written. The ledgers are the tenants' files: each is opened "
                        "without following links, copied and checked, and cards this node does not have are left "
@@ -75,7 +78,7 @@ static const struct tool_cmd exporter_cmd = {
                  "gpucap.ledger: the ledgers read (under --root). libnvidia-ml.so.1: NVML, for the node's cards "
                  "(--cards auto or nvml). /proc/driver/nvidia/gpus/*/information: the driver's list of cards "
                  "(--cards auto or proc).",
-    .man_see_also = ".BR gpucap (1),\n.BR gpucap\\-webhook (1),\n.BR gpucap.ini (5)",
+    .man_see_also = ".BR gpucap (1),\n.BR gpucap\\-webhook (1),\n.BR gpucap\\-agent (1),\n.BR gpucap.ini (5)",
 };
 
 static volatile sig_atomic_t stop;
@@ -138,11 +141,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 {
     /* The headers are complete (a GET has no body): no deadline while the scrape runs. */
     gpc_http_guard_deadline(&guard, conn, 0);
-    bool metrics = strcmp(url, "/metrics") == 0;
-    if (!metrics && strcmp(url, "/healthz") != 0)
-        return reply(conn, MHD_HTTP_NOT_FOUND, "text/plain", "not found: GET /metrics or GET /healthz\n", NULL);
+    bool metrics = strcmp(url, "/metrics") == 0, livez = strcmp(url, "/livez") == 0;
+    if (!metrics && !livez && strcmp(url, "/readyz") != 0 && strcmp(url, "/healthz") != 0)
+        return reply(conn, MHD_HTTP_NOT_FOUND, "text/plain", "not found: GET /metrics, /livez, /readyz or /healthz\n",
+                     NULL);
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
         return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "use GET\n", "GET, HEAD");
+    if (livez)
+        return reply(conn, MHD_HTTP_OK, "text/plain", "ok\n", NULL);
     if (!metrics) {
         int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0) {
@@ -235,10 +241,18 @@ int main(int argc, char **argv)
     if (tool_number(&exporter_cmd, "--max-connections-per-ip", val[OPT_MAX_CONNECTIONS_PER_IP], 1, MAX_CONNECTIONS,
                     &per_ip) != 0)
         return TOOL_EXIT_USAGE;
+    /* Bad values are usage errors, said before anything else (one line). */
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    if (!once && gpc_parse_listen(val[OPT_LISTEN], &addr, &addrlen) != 0) {
+        tool_usage_error(&exporter_cmd, "--listen '%s': expected HOST:PORT, [IPV6]:PORT or :PORT with a numeric "
+                         "host and port", val[OPT_LISTEN]);
+        return TOOL_EXIT_USAGE;
+    }
     char why[512];
     if (gpc_cards_load(val[OPT_CARDS], &cards, why, sizeof why) != 0) {
-        say("cards %s: %s", val[OPT_CARDS], why);
-        return 2;
+        tool_usage_error(&exporter_cmd, "--cards '%s': %s", val[OPT_CARDS], why);
+        return TOOL_EXIT_USAGE;
     }
     if (!once) {
         if (!cards.known)

@@ -74,7 +74,33 @@ static void show_budget(const struct gpc_settings *s, const char *who, int ordin
                (unsigned long long)from->u.size.bytes, where);
 }
 
-/* --json: {"config": {...}, "settings": [...], "budgets": [...], "errors": [...], "ok": bool}. */
+/* One budget of --json: {"device": WHO, "budget": TEXT or null, "bytes": N or null, "origin": TEXT or
+ * null}, as show_budget says it (a bad setting: "0", 0 bytes). */
+static void json_budget(const struct gpc_settings *s, const char *who, int ordinal, const char *uuid)
+{
+    const struct gpc_value *from;
+    uint64_t limit = gpc_settings_limit(s, ordinal, uuid, 0, &from);
+    char where[600];
+    printf("{\"device\":");
+    tool_json_string(stdout, who);
+    if (!from || limit == GPC_UNLIMITED) {
+        printf(",\"budget\":null,\"bytes\":null,\"origin\":null}");
+        return;
+    }
+    printf(",\"budget\":");
+    tool_json_string(stdout, from->bad ? "0" : from->text);
+    if (from->bad)
+        printf(",\"bytes\":0");
+    else if (from->u.size.is_percent)
+        printf(",\"bytes\":null,\"percent\":%g", from->u.size.ppm / 10000.0);
+    else
+        printf(",\"bytes\":%llu", (unsigned long long)from->u.size.bytes);
+    printf(",\"origin\":");
+    tool_json_string(stdout, gpc_value_origin(s, from, GPC_OPT_MEMORY_LIMIT, ordinal, where, sizeof where));
+    printf("}");
+}
+
+/* --json: {"config": {...}, "settings": [...], "budget": {...}, "errors": [...], "ok": bool}. */
 static int print_json(const struct gpc_settings *s, const char *file, const struct said *said)
 {
     printf("{\"config\":{\"path\":");
@@ -107,7 +133,23 @@ static int print_json(const struct gpc_settings *s, const char *file, const stru
         printf("0");
     else
         tool_json_string(stdout, from->text);
-    printf("},\"errors\":[");
+    /* Each budget the text lists: every device, then each device's own (an ordinal or a UUID). */
+    printf(",\"devices\":[");
+    json_budget(s, "all", -1, NULL);
+    for (int dev = 0; dev < GPC_MAX_DEVICES; dev++) {
+        char who[16];
+        snprintf(who, sizeof who, "%d", dev);
+        if (s->dev_limit[dev].set) {
+            putchar(',');
+            json_budget(s, who, dev, NULL);
+        }
+    }
+    for (int i = 0; i < s->n_uuid; i++) {
+        putchar(',');
+        json_budget(s, s->uuid_limit[i].uuid, -1, s->uuid_limit[i].uuid);
+    }
+    printf("]},\"env_bad\":%s,\"audit\":%s,\"errors\":[", s->env_bad ? "true" : "false",
+           gpc_opt_enum(s, GPC_OPT_MODE) == GPC_MODE_AUDIT ? "true" : "false");
     for (int i = 0; i < said->n; i++) {
         if (i)
             putchar(',');

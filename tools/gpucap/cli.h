@@ -99,6 +99,11 @@ struct gpc_ledger *cli_read_ledger(const char *path, char *why, size_t len, uint
  * libnvidia-ml.so.1 (as doctor does). 0, or -ENOENT (no NVML, or no such card): *index -1, name "".
  */
 int cli_device_name(const char *uuid, int *index, char *name, size_t len);
+/*
+ * shared.c: how many of NVML's cards have a UUID that starts with `prefix` (case aside), the way the
+ * per-UUID settings match; -1 when NVML lists no card (not there: nothing can be said).
+ */
+int cli_devices_matching(const char *prefix);
 /* shared.c: "1 denial", "2 denials": the count and the noun, singular or plural. */
 const char *cli_count(unsigned long long n, const char *one, const char *many, char *buf, size_t len);
 /* shared.c: a duration as "45 s", "12 min", "3 h", "2 d". */

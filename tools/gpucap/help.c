@@ -131,5 +131,6 @@ void cli_print_man(FILE *f)
         free(text);
     }
     fputs(".SH FILES\n.TP\n.I /etc/gpucap/gpucap.ini\nthe default settings file (GPUCAP_CONFIG names another)\n", f);
-    fputs(".SH SEE ALSO\n.BR gpucap.ini (5),\n.BR gpucap\\-webhook (1),\n.BR gpucap\\-exporter (1)\n", f);
+    fputs(".SH SEE ALSO\n.BR gpucap.ini (5),\n.BR gpucap\\-webhook (1),\n.BR gpucap\\-exporter (1),\n.BR gpucap\\-agent (1)\n",
+          f);
 }

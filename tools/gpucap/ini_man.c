@@ -65,6 +65,7 @@ int main(void)
           "libgpucap package.\n", f);
     gpc_man_section(f, "ENVIRONMENT", "GPUCAP_CONFIG names another file (not under the lock); every key "
                                       "above has its variable.");
-    fputs(".SH SEE ALSO\n.BR gpucap (1),\n.BR gpucap\\-webhook (1),\n.BR gpucap\\-exporter (1)\n", f);
+    fputs(".SH SEE ALSO\n.BR gpucap (1),\n.BR gpucap\\-webhook (1),\n.BR gpucap\\-exporter (1),\n.BR gpucap\\-agent (1)\n",
+          f);
     return 0;
 }

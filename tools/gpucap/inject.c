@@ -196,12 +196,13 @@ int cmd_inject(int argc, char **argv)
     /* Every size first: a bad one must not leave a half-filled volume. */
     struct gpc_size smax, s;
     if (max && gpc_parse_size(max, &smax) != 0) {
-        fprintf(stderr, "gpucap inject: --max \"%s\" is not a size; accepted forms: %s\n", max, gpc_size_forms);
+        tool_usage_error(&cli_inject_cmd, "--max '%s' is not a size; accepted forms: %s", max, gpc_size_forms);
         return CLI_USAGE;
     }
     for (size_t i = 0; i < nt; i++) {
         if (gpc_parse_size(t[i].size, &s) != 0) {
-            fprintf(stderr, "gpucap inject: %s: not a size; accepted forms: %s\n", t[i].name, gpc_size_forms);
+            tool_usage_error(&cli_inject_cmd, "%s: '%s' is not a size; accepted forms: %s", t[i].name, t[i].size,
+                             gpc_size_forms);
             return CLI_USAGE;
         }
         bool over = max && s.is_percent == smax.is_percent && (s.is_percent ? s.ppm > smax.ppm : s.bytes > smax.bytes);

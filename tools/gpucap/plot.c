@@ -605,6 +605,15 @@ static int plot_from_json(json_t *root, struct plot *pl, char *why, size_t len)
             s->index = (int)json_number_value(index);
         if (json_is_string(name))
             snprintf(s->name, sizeof s->name, "%s", json_string_value(name));
+        /* A report the library wrote (GPUCAP_REPORT) names the card by UUID alone: NVML's index and
+         * name for it, where this machine has that card. */
+        int here;
+        char here_name[sizeof s->name];
+        if (s->index < 0 && cli_device_name(s->uuid, &here, here_name, sizeof here_name) == 0) {
+            s->index = here;
+            if (!s->name[0])
+                snprintf(s->name, sizeof s->name, "%s", here_name);
+        }
         s->peak = num(d, "peak", 0);
         s->denials = num(d, "denials", 0);
         json_t *tl = json_object_get(d, "timeline"), *pts = json_object_get(tl, "points");

@@ -5,13 +5,17 @@
  * Runs CMD with libgpucap.so prepended to LD_PRELOAD and a fresh private ledger (a file in a new
  * mkdtemp directory, named by GPUCAP_LEDGER) that CMD and all its children share, so the budget
  * and the figures are those of this run alone. Options become GPUCAP_* settings of the child:
- * the child's library reads them through the same table as always. Signals sent to gpucap are
+ * the child's library reads them through the same table as always; a device without a budget is
+ * measured under 100% of itself. Signals sent to gpucap are
  * passed on to CMD (not those the terminal sends to the whole foreground group: CMD has them
  * already). When CMD is gone, the run's report is written from the ledger (with the command, how it
  * ended, its wall time) to a file, to stdout (`--report -`: CMD's own stdout then goes to stderr, so
- * that stdout holds the report alone) or to a descriptor (`--report-fd N`), the ledger removed, and
- * gpucap exits with CMD's status, or dies of CMD's signal so that the shell sees the same thing.
- * gpucap's own failures exit 125, a CMD that cannot be executed 126, one not found 127 (env(1)).
+ * that stdout holds the report alone) or to a descriptor (`--report-fd N`; /dev/stdout, /dev/stderr
+ * and /dev/fd/N as a FILE are these descriptors; one open on stdout's file sends CMD's stdout to
+ * stderr as `-` does), the ledger removed, and gpucap exits with CMD's status, or dies of CMD's
+ * signal so that the shell sees the same thing. A report file that could not be written is refused
+ * before CMD runs. gpucap's own failures exit 125, a CMD that cannot be executed 126, one not found
+ * 127 (env(1)).
  */
 #include "cli.h"
 
@@ -22,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,7 +44,8 @@ static const struct tool_flag run_flags[F_COUNT] = {
     [F_REPORT] = {"report", 'r', "FILE", "GPUCAP_REPORT", NULL,
                   "write the run's report to FILE when CMD is gone; FILE.svg: a picture of the usage;\n"
                   "'-': stdout, and CMD's own stdout goes to stderr (stdout holds the report alone)"},
-    [F_REPORT_FD] = {"report-fd", 0, "N", NULL, NULL, "write the report to open descriptor N (3>report.json)"},
+    [F_REPORT_FD] = {"report-fd", 0, "N", NULL, NULL,
+                     "write the report to open descriptor N (3>report.json); one on stdout's file: as '-'"},
     [F_JSON] = {"json", 'j', NULL, "GPUCAP_REPORT_FORMAT=json", NULL, "the report as JSON"},
     [F_FAIL_AFTER] = {"fail-after", 0, "N", "GPUCAP_FAIL_AFTER", NULL, "allocations after the N-th of each process fail"},
     [F_FAIL_RATE] = {"fail-rate", 0, "P", "GPUCAP_FAIL_RATE", NULL, "a share P (0..1, or 5%) of allocations fail"},
@@ -51,8 +57,8 @@ static const struct tool_flag run_flags[F_COUNT] = {
 const struct tool_cmd cli_run_cmd = {
     CLI_COMMAND("run", run_flags, "[OPTION...] [--] CMD [ARG...]", "run a command under a GPU memory budget"),
     .about = "Runs CMD with libgpucap.so preloaded and a ledger private to this run and its children.",
-    .tail = "Without a budget from an option, the environment or the ini file, the run is measured under a\n"
-            "budget of 100% of each device. GPUCAP_REPORT in the environment is taken as --report.\n"
+    .tail = "The run is measured under a budget of 100% of each device that has none from an option or\n"
+            "the environment. GPUCAP_REPORT in the environment is taken as --report.\n"
             "The report: per device budget, peak, use, allocations, frees, denials, refusals by the driver,\n"
             "context reserves, largest request; the command, its exit status or signal, wall time, version.\n"
             "Exit status: CMD's (or CMD's signal); 125 when gpucap fails or is used wrongly, 126 when CMD\n"
@@ -200,6 +206,10 @@ static int on_flag(void *arg, int flag, const char *v)
             return tool_usage_error(&cli_run_cmd, "--device-memory takes DEV=SIZE, DEV a device ordinal (0, 1, "
                                     "...) or UUID (GPU-...), not '%s'", v);
         snprintf(name, sizeof name, "%s_%s", gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, dev);
+        /* A UUID no card here has would be a budget for nothing: said (NVML's list, when there is one). */
+        if (!is_ordinal && cli_devices_matching(dev) == 0)
+            tool_error("gpucap run", "warning: --device-memory %s: no card here has a UUID that starts so (`gpucap "
+                       "doctor` lists the cards); the budget applies to none", dev);
         return set_size("--device-memory", name, eq + 1);
     }
     case F_AUDIT:
@@ -233,6 +243,50 @@ static int on_flag(void *arg, int flag, const char *v)
         o->given[flag] = v ? v : "1";
         return 0;
     }
+}
+
+/* The descriptor a report FILE names (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N), or -1:
+ * such a name is a descriptor of this process, not a file to replace. */
+static int named_fd(const char *path)
+{
+    if (strcmp(path, "/dev/stdout") == 0)
+        return STDOUT_FILENO;
+    if (strcmp(path, "/dev/stderr") == 0)
+        return STDERR_FILENO;
+    const char *n = strncmp(path, "/dev/fd/", 8) == 0 ? path + 8
+                    : strncmp(path, "/proc/self/fd/", 14) == 0 ? path + 14 : NULL;
+    if (!n || *n < '0' || *n > '9')
+        return -1;
+    char *end;
+    long fd = strtol(n, &end, 10);
+    return *end || fd > INT_MAX ? -1 : (int)fd;
+}
+
+/* Is descriptor `fd` open on the same file as stdout (a report there would mix with CMD's output)? */
+static bool same_as_stdout(int fd)
+{
+    struct stat a, b;
+    return fd == STDOUT_FILENO ||
+           (fstat(fd, &a) == 0 && fstat(STDOUT_FILENO, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+}
+
+/*
+ * Does a budget of 100% for every device (GPUCAP_MEMORY_LIMIT in CMD's environment) measure the
+ * devices that have no budget, and change none that has one? Yes when nothing sets a budget for
+ * every device and every per-device budget is the environment's (which outranks it); not under the
+ * lock (the environment may only tighten there).
+ */
+static bool measure_all(const struct gpc_settings *s)
+{
+    if (s->locked || s->config_bad || s->env_bad || s->opt[GPC_OPT_MEMORY_LIMIT].set)
+        return false;
+    for (int i = 0; i < GPC_MAX_DEVICES; i++)
+        if (s->dev_limit[i].set && s->dev_limit[i].src != GPC_SRC_ENV)
+            return false;
+    for (int i = 0; i < s->n_uuid; i++)
+        if (s->uuid_limit[i].v.set && s->uuid_limit[i].v.src != GPC_SRC_ENV)
+            return false;
+    return true;
 }
 
 static const char *signal_name(int sig)
@@ -285,8 +339,28 @@ int cmd_run(int argc, char **argv)
         report = gpc_opt_string(&s, GPC_OPT_REPORT);
     if (report && !*report)
         report = NULL;
+    /* /dev/stdout and its kin name a descriptor: the report is written there, as with --report-fd. */
+    if (report && named_fd(report) >= 0) {
+        int fd = named_fd(report);
+        if (fcntl(fd, F_GETFD) < 0) {
+            tool_error("gpucap run", "--report %s: descriptor %d is not open", report, fd);
+            return TOOL_EXIT_OWN;
+        }
+        o.report_fd = fd;
+        report = NULL;
+    }
+    /* A report file that cannot be written is refused now, not after CMD's work. */
+    char why[256];
+    if (report && strcmp(report, "-") != 0 && gpc_report_file_check(report, why, sizeof why) != 0) {
+        tool_error("gpucap run", "the report cannot be written to %s: %s", report, why);
+        return TOOL_EXIT_OWN;
+    }
+    /* stdout holds the report alone: CMD's own stdout goes to stderr. */
+    bool report_on_stdout = (report && strcmp(report, "-") == 0) || (o.report_fd >= 0 && same_as_stdout(o.report_fd));
     bool want_report = report || o.report_fd >= 0;
-    if (!gpc_settings_any_limit(&s))
+    /* Every device is measured: one without a budget is under 100% of itself (a budget for one
+     * device, -d 1=8GiB, leaves the others in the report). */
+    if (measure_all(&s))
         set_row(GPC_OPT_MEMORY_LIMIT, "100%");
     /* CMD does not get the report's descriptor. */
     if (o.report_fd > 2)
@@ -333,8 +407,9 @@ int cmd_run(int argc, char **argv)
         for (size_t i = 0; i < N_FORWARDED; i++)
             sigaction(forwarded[i], &dfl, NULL);
         sigprocmask(SIG_SETMASK, &old, NULL);
-        /* --report -: stdout is the report's; CMD writes its own output to stderr. */
-        if (report && strcmp(report, "-") == 0)
+        /* --report - (or a descriptor on stdout's file): stdout is the report's; CMD writes its own
+         * output to stderr. */
+        if (report_on_stdout)
             dup2(STDERR_FILENO, STDOUT_FILENO);
         execvp(cmd[0], cmd);
         int err = errno;

@@ -125,6 +125,12 @@ static int apply_here(struct gpc_ledger *l, struct gpc_ledger_dev *d, int id, ui
     }
     if (rc != 0)
         return -EBUSY;
+    /* Looked at again under the lock: a process that started since the first look may lease now,
+     * with spare open under the old limit, and only the library closes spares (budget.c). */
+    if (any_live(l)) {
+        pthread_mutex_unlock(&d->lock);
+        return -EBUSY;
+    }
     uint64_t was = atomic_load(&d->slot.limit);
     /* Entries of processes not reaped yet: their asks follow, so that reaping them (the limit is
      * recomputed from the asks left) does not bring the old figure back. */
@@ -166,9 +172,9 @@ int cmd_set_memory(int argc, char **argv)
     double wait_s = o.wait_s;
     struct gpc_value v;
     if (gpc_option_parse(GPC_OPT_MEMORY_LIMIT, size_text, &v) != 0 || (!v.u.size.is_percent && !v.u.size.bytes)) {
-        fprintf(stderr, "gpucap set-memory: '%s' is not a budget; accepted: a size (4GiB, 1500MB, 2G) or a "
-                "percentage of the card (50%%), above 0\n", size_text);
-        return 1;
+        tool_usage_error(&cli_setmem_cmd, "'%s' is not a budget; accepted: a size (4GiB, 1500MB, 2G) or a "
+                         "percentage of the card (50%%), above 0", size_text);
+        return TOOL_EXIT_USAGE;
     }
     extern char **environ;
     struct gpc_settings s;

@@ -236,6 +236,21 @@ int cli_device_name(const char *uuid, int *index, char *name, size_t len)
     return -ENOENT;
 }
 
+int cli_devices_matching(const char *prefix)
+{
+    if (n_named < 0)
+        load_names();
+    int listed = 0, n = 0;
+    for (int i = 0; i < n_named; i++) {
+        if (!named[i].uuid[0])
+            continue;
+        listed++;
+        if (strncasecmp(named[i].uuid, prefix, strlen(prefix)) == 0)
+            n++;
+    }
+    return listed ? n : -1;
+}
+
 /* ---- wording ---- */
 
 const char *cli_count(unsigned long long n, const char *one, const char *many, char *buf, size_t len)

@@ -234,6 +234,10 @@ int cmd_status(int argc, char **argv)
         uint64_t limit = atomic_load(&d->slot.limit), used = gpc_ledger_in_use(l, i), peak = gpc_ledger_peak(l, i),
                  dead = dead_share(l, i), denials = atomic_load(&d->slot.denials);
         used = used > dead ? used - dead : 0;
+        /* The context reserves are part of what is in use: a dead process's are gone with it. */
+        uint64_t contexts = atomic_load(&d->slot.contexts);
+        if (contexts > used)
+            contexts = used;
         if (json) {
             printf("%s{\"uuid\":\"%s\",", shown ? "," : "", uuid);
             if (index >= 0) {
@@ -254,7 +258,7 @@ int cmd_status(int argc, char **argv)
             else
                 printf("null");
             printf(",\"in_use\":%llu,\"contexts\":%llu,\"peak\":%llu,\"denials\":%llu", (unsigned long long)used,
-                   (unsigned long long)atomic_load(&d->slot.contexts), (unsigned long long)peak,
+                   (unsigned long long)contexts, (unsigned long long)peak,
                    (unsigned long long)denials);
             print_change(d, limit, used, true);
             printf("}");
@@ -264,7 +268,7 @@ int cmd_status(int argc, char **argv)
             if (index >= 0)
                 snprintf(who, sizeof who, " (GPU %d, %s)", index, name);
             printf("device %s%s  budget %s  in use %s (contexts %s)  peak %s  (card %s, %s)\n", uuid, who, a,
-                   gpc_format_size(used, b, sizeof b), gpc_format_size(atomic_load(&d->slot.contexts), x, sizeof x),
+                   gpc_format_size(used, b, sizeof b), gpc_format_size(contexts, x, sizeof x),
                    gpc_format_size(peak, c, sizeof c), gpc_format_size(d->physical, p, sizeof p),
                    cli_count(denials, "denial", "denials", den, sizeof den));
             uint64_t drv = atomic_load(&d->driver_limit);
@@ -301,6 +305,12 @@ int cmd_status(int argc, char **argv)
             uint64_t used = gpc_ledger_share_in_use(s), peak = atomic_load(&s->peak);
             if (atomic_load(&l->dev[dv].state) != 1 || (used == 0 && peak == 0 && atomic_load(&s->limit) == 0))
                 continue;
+            /* A dead process holds nothing: the driver freed its memory when it died (its share is
+             * taken back at the library's next reap; the device figure above leaves it out too). */
+            if (peak < used)
+                peak = used;
+            if (!live)
+                used = 0;
             char uuid[GPC_UUID_TEXT], a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT];
             gpc_uuid_format(l->dev[dv].uuid, uuid);
             if (json) {
@@ -310,10 +320,10 @@ int cmd_status(int argc, char **argv)
                 else
                     printf("null");
                 printf(",\"alive\":%s,\"uuid\":\"%s\",\"in_use\":%llu,\"peak\":%llu}", live ? "true" : "false", uuid,
-                       (unsigned long long)used, (unsigned long long)(peak > used ? peak : used));
+                       (unsigned long long)used, (unsigned long long)peak);
             } else {
                 printf("%-8d %-16s %-8s %-6s %-44s %12s %12s\n", (int)pid, comm, pa, live ? "yes" : "no", uuid,
-                       gpc_format_size(used, a, sizeof a), gpc_format_size(peak > used ? peak : used, b, sizeof b));
+                       gpc_format_size(used, a, sizeof a), gpc_format_size(peak, b, sizeof b));
             }
             procs++;
         }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "gpucap_version.h"
+#include "http.h"
 #include "kubeapi.h"
 #include "server.h"
 #include "common/units.h"
@@ -127,12 +128,12 @@ static const struct tool_cmd webhook_cmd = {
                        "variable shown; a flag overrides the variable.",
     .man_notes_title = "SIZES",
     .man_notes = gpc_size_forms,
-    .man_exit = "0 after SIGTERM or SIGINT; 1 when it cannot start (address, certificate, key); 2 for a bad "
-                "option, value or policy file.",
+    .man_exit = "0 after SIGTERM or SIGINT; 1 when it cannot start (the address taken, the certificate, the key); "
+                "2 for a bad option, value (a malformed address too) or policy file.",
     .man_files = "The certificate and key (--cert, --key; checked again every --reload-interval seconds), the "
                  "namespace policy (--namespace-policy), the service account's token and CA "
                  "(/var/run/secrets/kubernetes.io/serviceaccount/, with --namespace-annotations true).",
-    .man_see_also = ".BR gpucap (1),\n.BR gpucap\\-exporter (1),\n.BR gpucap.ini (5)",
+    .man_see_also = ".BR gpucap (1),\n.BR gpucap\\-exporter (1),\n.BR gpucap\\-agent (1),\n.BR gpucap.ini (5)",
 };
 
 /* Checks one value against its row; returns 0 or -EINVAL after a message naming the setting. */
@@ -145,7 +146,7 @@ static int check(int id, const char *value, const char *from, unsigned *num)
     case T_SIZE:
         if (gpc_parse_size(value, &size) == 0)
             return 0;
-        fprintf(stderr, "gpucap-webhook: %s \"%s\": not a size; accepted forms: %s\n", from, value, gpc_size_forms);
+        tool_usage_error(&webhook_cmd, "%s '%s': not a size; accepted forms: %s", from, value, gpc_size_forms);
         return -EINVAL;
     case T_UINT:
         errno = 0;
@@ -154,8 +155,7 @@ static int check(int id, const char *value, const char *from, unsigned *num)
             *num = (unsigned)v;
             return 0;
         }
-        fprintf(stderr, "gpucap-webhook: %s \"%s\": expected a whole number from %u to %u\n", from, value, r->min,
-                r->max);
+        tool_usage_error(&webhook_cmd, "%s '%s': expected a whole number from %u to %u", from, value, r->min, r->max);
         return -EINVAL;
     case T_CHOICE:
         for (unsigned i = 0; i < 4 && r->choices[i]; i++)
@@ -163,15 +163,15 @@ static int check(int id, const char *value, const char *from, unsigned *num)
                 *num = i;
                 return 0;
             }
-        fprintf(stderr, "gpucap-webhook: %s \"%s\": expected one of %s%s%s%s%s\n", from, value, r->choices[0],
-                r->choices[1] ? ", " : "", r->choices[1] ? r->choices[1] : "", r->choices[2] ? ", " : "",
-                r->choices[2] ? r->choices[2] : "");
+        tool_usage_error(&webhook_cmd, "%s '%s': expected one of %s%s%s%s%s", from, value, r->choices[0],
+                         r->choices[1] ? ", " : "", r->choices[1] ? r->choices[1] : "", r->choices[2] ? ", " : "",
+                         r->choices[2] ? r->choices[2] : "");
         return -EINVAL;
     case T_PATH:
     case T_STRING:
         if (*value)
             return 0;
-        fprintf(stderr, "gpucap-webhook: %s: empty\n", from);
+        tool_usage_error(&webhook_cmd, "%s: empty", from);
         return -EINVAL;
     }
     return -EINVAL;
@@ -221,9 +221,16 @@ int main(int argc, char **argv)
                       .driver_label = value[OPT_DRIVER_LIMITS_LABEL]},
     };
     char err[512];
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    if (gpc_parse_listen(value[OPT_LISTEN], &addr, &addrlen) != 0) {
+        tool_usage_error(&webhook_cmd, "--listen '%s': expected HOST:PORT, [IPV6]:PORT or :PORT with a numeric host "
+                         "and port", value[OPT_LISTEN]);
+        return TOOL_EXIT_USAGE;
+    }
     if (gpc_admission_check_config(&opt.admission, err, sizeof err) != 0) {
-        fprintf(stderr, "gpucap-webhook: %s\n", err);
-        return 2;
+        tool_usage_error(&webhook_cmd, "%s", err);
+        return TOOL_EXIT_USAGE;
     }
     struct gpc_nspolicy *policy = NULL;
     struct gpc_nsapi *api = NULL;
