@@ -133,4 +133,17 @@ grep -q "info free=$((1024 * MiB)) total=$((1024 * MiB))" "$t/out" || bad "audit
 grep -q "total=$((64 * MiB))" "$t/out" || bad "enforce: told $(cat "$t/out")"
 "$gpucap" run --audit --memory 64MiB --json --report "$t/s.json" -- "$alloc" f50 > /dev/null 2>&1
 [ "$(j "$t/s.json" "d['devices'][0]['peak']")" = $((512 * MiB)) ] || bad "self-sizing job's peak: $(cat "$t/s.json")"
+# A signal after CMD ended (the report's descriptor is a full pipe nobody reads) ends gpucap as
+# any program: no handler left that forwards it to a CMD that is gone.
+exec 4> >(exec sleep 20 > /dev/null 2>&1)
+reader=$!
+head -c 65536 /dev/zero >&4
+timeout -s KILL 8 "$gpucap" run --report-fd 4 -- true 2> /dev/null &
+p=$!
+sleep 1
+kill -TERM $p
+wait $p; rc=$?
+exec 4>&-
+kill $reader 2> /dev/null
+[ $rc = 143 ] || bad "SIGTERM while the report is written: rc $rc (137: it ignored the signal until killed)"
 exit $fail

@@ -423,6 +423,12 @@ int cmd_run(int argc, char **argv)
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     child_pid = 0;
+    /* Nothing left to forward to: a signal now (SIGTERM while the report is written) ends gpucap
+     * as it would end any program. */
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    sigemptyset(&dfl.sa_mask);
+    for (size_t i = 0; i < N_FORWARDED; i++)
+        sigaction(forwarded[i], &dfl, NULL);
     struct gpc_report_run run = {
         .argv = cmd,
         .argc = argc - first,
@@ -443,8 +449,6 @@ int cmd_run(int argc, char **argv)
         /* Die of the same signal, without a core file of our own. */
         struct rlimit none = {0, 0};
         setrlimit(RLIMIT_CORE, &none);
-        struct sigaction dfl = {.sa_handler = SIG_DFL};
-        sigemptyset(&dfl.sa_mask);
         sigaction(sig, &dfl, NULL);
         sigset_t one;
         sigemptyset(&one);
