@@ -387,6 +387,14 @@ static bool driver_mib(const struct review *r, const struct chosen *ch, char out
  * wins over every envFrom in the kubelet: ours hold where we set them, and where we do not there is
  * no driver limit of the platform's to loosen (gpucap's cap holds either way).
  */
+/* True when an envFrom `prefix` can make the variable `name` (with `family`, any name that starts
+ * with `name`, as "GPUCAP_" does for every gpucap setting). */
+static bool prefix_reaches(const char *prefix, const char *name, bool family)
+{
+    size_t n = prefix ? strlen(prefix) : 0, m = strlen(name);
+    return n && strncmp(prefix, name, family && n > m ? m : n) == 0;
+}
+
 static enum verdict patch_env(struct review *r, const char *at, const char *where, json_t *c,
                               const struct chosen *ch)
 {
@@ -400,8 +408,7 @@ static enum verdict patch_env(struct review *r, const char *at, const char *wher
     }
     for (size_t i = 0; i < json_array_size(from) && !r->trusted; i++) {
         const char *prefix = json_string_value(json_object_get(json_array_get(from, i), "prefix"));
-        size_t n = prefix ? strlen(prefix) : 0;
-        if (n && (strncmp(prefix, "GPUCAP_", n < 7 ? n : 7) == 0)) {
+        if (prefix_reaches(prefix, "GPUCAP_", true)) {
             char shown[64];
             clean(shown, sizeof shown, prefix);
             say(r, "container %s: envFrom[%zu] with prefix \"%s\" would set GPUCAP_* variables; gpucap's "
@@ -802,9 +809,8 @@ static enum verdict tenant_settings(struct review *r, json_t *c, const char *kin
     /* Without a prefix an envFrom is the kubelet's to read, as in any container (see patch_env). */
     for (size_t i = 0; i < json_array_size(from); i++) {
         const char *prefix = json_string_value(json_object_get(json_array_get(from, i), "prefix"));
-        size_t n = prefix ? strlen(prefix) : 0;
-        if (n && (strncmp(prefix, "GPUCAP_", n < 7 ? n : 7) == 0 || strncmp(prefix, DRIVER_REQUEST, n) == 0 ||
-                  strncmp(prefix, DRIVER_LIMIT, n) == 0)) {
+        if (prefix_reaches(prefix, "GPUCAP_", true) || prefix_reaches(prefix, DRIVER_REQUEST, false) ||
+            prefix_reaches(prefix, DRIVER_LIMIT, false)) {
             char var[64];
             clean(var, sizeof var, prefix);
             say(r, "%s %s takes envFrom[%zu] with prefix \"%s\", which could set GPUCAP_* or NVIDIA_GPU_MEMORY_* "
