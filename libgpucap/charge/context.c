@@ -6,22 +6,40 @@
  * A context is charged through charge.c like an allocation (gpc_charge_begin_context, then
  * gpc_charge_end or gpc_charge_commit; gpc_free_end or gpc_uncharge), and every charge recorded
  * with a context (pointers, arrays, pool allocations, graph memory) is released with it.
+ *
+ * The reserve is an estimate, made before the context exists; a context then grows with the
+ * modules it loads at launches, which no call we see reports (on an H200, driver 580, CUDA 13.0: a
+ * bare context holds 518 MiB by NVML's per-process figure; PyTorch's 676 MiB after its first
+ * matmul, 758 MiB after a training step). So the card's own figure is measured where NVML lists
+ * this process (driver/nvml.c): after a context is made, before each locked admission of a
+ * request, and every few batches of counted events (budget.c calls gpc_context_measure). What the card holds for the process beyond what it has charged is charged too
+ * (gpc_budget_force: it is on the card already; past the limit nothing more is admitted until it
+ * fits), as "measured" memory of its contexts on that device: it only grows while they live,
+ * since the driver frees module memory only with its context, and it goes back at the next
+ * teardown on the device, after which it is measured again. At most MEASURED_MAX_RESERVES times
+ * the reserve is charged this way, a bound on what any other figure NVML might attribute to the
+ * process could cost it (an import from another process is not one: on the H200, a process that
+ * imported 1 GiB by cudaIpcOpenMemHandle held its context alone, 518 MiB, by NVML). Where NVML does not list the
+ * process (a PID namespace: the driver reports host PIDs) the reserve alone is charged, said once.
  */
 #include "charge/context.h"
 
 #include "common/defs.h"
 #include "common/options.h"
+#include "common/log.h"
 #include "common/units.h"
 #include "core/budget.h"
 #include "core/fork.h"
 #include "core/state.h"
 #include "core/track.h"
+#include "driver/nvml.h"
 #include "driver/resolve.h"
 #include "charge/charge.h"
 #include "charge/device.h"
 #include "charge/graph.h"
 #include "charge/pool.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -40,8 +58,10 @@ uint64_t gpc_context_reserve(int ordinal)
     uint64_t physical = gpc_device_physical(ordinal);
     if (v->set && !v->bad)
         return gpc_size_resolve(&v->u.size, physical);
+    /* Measured on an H200 (141 GiB; README, "On a real GPU"): a bare CUDA 13 context 518-527 MiB,
+     * CuPy 586, JAX 618, PyTorch 676-758 MiB once its kernels are loaded. */
     if (physical >= 64 * GiB - 4 * GiB) /* "80 GB" cards report a little less than 80 GiB */
-        return 512 * MiB;
+        return 768 * MiB;
     if (physical >= 24 * GiB - 2 * GiB)
         return 384 * MiB;
     return 256 * MiB;
@@ -83,15 +103,119 @@ CUresult gpc_context_begin(struct gpc_charge *c, CUdevice dev, const char *call)
     return gpc_charge_begin_context(c, dev, bytes, call);
 }
 
+/* ---- measured context memory (see the top) ---- */
+
+#define MEASURED_MAX_RESERVES 4
+/* Below this, a difference is the driver's rounding of what was charged: not worth a lock. */
+#define MEASURE_SLACK (4 * MiB)
+
+static _Atomic uint64_t measured[GPC_MAX_DEVICES]; /* charged beyond the reserves, per ordinal */
+static pthread_mutex_t measure_lock = PTHREAD_MUTEX_INITIALIZER;
+/* 1: NVML lists this process; -1: it will not (no NVML, or not listed after MEASURE_TRIES). */
+static atomic_int measurable;
+static int misses;
+#define MEASURE_TRIES 8
+
+/* Under measure_lock: reads the card's figure for device `ordinal` (budget `id`) and charges what
+ * it shows beyond this process's charges. */
+static void measure_locked(int ordinal, int id)
+{
+    const char *uuid = gpc_device_uuid(ordinal);
+    uint64_t card = 0;
+    int rc = uuid ? gpc_nvml_own_bytes(uuid, &card) : -ENODEV;
+    if (rc != 0) {
+        /* Not listed yet is normal just after a context is made; for good after a few tries. */
+        if (atomic_load(&measurable) == 0 && (rc == -ENOSYS || ++misses >= MEASURE_TRIES)) {
+            atomic_store(&measurable, -1);
+            gpc_log(GPC_LOG_INFO, "NVML %s: contexts are charged their reserve only (%s), not what the card "
+                    "holds for them", rc == -ENOSYS ? "is not usable" : "lists no figure for this process",
+                    rc == -ENOSYS ? "libnvidia-ml.so.1" : "a PID namespace: the driver reports host PIDs");
+        }
+        return;
+    }
+    atomic_store(&measurable, 1);
+    uint64_t charged = gpc_budget_held(id);
+    if (card <= charged + MEASURE_SLACK)
+        return;
+    uint64_t extra = card - charged, had = atomic_load(&measured[ordinal]);
+    uint64_t cap = MEASURED_MAX_RESERVES * gpc_context_reserve(ordinal);
+    if (had >= cap)
+        return;
+    if (extra > cap - had)
+        extra = cap - had;
+    if (gpc_budget_force(id, extra) != 0)
+        return;
+    gpc_budget_note_contexts(id, (int64_t)extra);
+    atomic_store(&measured[ordinal], had + extra);
+    char a[32], b[32];
+    gpc_log(GPC_LOG_DEBUG, "device %d: the card holds %s more for this process's contexts than charged; "
+            "charged now (%s measured in all)", ordinal, gpc_format_size(extra, a, sizeof a),
+            gpc_format_size(had + extra, b, sizeof b));
+}
+
+/* Measures every device of budget `id` (its ordinals); `now`: waits for a measurement in progress
+ * (after a context was made), else leaves it to the thread doing it (the allocation path never
+ * waits). One NVML query per locked admission, which already takes a file lock. */
+static void measure(int id, bool now)
+{
+    if (id < 0 || atomic_load_explicit(&measurable, memory_order_relaxed) < 0 || !gpc_counting())
+        return;
+    if (now ? pthread_mutex_lock(&measure_lock) != 0 : pthread_mutex_trylock(&measure_lock) != 0)
+        return;
+    for (int o = 0; o < GPC_MAX_DEVICES; o++)
+        if (gpc_device_budget_if_ready(o) == id)
+            measure_locked(o, id);
+    pthread_mutex_unlock(&measure_lock);
+}
+
+void gpc_context_measure(int id)
+{
+    measure(id, false);
+}
+
+void gpc_context_measure_device(int ordinal)
+{
+    if (ordinal >= 0 && ordinal < GPC_MAX_DEVICES)
+        measure(gpc_device_budget_if_ready(ordinal), true);
+}
+
+/* A teardown on device `ordinal` freed its modules: what was measured goes back, and the
+ * contexts still alive there are measured again at once. */
+static void measured_release(int ordinal)
+{
+    if (ordinal < 0 || ordinal >= GPC_MAX_DEVICES)
+        return;
+    pthread_mutex_lock(&measure_lock);
+    uint64_t had = atomic_exchange(&measured[ordinal], 0);
+    if (had)
+        gpc_uncharge(ordinal, had, true);
+    pthread_mutex_unlock(&measure_lock);
+    if (had)
+        gpc_context_measure_device(ordinal);
+}
+
+void gpc_context_torn_down(int ordinal)
+{
+    measured_release(ordinal);
+}
+
 /* Primary contexts: our count of retains per ordinal, and what the first one charged. */
 static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
 static int primary_refs[GPC_MAX_DEVICES];
 static uint64_t primary_charged[GPC_MAX_DEVICES];
 static CUcontext primary_handle[GPC_MAX_DEVICES]; /* the same handle across retain/release cycles */
 
+/* The child holds none of its parent's context memory (its own contexts are measured anew). */
+static void measured_after_fork(void)
+{
+    for (int o = 0; o < GPC_MAX_DEVICES; o++)
+        atomic_store(&measured[o], 0);
+}
+
 void gpc_context_atfork(void)
 {
-    gpc_fork_guard((pthread_mutex_t *const[]){&primary_lock}, 1, NULL);
+    /* Never held together: the order within the group does not matter. */
+    gpc_fork_guard((pthread_mutex_t *const[]){&primary_lock, &measure_lock}, 2, measured_after_fork);
 }
 
 CUresult gpc_context_primary_begin(struct gpc_charge *c, CUdevice dev)
@@ -121,10 +245,10 @@ bool gpc_context_primary_end(struct gpc_charge *c, CUdevice dev, CUresult rc, CU
     return first;
 }
 
-void gpc_context_primary_drop(CUdevice dev, bool all)
+bool gpc_context_primary_drop(CUdevice dev, bool all)
 {
     if (dev < 0 || dev >= GPC_MAX_DEVICES || atomic_load(&gpc_passthrough))
-        return;
+        return false;
     pthread_mutex_lock(&primary_lock);
     bool reset = all;
     if (primary_refs[dev] > 0) {
@@ -138,4 +262,5 @@ void gpc_context_primary_drop(CUdevice dev, bool all)
     if (reset)
         gpc_context_forget(primary_handle[dev]);
     pthread_mutex_unlock(&primary_lock);
+    return reset;
 }

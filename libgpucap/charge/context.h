@@ -38,10 +38,21 @@ bool gpc_context_primary_end(struct gpc_charge *c, CUdevice dev, CUresult rc, CU
  * After a successful release (all false: drops one retain) or reset (all true: drops them all):
  * at 0 the driver reset the primary context, freeing everything in it, and its reserve goes back.
  * A reset frees the allocations even when we count no retain (it was retained before the library
- * started counting).
+ * started counting). True when the primary context went (its memory was freed).
  */
-void gpc_context_primary_drop(CUdevice dev, bool all);
-/* Registers the fork handler of the primary-context lock (at start-up). */
+bool gpc_context_primary_drop(CUdevice dev, bool all);
+/*
+ * What the card holds for this process's contexts beyond their reserves (see context.c's head):
+ * gpc_context_measure is budget.c's measuring step for budget `id` (registered at start-up;
+ * rate-limited, never waits); gpc_context_measure_device measures device `ordinal` at once (after
+ * a context was made there); gpc_context_torn_down gives back what was measured on `ordinal`
+ * after a teardown there and measures again. None of them may be called holding the
+ * primary-context lock or a ledger lock.
+ */
+void gpc_context_measure(int id);
+void gpc_context_measure_device(int ordinal);
+void gpc_context_torn_down(int ordinal);
+/* Registers the fork handler of the primary-context and measuring locks (at start-up). */
 void gpc_context_atfork(void);
 
 #endif

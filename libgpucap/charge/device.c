@@ -322,6 +322,13 @@ void gpc_device_each_budget(void (*fn)(int ordinal, int id, const char *uuid, ui
     }
 }
 
+const char *gpc_device_uuid(int ordinal)
+{
+    if (ordinal < 0 || ordinal >= GPC_MAX_DEVICES || !atomic_load_explicit(&devices[ordinal].ready, memory_order_acquire))
+        return NULL;
+    return setups[ordinal].have_uuid ? setups[ordinal].uuid_text : NULL;
+}
+
 /* True when the process sees exactly one device (asked of the driver once). */
 static bool one_device(void)
 {

@@ -20,6 +20,8 @@ int gpc_device_budget_current(int ordinal);
 /* The memory size of device `ordinal` as the driver said when its budget was set up (which this
  * does first, like gpc_device_budget); 0 when the driver did not say or `ordinal` is out of range. */
 uint64_t gpc_device_physical(int ordinal);
+/* The UUID text ("GPU-...") of device `ordinal` once it was set up with one, else NULL. */
+const char *gpc_device_uuid(int ordinal);
 /* The budget id of `ordinal` if it was set up, else GPC_BUDGET_NONE; never sets anything up. */
 int gpc_device_budget_if_ready(int ordinal);
 /*

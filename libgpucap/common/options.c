@@ -98,8 +98,9 @@ const struct gpc_option_def gpc_option_defs[GPC_OPT__COUNT] = {
     [GPC_OPT_CONTEXT_RESERVE] = {"context_reserve", "GPUCAP_CONTEXT_RESERVE", GPC_T_SIZE, NULL, NULL,
                                  GPC_OPTF_LOCK_RAISE,
                                  "device memory charged per CUDA context (primary, created, green), which no "
-                                 "allocation call reports; unset: 512MiB on cards of 64GiB or more, 384MiB from "
-                                 "24GiB, 256MiB below 24GiB; 0: contexts are not charged"},
+                                 "allocation call reports, charged when it is made; unset: 768MiB on cards of 64GiB or more, "
+                                 "384MiB from 24GiB, 256MiB below 24GiB; where NVML lists the process, what the "
+                                 "card holds beyond it is charged too (up to 4 reserves); 0: contexts are not charged"},
     [GPC_OPT_POD_NAMESPACE] = {"pod_namespace", "GPUCAP_POD_NAMESPACE", GPC_T_STRING, NULL, NULL, GPC_OPTF_IDENTITY,
                                "identity recorded in the ledger for gpucap-exporter: the pod's namespace (the "
                                "webhook sets it from the downward API); never changes a limit"},
@@ -144,7 +145,7 @@ static bool identity_ok(const struct gpc_option_def *d, const char *text)
 }
 
 /* Below this context reserve a locked platform file that leaves it unset could be undercut. */
-#define LOCK_RESERVE_FLOOR ((uint64_t)512 << 20)
+#define LOCK_RESERVE_FLOOR ((uint64_t)768 << 20)
 
 static const char *source_name(enum gpc_source src)
 {

@@ -43,7 +43,9 @@
  *     spare that fits under the limit in force (sum admitted <= leased <= limit), and one under the
  *     lock is checked against it, after every spare was taken back when it did not fit at once.
  * So what is admitted never passes the limit in force, except by what processes already held
- * when it was lowered, which only their frees reduce.
+ * when it was lowered, which only their frees reduce, and by memory the driver took without being
+ * asked (gpc_budget_force: a context that grew past its reserve, measured on the card), which is
+ * charged whatever the limit and, past it, closes and takes back every spare as a lowering does.
  *
  * Crash safety: a process's share in the total is its lease, which only lock holders write. A dead
  * process's share is its lease, taken back whole (ledger.c), once it is really dead (its memory is
@@ -142,6 +144,7 @@ struct counts {
     _Atomic uint32_t pending;
     bool registered;
     uint8_t batches;    /* batches flushed, for the check of changed limits every POLL_BATCHES */
+    bool measure_due;   /* measure at the next admission the driver carried out (gpc_budget_admitted) */
     /* At most COUNT_BATCH events between flushes (an uncounted one takes allocs below 0): 16 bits. */
     _Atomic int16_t allocs[GPC_LEDGER_DEVICES], frees[GPC_LEDGER_DEVICES];
     /* Bytes this thread had admitted less those it gave back, since its last flush (gpc_budget_held). */
@@ -225,6 +228,8 @@ static inline void hold(int id, int64_t delta)
 
 
 static bool poll(bool now);
+static void measure(int id);
+static _Atomic uint32_t bound_mask; /* (below, with the live limits) */
 
 /* A thread's batch is full: its counts go in, and every POLL_BATCHES batches (256 counted events
  * of the thread) the cheap check for a changed limit runs, at an allocation (applying a change
@@ -236,6 +241,9 @@ __attribute__((noinline, cold)) static void batch_done(struct counts *c, bool fr
     if (++c->batches >= POLL_BATCHES && !freed) {
         c->batches = 0;
         poll(false);
+        /* A private budget leases its whole limit at once and so has no locked step to measure
+         * at: it measures here, once the allocation being counted is on the card. */
+        c->measure_due = true;
     }
 }
 
@@ -326,8 +334,8 @@ static atomic_bool own_binds[GPC_LEDGER_DEVICES];
 /* The entry's change count when this process last looked (gpc_budget_sync). */
 static _Atomic uint16_t seen_changes[GPC_LEDGER_DEVICES];
 static gpc_budget_poll_fn *_Atomic poll_fn;
-/* The entries this process has a budget on (bit per entry): what the check looks at. */
-static _Atomic uint32_t bound_mask;
+/* The entries this process has a budget on (bit per entry): what the check looks at. (Declared
+ * above, for the batch step.) */
 
 static inline uint64_t limit_of(const struct gpc_ledger_dev *d, int id)
 {
@@ -363,6 +371,21 @@ static bool poll(bool now)
 {
     gpc_budget_poll_fn *fn = atomic_load_explicit(&poll_fn, memory_order_relaxed);
     return fn ? fn(now) : false;
+}
+
+static gpc_budget_measure_fn *_Atomic measure_fn;
+
+void gpc_budget_set_measure(gpc_budget_measure_fn *fn)
+{
+    atomic_store(&measure_fn, fn);
+}
+
+/* The registered measure of what the driver took unasked (context.c), before a locked step. */
+static void measure(int id)
+{
+    gpc_budget_measure_fn *fn = atomic_load_explicit(&measure_fn, memory_order_relaxed);
+    if (fn && id >= 0)
+        fn(id);
 }
 
 /* ---- leases ---- */
@@ -613,6 +636,8 @@ static int reserve_locked(int id, uint64_t bytes, unsigned how)
 static int reserve_slow(int id, uint64_t bytes, unsigned how)
 {
     poll(false);
+    if (!(how & GPC_ADMIT_CONTEXT))
+        measure(id);
     uint64_t limit = gpc_budget_limit(id);
     int rc = reserve_locked(id, bytes, how);
     /* Tried again when the limit in force moved meanwhile, whichever thread applied it. */
@@ -676,8 +701,18 @@ int gpc_budget_reserve(int id, uint64_t bytes)
     return gpc_budget_admit(id, bytes, 0);
 }
 
+/* The measuring step of every budget of this process (a batch made it due). */
+__attribute__((noinline, cold)) static void measure_all(void)
+{
+    my_counts.measure_due = false;
+    for (uint32_t m = atomic_load_explicit(&bound_mask, memory_order_relaxed); m; m &= m - 1)
+        measure(__builtin_ctz(m));
+}
+
 void gpc_budget_admitted(int id)
 {
+    if (gpc_unlikely(my_counts.measure_due))
+        measure_all();
     struct gpc_ledger_proc *me = id >= 0 ? gpc_ledger_me() : NULL;
     if (gpc_unlikely(!me))
         return;
@@ -875,6 +910,41 @@ int gpc_budget_reserve_unchecked(int id, uint64_t bytes)
     if (id < 0)
         return 0;
     return gpc_budget_admit(id, bytes, GPC_ADMIT_UNCHECKED);
+}
+
+int gpc_budget_force(int id, uint64_t bytes)
+{
+    if (id < 0 || id >= GPC_LEDGER_DEVICES || !gpc_ledger || bytes == 0)
+        return id == GPC_BUDGET_DENY || id == GPC_BUDGET_NONE ? 0 : -EINVAL;
+    if (!gpc_ledger_me())
+        return -ENOMEM;
+    struct gpc_ledger_dev *d = gpc_ledger_lock_dev(id, "memory the driver took is charged at the next look");
+    if (!d)
+        return -EAGAIN;
+    struct gpc_ledger *l = gpc_ledger;
+    struct gpc_ledger_proc *me = gpc_ledger_me();
+    int rc = -ENOMEM;
+    if (me && entry_index(l, me) >= 0 && entry_index(l, me) < GPC_LEDGER_PROCS) {
+        struct gpc_ledger_share *s = &me->share[id];
+        uint64_t after;
+        if (take_spare(s, bytes, &after) || grow(d, s, id, bytes, GPC_ADMIT_UNCHECKED))
+            rc = 0;
+        uint64_t limit = limit_of(d, id);
+        if (rc == 0 && atomic_load_explicit(&d->slot.leased, memory_order_relaxed) > limit) {
+            /* Past the limit now: as for a lowered limit (point 4), every spare is closed and
+             * taken back, and nothing more is admitted until what is held fits again. */
+            set_open(l, d, false);
+            take_all_spare(l, d);
+            atomic_store_explicit(&keep_at_most[id], 0, memory_order_relaxed);
+        }
+        reopen_if_fits(l, d);
+    }
+    gpc_ledger_unlock(d);
+    if (rc == 0) {
+        hold(id, (int64_t)bytes);
+        timeline_note(id, false);
+    }
+    return rc;
 }
 
 void gpc_budget_note_denial(int id, uint64_t bytes)

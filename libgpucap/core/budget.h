@@ -80,6 +80,23 @@ uint64_t gpc_budget_held(int id);
  * job really needs. 0, or -ENOMEM when the shared ledger cannot be locked (logged).
  */
 int gpc_budget_reserve_unchecked(int id, uint64_t bytes);
+/*
+ * Charges `bytes` that the driver already took for this process without being asked (a context
+ * grown past its reserve: context.c measures it), whatever the limit: the memory is on the card.
+ * If what is leased then passes the limit, every spare on the entry is closed and taken back as
+ * for a lowered limit, so nothing more is admitted until what is held fits. Noted as held by this
+ * process (give it back with gpc_budget_give_back). 0, -EAGAIN when the lock was not obtained
+ * (logged), -ENOMEM without a ledger entry, -EINVAL for a budget that is not a ledger entry.
+ */
+int gpc_budget_force(int id, uint64_t bytes);
+/*
+ * A step that measures what the driver took for this process on budget `id` beyond what was
+ * charged, and charges it (gpc_budget_force); budget.c runs it before each locked admission of a
+ * request and every POLL_BATCHES batches of a thread. Registered by context.c at start-up (a lower
+ * layer calls up only this way); it never waits for another thread measuring.
+ */
+typedef void gpc_budget_measure_fn(int id);
+void gpc_budget_set_measure(gpc_budget_measure_fn *fn);
 /* Counts a denial decided elsewhere (an injected fault) in the budget's figures. */
 void gpc_budget_note_denial(int id, uint64_t bytes);
 

@@ -174,6 +174,22 @@ dlvsym_fn gpc_real_dlvsym_fn(void)
     return atomic_load(&real_dlvsym);
 }
 
+typedef void *(*dlopen_fn)(const char *, int);
+static _Atomic(dlopen_fn) real_dlopen;
+
+dlopen_fn gpc_real_dlopen_fn(void)
+{
+    dlopen_fn f = atomic_load_explicit(&real_dlopen, memory_order_acquire);
+    if (gpc_likely(f != NULL))
+        return f;
+    dlsym_fn look = gpc_real_dlsym_fn();
+    /* Asked from this library, RTLD_NEXT is the loader's dlopen (or the next interposer's), never
+     * the hook in hooks/dlsym.c, which a plain call to dlopen from here would reach. */
+    f = look ? (dlopen_fn)look(RTLD_NEXT, "dlopen") : NULL;
+    atomic_store(&real_dlopen, f);
+    return f;
+}
+
 /* ---- libcuda ---- */
 
 static void *cuda_handle;

@@ -33,6 +33,8 @@ bool gpc_dlsym_chained(void);
 /* glibc's dlsym/dlvsym (or the next interposer's), found without calling dlsym. NULL if not found. */
 void *(*gpc_real_dlsym_fn(void))(void *, const char *);
 void *(*gpc_real_dlvsym_fn(void))(void *, const char *, const char *);
+/* The loader's dlopen (or the next interposer's), not this library's hook; NULL if not found. */
+void *(*gpc_real_dlopen_fn(void))(const char *, int);
 /* A driver entry point that is missing answers this instead of crashing. */
 #define GPC_CALL_REAL(name, args) (gpc_real.name ? gpc_real.name args : CUDA_ERROR_NOT_FOUND)
 

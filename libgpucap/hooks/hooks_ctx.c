@@ -23,9 +23,11 @@
  * a teardown has released what was recorded with the handle before the handle can come back, and
  * each of them forgets the cached device of every context (device.c).
  * Default by device class, when the setting is unset: what a CUDA 12/13 context with lazy module
- * loading takes on such cards, rounded up: 512 MiB on cards of 64 GiB or more (H100/H200/B200
- * class), 384 MiB from 24 GiB (A100-40GB, L40, RTX 4090/5090), 256 MiB below. Only an estimate:
- * a program loading large modules uses more; `context_reserve` overrides it (0 disables).
+ * loading takes on such cards once a framework's kernels are loaded, rounded up: 768 MiB on cards
+ * of 64 GiB or more (H100/H200/B200 class; measured on an H200: 518 MiB bare, 758 MiB for PyTorch
+ * after a training step), 384 MiB from 24 GiB (A100-40GB, L40, RTX 4090/5090), 256 MiB below (not
+ * measured yet). Only an estimate: where NVML lists the process, what the card really holds beyond
+ * it is charged as well (charge/context.c); `context_reserve` overrides it (0 disables both).
  *
  * cuCtxSetLimit sizes two heaps of the current context that the driver takes on the card at the
  * call: the malloc heap (CU_LIMIT_MALLOC_HEAP_SIZE, 8 MiB by default) and the printf FIFO
@@ -75,6 +77,8 @@ void gpc_ctx_atfork(void)
             gpc_ctx_devices_forget();                                             \
         gpc_charge_end(&c, rc, GPC_MAP_CTX, rc == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pctx : 0); \
         pthread_mutex_unlock(&life_lock);                                         \
+        if (rc == CUDA_SUCCESS)                                                   \
+            gpc_context_measure_device(dev);                                      \
         return rc;                                                                \
     }
 
@@ -99,6 +103,8 @@ CTX_CREATE(cuCtxCreate_v4, (CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
             gpc_context_forget((CUcontext)ctx);                                   \
         }                                                                         \
         pthread_mutex_unlock(&life_lock);                                         \
+        if (rc == CUDA_SUCCESS && known)                                          \
+            gpc_context_torn_down(t.device);                                      \
         return rc;                                                                \
     }
 
@@ -119,6 +125,8 @@ GPC_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, 
         gpc_ctx_devices_forget();
     gpc_charge_end(&c, rc, GPC_MAP_CTX, rc == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*phCtx : 0);
     pthread_mutex_unlock(&life_lock);
+    if (rc == CUDA_SUCCESS)
+        gpc_context_measure_device(dev);
     return rc;
 }
 
@@ -129,13 +137,17 @@ GPC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     /* Serialised per process: the first retain, and only it, charges; retains are rare. */
     pthread_mutex_lock(&life_lock);
     struct gpc_charge c;
+    bool first = false;
     CUresult rc = gpc_context_primary_begin(&c, dev);
     if (rc == CUDA_SUCCESS) {
         rc = GPC_CALL_REAL(cuDevicePrimaryCtxRetain, (pctx, dev));
-        if (gpc_context_primary_end(&c, dev, rc, rc == CUDA_SUCCESS ? *pctx : NULL))
+        first = gpc_context_primary_end(&c, dev, rc, rc == CUDA_SUCCESS ? *pctx : NULL);
+        if (first)
             gpc_ctx_devices_forget();
     }
     pthread_mutex_unlock(&life_lock);
+    if (first)
+        gpc_context_measure_device(dev);
     return rc;
 }
 
@@ -145,11 +157,14 @@ GPC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         gpc_init();                                              \
         pthread_mutex_lock(&life_lock);                          \
         CUresult rc = GPC_CALL_REAL(name, (dev));                \
+        bool gone = false;                                       \
         if (rc == CUDA_SUCCESS) {                                \
             gpc_ctx_devices_forget();                            \
-            gpc_context_primary_drop(dev, all);                  \
+            gone = gpc_context_primary_drop(dev, all);           \
         }                                                        \
         pthread_mutex_unlock(&life_lock);                        \
+        if (gone)                                                \
+            gpc_context_torn_down(dev);                          \
         return rc;                                               \
     }
 

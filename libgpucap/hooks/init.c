@@ -37,6 +37,7 @@
 #include "charge/device.h"
 #include "charge/live.h"
 #include "charge/graph.h"
+#include "charge/context.h"
 #include "charge/pool.h"
 #include "charge/reclaim.h"
 
@@ -75,6 +76,8 @@ static void start(void)
     /* What pools and graph memory keep for reuse is given back before a denial (charge.c). */
     gpc_reclaim_register(gpc_pools_trim);
     gpc_reclaim_register(gpc_graphs_trim);
+    /* What the card holds for contexts beyond their reserves is measured at locked steps. */
+    gpc_budget_set_measure(gpc_context_measure);
     /* A freed pointer of a pool without a slot stays charged as memory its pool keeps. */
     gpc_charge_keeper(gpc_pools_keep);
     /* A limit the platform declared for the driver (NVIDIA_GPU_MEMORY_LIMIT) is a budget too:

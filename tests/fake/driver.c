@@ -1002,6 +1002,17 @@ FK_EXPORT uint64_t fakecuda_calls(const char *exported_name)
     return UINT64_MAX;
 }
 
+FK_EXPORT int fakecuda_ctx_grow(uint64_t bytes)
+{
+    fk_lock();
+    struct fk_ctx *c = fk_current_ctx();
+    int rc = c && fk_charge(c->phys, bytes) == CUDA_SUCCESS ? 0 : -1;
+    if (rc == 0)
+        c->charged += bytes;
+    fk_unlock();
+    return rc;
+}
+
 FK_EXPORT void *fakecuda_ctx_create(int ordinal)
 {
     CUcontext c = NULL;

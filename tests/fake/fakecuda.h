@@ -36,6 +36,10 @@ uint64_t fakecuda_calls(const char *exported_name);
  * route no interposer sees (a library's private entry into the driver); NULL before cuInit or on
  * failure. With FAKECUDA_CTX_REUSE=1 it may take the handle of a destroyed context. */
 void *fakecuda_ctx_create(int ordinal);
+/* The driver takes `bytes` more for the calling thread's current context, by no call an interposer
+ * sees (what modules loaded lazily at a launch take); freed with the context. 0, or -1 when no
+ * context is current or the card is full. */
+int fakecuda_ctx_grow(uint64_t bytes);
 /* Sets the peak to the current outstanding. */
 void fakecuda_reset_peak(int phys_dev);
 /* Physical devices on the (fake) machine; CUDA_VISIBLE_DEVICES does not change it. */

@@ -272,8 +272,12 @@ NV_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t devi
         *infoCount = (unsigned)n;
         return NVML_ERROR_INSUFFICIENT_SIZE;
     }
+    /* FAKECUDA_NVML_PID_OFFSET=N: PIDs as a driver in another PID namespace reports them (the
+     * host's), N above the caller's own. */
+    const char *off = getenv("FAKECUDA_NVML_PID_OFFSET");
+    unsigned shift = off ? (unsigned)strtoul(off, NULL, 10) : 0;
     for (int i = 0; i < n; i++)
-        infos[i] = (nvmlProcessInfo_t){ p[i].pid, p[i].bytes, 0xFFFFFFFFu, 0xFFFFFFFFu };
+        infos[i] = (nvmlProcessInfo_t){ p[i].pid + shift, p[i].bytes, 0xFFFFFFFFu, 0xFFFFFFFFu };
     *infoCount = (unsigned)n;
     return NVML_SUCCESS;
 }

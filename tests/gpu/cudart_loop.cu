@@ -2,7 +2,8 @@
 // cudart_loop.cu: the CUDA runtime path of the GPU suite (tests/gpu/run.sh).
 // Prints "info_total=<cudaMemGetInfo total> info_free=<free> allocated=<bytes> err=<name of the
 // error that stopped the loop> prop_total=<totalGlobalMem, i.e. cuDeviceTotalMem>" and, with a second argument "hold", sleeps holding the memory
-// (for the SIGKILL check) after printing "holding".
+// (for the SIGKILL check) after printing "holding pid=<its pid>"; a third argument caps the number of
+// chunks it takes (so that a second process on the same ledger has room left).
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@ int main(int argc, char **argv)
 {
     size_t chunk = (argc > 1 ? strtoull(argv[1], NULL, 10) : 64) << 20;
     bool hold = argc > 2 && strcmp(argv[2], "hold") == 0;
+    int max_chunks = argc > 3 ? atoi(argv[3]) : 100000;
     size_t free_b = 0, total_b = 0;
     cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
     if (e != cudaSuccess) {
@@ -21,7 +23,7 @@ int main(int argc, char **argv)
     }
     size_t allocated = 0;
     void *p;
-    for (int i = 0; i < 100000; i++) {
+    for (int i = 0; i < max_chunks; i++) {
         e = cudaMalloc(&p, chunk);
         if (e != cudaSuccess)
             break;
@@ -33,7 +35,7 @@ int main(int argc, char **argv)
            cudaGetErrorName(e), prop_total);
     fflush(stdout);
     if (hold) {
-        printf("holding\n");
+        printf("holding pid=%d\n", (int)getpid());
         fflush(stdout);
         sleep(60);
     }

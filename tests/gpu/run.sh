@@ -28,7 +28,7 @@ uuid=$(nvidia-smi -i "$gpu" --query-gpu=uuid --format=csv,noheader | head -1 | t
 card_mib=$(nvidia-smi -i "$uuid" --query-gpu=memory.total --format=csv,noheader,nounits | tr -d ' ')
 say "card $uuid, $card_mib MiB; budget $((BUDGET / MiB)) MiB; driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader -i "$uuid")"
 # The context reserve gpucap charges on this card (hooks_ctx.c's defaults), for the card-side check.
-if [ "$card_mib" -ge $((60 * 1024)) ]; then ctx_mib=512; elif [ "$card_mib" -ge $((22 * 1024)) ]; then ctx_mib=384; else ctx_mib=256; fi
+if [ "$card_mib" -ge $((60 * 1024)) ]; then ctx_mib=768; elif [ "$card_mib" -ge $((22 * 1024)) ]; then ctx_mib=384; else ctx_mib=256; fi
 
 # ---- build (or GPUCAP_LIB: a libgpucap.so built elsewhere, for a node without build dependencies) ----
 if [ -n "${GPUCAP_LIB:-}" ] && [ -f "$GPUCAP_LIB" ]; then
@@ -75,35 +75,85 @@ else
     [ "$total" = $BUDGET ] && pass cudart.meminfo "cudaMemGetInfo total $total" ||
         fail cudart.meminfo "cudaMemGetInfo total ${total:-?}, want $BUDGET"
 
-    # The card's own figure for the process, while it holds all it could get.
-    run_capped card T 90 "$cudart" $CHUNK_MIB hold > "$work/hold.out" 2>&1 &
-    holder=$!
+    # The card's own figure for the process, while it holds half of what two contexts leave
+    # (HOLD_CHUNKS chunks), so that a second process on the ledger has room for the other half.
+    HOLD_CHUNKS=$(((BUDGET / MiB - 2 * ctx_mib) / CHUNK_MIB / 2))
+    card_before=$(nvidia-smi -i "$uuid" --query-gpu=memory.used --format=csv,noheader,nounits | tr -d ' ')
+    run_capped card T 90 "$cudart" $CHUNK_MIB hold $HOLD_CHUNKS > "$work/hold.out" 2>&1 &
+    wrapper=$!
     for _ in $(seq 100); do grep -q holding "$work/hold.out" && break; sleep 0.2; done
-    used=$(proc_mib "$holder")
+    holder=$(sed -n 's/^holding pid=\([0-9]*\).*/\1/p' "$work/hold.out")
+    a1=$(field allocated "$(cat "$work/hold.out")")
+    card_during=$(nvidia-smi -i "$uuid" --query-gpu=memory.used --format=csv,noheader,nounits | tr -d ' ')
+    used=$([ -n "$holder" ] && proc_mib "$holder")
     if [ -z "$used" ]; then
-        skip card.nvml "nvidia-smi lists no per-process figure here (container PID namespace?)"
+        skip card.nvml "nvidia-smi lists no per-process figure for pid ${holder:-?} here (container PID namespace?)"
     elif [ "$used" -le $((BUDGET / MiB + ctx_mib)) ]; then
-        pass card.nvml "NVML outside the library: the process holds $used MiB <= budget $((BUDGET / MiB)) + context $ctx_mib MiB"
+        pass card.nvml "NVML outside the library: the process holds $used MiB (allocated $((${a1:-0} / MiB)) MiB) <= budget $((BUDGET / MiB)) + context $ctx_mib MiB"
     else
         fail card.nvml "NVML outside the library: $used MiB > budget $((BUDGET / MiB)) + context $ctx_mib MiB"
     fi
+    # The card as a whole: what it holds more than before the holder started.
+    if [ -n "$card_before" ] && [ -n "$card_during" ]; then
+        grown=$((card_during - card_before))
+        [ "$grown" -ge $((${a1:-0} / MiB)) ] && [ "$grown" -le $((${a1:-0} / MiB + ctx_mib)) ] &&
+            pass card.used "the card's memory.used grew by $grown MiB for $((${a1:-0} / MiB)) MiB allocated (context charged $ctx_mib MiB)" ||
+            fail card.used "the card's memory.used grew by $grown MiB for $((${a1:-0} / MiB)) MiB allocated, context charged $ctx_mib MiB"
+    fi
 
-    # Two processes on one ledger: the second gets only what the first left.
+    # Two processes on one ledger: the second gets only what the first left (its own context counts).
     out=$(GPUCAP_LEDGER=$work/card.ledger LD_PRELOAD=$lib GPUCAP_MEMORY_LIMIT=$BUDGET T 60 "$cudart" $CHUNK_MIB 2>&1)
-    a1=$(field allocated "$(cat "$work/hold.out")"); a2=$(field allocated "$out")
-    if [ -n "$a1" ] && [ -n "$a2" ] && [ $((a1 + a2)) -le $BUDGET ]; then
-        pass ledger.shared "first holds $((a1 / MiB)) MiB, second got $((a2 / MiB)) MiB: $(((a1 + a2) / MiB)) <= $((BUDGET / MiB))"
+    a2=$(field allocated "$out")
+    if [ -n "$a1" ] && [ -n "$a2" ] && [ $((a1 + a2 + 2 * ctx_mib * MiB)) -le $BUDGET ] &&
+       [ $((a1 + a2 + 2 * ctx_mib * MiB)) -ge $((BUDGET - CHUNK_MIB * MiB)) ]; then
+        pass ledger.shared "first holds $((a1 / MiB)) MiB, second got $((a2 / MiB)) MiB: with two contexts of $ctx_mib MiB, $(((a1 + a2) / MiB + 2 * ctx_mib)) <= $((BUDGET / MiB))"
     else
-        fail ledger.shared "first ${a1:-?}, second ${a2:-?} bytes: together above the budget; $out"
+        fail ledger.shared "first ${a1:-?}, second ${a2:-?} bytes, contexts 2 x $ctx_mib MiB, budget $BUDGET: $out"
     fi
     # A SIGKILLed process's share comes back.
-    kill -9 "$holder"; wait "$holder" 2>/dev/null
+    [ -n "$holder" ] && kill -9 "$holder"; wait "$wrapper" 2>/dev/null
     out=$(GPUCAP_LEDGER=$work/card.ledger LD_PRELOAD=$lib GPUCAP_MEMORY_LIMIT=$BUDGET T 60 "$cudart" $CHUNK_MIB 2>&1)
     a3=$(field allocated "$out")
     if [ -n "$a3" ] && [ "$a3" -ge $((BUDGET - (ctx_mib + 2 * CHUNK_MIB) * MiB)) ]; then
         pass ledger.sigkill "after the holder was killed: $((a3 / MiB)) MiB allocatable again"
     else
         fail ledger.sigkill "after the kill only ${a3:-?} bytes: $out"
+    fi
+fi
+
+# ---- what a context really takes on this card, against the reserve gpucap charges for it ----
+if [ -n "$cudart" ]; then
+    before=$(nvidia-smi -i "$uuid" --query-gpu=memory.used --format=csv,noheader,nounits | tr -d ' ')
+    run_capped ctx T 60 "$cudart" $CHUNK_MIB hold 0 > "$work/ctx.out" 2>&1 &
+    wrapper=$!
+    for _ in $(seq 100); do grep -q holding "$work/ctx.out" && break; sleep 0.2; done
+    pid=$(sed -n 's/^holding pid=\([0-9]*\).*/\1/p' "$work/ctx.out")
+    during=$(nvidia-smi -i "$uuid" --query-gpu=memory.used --format=csv,noheader,nounits | tr -d ' ')
+    own=$([ -n "$pid" ] && proc_mib "$pid")
+    [ -n "$pid" ] && kill -9 "$pid"; wait "$wrapper" 2>/dev/null
+    grown=$((during - before))
+    if [ "$grown" -le "$ctx_mib" ] && [ "${own:-0}" -le "$ctx_mib" ]; then
+        pass ctx.footprint "a CUDA runtime context holds ${own:-?} MiB (NVML, per process), the card grew by $grown MiB: within the $ctx_mib MiB reserve"
+    else
+        fail ctx.footprint "a CUDA runtime context holds ${own:-?} MiB (NVML, per process), the card grew by $grown MiB: more than the $ctx_mib MiB reserve"
+    fi
+fi
+
+# ---- a reserve below the real context: what the card holds beyond it is measured and charged ----
+if [ -n "$cudart" ]; then
+    GPUCAP_CONTEXT_RESERVE=128MiB run_capped meas T 60 "$cudart" $CHUNK_MIB hold > "$work/meas.out" 2>&1 &
+    wrapper=$!
+    for _ in $(seq 100); do grep -q holding "$work/meas.out" && break; sleep 0.2; done
+    pid=$(sed -n 's/^holding pid=\([0-9]*\).*/\1/p' "$work/meas.out")
+    own=$([ -n "$pid" ] && proc_mib "$pid")
+    got=$(field allocated "$(cat "$work/meas.out")")
+    [ -n "$pid" ] && kill -9 "$pid"; wait "$wrapper" 2>/dev/null
+    if [ -z "$own" ]; then
+        skip ctx.measured "nvidia-smi lists no per-process figure here"
+    elif [ "$own" -le $((BUDGET / MiB)) ]; then
+        pass ctx.measured "reserve 128 MiB, context really ~$((own - ${got:-0} / MiB)) MiB: allocated $((${got:-0} / MiB)) MiB, the card holds $own MiB <= budget $((BUDGET / MiB)) MiB"
+    else
+        fail ctx.measured "reserve 128 MiB: allocated $((${got:-0} / MiB)) MiB, the card holds $own MiB > budget $((BUDGET / MiB)) MiB"
     fi
 fi
 
@@ -122,7 +172,7 @@ py() { # NAME MODULE LEDGER [ENV=...] -- python code
     while [ "$1" != -- ]; do envs+=("$1"); shift; done
     shift
     out=$(env "${envs[@]}" LD_PRELOAD=$lib GPUCAP_MEMORY_LIMIT=$BUDGET GPUCAP_LEDGER=$work/$l.ledger \
-          T 90 python3 -c "$1" 2>&1)
+          timeout -k 5 90 python3 -c "$1" 2>&1)
     local verdict=$(grep -E '^(PASS|FAIL) ' <<< "$out" | tail -1)
     case "$verdict" in
     PASS*) pass "$name" "${verdict#PASS }" ;;
@@ -172,6 +222,94 @@ ok = 0 < lim <= 0.75 * B * 1.02
 print(("PASS" if ok else "FAIL"), f"XLA preallocated bytes_limit={lim >> 20} MiB for a {B >> 20} MiB budget (0.75 = {int(0.75 * B) >> 20})")
 '
 py jax.prealloc jax jax1 -- "$JAX"
+# What the card holds for a PyTorch process at its OOM, cuBLAS loaded, read outside the library.
+TORCH_CARD='
+import os, subprocess, torch
+B = int(os.environ["GPUCAP_MEMORY_LIMIT"])
+a = torch.ones((4096, 4096), device="cuda"); (a @ a).sum().item()
+held = []
+try:
+    while len(held) < 100000:
+        held.append(torch.empty(64 << 20, dtype=torch.uint8, device="cuda"))
+except torch.cuda.OutOfMemoryError:
+    pass
+env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+rows = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                      env=env, capture_output=True, text=True).stdout.split("\n")
+mine = [int(r.split(",")[1]) for r in rows if r.strip() and int(r.split(",")[0]) == os.getpid()]
+if not mine:
+    print("PASS", "no per-process figure here (PID namespace); reserved", torch.cuda.memory_reserved() >> 20, "MiB")
+else:
+    free, total = torch.cuda.mem_get_info()
+    ok = mine[0] <= B >> 20
+    print(("PASS" if ok else "FAIL"), f"the card holds {mine[0]} MiB for this process, gpucap counts {(total - free) >> 20} MiB (budget {B >> 20} MiB; torch reserved {torch.cuda.memory_reserved() >> 20} MiB)")
+'
+py torch.card torch torch3 -- "$TORCH_CARD"
+# numba-cuda reaches the driver by dlopen + dlsym (ctypes), not through the runtime.
+NUMBA='
+import os, numpy as np
+from numba import cuda
+B = int(os.environ["GPUCAP_MEMORY_LIMIT"])
+free, total = cuda.current_context().get_memory_info()
+held, n = [], 0
+try:
+    while n < 100000:
+        held.append(cuda.device_array(64 << 20, dtype=np.uint8)); n += 1
+except Exception as e:
+    err = f"{type(e).__name__}: {e}"
+else:
+    err = "none"
+got = n * (64 << 20)
+ok = total == B and 0 < got <= B and "OUT_OF_MEMORY" in err.upper().replace(" ", "_")
+print(("PASS" if ok else "FAIL"), f"get_memory_info total={total}; stopped after {got >> 20} MiB of {B >> 20}: {err[:80]}")
+'
+py numba numba.cuda numba1 -- "$NUMBA"
+
+# ---- gpucap run's report of a PyTorch job that exits holding 1 GiB (normally, then by os._exit) ----
+if [ -n "$cli" ] && python3 -c "import torch" > /dev/null 2>&1; then
+    for how in exit os._exit; do
+        code="import torch, os; x = torch.empty(1 << 30, dtype=torch.uint8, device='cuda'); torch.cuda.synchronize()"
+        [ $how = os._exit ] && code="$code; os._exit(0)"
+        GPUCAP_LIB=$lib T 90 "$cli" run -m $BUDGET --json --report "$work/report.json" -- python3 -c "$code" > /dev/null 2>&1
+        r=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["devices"][0]; print(d["peak"] >> 20, d["held_at_exit"] >> 20, d["allocations"], d["frees"], d["context_reserves"])' "$work/report.json" 2>&1)
+        read -r peak held allocs frees ctxs <<< "$r"
+        if [ "${held:-0}" -ge 1024 ] 2>/dev/null && [ "${allocs:-0}" -ge 1 ] 2>/dev/null; then
+            pass "report.torch.$how" "peak $peak MiB, held at exit $held MiB, allocations $allocs, frees $frees, context reserves $ctxs"
+        else
+            fail "report.torch.$how" "report of a job exiting with 1 GiB held: $r"
+        fi
+    done
+fi
+
+# ---- what each framework's context really holds (without gpucap; the figures behind the reserve) ----
+if python3 -c "import pynvml" > /dev/null 2>&1; then
+    for fw in torch cupy jax; do
+        python3 -c "import $fw" > /dev/null 2>&1 || continue
+        timeout -k 5 90 python3 "$here/footprint.py" $fw 2>&1 | grep '^footprint' | while read -r l; do say "  $l"; done
+    done
+fi
+
+# ---- facts behind measured context memory: what one NVML query costs, whether imports count ----
+if python3 -c "import pynvml" > /dev/null 2>&1; then
+    cost=$(timeout -k 5 30 python3 -c '
+import time, pynvml
+pynvml.nvmlInit(); h = pynvml.nvmlDeviceGetHandleByIndex(0)
+pynvml.nvmlDeviceGetComputeRunningProcesses(h)
+n = 2000; t = time.perf_counter()
+for _ in range(n): pynvml.nvmlDeviceGetComputeRunningProcesses(h)
+print(f"{(time.perf_counter() - t) / n * 1e6:.1f}")' 2>&1 | tail -1)
+    say "  nvml: nvmlDeviceGetComputeRunningProcesses takes ${cost} us per call (pynvml, 2000 calls)"
+fi
+if [ -n "${nvcc:-}" ] && T 120 "$nvcc" -O2 -o "$work/ipc_probe" "$here/ipc_probe.cu" > "$work/nvcc_ipc.log" 2>&1; then
+    T 40 "$work/ipc_probe" 1024 > "$work/ipc.out" 2>&1 &
+    for _ in $(seq 100); do grep -q imported "$work/ipc.out" && break; sleep 0.2; done
+    sleep 0.5
+    ipid=$(sed -n 's/^imported pid=\([0-9]*\).*/\1/p' "$work/ipc.out")
+    epid=$(sed -n 's/^exported pid=\([0-9]*\).*/\1/p' "$work/ipc.out")
+    say "  ipc: exporter holds $([ -n "$epid" ] && proc_mib "$epid") MiB, importer of 1024 MiB holds $([ -n "$ipid" ] && proc_mib "$ipid") MiB (NVML, per process); $(tr '\n' ' ' < "$work/ipc.out")"
+    [ -n "$ipid" ] && kill "$ipid" 2>/dev/null
+    wait
+fi
 
 # ---- the driver's own per-container limit (driver r615+ / CUDA 13.4, cgroup v2, the toolkit's hook) ----
 # Wherever it runs: gpucap must not take the card for a driver limit (cudaMemGetInfo's total is the

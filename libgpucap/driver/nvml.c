@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * nvml.c: the library's own reading of NVML, for one figure: what the card holds for this process
+ * (NVML's per-process list, nvmlDeviceGetComputeRunningProcesses), which includes what a context
+ * takes that no allocation call reports (its own structures, and the modules it loads lazily at
+ * launches). charge/context.c measures contexts with it.
+ *
+ * libnvidia-ml.so.1 is opened with the loader's own dlopen (gpc_real_dlopen_fn: a plain dlopen
+ * from here would run through this library's hook) the first time a figure is asked for, which
+ * is after a context was made: never in a process that does not use CUDA. The functions are
+ * looked up on that handle with the real dlsym, so none of them is one of our NVML hooks (which a
+ * program's own NVML calls reach: hooks_nvml.c). nvmlInit_v2 is reference-counted by NVML, so
+ * the program's own init and shutdown are unaffected; we never shut it down.
+ *
+ * The driver does not know PID namespaces: in a container without the host's, NVML lists host
+ * PIDs and this process is not found (-ENOENT). Then nothing is measured and the reserve alone is
+ * charged (the caller says so once).
+ */
+#include "driver/nvml.h"
+
+#include "driver/resolve.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <unistd.h>
+
+/* The few NVML types used here, as nvml.h defines them (not a toolkit header we build with). */
+typedef struct gpc_nvml_device *nvml_device;
+typedef struct {
+    unsigned int pid;
+    unsigned long long used; /* usedGpuMemory; NVML_VALUE_NOT_AVAILABLE when unknown */
+    unsigned int gpu_instance, compute_instance;
+} nvml_process_v2;
+#define NVML_OK 0
+#define NVML_INSUFFICIENT_SIZE 7
+#define NVML_NOT_AVAILABLE (~0ULL)
+
+static struct {
+    int (*init)(void);
+    int (*by_uuid)(const char *, nvml_device *);
+    int (*processes)(nvml_device, unsigned int *, nvml_process_v2 *);
+    int ok; /* 1 usable, -1 not */
+} nv;
+static pthread_once_t nv_once = PTHREAD_ONCE_INIT;
+
+static void nv_load(void)
+{
+    nv.ok = -1;
+    void *(*open_fn)(const char *, int) = gpc_real_dlopen_fn();
+    void *(*look)(void *, const char *) = gpc_real_dlsym_fn();
+    void *h = open_fn ? open_fn("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL) : NULL;
+    if (!h || !look)
+        return;
+    nv.init = (int (*)(void))look(h, "nvmlInit_v2");
+    nv.by_uuid = (int (*)(const char *, nvml_device *))look(h, "nvmlDeviceGetHandleByUUID");
+    /* _v3 and _v2 take the same v2 record; _v3 exists from driver r510. */
+    nv.processes = (int (*)(nvml_device, unsigned int *, nvml_process_v2 *))look(h, "nvmlDeviceGetComputeRunningProcesses_v3");
+    if (!nv.processes)
+        nv.processes = (int (*)(nvml_device, unsigned int *, nvml_process_v2 *))look(h, "nvmlDeviceGetComputeRunningProcesses_v2");
+    if (nv.init && nv.by_uuid && nv.processes && nv.init() == NVML_OK)
+        nv.ok = 1;
+}
+
+/* Processes listed at most; a card runs few more (NVML's own cap is per device as well). */
+#define MAX_LISTED 256
+
+int gpc_nvml_own_bytes(const char *uuid, uint64_t *bytes)
+{
+    if (!uuid || !bytes)
+        return -EINVAL;
+    pthread_once(&nv_once, nv_load);
+    if (nv.ok != 1)
+        return -ENOSYS;
+    nvml_device dev;
+    if (nv.by_uuid(uuid, &dev) != NVML_OK)
+        return -ENODEV;
+    nvml_process_v2 list[MAX_LISTED];
+    unsigned int n = MAX_LISTED;
+    int rc = nv.processes(dev, &n, list);
+    if (rc != NVML_OK && rc != NVML_INSUFFICIENT_SIZE)
+        return -EIO;
+    if (n > MAX_LISTED)
+        n = MAX_LISTED;
+    unsigned int me = (unsigned int)getpid();
+    for (unsigned int i = 0; rc == NVML_OK && i < n; i++) {
+        if (list[i].pid != me)
+            continue;
+        if (list[i].used == NVML_NOT_AVAILABLE)
+            return -ENOENT;
+        *bytes = list[i].used;
+        return 0;
+    }
+    return -ENOENT;
+}
