@@ -15,6 +15,9 @@
 # (/usr/lib/x86_64-linux-gnu); on an RPM distribution build from source (README.md, "Install").
 include(CMakePackageConfigHelpers)
 
+# Without the library (-DGPUCAP_LIBRARY=OFF: the servers' images) the packages are the servers' and
+# the CLI's only.
+if(GPUCAP_LIBRARY)
 install(TARGETS gpucap EXPORT gpucapTargets
   LIBRARY DESTINATION ${GPUCAP_INSTALL_PKGLIBDIR} COMPONENT lib NAMELINK_SKIP)
 install(FILES ${PROJECT_SOURCE_DIR}/libgpucap/include/gpucap.h ${PROJECT_BINARY_DIR}/include/gpucap_version.h
@@ -30,15 +33,34 @@ install(FILES ${PROJECT_BINARY_DIR}/gpucapConfig.cmake ${PROJECT_BINARY_DIR}/gpu
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/gpucap COMPONENT dev)
 configure_file(${CMAKE_CURRENT_LIST_DIR}/gpucap.pc.in ${PROJECT_BINARY_DIR}/gpucap.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/gpucap.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
-
-# The default settings file: /etc/gpucap/gpucap.ini, where the library looks, for the prefix /usr
-# (the packages); <prefix>/etc/gpucap for any other prefix (copy it to /etc/gpucap to use it).
-if(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
-  set(ini_dir /etc/gpucap)
-else()
-  set(ini_dir ${CMAKE_INSTALL_SYSCONFDIR}/gpucap)
 endif()
-install(FILES ${PROJECT_SOURCE_DIR}/etc/gpucap.ini DESTINATION ${ini_dir} COMPONENT lib)
+
+# The default settings file goes where the library reads it, /etc/gpucap/gpucap.ini, whatever the
+# prefix (<prefix>/etc would be read by nothing). For the prefix /usr (the packages) it is a plain
+# install (a conffile). For any other prefix (`cmake --install build`, /usr/local) an existing
+# /etc/gpucap/gpucap.ini is kept as the administrator left it, and where /etc cannot be written (an
+# install without root) the install says where the file is: a copy always lands in
+# <prefix>/share/gpucap/gpucap.ini.
+if(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
+  install(FILES ${PROJECT_SOURCE_DIR}/etc/gpucap.ini DESTINATION /etc/gpucap COMPONENT lib)
+else()
+  install(FILES ${PROJECT_SOURCE_DIR}/etc/gpucap.ini DESTINATION ${CMAKE_INSTALL_DATADIR}/gpucap COMPONENT lib)
+  install(CODE "
+    set(ini \"\$ENV{DESTDIR}/etc/gpucap/gpucap.ini\")
+    if(EXISTS \"\${ini}\")
+      message(STATUS \"Kept: \${ini} (the settings file the library reads)\")
+    else()
+      execute_process(COMMAND \"${CMAKE_COMMAND}\" -E make_directory \"\$ENV{DESTDIR}/etc/gpucap\" ERROR_QUIET)
+      execute_process(COMMAND \"${CMAKE_COMMAND}\" -E copy \"${PROJECT_SOURCE_DIR}/etc/gpucap.ini\" \"\${ini}\"
+                      RESULT_VARIABLE copied ERROR_QUIET)
+      if(copied STREQUAL \"0\")
+        message(STATUS \"Installing: \${ini} (the settings file the library reads)\")
+      else()
+        message(WARNING \"cannot write \${ini} (\${copied}): the library reads its settings there; copy \"
+                \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DATADIR}/gpucap/gpucap.ini to it as root\")
+      endif()
+    endif()" COMPONENT lib)
+endif()
 
 # Man pages: each program writes its own from the table its --help prints (`--help-man`), and
 # gpucap-ini-man writes gpucap.ini(5) from the options table; a cross build runs them under
@@ -83,7 +105,10 @@ string(TIMESTAMP GPUCAP_CHANGELOG_DATE "%a, %d %b %Y %H:%M:%S +0000" UTC)
 if(DEFINED ENV{SOURCE_DATE_EPOCH})
   set(GPUCAP_CHANGELOG_DATE "Thu, 01 Jan 2026 00:00:00 +0000")
 endif()
-set(gpc_packages lib:libgpucap cli:gpucap dev:libgpucap-dev)
+set(gpc_packages cli:gpucap)
+if(GPUCAP_LIBRARY)
+  list(APPEND gpc_packages lib:libgpucap dev:libgpucap-dev)
+endif()
 if(GPUCAP_WEBHOOK)
   list(APPEND gpc_packages webhook:gpucap-webhook exporter:gpucap-exporter)
 endif()
@@ -121,7 +146,10 @@ set(CPACK_DEBIAN_DEBUGINFO_PACKAGE ON)
 set(CPACK_POST_BUILD_SCRIPTS ${CMAKE_CURRENT_LIST_DIR}/debian/fix-dbgsym.cmake)
 set(CPACK_INSTALL_DEFAULT_DIRECTORY_PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE
     WORLD_READ WORLD_EXECUTE)
-set(CPACK_COMPONENTS_ALL lib cli dev)
+set(CPACK_COMPONENTS_ALL cli)
+if(GPUCAP_LIBRARY)
+  list(APPEND CPACK_COMPONENTS_ALL lib dev)
+endif()
 if(GPUCAP_WEBHOOK)
   list(APPEND CPACK_COMPONENTS_ALL webhook exporter)
 endif()

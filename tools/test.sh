@@ -6,7 +6,7 @@
 # the webhook's request handler.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh
+bash tools/setup.sh test
 jobs=$(nproc)
 build() { # build DIR [cmake args]
     local dir=$1; shift
@@ -16,6 +16,25 @@ build() { # build DIR [cmake args]
 echo "== build and test"
 build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 ctest --test-dir build -j"$jobs" --output-on-failure
+echo "== build and test again from a checkout whose path contains 'gpucap' (as a git clone makes it)"
+# No test may depend on where the checkout is: the tree (tracked and untracked, not ignored) is
+# copied under such a path and its suite run there once.
+case $PWD in
+*gpucap*) echo "(this checkout's path contains 'gpucap' already: the stage above was that run)" ;;
+*)
+    away=$(mktemp -d /tmp/gpucap-path.XXXXXX)
+    trap 'rm -rf "$away"' EXIT
+    git ls-files -z --cached --others --exclude-standard | tar --null --ignore-failed-read -T - -cf - 2>/dev/null | (mkdir -p "$away/gpucap" && tar -xf - -C "$away/gpucap")
+    (cd "$away/gpucap" && build build -DCMAKE_BUILD_TYPE=RelWithDebInfo && ctest --test-dir build -j"$jobs" --output-on-failure)
+    rm -rf "$away"
+    trap - EXIT
+    ;;
+esac
+echo "== the webhook, the exporter, the agent and the CLI without the CUDA toolkit (as their images build)"
+build build-nocuda -DCMAKE_BUILD_TYPE=Release -DGPUCAP_LIBRARY=OFF
+for p in tools/webhook/gpucap-webhook tools/exporter/gpucap-exporter tools/agent/gpucap-agent tools/gpucap/gpucap; do
+    [ -x "build-nocuda/$p" ] && "build-nocuda/$p" --version > /dev/null || { echo "build-nocuda/$p does not run"; exit 1; }
+done
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer"
 build build-asan -DCMAKE_BUILD_TYPE=Debug -DGPUCAP_SANITIZE=address,undefined
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ctest --test-dir build-asan -j"$jobs" --output-on-failure

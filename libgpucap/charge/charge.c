@@ -74,7 +74,7 @@ __attribute__((destructor)) static void audit_summary_at_exit(void)
         gpc_log(GPC_LOG_WARN, "audit: %llu allocation%s on device %d would have been denied under the limit %s; "
                 "a budget of %s (the peak) would have sufficed", (unsigned long long)n, n == 1 ? "" : "s",
                 atomic_load(&audit_device[id]), gpc_format_size(atomic_load(&s->limit), a, sizeof a),
-                gpc_format_size(gpc_budget_peak(id), b, sizeof b));
+                gpc_format_size_up(gpc_budget_peak(id), b, sizeof b));
     }
 }
 

@@ -272,15 +272,47 @@ struct ini_ctx {
     int orphan_line; /* the first key before any [section]: reported after parsing (see load_file) */
     char orphan_key[64];
     char bad_section[64]; /* the unknown section last reported (once per section) */
+    int syntax_errors;    /* lines that are no ini line, each reported (inih reports the first only) */
+    bool after_key;       /* the last line read was key = value (an indented line may continue it) */
+    int section_line;     /* the line of the last [section] read */
 };
+
+/* Under `c`: a line read that is none of inih's (blank, ; or # comment, [section], key = value or
+ * key: value, an indented continuation of a value) is reported with its number, every one of
+ * them, so that one syntax error hides nothing after it. */
+static void check_syntax(struct ini_ctx *c, const char *line)
+{
+    const char *p = line;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    bool indented = p != line;
+    bool ok;
+    if (*p == '\0' || *p == '\n' || *p == '\r' || *p == ';' || *p == '#')
+        ok = true, indented = c->after_key && indented;
+    else if (*p == '[')
+        ok = strchr(p, ']') != NULL, c->after_key = false, c->section_line = c->line;
+    else if (strpbrk(p, "=:"))
+        ok = true, c->after_key = true;
+    else
+        ok = indented && c->after_key; /* a multi-line value */
+    if (ok)
+        return;
+    c->syntax_errors++;
+    c->s->errors++;
+    c->s->config_bad = true;
+    say(GPC_LOG_ERROR, "%s:%d: syntax error: not an ini line (key = value, [section], ; comment); budgets not "
+                 "set in the environment are 0", c->s->config_path, c->line);
+}
 
 /* inih reads through this so that every handler call knows its line number. */
 static char *read_line(char *str, int num, void *stream)
 {
     struct ini_ctx *c = stream;
     char *r = fgets(str, num, c->f);
-    if (r)
+    if (r) {
         c->line++;
+        check_syntax(c, r);
+    }
     return r;
 }
 
@@ -432,8 +464,9 @@ static int on_key(void *user, const char *section, const char *name, const char 
         if (strcmp(c->bad_section, section) != 0) {
             s->errors++;
             s->config_bad = true;
-            say(GPC_LOG_ERROR, "%s: unknown section [%s] (use [gpucap], [device.<ordinal>] or "
-                         "[device.GPU-<uuid>]%s); budgets not set in the environment are 0", where, section,
+            say(GPC_LOG_ERROR, "%s:%d: unknown section [%s] (use [gpucap], [device.<ordinal>] or "
+                         "[device.GPU-<uuid>]%s); budgets not set in the environment are 0", s->config_path,
+                         c->section_line ? c->section_line : c->line, section,
                          suggest(section, false, true, false, hint, sizeof hint));
             snprintf(c->bad_section, sizeof c->bad_section, "%s", section);
         }
@@ -483,18 +516,18 @@ static void load_file(struct gpc_settings *s, const char *env_path)
         }
         return;
     }
-    struct ini_ctx c = {s, f, 0, 0, "", ""};
+    struct ini_ctx c = {s, f, 0, 0, "", "", 0, false, 0};
     int rc = ini_parse_stream(read_line, &c, on_key, &c);
     fclose(f);
     s->config_read = true;
-    if (rc > 0 && !s->config_bad) {
+    if (rc > 0 && c.syntax_errors == 0) {
         /* inih reports syntax errors (and nothing else, our handler never fails) by line. Keys
          * before any section come after a broken "[gpucap" line: the syntax error is the news. */
         s->errors++;
         s->config_bad = true;
         say(GPC_LOG_ERROR, "%s:%d: syntax error: not an ini line (key = value, [section], ; comment); "
                      "budgets not set in the environment are 0", path, rc);
-    } else if (c.orphan_line && !s->config_bad) {
+    } else if (c.orphan_line && c.syntax_errors == 0) {
         s->errors++;
         s->config_bad = true;
         say(GPC_LOG_ERROR, "%s:%d: key '%s' before any section (put it under [gpucap]); budgets not "

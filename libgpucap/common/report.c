@@ -181,6 +181,22 @@ static void text_size(struct out *o, const char *label, uint64_t v, const char *
     put(o, "  %-17s %s (%llu bytes)%s\n", label, gpc_format_size(v, a, sizeof a), (unsigned long long)v, note);
 }
 
+/* text_size for a figure that must suffice: rounded up. */
+static void text_size_up(struct out *o, const char *label, uint64_t v, const char *note)
+{
+    char a[GPC_SIZE_TEXT];
+    put(o, "  %-17s %s (%llu bytes)%s\n", label, gpc_format_size_up(v, a, sizeof a), (unsigned long long)v, note);
+}
+
+/* Who enforced the device's budget in the run: nobody in audit mode (gpucap denies nothing) or
+ * without a budget; else gpucap, and the driver too where its limit was in force. */
+static const char *enforcer(const struct figures *f, bool audit)
+{
+    if (audit || f->limit == GPC_UNLIMITED)
+        return f->driver_limit ? "driver" : "none";
+    return gpc_enforced_by(f->driver_limit);
+}
+
 static void text_device(struct out *o, const struct gpc_ledger_dev *d, const struct figures *f, bool audit,
                         const struct gpc_report_device *named)
 {
@@ -193,12 +209,13 @@ static void text_device(struct out *o, const struct gpc_ledger_dev *d, const str
     else
         put(o, "device %s%s: budget %s of %s\n", uuid, who, gpc_format_size(f->limit, a, sizeof a),
             gpc_format_size(d->physical, b, sizeof b));
+    const char *why = audit ? " (audit mode: gpucap denied nothing)" : f->limit == GPC_UNLIMITED ? " (no budget)" : "";
     if (f->driver_limit) {
         char lim[GPC_SIZE_TEXT];
-        put(o, "  %-17s %s (the driver's limit %s)\n", "enforced by", gpc_enforced_by(f->driver_limit),
-            gpc_format_size(f->driver_limit, lim, sizeof lim));
+        put(o, "  %-17s %s (the driver's limit %s)%s\n", "enforced by", enforcer(f, audit),
+            gpc_format_size(f->driver_limit, lim, sizeof lim), why);
     } else {
-        put(o, "  %-17s %s\n", "enforced by", gpc_enforced_by(0));
+        put(o, "  %-17s %s%s\n", "enforced by", enforcer(f, audit), why);
     }
     text_size(o, "peak", f->peak, audit ? ": the budget this job needs" : "");
     text_size(o, "in use at end", f->used, "");
@@ -211,7 +228,7 @@ static void text_device(struct out *o, const struct gpc_ledger_dev *d, const str
         f->refused ? " (the driver had no memory for them; not in the peak)" : "");
     put(o, "  %-17s %llu\n", "context reserves", (unsigned long long)f->contexts);
     if (audit && f->denials)
-        text_size(o, "sufficient", f->peak, ": a budget of the peak would have denied nothing");
+        text_size_up(o, "sufficient", f->peak, ": a budget of the peak would have denied nothing");
     text_size(o, "largest request", f->largest, "");
     if (f->first_denial_ns) {
         format_time(f->first_denial_ns, when);
@@ -252,7 +269,7 @@ static void json_device(struct out *o, const struct gpc_ledger_dev *d, const str
         put(o, "\"budget\":null,");
     else
         put(o, "\"budget\":%llu,", (unsigned long long)f->limit);
-    put(o, "\"enforced_by\":\"%s\",", gpc_enforced_by(f->driver_limit));
+    put(o, "\"enforced_by\":\"%s\",", enforcer(f, audit));
     if (f->driver_limit)
         put(o, "\"driver_limit\":%llu,", (unsigned long long)f->driver_limit);
     else

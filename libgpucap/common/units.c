@@ -126,6 +126,25 @@ char *gpc_format_size(uint64_t bytes, char *buf, size_t len)
     return buf;
 }
 
+char *gpc_format_size_up(uint64_t bytes, char *buf, size_t len)
+{
+    static const char *const names[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (bytes < 1024) {
+        snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+        return buf;
+    }
+    unsigned i = 0;
+    unsigned __int128 unit = 1;
+    while ((unsigned __int128)bytes >= unit * 1024 && i + 1 < sizeof names / sizeof names[0]) {
+        unit *= 1024;
+        i++;
+    }
+    /* Hundredths of the unit, rounded up: what is shown is never less than `bytes`. */
+    unsigned long long h = (unsigned long long)(((unsigned __int128)bytes * 100 + unit - 1) / unit);
+    snprintf(buf, len, "%llu.%02llu %s", h / 100, h % 100, names[i]);
+    return buf;
+}
+
 char *gpc_uuid_format(const uint8_t u[16], char out[GPC_UUID_TEXT])
 {
     snprintf(out, GPC_UUID_TEXT, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],

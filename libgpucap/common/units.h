@@ -32,6 +32,8 @@ uint64_t gpc_size_resolve(const struct gpc_size *size, uint64_t physical);
 /* Writes "1.50 GiB" (or "512 B") into buf and returns buf; GPC_SIZE_TEXT holds any size. */
 #define GPC_SIZE_TEXT 32
 char *gpc_format_size(uint64_t bytes, char *buf, size_t len);
+/* gpc_format_size rounded up, never down: for a figure that must suffice (a budget a job needs). */
+char *gpc_format_size_up(uint64_t bytes, char *buf, size_t len);
 
 /* A device UUID as NVIDIA tools write it: "GPU-" + 8-4-4-4-12 hex digits (40 characters + NUL). */
 #define GPC_UUID_TEXT 48

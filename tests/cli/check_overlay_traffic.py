@@ -27,6 +27,7 @@ import ipaddress
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -333,7 +334,15 @@ def check_quick_start(readme, dockerfile, name, docs, settings):
     block = m.group(1)
     targets = set(re.findall(r"^FROM \S+ AS (\S+)", open(dockerfile).read(), re.M))
     built = {}
-    for t, tag in re.findall(r"docker build [^\n]*--target (\S+) [^\n]*-t (\S+)", block):
+    lines = re.findall(r"(?:docker|podman) build [^\n]*--target (\S+) [^\n]*-t (\S+)", block)
+    if "build-images.sh" in block:
+        # The script builds the images: what it would run, with the settings as placeholders.
+        script = os.path.join(os.path.dirname(dockerfile), "build-images.sh")
+        out = subprocess.run(["sh", script, "--dry-run", "--tool", "podman", "--registry", "REGISTRY",
+                              "--version", "VERSION"], capture_output=True, text=True)
+        check(out.returncode == 0, f"build-images.sh --dry-run: {out.stderr}")
+        lines += re.findall(r"^\+ podman build [^\n]*--target (\S+) [^\n]*-t (\S+)", out.stdout, re.M)
+    for t, tag in lines:
         built[tag] = t
         check(t in targets, f"README quick start builds target {t}, which the Dockerfile lacks")
     reg, ver = settings.get("REGISTRY", ""), settings.get("VERSION", "")

@@ -75,4 +75,14 @@ for who, (_, _, origin) in want.items():
     line = {"all": "all devices", "0": "device 0", "1": "device 1"}.get(who, who)
     assert any(l.strip().startswith(line) and l.rstrip().endswith("from " + origin) for l in text.splitlines()), (who, text)
 PY
+# Every error of a file is said, each with its line: a syntax error hides neither those after it
+# (a misspelt section, a misspelt key, a second syntax error) nor a key before any section.
+printf 'stray\n[gpucap]\nmemory_limit = 1GiB\nthis is not ini\n[devcie.0]\nmemory_limit = 2GiB\n[gpucap]\nmemroy_limit = 3GiB\n[broken\n' \
+    > "$t/e.ini"
+env -u GPUCAP_MEMORY_LIMIT "$gpucap" check "$t/e.ini" > "$t/e.out" 2>&1; rc=$?
+[ $rc = 1 ] || bad "a file with errors: rc $rc"
+for want in "e.ini:1: syntax error" "e.ini:4: syntax error" "e.ini:5: unknown section \\[devcie.0\\]" \
+    "e.ini:8: unknown key 'memroy_limit'" "e.ini:9: syntax error" "^5 errors: see the lines above"; do
+    grep -q -- "$want" "$t/e.out" || bad "'$want' not said: $(cat "$t/e.out")"
+done
 exit $fail

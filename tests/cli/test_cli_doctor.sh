@@ -24,6 +24,14 @@ want "MIG enabled"
 LD_PRELOAD=$TEST_PRELOAD GPUCAP_MEMORY_LIMIT=1GiB "$gpucap" doctor > "$t/out" 2> "$t/err"
 want "^PASS  preload: libgpucap is preloaded"
 want "^PASS  limit: a memory limit is set"
+# Under the library NVML answers the budget: the card's size is the ledger's, and the budget is named.
+led=$t/doctor.ledger
+FAKECUDA_MEM=16GiB GPUCAP_MEMORY_LIMIT=4GiB GPUCAP_LEDGER=$led LD_PRELOAD=$TEST_PRELOAD "$gpucap" doctor > "$t/out" 2> "$t/err"
+want "^INFO  card 0: .* 16.00 GiB memory \\(the ledger's figure; gpucap answers this process its budget, 4.00 GiB\\)"
+rm -f "$led"
+# No ledger readable (a private budget): the figure is said to be the budget, not the card's size.
+FAKECUDA_MEM=16GiB GPUCAP_MEMORY_LIMIT=4GiB GPUCAP_LEDGER=off LD_PRELOAD=$TEST_PRELOAD "$gpucap" doctor > "$t/out" 2> "$t/err"
+want "^INFO  card 0: .* 4.00 GiB memory as gpucap answers this process \\(its budget"
 "$gpucap" doctor > "$t/out" 2> "$t/err"
 want "^FAIL  preload: libgpucap is not in LD_PRELOAD"
 "$gpucap" doctor --lib "$other" > "$t/out" 2> "$t/err"

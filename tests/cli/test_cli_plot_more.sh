@@ -41,6 +41,14 @@ facts python3 "$svg_facts" "$t/a.svg" || bad "the audit SVG does not parse"
 grep -q "^clashes=0$" "$t/facts" || bad "audit labels collide: $(cat "$t/facts")"
 grep -q "^title=GPU 0 (Fake GPU 0): this job needs" "$t/facts" || bad "audit title: $(grep title "$t/facts")"
 
+# What a job needs is rounded up, never down: 6.25 GiB is "6.3 GiB" (printf rounds it to 6.2, which would fail).
+printf '{"mode":"audit","devices":[{"uuid":"GPU-1","index":0,"name":"n","physical":17179869184,"budget":17179869184,"peak":6710886400,"denials":0,"timeline":{"points":[[0,6710886400,6710886400,0]]}}]}' \
+    > "$t/up.json"
+"$gpucap" plot "$t/up.json" -o "$t/up.svg" 2> "$t/err" || bad "plot: $(cat "$t/err")"
+facts python3 "$svg_facts" "$t/up.svg" || bad "the rounding SVG does not parse"
+grep -q "^title=.*this job needs 6.3 GiB" "$t/facts" || bad "needs rounded down: $(grep title "$t/facts")"
+[ "$(fact peak_label)" = "peak 6.3 GiB: the budget this job needs" ] || bad "peak label rounded down: '$(fact peak_label)'"
+
 # Hostile reports: bounded, escaped.
 cat > "$t/huge.json" <<'J'
 {"mode":"enforce","devices":[{"uuid":"GPU-<script>alert(1)</script>","name":"<b>x</b>&","index":3,

@@ -85,6 +85,11 @@ done
 for label in command exit "wall time" mode; do
     grep -qE "^$label " "$t/a.txt" || bad "text lacks '$label': $(head -5 "$t/a.txt")"
 done
+# Audit mode enforces nothing: the report says so, and does not name gpucap as the enforcer.
+[ "$(j "$t/a.json" "d['devices'][0]['enforced_by']")" = none ] ||
+    bad "audit JSON enforced_by: $(j "$t/a.json" "d['devices'][0]['enforced_by']")"
+grep -qE "^  enforced by +none \(audit mode: gpucap denied nothing\)$" "$t/a.txt" ||
+    bad "audit text: $(grep 'enforced by' "$t/a.txt")"
 
 # The figures. Audit, a 1 GiB card, 8 MiB context reserve: 32 + 32 admitted, 2000 MiB refused by
 # the driver (more than the card), 1 admitted. Peak: 8 + 65 MiB; 3 allocations; 1 driver refusal.

@@ -23,6 +23,13 @@ sleep 0.3
 child=$(cat /proc/$pid/task/$pid/children 2>/dev/null | awk '{print $1}')
 ledger=$(tr '\0' '\n' < /proc/$child/environ 2>/dev/null | sed -n 's/^GPUCAP_LEDGER=//p')
 "$gpucap" status --ledger "$ledger" > "$t/status1" 2>&1
+# status reaches the run's private ledger by the run's pid, as set-memory does.
+"$gpucap" status --pid $pid > "$t/status_pid" 2>&1 || bad "status --pid: $(cat "$t/status_pid")"
+grep -q "^ledger $ledger (--pid $pid)" "$t/status_pid" || bad "status --pid shows another ledger: $(head -2 "$t/status_pid")"
+"$gpucap" status --pid $pid --ledger "$ledger" > /dev/null 2>&1; rc=$?
+[ $rc = 2 ] || bad "status --pid with --ledger: rc $rc, want 2"
+"$gpucap" status --pid 999999999 > /dev/null 2> "$t/nopid"; rc=$?
+[ $rc = 1 ] && grep -q "names no GPUCAP_LEDGER" "$t/nopid" || bad "status --pid of no process: rc $rc $(cat "$t/nopid")"
 grep -qE "^  budget changed from 64.00 MiB to 128.00 MiB at 20[0-9-]+T[0-9:]+Z \(set-memory\)$" "$t/status1" ||
     bad "status after the raise: $(cat "$t/status1")"
 "$gpucap" set-memory --pid $pid --wait 10 32MiB > "$t/lower" 2> "$t/lower.err"; rc=$?
@@ -48,6 +55,8 @@ grep -q "gpucap: warning: device 0: 116.00 MiB in use is above the lowered budge
 GPUCAP_LEDGER=$t/l GPUCAP_MEMORY_LIMIT=64MiB LD_PRELOAD=$TEST_PRELOAD "$alloc" a8 > /dev/null 2>&1
 "$gpucap" set-memory --ledger "$t/l" 256MiB > "$t/idle" 2>&1; rc=$?
 [ $rc = 0 ] && grep -qE "budget 256.00 MiB \(was 64.00 MiB\), in use 0 B$" "$t/idle" || bad "idle ledger: rc $rc $(cat "$t/idle")"
+grep -q "^no process uses ledger $t/l now: the next process that joins it takes this budget" "$t/idle" ||
+    bad "an idle ledger is not said to be one: $(cat "$t/idle")"
 GPUCAP_LEDGER=$t/l GPUCAP_MEMORY_LIMIT=64MiB LD_PRELOAD=$TEST_PRELOAD "$alloc" a200 > "$t/later" 2>&1
 grep -q "results=0$" "$t/later" || bad "a later process did not take the budget set: $(cat "$t/later")"
 # Once the last process on the ledger has left, a new run's own settings apply again.

@@ -31,8 +31,14 @@ mkledger() {
 platform() {
     local extra=""
     case "$1" in
-        *"ledger ="*|*"lock = false"*) ;;
+        *"ledger ="*) ;;
+        # Unlocked, the environment could name one, but the default would be the user's own
+        # /tmp/gpucap-<uid>.ledger: tests keep to their scratch directory.
+        *"lock = false"*) extra="ledger = $t/unlocked.ledger
+" ;;
         *"lock = "*) rm -f "$t/platform.ledger"; mkledger "$t/platform.ledger"; extra="ledger = $t/platform.ledger
+" ;;
+        *) extra="ledger = $t/unlocked.ledger
 " ;;
     esac
     printf '[gpucap]\ncontext_reserve = 0\n%s%s' "$1" "$extra" > "$plat"

@@ -95,6 +95,41 @@ static void test_sizes(void)
     CHECK(gpc_parse_size("17179869184TiB", &z) == -ERANGE, "overflowing TiB accepted");
 }
 
+/* A figure that must suffice is shown rounded up, never down; others to the nearest. */
+static void test_format(void)
+{
+    struct {
+        uint64_t bytes;
+        const char *near, *up;
+    } t[] = {
+        {6 * GiB + GiB / 4, "6.25 GiB", "6.25 GiB"},          /* exact: both */
+        {6 * GiB + GiB / 4 + 1, "6.25 GiB", "6.26 GiB"},      /* one byte more needs more */
+        {6 * GiB + GiB / 4 - (GiB / 1000), "6.25 GiB", "6.25 GiB"},
+        {6 * GiB + 2 * GiB / 10, "6.20 GiB", "6.20 GiB"},
+        {1023, "1023 B", "1023 B"},
+        {1024 * 1024 - 1, "1024.00 KiB", "1024.00 KiB"},
+        {UINT64_MAX, "16.00 EiB", "16.00 EiB"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT];
+        CHECK(strcmp(gpc_format_size(t[i].bytes, a, sizeof a), t[i].near) == 0, "%llu: '%s', want '%s'",
+              (unsigned long long)t[i].bytes, a, t[i].near);
+        CHECK(strcmp(gpc_format_size_up(t[i].bytes, b, sizeof b), t[i].up) == 0, "%llu rounded up: '%s', want '%s'",
+              (unsigned long long)t[i].bytes, b, t[i].up);
+    }
+    /* Whatever the figure, what is shown up suffices: parsed back, it is at least the figure. */
+    for (uint64_t v = 1000; v < 64 * GiB; v = v * 3 + 7) {
+        char b[GPC_SIZE_TEXT];
+        gpc_format_size_up(v, b, sizeof b);
+        char *sp = strchr(b, ' ');
+        if (sp)
+            memmove(sp, sp + 1, strlen(sp));
+        struct gpc_size z;
+        CHECK(gpc_parse_size(b, &z) == 0 && z.bytes >= v, "%llu shown up as '%s' = %llu", (unsigned long long)v, b,
+              (unsigned long long)z.bytes);
+    }
+}
+
 static void test_env(void)
 {
     const char *e1[] = {"GPUCAP_CONFIG=/nonexistent-but-unused", NULL};
@@ -328,6 +363,7 @@ int main(void)
     int fd = mkstemp(ini_path);
     close(fd);
     test_sizes();
+    test_format();
     test_env();
     test_ini();
     test_uuid();

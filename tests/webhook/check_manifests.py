@@ -499,6 +499,11 @@ def main():
 
     for cm in docs.get("ConfigMap", []):
         if cm["metadata"]["name"] == "gpucap-namespace-policy":
+            # As shipped, no namespace is trusted and none may opt out: examples stay commented.
+            live = [l.strip() for l in cm["data"]["policy.ini"].splitlines()
+                    if l.strip() and not l.strip().startswith((";", "#"))]
+            check(not any(l.replace(" ", "").lower() in ("trusted=true", "allow_opt_out=true") for l in live),
+                  f"the shipped namespace policy trusts no namespace and lets none opt out: {live}")
             if cli:
                 with tempfile.NamedTemporaryFile("w", suffix=".ini") as f:
                     f.write(cm["data"]["policy.ini"])

@@ -94,6 +94,9 @@ void cli_settings_quiet(struct gpc_settings *s, char *const *envp);
  * (optional) is how long ago the file was last written.
  */
 struct gpc_ledger *cli_read_ledger(const char *path, char *why, size_t len, uint64_t *age_ns);
+/* The ledger of process `pid`: GPUCAP_LEDGER in /proc/PID/environ, else in one of its children's
+ * (`gpucap run` names it in its command's environment, not its own), into out: 0 or -errno. */
+int cli_ledger_of_pid(long pid, char *out, size_t len);
 /*
  * shared.c: the index and name NVML gives the card `uuid` ("GPU-..."), through a dlopen of
  * libnvidia-ml.so.1 (as doctor does). 0, or -ENOENT (no NVML, or no such card): *index -1, name "".

@@ -11,6 +11,7 @@
 #include "gpucap_version.h"
 
 #include <dirent.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <dlfcn.h>
 #include <limits.h>
@@ -131,6 +132,32 @@ typedef void *nvdev;
 /* The nvmlReturn_t codes told apart here (nvml.h is not needed to build gpucap). */
 enum { NV_ERROR_NOT_SUPPORTED = 3, NV_ERROR_FUNCTION_NOT_FOUND = 13 };
 
+/*
+ * The card's size where NVML's figure is gpucap's (this command runs under the preloaded library,
+ * which answers NVML's memory queries with the budget): what this container's ledger recorded of
+ * the card by its UUID, or 0 when it has none.
+ */
+static uint64_t ledger_physical(const char *uuid)
+{
+    extern char **environ;
+    struct gpc_settings s;
+    char path[512], why[256];
+    cli_settings_quiet(&s, environ);
+    gpc_ledger_path(&s, path, sizeof path);
+    if (strcmp(path, "off") == 0)
+        return 0;
+    struct gpc_ledger *l = cli_read_ledger(path, why, sizeof why, NULL);
+    uint64_t physical = 0;
+    for (int i = 0; l && i < GPC_LEDGER_DEVICES && !physical; i++) {
+        char u[GPC_UUID_TEXT];
+        if (atomic_load(&l->dev[i].slot.limit) || l->dev[i].physical)
+            if (strcmp(gpc_uuid_format(l->dev[i].uuid, u), uuid) == 0)
+                physical = l->dev[i].physical;
+    }
+    free(l);
+    return physical;
+}
+
 static void check_nvml(void)
 {
     void *h = load("NVML", "libnvidia-ml.so.1", RTLD_NOW, "; it comes with the driver: install or mount it with "
@@ -183,6 +210,20 @@ static void check_nvml(void)
         const char *migs = mig == NV_ERROR_NOT_SUPPORTED ? "MIG not supported" : mig != 0 ? "MIG mode unknown"
                            : cur ? "MIG enabled: gpucap caps the MIG instance the process sees"
                            : pending ? "MIG enabled after the next GPU reset" : "MIG supported, disabled";
+        /* Under the library NVML's total is gpucap's budget, not the card's size. */
+        if (dlsym(RTLD_DEFAULT, "gpucap_version")) {
+            char b[GPC_SIZE_TEXT];
+            uint64_t physical = ledger_physical(uuid);
+            if (physical)
+                line("INFO", "card %u: %s %s, %s memory (the ledger's figure; gpucap answers this process its "
+                     "budget, %s), %s", i, name, uuid, gpc_format_size(physical, a, sizeof a),
+                     gpc_format_size(mem[0], b, sizeof b), migs);
+            else
+                line("INFO", "card %u: %s %s, %s memory as gpucap answers this process (its budget: the card's size "
+                     "is not visible under the library until a CUDA process wrote the ledger), %s", i, name, uuid,
+                     gpc_format_size(mem[0], a, sizeof a), migs);
+            continue;
+        }
         line("INFO", "card %u: %s %s, %s memory, %s", i, name, uuid, gpc_format_size(mem[0], a, sizeof a), migs);
     }
 }

@@ -241,6 +241,26 @@ static const char *short_size(uint64_t b, char *buf, size_t len)
     return buf;
 }
 
+/* short_size rounded up (tenths), never down: for what a job needs. */
+static const char *short_size_up(uint64_t b, char *buf, size_t len)
+{
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (b < 1024)
+        return snprintf(buf, len, "%llu B", (unsigned long long)b), buf;
+    int u = 0;
+    unsigned __int128 unit = 1;
+    while ((unsigned __int128)b >= unit * 1024 && u < 6) {
+        unit *= 1024;
+        u++;
+    }
+    unsigned long long tenths = (unsigned long long)(((unsigned __int128)b * 10 + unit - 1) / unit);
+    if (tenths % 10 == 0)
+        snprintf(buf, len, "%llu %s", tenths / 10, units[u]);
+    else
+        snprintf(buf, len, "%llu.%llu %s", tenths / 10, tenths % 10, units[u]);
+    return buf;
+}
+
 /* A step of 2^k bytes (or 2^k x 5/4) giving 4 to 8 gridlines up to `top`. */
 static uint64_t byte_step(uint64_t top)
 {
@@ -336,7 +356,7 @@ static void panel(FILE *f, const struct series *s, double y0, bool audit)
     }
     const char *budget = s->budget == GPC_UNLIMITED ? "no budget" : short_size(s->budget, b, sizeof b);
     if (audit)
-        fprintf(f, ": this job needs %s (budget %s)</text>\n", short_size(s->peak, a, sizeof a), budget);
+        fprintf(f, ": this job needs %s (budget %s)</text>\n", short_size_up(s->peak, a, sizeof a), budget);
     else
         fprintf(f, ": peak %s of a %s budget</text>\n", short_size(s->peak, a, sizeof a), budget);
     fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" class=\"sub\">%" PRIu64 " %s%s; card of %s", x0, y0 + 48, s->denials,
@@ -440,7 +460,8 @@ static void panel(FILE *f, const struct series *s, double y0, bool audit)
         double x = X(s->p[hi].t_ns), y = Y(pk);
         bool right = x < (x0 + x1) / 2;
         char lab[96];
-        snprintf(lab, sizeof lab, "peak %s%s", short_size(pk, a, sizeof a), audit ? ": the budget this job needs" : "");
+        snprintf(lab, sizeof lab, "peak %s%s", audit ? short_size_up(pk, a, sizeof a) : short_size(pk, a, sizeof a),
+                 audit ? ": the budget this job needs" : "");
         double lx2 = right ? x + 10 : x - 10, tries[] = {y - 10, y + 22, y - 26, y + 38, y - 42, y + 54}, ly2 = tries[0];
         for (size_t t = 0; t < sizeof tries / sizeof tries[0]; t++) {
             struct box bx = label_box(lx2, tries[t], strlen(lab), right);

@@ -75,35 +75,6 @@ static int on_flag(void *arg, int flag, const char *v)
     return 0;
 }
 
-/* GPUCAP_LEDGER from /proc/PID/environ, else from one of its children's: 0 or -errno. */
-static int ledger_of_pid(long pid, char *out, size_t len, int depth)
-{
-    char path[64], buf[65536];
-    snprintf(path, sizeof path, "/proc/%ld/environ", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    for (ssize_t i = 0; n > 0 && i < n; i += (ssize_t)strlen(buf + i) + 1) {
-        buf[n] = '\0';
-        if (strncmp(buf + i, "GPUCAP_LEDGER=", 14) == 0) {
-            snprintf(out, len, "%s", buf + i + 14);
-            return 0;
-        }
-    }
-    /* `gpucap run` names the ledger in its command's environment, not in its own. */
-    snprintf(path, sizeof path, "/proc/%ld/task/%ld/children", pid, pid);
-    FILE *f = depth < 2 ? fopen(path, "re") : NULL;
-    long child;
-    int rc = -ENOENT;
-    while (f && rc != 0 && fscanf(f, "%ld", &child) == 1)
-        rc = ledger_of_pid(child, out, len, depth + 1);
-    if (f)
-        fclose(f);
-    return rc;
-}
-
 static bool any_live(const struct gpc_ledger *l)
 {
     for (int i = 0; i < GPC_LEDGER_PROCS; i++)
@@ -186,7 +157,7 @@ int cmd_set_memory(int argc, char **argv)
     }
     char named[4096];
     if (!path && pid > 0) {
-        int rc = ledger_of_pid(pid, named, sizeof named, 0);
+        int rc = cli_ledger_of_pid(pid, named, sizeof named);
         if (rc != 0) {
             fprintf(stderr, "gpucap set-memory: process %ld (or its children) names no GPUCAP_LEDGER (%s)\n", pid,
                     strerror(-rc));
@@ -258,6 +229,9 @@ int cmd_set_memory(int argc, char **argv)
                gpc_format_size(atomic_load(&d->limit_was), b, sizeof b), gpc_format_size(used, c, sizeof c),
                used > now ? ": above the lowered budget, nothing more is admitted until the use is below it" : "");
     }
+    if (!live)
+        printf("no process uses ledger %s now: the next process that joins it takes this budget, until it "
+               "leaves (then each process's own settings apply again)\n", path);
     munmap(l, sizeof *l);
     return rc;
 }

@@ -272,3 +272,36 @@ const char *cli_age(uint64_t ns, char *buf, size_t len)
         snprintf(buf, len, "%llu d", (unsigned long long)(s / 86400));
     return buf;
 }
+
+static int ledger_of_pid(long pid, char *out, size_t len, int depth)
+{
+    char path[64], buf[65536];
+    snprintf(path, sizeof path, "/proc/%ld/environ", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    for (ssize_t i = 0; n > 0 && i < n; i += (ssize_t)strlen(buf + i) + 1) {
+        buf[n] = '\0';
+        if (strncmp(buf + i, "GPUCAP_LEDGER=", 14) == 0) {
+            snprintf(out, len, "%s", buf + i + 14);
+            return 0;
+        }
+    }
+    /* `gpucap run` names the ledger in its command's environment, not in its own. */
+    snprintf(path, sizeof path, "/proc/%ld/task/%ld/children", pid, pid);
+    FILE *f = depth < 2 ? fopen(path, "re") : NULL;
+    long child;
+    int rc = -ENOENT;
+    while (f && rc != 0 && fscanf(f, "%ld", &child) == 1)
+        rc = ledger_of_pid(child, out, len, depth + 1);
+    if (f)
+        fclose(f);
+    return rc;
+}
+
+int cli_ledger_of_pid(long pid, char *out, size_t len)
+{
+    return ledger_of_pid(pid, out, len, 0);
+}

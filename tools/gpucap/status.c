@@ -22,15 +22,17 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { F_LEDGER, F_JSON, F_COUNT };
+enum { F_LEDGER, F_PID, F_JSON, F_COUNT };
 static const struct tool_flag status_flags[F_COUNT] = {
     [F_LEDGER] = {"ledger", 'l', "FILE", "GPUCAP_LEDGER", "/tmp/gpucap-<euid>.ledger", "the ledger to show"},
+    [F_PID] = {"pid", 'p', "PID", NULL, NULL,
+               "the ledger of process PID: a `gpucap run` or one of its children (its GPUCAP_LEDGER)"},
     [F_JSON] = {"json", 'j', NULL, NULL, NULL, "one JSON object on stdout"},
 };
 
 const struct tool_cmd cli_status_cmd = {
-    CLI_COMMAND("status", status_flags, "[--json] [--ledger FILE]", "show a gpucap ledger"),
-    .about = "Shows the ledger (FILE, else the ledger setting: GPUCAP_LEDGER or `ledger` in the ini file, else\n"
+    CLI_COMMAND("status", status_flags, "[--json] [--ledger FILE | --pid PID]", "show a gpucap ledger"),
+    .about = "Shows the ledger (FILE, or that of process PID, else the ledger setting: GPUCAP_LEDGER or `ledger` in the ini file, else\n"
              "/tmp/gpucap-<euid>.ledger): its age; per device its budget, use, peak and denials; per process\n"
              "its command, age, use, peak and whether it is alive. Read-only.",
     .tail = "Exit 0, 1 when the ledger cannot be read (the reason is said), 2 for a usage error.\n\n" CLI_SETTINGS_NOTE,
@@ -171,7 +173,26 @@ int cmd_status(int argc, char **argv)
         return rc;
     const char *path = given[F_LEDGER];
     bool json = given[F_JSON] != NULL;
-    char named[512], from[64] = "--ledger";
+    char named[4096], from[64] = "--ledger";
+    if (given[F_PID] && path) {
+        tool_usage_error(&cli_status_cmd, "--ledger and --pid name two ledgers: give one");
+        return TOOL_EXIT_USAGE;
+    }
+    if (given[F_PID]) {
+        char *end;
+        long pid = strtol(given[F_PID], &end, 10);
+        if (*end || pid <= 0) {
+            tool_usage_error(&cli_status_cmd, "--pid takes a process id, not '%s'", given[F_PID]);
+            return TOOL_EXIT_USAGE;
+        }
+        int e = cli_ledger_of_pid(pid, named, sizeof named);
+        if (e != 0) {
+            tool_error("gpucap status", "process %ld (or its children) names no GPUCAP_LEDGER (%s)", pid, strerror(-e));
+            return 1;
+        }
+        path = named;
+        snprintf(from, sizeof from, "--pid %ld", pid);
+    }
     if (!path) {
         extern char **environ;
         struct gpc_settings s;
