@@ -28,6 +28,12 @@ for page in gpucap.1 gpucap-webhook.1 gpucap-exporter.1 gpucap-agent.1 gpucap.in
         sed -n '/^SEE ALSO$/,$p' "$f.txt" | grep -q "$name($sect)" || bad "$page: SEE ALSO lacks $name($sect)"
     done
 done
+# gpucap(1) shows what to type: an EXAMPLES section whose commands are gpucap's own commands.
+sed -n '/^EXAMPLES$/,/^FILES$/p' "$build/man/gpucap.1.txt" > "$build/man/gpucap.examples"
+[ "$(grep -c '^ *gpucap ' "$build/man/gpucap.examples")" -ge 5 ] || bad "gpucap(1): no EXAMPLES of at least five commands"
+for cmd in $(sed -n 's/^ *gpucap \([a-z-]*\) .*/\1/p' "$build/man/gpucap.examples" | sort -u); do
+    grep -q "^  $cmd " <("$build/tools/gpucap/gpucap" --help) || bad "gpucap(1) EXAMPLES: '$cmd' is not a command"
+done
 # Flags with their arguments, as tools/common's --help shows them ("  -x, --flag ARG  doc").
 exporter=$build/tools/exporter/gpucap-exporter webhook=$build/tools/webhook/gpucap-webhook
 if [ -x "$exporter" ]; then

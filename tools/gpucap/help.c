@@ -130,6 +130,22 @@ void cli_print_man(FILE *f)
         fputs(".fi\n", f);
         free(text);
     }
+    fputs(".SH EXAMPLES\n", f);
+    static const char *const examples[][2] = {
+        {"gpucap run \\-\\-memory 8GiB \\-\\- python train.py", "run a job under an 8 GiB budget on every device"},
+        {"gpucap run \\-\\-audit \\-\\-report \\- \\-\\- python train.py",
+         "deny nothing and print the budget the job needs (the report alone on stdout)"},
+        {"gpucap run \\-\\-audit \\-\\-report usage.svg \\-\\- python train.py", "the same, as a picture"},
+        {"gpucap run \\-\\-fail\\-rate 0.05 \\-\\-seed 42 \\-\\-backtrace \\-\\- ./my\\-test",
+         "fail 5% of the allocations, the same ones each time, with the call stack of each"},
+        {"gpucap run \\-\\-memory 8GiB \\-\\- python train.py & gpucap set\\-memory \\-\\-pid $! 12GiB",
+         "raise the budget of a running job"},
+        {"gpucap status \\-\\-pid 4242", "budgets, use and processes of the ledger of the run with pid 4242"},
+        {"gpucap check /etc/gpucap/gpucap.ini", "every error of a settings file, and the budgets that apply"},
+        {"gpucap doctor", "check this node or pod before trusting a cap"},
+    };
+    for (size_t i = 0; i < sizeof examples / sizeof examples[0]; i++)
+        fprintf(f, ".TP\n.B %s\n%s\n", examples[i][0], examples[i][1]);
     fputs(".SH FILES\n.TP\n.I /etc/gpucap/gpucap.ini\nthe default settings file (GPUCAP_CONFIG names another)\n", f);
     fputs(".SH SEE ALSO\n.BR gpucap.ini (5),\n.BR gpucap\\-webhook (1),\n.BR gpucap\\-exporter (1),\n.BR gpucap\\-agent (1)\n",
           f);
