@@ -204,6 +204,14 @@ static int setup(int ordinal, bool current)
                 gpc_value_origin(&gpc_config, from, GPC_OPT_MEMORY_LIMIT, ordinal, where, sizeof where));
         if (in_force)
             note_driver(budget, ordinal, reported, limit);
+        /* The platform's maximum lowered what this process asked for: one line, once per device,
+         * so that a job sees why it got less than its setting says. */
+        bool asked = gpc_config.opt[GPC_OPT_MEMORY_LIMIT].set || gpc_config.dev_limit[ordinal].set ||
+                     gpc_config.n_uuid > 0;
+        if (from == &gpc_config.opt[GPC_OPT_MEMORY_LIMIT_MAX] && asked)
+            gpc_log(GPC_LOG_WARN, "device %d: the budget asked for is above the platform's maximum "
+                    "(memory_limit_max = %s): the budget is %s", ordinal, gpc_config.opt[GPC_OPT_MEMORY_LIMIT_MAX].text,
+                    gpc_format_size(limit, a, sizeof a));
     }
     memcpy(d->uuid, uuid.bytes, sizeof d->uuid);
     atomic_store(&dev->budget, budget);

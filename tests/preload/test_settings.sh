@@ -21,6 +21,16 @@ expect "no limit: notice" "gpucap: warning: loaded with no memory limit" err
 expect "no limit: passes" "total=$((1024 * MiB)) .* alloc=0" out
 [ "$(grep -c 'no memory limit' "$t/err")" = 1 ] || { echo "FAIL: the notice is not said exactly once"; fail=1; }
 
+# The platform's maximum lowers what the process asked for: said once; without an ask, silent.
+run GPUCAP_MEMORY_LIMIT=100GiB GPUCAP_MEMORY_LIMIT_MAX=50% -- 0 1
+expect "maximum: applied" "total=$((512 * MiB)) " out
+expect "maximum: said" "gpucap: warning: device 0: the budget asked for is above the platform.s maximum \\(memory_limit_max = 50%\\): the budget is 512.00 MiB" err
+[ "$(grep -c "platform's maximum" "$t/err")" = 1 ] || { echo "FAIL: the clamp is not said exactly once"; fail=1; }
+run GPUCAP_MEMORY_LIMIT_MAX=50% -- 0 1
+grep -q "platform's maximum" "$t/err" && { echo "FAIL: the maximum alone is said as a clamp: $(cat "$t/err")"; fail=1; }
+run GPUCAP_MEMORY_LIMIT=100MiB GPUCAP_MEMORY_LIMIT_MAX=50% -- 0 1
+grep -q "platform's maximum" "$t/err" && { echo "FAIL: an ask below the maximum is said as a clamp: $(cat "$t/err")"; fail=1; }
+
 run GPUCAP_MEMORY_LIMIT=lots -- 0 1
 expect "bad value: error" "gpucap: error: GPUCAP_MEMORY_LIMIT: memory_limit = 'lots' is not valid; accepted: .*GiB" err
 expect "bad value: denied" "alloc=2$" out
