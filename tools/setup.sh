@@ -4,7 +4,7 @@
 # The CUDA toolkit (cuda.h) is expected under /usr/local/cuda (or found by CMake's FindCUDAToolkit).
 set -euo pipefail
 pkgs=(cmake make gcc clang pkg-config uthash-dev libinih-dev libunwind-dev libmicrohttpd-dev libjansson-dev librsvg2-bin
-      libgnutls28-dev libcurl4-gnutls-dev python3 python3-jsonpatch python3-yaml python3-pip curl openssl strace wrk
+      libgnutls28-dev libcurl4-gnutls-dev libyajl-dev python3 python3-jsonpatch python3-yaml python3-pip curl openssl strace wrk
       prometheus dpkg-dev file lintian buildah gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -264,8 +264,8 @@ class Bloated(Scripted):
         n = int(os.environ.get("FAKE_PODS", "60"))
         mf = [{"manager": "kubectl-%d" % j, "operation": "Update", "apiVersion": "v1",
                "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:annotations": {"f:k%d-%d" % (j, k): {}
-                                                                                        for k in range(60)}}}}
-              for j in range(240)]
+                                                                                        for k in range(80)}}}}
+              for j in range(800)]
         template = pod("@BUDGET@", 7, uid="@UID@", name="@NAME@", extra={"tenant.io/big": "y" * 250000})
         template["metadata"]["managedFields"] = mf
         self.tpl = json.dumps(template).encode()
@@ -338,14 +338,14 @@ class Ceiling(Scripted):
 
 class AtOnce(Scripted):
     """One list (rv 700), then every watch ends at once with nothing in it."""
-    LISTS = [podlist(700, [pod("64MiB", 70)])]
+    LISTS = [podlist(700, [pod("64MiB", 70, uid=uid_of(1))])]
     WATCHES = [lambda h, q: (h.start_stream(), h.end_stream())]
 
 
 class Errors(Scripted):
     """One list (rv 800), then watches that fail: HTTP 500, garbage, a connection closed in the middle
     of an event, an ERROR event that is not a 410, HTTP 429; then a good one (MODIFIED to 48MiB)."""
-    LISTS = [podlist(800, [pod("64MiB", 80)])]
+    LISTS = [podlist(800, [pod("64MiB", 80, uid=uid_of(1))])]
 
     def _500(h, q):
         h.answer(500, status(500, "InternalError", "etcd is sad"))
@@ -360,9 +360,13 @@ class Errors(Scripted):
         h.wfile.flush()
         h.connection.shutdown(2)
 
-    WATCHES = [_500, [b"this is not json\n"], _cut,
-               [{"type": "ERROR", "object": status(500, "InternalError", "watch chan error")}], _429,
-               [{"type": "MODIFIED", "object": pod("48MiB", 801)}, 1.0], [1.0]]
+    KINDS = {"500": _500, "garbage": [b"this is not json\n"], "cut": _cut,
+             "error": [{"type": "ERROR", "object": status(500, "InternalError", "watch chan error")}], "429": _429}
+
+    def __init__(self):
+        super().__init__()
+        self.WATCHES = [self.KINDS[k] for k in os.environ.get("FAKE_ERRORS", "500,garbage,cut").split(",")] + [
+            [{"type": "MODIFIED", "object": pod("48MiB", 801, uid=uid_of(1))}, 1.0], [1.0]]
 
 
 class Hostile(Scripted):
@@ -406,8 +410,14 @@ class Hostile(Scripted):
             pass
         h.close_connection = True
 
-    LISTS = [_garbage, _notlist, _token, _deep, _short, _slow, podlist(900, [pod("40MiB", 1)])]
+    KINDS = {"garbage": _garbage, "notlist": _notlist, "token": _token, "deep": _deep, "short": _short,
+             "slow": _slow}
     WATCHES = [[1.0]]
+
+    def __init__(self):
+        super().__init__()
+        self.LISTS = [self.KINDS[k] for k in os.environ.get("FAKE_LISTS", "garbage,token,deep").split(",")] + [
+            podlist(900, [pod("40MiB", 1, uid=uid_of(1))])]
 
 
 class Rate(Scripted):
