@@ -421,6 +421,8 @@ int gpc_agent_apply(const char *root, const char *pod_uid, const char *container
         new_max = max;
     if ((rc = gpc_agent_ini_set(in, "memory_limit_max", new_max, mid, sizeof mid, c->max_from, sizeof c->max_from)))
         goto out;
+    if (!c->max_from[0]) /* no maximum written: the ceiling is the most it has */
+        snprintf(c->max_from, sizeof c->max_from, "%s", c->ceiling);
     snprintf(c->max_to, sizeof c->max_to, "%s", new_max);
     if ((rc = gpc_agent_ini_set(mid, "memory_limit", value, out, sizeof out, c->from, sizeof c->from)))
         goto out;

@@ -141,10 +141,10 @@ static enum ctx child_of(struct gpc_podstream *s, enum ctx parent, enum key k, b
 
 static void reset_pod(struct gpc_podstream *s)
 {
+    /* All but the record's buffer (16 KiB, written before it is read). */
     memset(&s->pod, 0, offsetof(struct gpc_pod_meta, record));
     s->pod.record[0] = '\0';
-    s->pod.record_len = 0;
-    memset(&s->pod.code, 0, sizeof s->pod - offsetof(struct gpc_pod_meta, code));
+    memset(&s->pod.record_len, 0, sizeof s->pod - offsetof(struct gpc_pod_meta, record_len));
     s->pod_seen = 0;
     s->type[0] = '\0';
     s->type_bad = false;
