@@ -31,7 +31,8 @@
 #             each do not hold the changes back (they are posted from a queue)
 #   ca_only   a server whose certificate comes from a CA found only in the system store
 #             (/etc/ssl/certs, replaced in a private mount namespace): refused, with --ca-file naming
-#             another CA (the control: accepted with that CA as --ca-file); skips without unshare
+#             another CA, by the agent and by the request set-up the webhook's namespace reader shares
+#             (the controls: accepted with that CA as --ca-file); skips without unshare
 set -u
 mode=$1 agent=$2 alloc=$3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -276,9 +277,14 @@ PY
         agent 1 --kube-api "https://127.0.0.1:$port" --ca-file "$t/cluster-ca.crt"
         [ "$(figure lists)" = 0 ] || bad "a certificate of a CA of the system store only was accepted"
         grep -qi "certificate\|issuer\|SSL\|TLS" "$t/agent.err" || bad "no TLS error said: $(cat "$t/agent.err")"
-        # The control: the same server with that CA as --ca-file.
+        # The webhook's namespace reader shares the request set-up (kubeapi.c): the same rule.
+        "$KUBEAPI_GET" "https://127.0.0.1:$port/api/v1/namespaces/team-a" "$t/token" "$t/cluster-ca.crt" \
+            > "$t/get.out" 2>&1 && bad "kubeapi.c accepted a CA of the system store only: $(cat "$t/get.out")"
+        # The controls: the same server with that CA as --ca-file.
         agent 1 --kube-api "https://127.0.0.1:$port" --ca-file "$t/system-ca.crt"
         [ "$(figure lists)" = 1 ] || bad "control: the server's own CA was refused: $(tail -3 "$t/agent.err")"
+        "$KUBEAPI_GET" "https://127.0.0.1:$port/api/v1/namespaces/team-a" "$t/token" "$t/system-ca.crt" \
+            > "$t/get.out" 2>&1 || bad "control: kubeapi.c refused the server's own CA: $(cat "$t/get.out")"
         umount /etc/ssl/certs
     fi
     ;;
