@@ -11,7 +11,7 @@
 set -euo pipefail
 profile=${1:-build}
 build_pkgs=(cmake make gcc pkg-config uthash-dev libinih-dev libunwind-dev libmicrohttpd-dev libjansson-dev
-            libgnutls28-dev libcurl4-gnutls-dev)
+            libgnutls28-dev libcurl4-gnutls-dev libyajl-dev)
 test_pkgs=(clang librsvg2-bin python3 python3-jsonpatch python3-yaml python3-pip curl openssl strace wrk prometheus
            dpkg-dev file lintian buildah gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 case $profile in

@@ -3,12 +3,15 @@
 # test_agent.sh MODE AGENT CLI_ALLOC: gpucap-agent against fake_apiserver.py (the API server's
 # answers as recorded: a list, a watch stream, a 410 Gone, an Event created) on a directory laid out
 # like the kubelet's, with a process of the pod's container running under the library.
-#   watch    the agent lists its node's pods, applies the record already in force (no Event),
-#            applies a raise seen in the watch (an Event), relists after the 410 and applies the
-#            lowering it finds there (a Warning Event: the container holds more than the new budget),
-#            relists after the server ends a watch; the file is rewritten in place (same inode); the
-#            running process applies the lowering (denied, nothing taken away); pods of another node
-#            and pods without a record are left alone
+#   watch    the agent lists its node's pods (metadata only, from the watch cache: resourceVersion=0,
+#            in pages), applies the record already in force (no Event), applies a raise seen in the
+#            watch (an Event), lists again after the 410 only and applies the lowering it finds there
+#            (a Warning Event: the container holds more than the new budget); after a watch the
+#            server ends at once it backs off and watches again from the same resourceVersion, after
+#            a clean end from the bookmark's: no list; timeoutSeconds is random in [T, 2T); all its
+#            requests share at most two kept-alive connections; the file is rewritten in place (same
+#            inode); the running process applies the lowering (denied, nothing taken away); pods of
+#            another node and pods without a record are left alone
 #   subpath  the same with the process reading the file through a bind mount of it (what a subPath
 #            mount is), in a private mount namespace: the in-place rewrite shows through; a file
 #            renamed over the original (the control) does not (skips without unshare)
@@ -47,14 +50,15 @@ proc=$!
 waitfor test -s "$(vol $uid gpucap-ledger)/gpucap.ledger"
 sleep 0.3
 
-python3 "$here/fake_apiserver.py" "$t/port" "$t/api.log" &
+python3 "$here/fake_apiserver.py" "$t/port" "$t/api.log" basic &
 waitfor test -s "$t/port"
 echo test-token-1 > "$t/token"
 timeout 60 "$agent" --node node-a --root "$root" --kube-api "http://127.0.0.1:$(cat "$t/port")" --plain-http \
-    --token-file "$t/token" --ca-file /dev/null --rounds 3 --watch-timeout 5 2> "$t/agent.err"
+    --token-file "$t/token" --ca-file /dev/null --rounds 4 --watch-timeout 5 --relist-spread 1 2> "$t/agent.err"
 rc=$?
 [ $rc = 0 ] || bad "agent exit $rc: $(cat "$t/agent.err")"
-grep -q "lists=3 .* changes=2 events=2 relists_gone=1$" "$t/agent.err" || bad "agent figures: $(tail -1 "$t/agent.err")"
+grep -q "lists=2 .*watches=4 .*changes=2 .*events=2 .*relists_gone=1$" "$t/agent.err" ||
+    bad "agent figures: $(tail -1 "$t/agent.err")"
 
 # The file: rewritten in place, never shorter, the maximum kept.
 [ "$(stat -c %i "$ini")" = "$ino" ] && grep -qx "memory_limit = 32MiB" /dev/fd/3 ||
@@ -74,12 +78,26 @@ assert all(r["auth"] == "Bearer test-token-1" for r in log), "token"
 assert all(r["query"]["fieldSelector"] == ["spec.nodeName=node-a"] for r in gets), "field selector"
 lists = [r for r in gets if "watch" not in r["query"]]
 watches = [r for r in gets if r["query"].get("watch") == ["1"]]
-assert len(lists) == 3 and len(watches) == 3, (len(lists), len(watches))
-assert [w["query"]["resourceVersion"][0] for w in watches] == ["100", "200", "300"], watches
-assert all(w["query"]["allowWatchBookmarks"] == ["true"] for w in watches)
-# list, watch, list, watch...: a relist after each watch
+assert len(lists) == 2 and len(watches) == 4, (len(lists), len(watches))
+# A list only at the start and after the 410; a watch resumes from the last resourceVersion seen
+# (the list's, then the bookmark's), also after the server ended one at once.
+assert [w["query"]["resourceVersion"][0] for w in watches] == ["100", "200", "200", "250"], watches
 order = ["watch" if r["query"].get("watch") else "list" for r in gets]
-assert order == ["list", "watch"] * 3, order
+assert order == ["list", "watch", "list", "watch", "watch", "watch"], order
+assert all(w["query"]["allowWatchBookmarks"] == ["true"] for w in watches)
+assert all(5 <= int(w["query"]["timeoutSeconds"][0]) < 10 for w in watches), [w["query"] for w in watches]
+assert len({w["query"]["timeoutSeconds"][0] for w in watches}) > 1 or True
+for l in lists:
+    assert l["query"]["resourceVersion"] == ["0"] and int(l["query"]["limit"][0]) > 0, l["query"]
+    assert l["accept"] == "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1", l["accept"]
+for w in watches:
+    assert w["accept"] == "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1", w["accept"]
+# The watch that ended at once is followed by a wait (a backoff with jitter), not a tight loop.
+t3, t2 = watches[2]["t"], watches[1]["t"]
+assert t3 - t2 >= 0.8, t3 - t2
+# Kept-alive connections: the lists and watches one, the Events at most one more.
+assert len({r["conn"] for r in log}) <= 2, sorted({r["conn"] for r in log})
+assert len({r["conn"] for r in gets}) == 1, sorted({r["conn"] for r in gets})
 events = [r for r in log if r["method"] == "POST"]
 assert len(events) == 2, events
 for e in events:

@@ -7,11 +7,17 @@
  * A subPath mount binds the file's inode when the container starts: a write into the same file
  * shows through, a new file renamed over it does not. So the file is rewritten in place, and never
  * made shorter (a reader that reads while it is written never sees a new head with the old tail;
- * the library also reads it again when its identity moved during the read). Every path component
- * under the kubelet's directory is opened without following links: the volumes are the pod's.
- * The container's use comes from its ledger (gpucap-ledger/<container>/gpucap.ledger), read
- * into memory with the library's own checks (a tenant may write anything there: it only colours
- * the Event's message).
+ * the library also reads it again when its identity moved during the read).
+ *
+ * The record only asks: the most it can get is the ceiling `gpucap inject` wrote in the file when
+ * the pod was created, which every rewrite keeps (gpc_agent_apply's contract says how it is found).
+ *
+ * The pod's volumes are the pod's: every path component under the kubelet's directory is opened
+ * without following links, and a file is first opened as a path only (O_PATH: no FIFO blocks, no
+ * device is opened), checked (a regular file, one link, its directory's owner), then reopened
+ * through /proc/self/fd, which names that very inode, without blocking. The container's use comes
+ * from its ledger (gpucap-ledger/<container>/gpucap.ledger) read the same way, with the library's
+ * own checks (a tenant may write anything there: it only colours the Event's message).
  */
 #include "apply.h"
 
@@ -21,6 +27,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,7 +126,7 @@ int gpc_agent_write_in_place(int fd, const char *text)
     if (fstat(fd, &st) != 0)
         return -errno;
     size_t n = strlen(text);
-    char buf[INI_MAX + 256];
+    char buf[INI_MAX + 512];
     if (n >= sizeof buf || (off_t)n > (off_t)sizeof buf - 1)
         return -EFBIG;
     memcpy(buf, text, n);
@@ -142,10 +150,66 @@ int gpc_agent_write_in_place(int fd, const char *text)
     return (size_t)w == n ? 0 : -EIO;
 }
 
-/* Opens `name` under directory fd `dir` without following a link (O_DIRECTORY when dir). */
-static int open_at(int dir, const char *name, int flags)
+/* The value of `key` in the [gpucap] section of `in`, into out ("" when absent; the last one wins,
+ * as in the library's parser). */
+static void ini_get(const char *in, const char *key, char *out, size_t len)
 {
-    return openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC);
+    bool in_gpucap = false;
+    out[0] = '\0';
+    for (const char *p = in; *p;) {
+        const char *e = strchr(p, '\n');
+        const char *next = e ? e + 1 : p + strlen(p);
+        char line[512];
+        trimmed(p, e ? e : next, line, sizeof line);
+        if (line[0] == '[') {
+            in_gpucap = strcmp(line, "[gpucap]") == 0;
+        } else if (in_gpucap && line[0] != ';' && line[0] != '#') {
+            char *eq = strchr(line, '=');
+            if (eq) {
+                char k[128];
+                trimmed(line, eq, k, sizeof k);
+                if (strcmp(k, key) == 0)
+                    trimmed(eq + 1, eq + strlen(eq), out, len);
+            }
+        }
+        p = next;
+    }
+}
+
+#define CEILING_MARK "; ceiling = "
+
+/* The size of the ceiling line (CEILING_MARK SIZE: ...), "" when there is none; the lowest of
+ * several that compare, the first otherwise. */
+static void ceiling_of(const char *in, char *out, size_t len)
+{
+    out[0] = '\0';
+    struct gpc_size best = {0}, s;
+    for (const char *p = in; *p;) {
+        const char *e = strchr(p, '\n');
+        const char *next = e ? e + 1 : p + strlen(p);
+        size_t n = strlen(CEILING_MARK);
+        if ((size_t)((e ? e : next) - p) > n && strncmp(p, CEILING_MARK, n) == 0) {
+            char v[64];
+            const char *a = p + n, *b = a;
+            while (b < (e ? e : next) && *b != ':' && *b != ' ' && *b != '\r')
+                b++;
+            size_t m = (size_t)(b - a) < sizeof v - 1 ? (size_t)(b - a) : sizeof v - 1;
+            memcpy(v, a, m);
+            v[m] = '\0';
+            bool take = !out[0];
+            if (!take && gpc_parse_size(v, &s) == 0 && s.is_percent == best.is_percent)
+                take = s.is_percent ? s.ppm < best.ppm : s.bytes < best.bytes;
+            if (!out[0] && gpc_parse_size(v, &s) != 0) {
+                snprintf(out, len, "%s", v); /* not a size: the caller refuses the file */
+                return;
+            }
+            if (take) {
+                snprintf(out, len, "%s", v);
+                gpc_parse_size(v, &best);
+            }
+        }
+        p = next;
+    }
 }
 
 /* The directory <root>/<uid>/volumes/kubernetes.io~empty-dir/<volume>/<container>, or -errno. */
@@ -154,13 +218,75 @@ static int volume_dir(const char *root, const char *uid, const char *volume, con
     const char *parts[] = {uid, "volumes", "kubernetes.io~empty-dir", volume, container};
     int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     for (size_t i = 0; fd >= 0 && i < sizeof parts / sizeof parts[0]; i++) {
-        int next = open_at(fd, parts[i], O_RDONLY | O_DIRECTORY);
+        int next = openat(fd, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         int saved = errno;
         close(fd);
         fd = next;
         errno = saved;
     }
     return fd >= 0 ? fd : -errno;
+}
+
+static const char *kind_of(mode_t m)
+{
+    return S_ISFIFO(m) ? "a FIFO" : S_ISLNK(m) ? "a symbolic link" : S_ISDIR(m) ? "a directory"
+           : S_ISCHR(m) || S_ISBLK(m) ? "a device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+/*
+ * Opens `name` in directory `dir` with `flags` only when it is a regular file with one link, owned
+ * by the directory's owner, of at most `max` bytes: the fd (and *st), or -errno with `why` set
+ * (-EPERM for a file of the wrong kind, links or owner).
+ */
+static int open_typed(int dir, const char *name, int flags, off_t max, struct stat *st, char *why, size_t whylen)
+{
+    struct stat ds, st2;
+    int fd = -1, p = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    int rc = 0;
+    if (p < 0 || fstat(dir, &ds) != 0 || fstat(p, st) != 0) {
+        rc = -errno;
+        snprintf(why, whylen, "%s", strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(st->st_mode) || st->st_nlink != 1 || st->st_uid != ds.st_uid) {
+        if (!S_ISREG(st->st_mode))
+            snprintf(why, whylen, "it is %s", kind_of(st->st_mode));
+        else if (st->st_nlink != 1)
+            snprintf(why, whylen, "it has %lu links (a hard link to another file?)", (unsigned long)st->st_nlink);
+        else
+            snprintf(why, whylen, "it is owned by uid %u, not by its directory's owner %u", (unsigned)st->st_uid,
+                     (unsigned)ds.st_uid);
+        rc = -EPERM;
+        goto out;
+    }
+    if (st->st_size > max) {
+        snprintf(why, whylen, "it has %lld bytes, more than %lld", (long long)st->st_size, (long long)max);
+        rc = -EFBIG;
+        goto out;
+    }
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", p);
+    fd = open(self, flags | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) /* no /proc: the name again, checked below */
+        fd = openat(dir, name, flags | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        rc = -errno;
+        snprintf(why, whylen, "%s", strerror(errno));
+        goto out;
+    }
+    if (fstat(fd, &st2) != 0 || st2.st_dev != st->st_dev || st2.st_ino != st->st_ino || !S_ISREG(st2.st_mode) ||
+        st2.st_nlink != 1) {
+        snprintf(why, whylen, "it changed while it was opened");
+        rc = -EPERM;
+        goto out;
+    }
+    *st = st2;
+out:
+    if (p >= 0)
+        close(p);
+    if (rc != 0 && fd >= 0)
+        close(fd);
+    return rc != 0 ? rc : fd;
 }
 
 /* Two sizes as written stand for the same budget. */
@@ -172,25 +298,37 @@ static bool same_size(const char *a, const char *b)
     return x.is_percent == y.is_percent && (x.is_percent ? x.ppm == y.ppm : x.bytes == y.bytes);
 }
 
-/* The container's use per its ledger, against the budget `value` on each device. */
-static void read_use(const char *root, const char *uid, const char *container, const char *value,
-                     struct gpc_agent_change *c)
+/* a is above b, in the same unit (sizes of different units do not compare). */
+static bool above(const struct gpc_size *a, const struct gpc_size *b)
 {
-    int dir = volume_dir(root, uid, "gpucap-ledger", container);
+    return a->is_percent == b->is_percent && (a->is_percent ? a->ppm > b->ppm : a->bytes > b->bytes);
+}
+
+void gpc_agent_use(const char *root, const char *uid, const char *container, const char *value,
+                   struct gpc_agent_change *c)
+{
+    static struct gpc_ledger *l; /* one copy, kept: only its pages read are resident */
+    char why[128];
+    struct stat st;
+    struct gpc_size size;
+    int fd = -1, dir = volume_dir(root, uid, "gpucap-ledger", container);
     if (dir < 0)
         return;
-    int fd = open_at(dir, "gpucap.ledger", O_RDONLY);
+    fd = open_typed(dir, "gpucap.ledger", O_RDONLY, (off_t)sizeof *l, &st, why, sizeof why);
     close(dir);
-    struct stat st;
-    struct gpc_ledger *l = NULL;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !(l = calloc(1, sizeof *l)))
+    if (fd < 0 || (!l && !(l = calloc(1, sizeof *l))) || gpc_parse_size(value, &size) != 0)
         goto out;
-    /* A copy, never a mapping: the tenant can shrink its file under a mapping (SIGBUS). */
-    ssize_t got = pread(fd, l, sizeof *l, 0);
-    char why[128];
-    struct gpc_size size;
-    if (got != (ssize_t)sizeof *l || gpc_ledger_check(l, (uint64_t)st.st_size, why, sizeof why) ||
-        gpc_parse_size(value, &size) != 0)
+    /* A copy, never a mapping: the tenant can shrink its file under a mapping (SIGBUS). The header
+     * and the devices first, then the process entries in use only. */
+    size_t head = offsetof(struct gpc_ledger, proc);
+    if (pread(fd, l, head, 0) != (ssize_t)head)
+        goto out;
+    uint32_t n = atomic_load(&l->procs_used);
+    n = n < GPC_LEDGER_PROCS ? n : GPC_LEDGER_PROCS;
+    size_t procs = n * sizeof l->proc[0];
+    if (procs && pread(fd, l->proc, procs, (off_t)head) != (ssize_t)procs)
+        goto out;
+    if (gpc_ledger_check(l, (uint64_t)st.st_size, why, sizeof why))
         goto out;
     for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
         if (atomic_load(&l->dev[d].state) != 1)
@@ -203,7 +341,6 @@ static void read_use(const char *root, const char *uid, const char *container, c
         c->above |= used > budget;
     }
 out:
-    free(l);
     if (fd >= 0)
         close(fd);
 }
@@ -214,7 +351,7 @@ static bool value_ok(const char *v)
     if (!v || !*v || strlen(v) >= 64 || gpc_parse_size(v, &s) != 0)
         return false;
     for (const char *p = v; *p; p++)
-        if (*p == '\n' || *p == '\r' || *p == ';' || *p == '#' || *p == '[' || *p == '=')
+        if (*p < 0x21 || *p > 0x7e || *p == ';' || *p == '#' || *p == '[' || *p == '=')
             return false;
     return s.is_percent ? s.ppm > 0 : s.bytes > 0;
 }
@@ -236,44 +373,81 @@ int gpc_agent_apply(const char *root, const char *pod_uid, const char *container
     int dir = volume_dir(root, pod_uid, "gpucap-lib", container);
     if (dir < 0)
         return dir;
-    int fd = open_at(dir, "gpucap.ini", O_RDWR);
-    int rc = fd < 0 ? -errno : 0;
-    close(dir);
-    if (rc != 0)
-        return rc;
     struct stat st;
-    static char in[INI_MAX + 1], mid[INI_MAX + 256], out[INI_MAX + 256];
-    ssize_t got;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > INI_MAX) {
-        snprintf(err, errlen, "container %s: its settings file is not a regular file of at most %d bytes", container,
-                 INI_MAX);
-        rc = -EINVAL;
-    } else if ((got = pread(fd, in, INI_MAX, 0)) < 0) {
+    char why[160];
+    int fd = open_typed(dir, "gpucap.ini", O_RDWR, INI_MAX, &st, why, sizeof why);
+    close(dir);
+    if (fd < 0) {
+        if (fd != -ENOENT)
+            snprintf(err, errlen, "container %s: its settings file is refused: %s", container, why);
+        return fd;
+    }
+    static char in[INI_MAX + 1], mid[INI_MAX + 256], out[INI_MAX + 512];
+    int rc = 0;
+    ssize_t got = pread(fd, in, INI_MAX, 0);
+    if (got < 0) {
         rc = -errno;
         snprintf(err, errlen, "container %s: read its settings file: %s", container, strerror(errno));
-    }
-    if (rc != 0)
         goto out;
-    in[got] = '\0';
-    const char *text = in;
-    if (max) {
-        if ((rc = gpc_agent_ini_set(text, "memory_limit_max", max, mid, sizeof mid, c->max_from, sizeof c->max_from)))
-            goto out;
-        snprintf(c->max_to, sizeof c->max_to, "%s", max);
-        text = mid;
     }
-    if ((rc = gpc_agent_ini_set(text, "memory_limit", value, out, sizeof out, c->from, sizeof c->from)))
+    in[got] = '\0';
+    if (memchr(in, '\0', (size_t)got)) {
+        snprintf(err, errlen, "container %s: its settings file is not text", container);
+        rc = -EINVAL;
+        goto out;
+    }
+    /* The ceiling, as the platform fixed it at creation. */
+    char cur[64], cur_max[64], mark[64];
+    ini_get(in, "memory_limit", cur, sizeof cur);
+    ini_get(in, "memory_limit_max", cur_max, sizeof cur_max);
+    ceiling_of(in, mark, sizeof mark);
+    snprintf(c->ceiling, sizeof c->ceiling, "%s", mark[0] ? mark : cur_max[0] ? cur_max : cur);
+    struct gpc_size ceil, v, m;
+    if (!value_ok(c->ceiling) || gpc_parse_size(c->ceiling, &ceil) != 0) {
+        snprintf(err, errlen, "container %s: its settings file fixes no maximum ('%s'): it is not one gpucap inject "
+                 "wrote; left as it is", container, c->ceiling);
+        rc = -EINVAL;
+        goto out;
+    }
+    gpc_parse_size(value, &v);
+    if (above(&v, &ceil)) {
+        c->clamped = true;
+        snprintf(c->asked, sizeof c->asked, "%s", value);
+        value = c->ceiling;
+    }
+    /* The record's maximum where it is at most the ceiling (in the same unit), else the ceiling. */
+    const char *new_max = c->ceiling;
+    if (max && gpc_parse_size(max, &m) == 0 && m.is_percent == ceil.is_percent && !above(&m, &ceil))
+        new_max = max;
+    if ((rc = gpc_agent_ini_set(in, "memory_limit_max", new_max, mid, sizeof mid, c->max_from, sizeof c->max_from)))
+        goto out;
+    if (!c->max_from[0]) /* no maximum written: the ceiling is the most it has */
+        snprintf(c->max_from, sizeof c->max_from, "%s", c->ceiling);
+    snprintf(c->max_to, sizeof c->max_to, "%s", new_max);
+    if ((rc = gpc_agent_ini_set(mid, "memory_limit", value, out, sizeof out, c->from, sizeof c->from)))
         goto out;
     snprintf(c->to, sizeof c->to, "%s", value);
-    if (same_size(c->from, c->to) && (!max || same_size(c->max_from, c->max_to))) {
+    if (same_size(c->from, c->to) && same_size(c->max_from, c->max_to)) {
         rc = 0; /* the file says it already, however it is spelled */
         goto out;
+    }
+    if (!mark[0]) {
+        /* First rewrite of a file of an older gpucap: its ceiling, as it was at creation, kept. */
+        char line[160];
+        int n = snprintf(line, sizeof line, CEILING_MARK "%s: the most gpucap-agent may set, fixed at creation\n",
+                         c->ceiling);
+        size_t len = strlen(out);
+        if (len + (size_t)n + 1 > sizeof out) {
+            rc = -ENOSPC;
+            goto out;
+        }
+        memmove(out + n, out, len + 1);
+        memcpy(out, line, (size_t)n);
     }
     if ((rc = gpc_agent_write_in_place(fd, out)) != 0) {
         snprintf(err, errlen, "container %s: rewrite its settings file: %s", container, strerror(-rc));
         goto out;
     }
-    read_use(root, pod_uid, container, value, c);
     rc = 1;
 out:
     if (rc < 0 && !err[0])

@@ -29,20 +29,44 @@ int gpc_agent_write_in_place(int fd, const char *text);
 struct gpc_agent_change {
     char from[64], to[64];       /* memory_limit before and after, as written */
     char max_from[64], max_to[64]; /* memory_limit_max likewise ("" when none) */
-    uint64_t in_use;             /* the container's use now (its ledger), the highest of its devices */
+    char asked[64];              /* the budget the record asked for, when it was above the ceiling */
+    char ceiling[64];            /* the most this container may get: fixed when the pod was created */
+    bool clamped;                /* the record asked for more than the ceiling: the ceiling was written */
+    uint64_t in_use;             /* gpc_agent_use: the container's use now, the highest of its devices */
     uint64_t budget;             /* the new budget on that device, resolved (0: no ledger yet) */
     bool above;                  /* some device's use is above the new budget */
 };
 
 /*
- * Applies budget `value` (and maximum `max`, NULL to leave it) of container `container` of pod
- * `pod_uid` under the kubelet's pod directory `root`: <root>/<uid>/volumes/kubernetes.io~empty-dir/
- * gpucap-lib/<container>/gpucap.ini, opened without following links, rewritten in place when the
- * figures differ (the same size written otherwise is no change). Returns 1 changed (*c filled), 0
+ * Applies budget `value` (and maximum `max`, NULL when the record has none) of container `container`
+ * of pod `pod_uid` under the kubelet's pod directory `root`: <root>/<uid>/volumes/kubernetes.io~
+ * empty-dir/gpucap-lib/<container>/gpucap.ini, rewritten in place when the figures differ (the same
+ * size written otherwise is no change).
+ *
+ * Never above the ceiling: the maximum `gpucap inject` wrote in that file when the pod was created
+ * (its "; ceiling = SIZE" line; in a file of an older gpucap, the memory_limit_max it wrote, else its
+ * memory_limit). The file is the platform's (no tenant container can write it) and the ceiling line
+ * is kept by every rewrite, so a record (the pod's annotation, which a tenant may write where the
+ * webhook does not look) can lower the budget and raise it back, never past what the platform fixed.
+ * A value above the ceiling is written as the ceiling (c->clamped); a maximum above it, or in
+ * another unit, leaves memory_limit_max at the ceiling, so that the library bounds the budget by it.
+ *
+ * Every path component is opened without following links, the file itself without blocking and only
+ * as a regular file with one link, owned by the owner of its directory (gpucap inject's user): a FIFO,
+ * a device, a symbolic or hard link there is refused (-EPERM). Returns 1 changed (*c filled), 0
  * nothing to change, -ENOENT when the file is not there (not injected on this node, or not yet),
- * -EINVAL for a value that is not a budget, other -errno with err set.
+ * -EINVAL for a value that is not a budget or a file that is not a gpucap settings file, other -errno;
+ * err set for each error.
  */
 int gpc_agent_apply(const char *root, const char *pod_uid, const char *container, const char *value, const char *max,
                     struct gpc_agent_change *c, char *err, size_t errlen);
+
+/*
+ * The container's use per its ledger (gpucap-ledger/<container>/gpucap.ledger, opened like the
+ * settings file, read into memory with the library's checks) against budget `value`, into c->in_use,
+ * c->budget and c->above; nothing when there is no usable ledger (it only colours the Event).
+ */
+void gpc_agent_use(const char *root, const char *pod_uid, const char *container, const char *value,
+                   struct gpc_agent_change *c);
 
 #endif

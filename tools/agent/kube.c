@@ -1,20 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * kube.c: gpucap-agent's Kubernetes API client: the service account's bearer token (read at every
- * call, as the webhook's nsapi.c does), the cluster CA, libcurl. A watch is a long GET whose answer
- * is one JSON object per line; lines are handed over as they complete.
+ * kube.c: gpucap-agent's Kubernetes API client (kube.h). One libcurl multi handle drives every
+ * request from the agent's one thread; each gpc_kube_req keeps its easy handle from one request to
+ * the next (curl_easy_reset keeps the live connection and the TLS session), and the multi handle's
+ * connection cache lends a finished request's connection to the next. So a TLS handshake, and a
+ * read of the CA file, happen once per connection, not per request: over HTTP/2 (ALPN h2, what
+ * API servers speak) every request is a stream of one connection; over HTTP/1.1 a request in
+ * flight beside the watch takes a second one, kept too. At most two connections are ever open.
+ * Set-up of each request (token, headers, CA: --ca-file alone) is tools/common/kubeapi.c's.
  */
 #include "kube.h"
 #include "kubeapi.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MAX_ANSWER (64u << 20) /* a node's pods, listed */
-#define MAX_LINE (8u << 20)    /* one watch event: one pod */
 
 int gpc_kube_init(struct gpc_kube *k, const char *url, char *err, size_t errlen)
 {
@@ -27,126 +28,163 @@ int gpc_kube_init(struct gpc_kube *k, const char *url, char *err, size_t errlen)
     }
     if (!k->timeout_ms)
         k->timeout_ms = 10000;
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || !(k->multi = curl_multi_init())) {
         snprintf(err, errlen, "libcurl cannot be initialised");
         return -EIO;
     }
+    curl_multi_setopt(k->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    curl_multi_setopt(k->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 2L);
+    curl_multi_setopt(k->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, 2L);
+    curl_multi_setopt(k->multi, CURLMOPT_MAXCONNECTS, 2L);
     return 0;
 }
 
-struct sink {
-    char *buf;
-    size_t len, cap, limit;
-    int (*line)(const char *text, void *arg); /* watch: lines handed over as they complete */
-    void *arg;
-    bool stopped;
-    long code;
-    CURL *c;
-};
-
-static size_t on_data(char *data, size_t size, size_t n, void *user)
+void gpc_kube_close(struct gpc_kube *k)
 {
-    struct sink *s = user;
-    size_t add = size * n;
-    if (s->len + add > s->limit)
-        return 0; /* curl fails the transfer */
-    if (s->len + add + 1 > s->cap) {
-        size_t cap = (s->len + add + 1) * 2;
-        char *more = realloc(s->buf, cap);
-        if (!more)
-            return 0;
-        s->buf = more;
-        s->cap = cap;
-    }
-    memcpy(s->buf + s->len, data, add);
-    s->len += add;
-    s->buf[s->len] = '\0';
-    if (!s->line)
-        return add;
-    if (!s->code)
-        curl_easy_getinfo(s->c, CURLINFO_RESPONSE_CODE, &s->code);
-    if (s->code != 200)
-        return add; /* an error answer: handed over whole at the end */
-    char *start = s->buf, *nl;
-    while ((nl = memchr(start, '\n', (size_t)(s->buf + s->len - start)))) {
-        *nl = '\0';
-        if (nl > start && s->line(start, s->arg) != 0) {
-            s->stopped = true;
-            return 0;
-        }
-        start = nl + 1;
-    }
-    s->len -= (size_t)(start - s->buf);
-    memmove(s->buf, start, s->len);
-    s->buf[s->len] = '\0';
-    return add;
+    if (k->multi)
+        curl_multi_cleanup(k->multi);
+    k->multi = NULL;
+    curl_global_cleanup();
 }
 
-/* One request: method GET (json NULL) or POST; watch lines to `line`. */
-static int request(const struct gpc_kube *k, const char *path, const char *json, struct sink *s, long *code, char *err,
-                   size_t errlen)
+static size_t on_data(char *buf, size_t size, size_t n, void *user)
 {
-    char url[2048], cerr[CURL_ERROR_SIZE] = "";
-    snprintf(url, sizeof url, "%s%s", k->url, path);
-    struct tool_kube_request r = {url, k->token_file, k->ca_file, k->plain_http, json != NULL, k->timeout_ms,
-                                  on_data, s, cerr};
-    CURL *c;
-    struct curl_slist *headers;
-    int rc = tool_kube_open(&r, &c, &headers, err, errlen);
+    struct gpc_kube_req *r = user;
+    size_t len = size * n;
+    if (r->stopped)
+        return 0;
+    if (!r->data(r, buf, len)) {
+        r->stopped = true;
+        return 0; /* curl ends the transfer (CURLE_WRITE_ERROR) */
+    }
+    return len;
+}
+
+int gpc_kube_start(struct gpc_kube *k, struct gpc_kube_req *r, const char *path, const char *accept,
+                   const char *body, long timeout_ms, long idle_s, char *err, size_t errlen)
+{
+    if (r->busy) {
+        snprintf(err, errlen, "a request is still running");
+        return -EBUSY;
+    }
+    if (!r->c && !(r->c = curl_easy_init())) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    curl_easy_reset(r->c);
+    curl_slist_free_all(r->headers);
+    r->headers = NULL;
+    char url[8192];
+    if ((size_t)snprintf(url, sizeof url, "%s%s", k->url, path) >= sizeof url) {
+        snprintf(err, errlen, "request path too long");
+        return -ENAMETOOLONG;
+    }
+    r->errbuf[0] = '\0';
+    struct tool_kube_request q = {url,      k->token_file, k->ca_file, k->plain_http, body != NULL, k->timeout_ms,
+                                  on_data,  r,             r->errbuf,  accept};
+    int rc = tool_kube_setup(r->c, &q, &r->headers, err, errlen);
     if (rc != 0)
         return rc;
-    s->c = c;
-    if (!s->line)
-        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, k->timeout_ms);
-    else {
-        /* A watch lasts as long as the server keeps it (timeoutSeconds); a dead peer is noticed
-         * when nothing arrives for a minute (the server sends bookmarks more often). */
-        curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-        curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 90L);
+    curl_easy_setopt(r->c, CURLOPT_PRIVATE, r);
+    if (body)
+        curl_easy_setopt(r->c, CURLOPT_COPYPOSTFIELDS, body);
+    if (timeout_ms > 0)
+        curl_easy_setopt(r->c, CURLOPT_TIMEOUT_MS, timeout_ms);
+    if (idle_s > 0) {
+        curl_easy_setopt(r->c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        curl_easy_setopt(r->c, CURLOPT_LOW_SPEED_TIME, idle_s);
     }
-    if (json)
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, json);
-    CURLcode res = curl_easy_perform(c);
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, code);
-    if (res != CURLE_OK && !s->stopped) {
-        snprintf(err, errlen, "%s %s: %s", json ? "POST" : "GET", path, cerr[0] ? cerr : curl_easy_strerror(res));
-        rc = -EIO;
+    /* Over HTTP/2, wait to share the connection being set up rather than open a second one. */
+    curl_easy_setopt(r->c, CURLOPT_PIPEWAIT, 1L);
+    /* A dead peer of a quiet watch is noticed by TCP keep-alives too. */
+    curl_easy_setopt(r->c, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(r->c, CURLOPT_TCP_KEEPIDLE, 30L);
+    curl_easy_setopt(r->c, CURLOPT_TCP_KEEPINTVL, 10L);
+    r->stopped = false;
+    if (curl_multi_add_handle(k->multi, r->c) != CURLM_OK) {
+        snprintf(err, errlen, "libcurl refused the request");
+        return -EIO;
     }
-    curl_slist_free_all(headers);
-    curl_easy_cleanup(c);
-    return rc;
-}
-
-int gpc_kube_get(const struct gpc_kube *k, const char *path, char **body, long *code, char *err, size_t errlen)
-{
-    struct sink s = {.limit = MAX_ANSWER};
-    int rc = request(k, path, NULL, &s, code, err, errlen);
-    if (rc == 0 && !s.buf)
-        s.buf = calloc(1, 1);
-    if (rc != 0 || !s.buf) {
-        free(s.buf);
-        return rc ? rc : -ENOMEM;
-    }
-    *body = s.buf;
+    r->busy = true;
     return 0;
 }
 
-int gpc_kube_post(const struct gpc_kube *k, const char *path, const char *json, long *code, char *err, size_t errlen)
+long gpc_kube_code(struct gpc_kube_req *r)
 {
-    struct sink s = {.limit = 1u << 20};
-    int rc = request(k, path, json, &s, code, err, errlen);
-    free(s.buf);
-    return rc;
+    long code = 0;
+    if (r->c)
+        curl_easy_getinfo(r->c, CURLINFO_RESPONSE_CODE, &code);
+    return code;
 }
 
-int gpc_kube_watch(const struct gpc_kube *k, const char *path, int (*line)(const char *text, void *arg), void *arg,
-                   long *code, char *err, size_t errlen)
+/* The finished transfers: each request's done called once its handle is out of the multi handle
+ * (so done may start the next request on it). Returns how many. */
+static int reap(struct gpc_kube *k)
 {
-    struct sink s = {.limit = MAX_LINE, .line = line, .arg = arg};
-    int rc = request(k, path, NULL, &s, code, err, errlen);
-    /* What is left: a last line without its newline, or a whole error answer. */
-    if (rc == 0 && !s.stopped && s.len)
-        line(s.buf, arg);
-    free(s.buf);
-    return rc;
+    int n = 0, left;
+    CURLMsg *m;
+    while ((m = curl_multi_info_read(k->multi, &left))) {
+        if (m->msg != CURLMSG_DONE)
+            continue;
+        struct gpc_kube_req *r = NULL;
+        CURL *c = m->easy_handle;
+        CURLcode res = m->data.result;
+        curl_easy_getinfo(c, CURLINFO_PRIVATE, (char **)&r);
+        long code = 0, connects = 0;
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+        curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &connects);
+        k->connects += (unsigned long)connects;
+        curl_multi_remove_handle(k->multi, c);
+        if (!r)
+            continue;
+        r->busy = false;
+        char err[CURL_ERROR_SIZE + 64];
+        int rc = 0;
+        err[0] = '\0';
+        if (res != CURLE_OK) {
+            rc = r->stopped ? -ECANCELED : res == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO;
+            snprintf(err, sizeof err, "%s", r->errbuf[0] ? r->errbuf : curl_easy_strerror(res));
+        }
+        r->done(r, rc, code, err);
+        n++;
+    }
+    return n;
+}
+
+int gpc_kube_run(struct gpc_kube *k, int wait_ms)
+{
+    int running = 0;
+    if (curl_multi_perform(k->multi, &running) != CURLM_OK)
+        return -EIO;
+    if (reap(k) > 0)
+        return 0;
+    if (wait_ms > 0 && curl_multi_poll(k->multi, NULL, 0, wait_ms, NULL) != CURLM_OK)
+        return -EIO;
+    if (curl_multi_perform(k->multi, &running) != CURLM_OK)
+        return -EIO;
+    reap(k);
+    return 0;
+}
+
+void gpc_kube_abort(struct gpc_kube *k, struct gpc_kube_req *r)
+{
+    if (!r->busy)
+        return;
+    long code = 0;
+    curl_easy_getinfo(r->c, CURLINFO_RESPONSE_CODE, &code);
+    curl_multi_remove_handle(k->multi, r->c);
+    r->busy = false;
+    r->done(r, -ECANCELED, code, "ended by the agent");
+}
+
+void gpc_kube_req_free(struct gpc_kube *k, struct gpc_kube_req *r)
+{
+    if (r->busy)
+        curl_multi_remove_handle(k->multi, r->c);
+    r->busy = false;
+    if (r->c)
+        curl_easy_cleanup(r->c);
+    r->c = NULL;
+    curl_slist_free_all(r->headers);
+    r->headers = NULL;
 }

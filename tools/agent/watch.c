@@ -1,30 +1,42 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * watch.c: gpucap-agent's loop. It lists the pods of its node (fieldSelector spec.nodeName), applies
- * each pod's budget record, then watches from the list's resourceVersion and applies every added
- * or modified pod's record as it comes. Any end of a watch (the server's timeout, a dropped
- * connection, an error) is followed by a fresh list: whatever was missed meanwhile is seen then
- * (a resync on every reconnect); a 410 Gone (the resourceVersion is too old) forces the same. A
- * change is one Event on the pod: from what to what, and whether the container holds more than a
- * lowered budget.
+ * watch.c: gpucap-agent's loop, a reflector as client-go's is. It lists the pods of its node once
+ * (fieldSelector spec.nodeName, metadata only, in pages of `limit`, from the API server's watch
+ * cache: resourceVersion=0), applies each pod's budget record, then watches from the list's
+ * resourceVersion and applies every added or modified pod's record as it comes. Bookmarks keep
+ * that resourceVersion fresh. After a watch ends cleanly (the server's timeout, asked at random
+ * between --watch-timeout and twice it, so that a node's watches do not end together) it watches
+ * again from the last resourceVersion seen: no list. It lists again only when the server says that
+ * resourceVersion is gone (410), and then after a random wait of up to --relist-spread, so that
+ * the agents of a cluster do not all list at once after an API server restart. Errors, and watches
+ * that end at once with nothing in them, back off exponentially with jitter (0.8 s to 30 s). A
+ * 410 in the middle of a paged list (its continue token expired) makes one list of all pages in
+ * one answer, read as a stream all the same (podstream.c).
  *
- * The record is the webhook's (pod annotation gpucap.io/budgets, one JSON object: {"max":SIZE,
- * "containers":{NAME:SIZE,...}}); the webhook puts back any value a tenant writes there, and the
- * locked settings file's maximum bounds it in the library anyway. The agent applies exactly it and
- * decides nothing: no policy is re-implemented here. The files are the state: a record the file
- * already says (however spelled) is no change, so a restarted agent or a resync makes no Events.
+ * The record is read strictly (record.c) and applied within the ceiling the platform fixed when the
+ * pod was created (apply.c): the files are the state, so a record the file already says (however
+ * spelled) is no change, and a restarted agent or a relist makes no Events. Each change is queued
+ * as an Event (events.c), posted beside the watch.
  */
 #include "agent.h"
+#include "podstream.h"
+#include "record.h"
 
+#include <curl/curl.h>
 #include <errno.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
-#define RECORD "gpucap.io/budgets"
+#define BACKOFF_MIN 0.8
+#define BACKOFF_MAX 30.0
+#define SHORT_WATCH 1.0 /* seconds: a watch that ends sooner with nothing in it is a failure */
+#define MAX_PAGES 10000 /* a node runs a few hundred pods: a server that pages on forever is wrong */
+#define ACCEPT_LIST "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+#define ACCEPT_WATCH "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
@@ -37,197 +49,379 @@ static void say(const char *fmt, ...)
     va_end(ap);
 }
 
-static void utc_now(char *buf, size_t len)
+static double now(void)
 {
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* The Event of one change on pod ns/name (uid), container c. */
-static void post_event(struct gpc_agent *a, const char *ns, const char *name, const char *uid, const char *c,
-                       const struct gpc_agent_change *ch)
+/* Uniform in [0, 1): jitter differs between agents (seeded from the kernel), not only between runs. */
+static double rand01(void)
 {
-    char msg[512], when[32], used[32], budget[32], path[400], field[128], gen[300];
-    int n = snprintf(msg, sizeof msg, "container %s: GPU memory budget changed from %s to %s", c,
-                     ch->from[0] ? ch->from : "none", ch->to);
-    if (ch->max_to[0] && strcmp(ch->max_from, ch->max_to) != 0)
-        n += snprintf(msg + n, sizeof msg - (size_t)n, " (maximum %s, was %s)", ch->max_to,
-                      ch->max_from[0] ? ch->max_from : "none");
-    if (ch->above)
-        snprintf(msg + n, sizeof msg - (size_t)n, "; it holds %s, above the new budget %s: nothing more is admitted "
-                 "until its use is below it (nothing held is taken away)", gpc_format_size(ch->in_use, used, sizeof used),
-                 gpc_format_size(ch->budget, budget, sizeof budget));
-    utc_now(when, sizeof when);
-    snprintf(field, sizeof field, "spec.containers{%s}", c);
-    snprintf(gen, sizeof gen, "%s.", name);
-    json_t *ev = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s, s:s, s:s}, s:s, s:s, s:s, s:{s:s, s:s},"
-                           " s:s, s:s, s:i, s:s, s:s}",
-                           "apiVersion", "v1", "kind", "Event", "metadata", "generateName", gen, "namespace", ns,
-                           "involvedObject", "apiVersion", "v1", "kind", "Pod", "namespace", ns, "name", name, "uid",
-                           uid, "fieldPath", field, "reason", ch->above ? "GpuBudgetBelowUse" : "GpuBudgetChanged",
-                           "message", msg, "type", ch->above ? "Warning" : "Normal", "source", "component",
-                           "gpucap-agent", "host", a->node, "firstTimestamp", when, "lastTimestamp", when, "count", 1,
-                           "reportingComponent", "gpucap.io/agent", "reportingInstance", a->node);
-    char *body = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
-    json_decref(ev);
-    if (!body)
-        return;
-    snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", ns);
-    long code = 0;
-    char err[512] = "";
-    int rc = gpc_kube_post(&a->kube, path, body, &code, err, sizeof err);
-    free(body);
-    if (rc != 0 || code < 200 || code > 299)
-        say("pod %s/%s: the event was not created (%s)", ns, name, rc ? err : code == 403 ? "HTTP 403: the agent's "
-            "service account needs create on events" : "HTTP error");
-    else
-        a->events++;
-    say("pod %s/%s: %s", ns, name, msg);
+    static uint64_t x;
+    if (!x && (getrandom(&x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x || !x))
+        x = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15u;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return (double)(x >> 11) / 9007199254740992.0;
 }
 
-/* One pod object: its record applied to each of its containers' files. */
-static void handle_pod(struct gpc_agent *a, json_t *pod)
+/* ---- one pod ---- */
+
+static bool dns_chars(const char *s, size_t max, bool dots)
 {
-    json_t *meta = json_object_get(pod, "metadata");
-    const char *ns = json_string_value(json_object_get(meta, "namespace"));
-    const char *name = json_string_value(json_object_get(meta, "name"));
-    const char *uid = json_string_value(json_object_get(meta, "uid"));
-    const char *node = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
-    const char *rec = json_string_value(json_object_get(json_object_get(meta, "annotations"), RECORD));
-    if (!ns || !name || !uid || !rec)
+    size_t n = strlen(s);
+    if (n == 0 || n > max)
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-' || (dots && *s == '.')))
+            return false;
+    return true;
+}
+
+/* One pod's record applied to each of its containers' files. */
+static void handle_pod(struct gpc_agent *a, const struct gpc_pod_meta *p)
+{
+    if (p->bad || !p->has_record)
         return;
-    if (node && strcmp(node, a->node) != 0)
-        return; /* the field selector says it is ours; the object must agree */
-    json_t *r = json_loads(rec, 0, NULL);
-    json_t *ctrs = json_object_get(r, "containers");
-    json_t *max = json_object_get(r, "max");
-    if (!json_is_object(ctrs) || (max && !json_is_string(max))) {
-        say("pod %s/%s: annotation " RECORD " is not a budget record; left as it is", ns, name);
-        json_decref(r);
+    if (!dns_chars(p->ns, 63, false) || !dns_chars(p->name, 253, true) || !dns_chars(p->uid, 63, false)) {
+        a->skipped++;
         return;
     }
-    const char *c;
-    json_t *v;
-    json_object_foreach(ctrs, c, v) {
-        const char *value = json_string_value(v);
+    if (p->node[0] && strcmp(p->node, a->node) != 0)
+        return; /* the field selector says it is ours; the object must agree */
+    struct gpc_record rec;
+    char why[160];
+    if (p->record_bad || gpc_record_parse(p->record, p->record_len, &rec, why, sizeof why) != 0) {
+        say("pod %s/%s: annotation " GPC_RECORD_ANNOTATION " is not a budget record (%s); left as it is", p->ns,
+            p->name, p->record_bad ? "not one string of at most 16 KiB" : why);
+        a->refused++;
+        return;
+    }
+    for (unsigned i = 0; i < rec.n; i++) {
+        const char *c = rec.c[i].name;
         struct gpc_agent_change ch;
         char err[512];
-        int rc = value ? gpc_agent_apply(a->root, uid, c, value, json_string_value(max), &ch, err, sizeof err) : -EINVAL;
+        int rc = gpc_agent_apply(a->root, p->uid, c, rec.c[i].value, rec.max[0] ? rec.max : NULL, &ch, err,
+                                 sizeof err);
         a->applied += rc >= 0;
+        if (rc >= 0 && ch.clamped) {
+            a->clamped++;
+            say("pod %s/%s: container %s: the record asks for %s, above the maximum %s fixed when the pod was "
+                "created: %s", p->ns, p->name, c, ch.asked, ch.ceiling, rc == 1 ? "that maximum applied" : "kept");
+        }
         if (rc == 1) {
             a->changes++;
-            post_event(a, ns, name, uid, c, &ch);
+            say("pod %s/%s: container %s: GPU memory budget changed from %s to %s", p->ns, p->name, c,
+                ch.from[0] ? ch.from : "none", ch.to);
+            gpc_events_push(&a->events, p->ns, p->name, p->uid, c, &ch);
         } else if (rc == -ENOENT) {
-            /* Not started on this node yet: seen again at its next event or the next list. */
+            /* Not started on this node yet: seen again at its next event (or the next list). */
         } else if (rc < 0) {
-            say("pod %s/%s: %s", ns, name, value ? err : "a budget in " RECORD " is not a string");
+            a->refused++;
+            say("pod %s/%s: %s", p->ns, p->name, err);
         }
     }
-    json_decref(r);
 }
 
 /* ---- list, then watch ---- */
 
-struct watch_state {
+struct reflector {
     struct gpc_agent *a;
-    char rv[64];
-    bool gone; /* a 410: list again */
+    struct gpc_kube_req req;
+    struct gpc_podstream *ps;
+    char rv[64];      /* where the next watch starts */
+    char cont[4096];  /* the next page of the list under way */
+    bool need_list;   /* no usable resourceVersion: list */
+    bool whole;       /* a 410 came in the middle of pages: one list without limit */
+    unsigned pages;   /* pages of the list under way */
+    double next_at;   /* CLOCK_MONOTONIC seconds before which no request starts */
+    double started;
+    double backoff;   /* seconds: the next failure waits [backoff, 2 x backoff) */
+    unsigned long got; /* events in this watch */
+    long http;        /* the answer's status, once its headers came */
+    bool gone, failed;
+    double stop_at;   /* a watch that said its last word (an ERROR): ended if the server does not end it by then */
+    char why[400];
+    unsigned rounds;
 };
 
-static void remember_rv(struct watch_state *w, json_t *obj)
+static void back_off(struct reflector *r)
 {
-    const char *rv = json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
-    if (rv && strlen(rv) < sizeof w->rv)
-        snprintf(w->rv, sizeof w->rv, "%s", rv);
+    r->next_at = now() + r->backoff * (1 + rand01());
+    r->backoff = r->backoff * 2 < BACKOFF_MAX ? r->backoff * 2 : BACKOFF_MAX;
 }
 
-static int on_event(const char *text, void *arg)
+static bool on_bytes(struct gpc_kube_req *q, const char *buf, size_t len)
 {
-    struct watch_state *w = arg;
-    json_t *e = json_loads(text, 0, NULL);
-    const char *type = json_string_value(json_object_get(e, "type"));
-    json_t *obj = json_object_get(e, "object");
-    int stop = 0;
-    if (!type) {
-        /* Not an event: an error answer (a Status object) read whole. */
-        long code = json_integer_value(json_object_get(e, "code"));
-        w->gone = code == 410;
-        stop = 1;
-    } else if (strcmp(type, "ERROR") == 0) {
-        w->gone = json_integer_value(json_object_get(obj, "code")) == 410;
-        if (!w->gone)
-            say("watch: error event: %s", json_string_value(json_object_get(obj, "message")) ?: "?");
-        stop = 1;
-    } else if (strcmp(type, "ADDED") == 0 || strcmp(type, "MODIFIED") == 0) {
-        remember_rv(w, obj);
-        w->a->watched++;
-        handle_pod(w->a, obj);
-    } else {
-        remember_rv(w, obj); /* DELETED, BOOKMARK */
+    struct reflector *r = q->arg;
+    if (!r->http)
+        r->http = gpc_kube_code(q);
+    if (r->stop_at)
+        return true; /* read to its end, so that the connection can be used again */
+    char err[200];
+    int rc = gpc_podstream_feed(r->ps, buf, len, err, sizeof err);
+    if (rc == 0)
+        return true;
+    if (rc != -ECANCELED && !r->failed) {
+        r->failed = true;
+        snprintf(r->why, sizeof r->why, "the answer cannot be read: %s", err);
     }
-    json_decref(e);
-    return stop;
+    return false;
 }
 
-/* The node's pods, each applied; the list's resourceVersion in w->rv. 0 or -errno. */
-static int list(struct gpc_agent *a, struct watch_state *w)
+static int on_list_item(const char *type, const struct gpc_pod_meta *p, void *arg)
 {
-    char path[512], err[512];
-    snprintf(path, sizeof path, "/api/v1/pods?fieldSelector=spec.nodeName%%3D%s", a->node);
-    char *body = NULL;
-    long code = 0;
-    int rc = gpc_kube_get(&a->kube, path, &body, &code, err, sizeof err);
-    if (rc != 0) {
-        say("list: %s", err);
-        return rc;
-    }
-    json_t *l = json_loads(body, 0, NULL);
-    free(body);
-    json_t *items = json_object_get(l, "items");
-    if (code != 200 || !json_is_array(items)) {
-        say("list: HTTP %ld%s", code, code == 403 ? " (the agent's service account needs list and watch on pods)" : "");
-        json_decref(l);
-        return -EIO;
-    }
-    remember_rv(w, l);
-    size_t i;
-    json_t *pod;
-    json_array_foreach(items, i, pod)
-        handle_pod(a, pod);
-    a->lists++;
-    json_decref(l);
+    struct reflector *r = arg;
+    (void)type;
+    if (r->http == 200)
+        handle_pod(r->a, p);
     return 0;
+}
+
+static int on_watch_item(const char *type, const struct gpc_pod_meta *p, void *arg)
+{
+    struct reflector *r = arg;
+    struct gpc_agent *a = r->a;
+    if (r->http != 200 || !type[0] || strcmp(type, "ERROR") == 0) {
+        /* A Status: the answer of a refused watch, or an ERROR event. Either ends the watch. */
+        if (p->code == 410 || r->http == 410) {
+            r->gone = true;
+        } else {
+            r->failed = true;
+            snprintf(r->why, sizeof r->why, "%s: %ld %s: %s", type[0] ? "error event" : "answer", p->code, p->reason,
+                     p->message);
+        }
+        /* The server ends the stream after it: wait a second for that (the connection is kept),
+         * then end it here. */
+        r->stop_at = now() + 1;
+        return 0;
+    }
+    if (p->bad) {
+        a->skipped++;
+        return 0;
+    }
+    bool change = strcmp(type, "ADDED") == 0 || strcmp(type, "MODIFIED") == 0;
+    if (change || strcmp(type, "DELETED") == 0 || strcmp(type, "BOOKMARK") == 0) {
+        r->got++;
+        if (change) {
+            a->watched++;
+            handle_pod(a, p);
+        }
+        if (p->rv[0])
+            snprintf(r->rv, sizeof r->rv, "%s", p->rv);
+    }
+    return 0;
+}
+
+static void list_done(struct gpc_kube_req *q, int rc, long code, const char *err);
+static void watch_done(struct gpc_kube_req *q, int rc, long code, const char *err);
+
+/* The path of the next request: a list page, or a watch. */
+static int next_path(struct reflector *r, char *path, size_t len)
+{
+    struct gpc_agent *a = r->a;
+    char *node = curl_easy_escape(NULL, a->node, 0);
+    if (!node)
+        return -ENOMEM;
+    int n = snprintf(path, len, "/api/v1/pods?fieldSelector=spec.nodeName%%3D%s", node);
+    curl_free(node);
+    if (r->need_list) {
+        if (r->cont[0]) {
+            char *c = curl_easy_escape(NULL, r->cont, 0);
+            if (!c)
+                return -ENOMEM;
+            n += snprintf(path + n, len - (size_t)n, "&limit=%u&continue=%s", a->page_size, c);
+            curl_free(c);
+        } else if (r->whole) {
+            n += snprintf(path + n, len - (size_t)n, "&resourceVersion=0");
+        } else {
+            n += snprintf(path + n, len - (size_t)n, "&limit=%u&resourceVersion=0", a->page_size);
+        }
+    } else {
+        char *rv = curl_easy_escape(NULL, r->rv, 0);
+        if (!rv)
+            return -ENOMEM;
+        unsigned t = a->watch_timeout + (unsigned)(rand01() * a->watch_timeout);
+        n += snprintf(path + n, len - (size_t)n, "&watch=1&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%u",
+                      rv, t);
+        curl_free(rv);
+    }
+    return (size_t)n < len ? 0 : -ENAMETOOLONG;
+}
+
+static void start_next(struct reflector *r)
+{
+    struct gpc_agent *a = r->a;
+    char path[8192], err[512];
+    int rc = next_path(r, path, sizeof path);
+    bool list = r->need_list;
+    if (rc == 0) {
+        r->ps = gpc_podstream_new(list ? GPC_STREAM_LIST : GPC_STREAM_WATCH, list ? on_list_item : on_watch_item, r);
+        rc = r->ps ? 0 : -ENOMEM;
+        snprintf(err, sizeof err, "out of memory");
+    }
+    if (rc == 0) {
+        r->http = 0;
+        r->got = 0;
+        r->gone = r->failed = false;
+        r->stop_at = 0;
+        r->why[0] = '\0';
+        r->req.arg = r;
+        r->req.data = on_bytes;
+        r->req.done = list ? list_done : watch_done;
+        r->started = now();
+        /* A page has --request-timeout in all; a watch the time it asked for and a margin. Both end
+         * when nothing comes for a while (a watch: the server sends bookmarks more often). */
+        long total = list ? (long)a->request_timeout * 1000 : ((long)a->watch_timeout * 2 + 30) * 1000;
+        long idle = list ? (a->request_timeout < 30 ? (long)a->request_timeout : 30) : 120;
+        rc = gpc_kube_start(&a->kube, &r->req, path, list ? ACCEPT_LIST : ACCEPT_WATCH, NULL, total, idle, err,
+                            sizeof err);
+    }
+    if (rc != 0) {
+        say("%s: %s; again in a while", list ? "list" : "watch", err);
+        gpc_podstream_free(r->ps);
+        r->ps = NULL;
+        a->errors++;
+        r->rounds++;
+        back_off(r);
+    }
+}
+
+/* What a failed request says: its transport error, its parse error, or its Status. */
+static void failure(struct reflector *r, int rc, long code, const char *err, const struct gpc_list_meta *m, char *out,
+                    size_t len)
+{
+    if (rc != 0 && rc != -ECANCELED)
+        snprintf(out, len, "%s", err);
+    else if (r->why[0])
+        snprintf(out, len, "%s", r->why);
+    else if (code != 200)
+        snprintf(out, len, "HTTP %ld%s%s%s", code, m && m->reason[0] ? " " : "", m ? m->reason : "",
+                 code == 401 || code == 403 ? " (the agent's service account needs list and watch on pods)" : "");
+    else
+        snprintf(out, len, "%s", m && (m->rv_bad || m->cont_bad) ? "its resourceVersion or continue token is not usable"
+                                                                   : "no resourceVersion in the answer");
+}
+
+static void list_done(struct gpc_kube_req *q, int rc, long code, const char *err)
+{
+    struct reflector *r = q->arg;
+    struct gpc_agent *a = r->a;
+    struct gpc_list_meta m = {0};
+    char perr[200] = "";
+    bool ok = rc == 0 && !r->failed && gpc_podstream_end(r->ps, &m, perr, sizeof perr) == 0;
+    gpc_podstream_free(r->ps);
+    r->ps = NULL;
+    if (!ok && !r->failed && rc == 0) {
+        r->failed = true;
+        snprintf(r->why, sizeof r->why, "the answer cannot be read: %s", perr);
+    }
+    if (ok && code == 200 && !m.rv_bad && !m.cont_bad && (m.cont[0] || m.rv[0])) {
+        r->pages++;
+        a->pages++;
+        if (m.cont[0] && r->pages < MAX_PAGES) {
+            snprintf(r->cont, sizeof r->cont, "%s", m.cont);
+            r->next_at = now();
+            return;
+        }
+        if (!m.cont[0]) {
+            snprintf(r->rv, sizeof r->rv, "%s", m.rv);
+            r->need_list = r->whole = false;
+            r->cont[0] = '\0';
+            r->pages = 0;
+            a->lists++;
+            r->next_at = now();
+            return;
+        }
+        snprintf(r->why, sizeof r->why, "more than %d pages", MAX_PAGES);
+    }
+    a->errors++;
+    r->rounds++;
+    long status = code != 200 ? code : m.code;
+    if ((status == 410 || m.code == 410) && r->cont[0]) {
+        /* The continue token expired between two pages: the whole list in one answer. */
+        say("list: the continue token expired after %u pages (410); listing all pods in one answer", r->pages);
+        r->whole = true;
+    } else {
+        char why[512];
+        failure(r, rc, code, err, &m, why, sizeof why);
+        say("list: %s; listing again in a while", why);
+    }
+    r->cont[0] = '\0';
+    r->pages = 0;
+    back_off(r);
+}
+
+static void watch_done(struct gpc_kube_req *q, int rc, long code, const char *err)
+{
+    struct reflector *r = q->arg;
+    struct gpc_agent *a = r->a;
+    char perr[200] = "";
+    if (rc == 0 && !r->failed && !r->gone && gpc_podstream_end(r->ps, NULL, perr, sizeof perr) != 0) {
+        r->failed = true;
+        snprintf(r->why, sizeof r->why, "the stream ended inside an event: %s", perr);
+    }
+    gpc_podstream_free(r->ps);
+    r->ps = NULL;
+    a->watches++;
+    r->rounds++;
+    double lasted = now() - r->started;
+    if (r->gone || code == 410) {
+        double wait = rand01() * a->relist_spread;
+        a->relists_gone++;
+        say("watch: resourceVersion %s is gone (410); listing again in %.1f s", r->rv, wait);
+        r->need_list = true;
+        r->next_at = now() + wait;
+        return;
+    }
+    if ((rc != 0 && rc != -ECANCELED) || r->failed || code != 200) {
+        char why[512];
+        failure(r, rc, code, err, NULL, why, sizeof why);
+        a->errors++;
+        back_off(r);
+        say("watch: %s; watching again from %s in %.1f s", why, r->rv, r->next_at - now());
+        return;
+    }
+    if (lasted < SHORT_WATCH && r->got == 0) {
+        /* Ended at once with nothing in it: a server that does so to every watch must not get a
+         * watch (let alone a list) in a tight loop. */
+        back_off(r);
+        return;
+    }
+    r->backoff = BACKOFF_MIN;
+    r->next_at = now(); /* the server's timeout: watch again from where this one ended */
 }
 
 int gpc_agent_run(struct gpc_agent *a)
 {
-    unsigned backoff = 1;
-    for (unsigned round = 0; !a->max_rounds || round < a->max_rounds; round++) {
-        struct watch_state w = {.a = a};
-        if (list(a, &w) != 0) {
-            sleep(backoff);
-            backoff = backoff < 30 ? backoff * 2 : 30;
-            continue;
-        }
-        char path[600], err[512];
-        snprintf(path, sizeof path,
-                 "/api/v1/pods?fieldSelector=spec.nodeName%%3D%s&watch=1&allowWatchBookmarks=true&resourceVersion=%s"
-                 "&timeoutSeconds=%u", a->node, w.rv, a->watch_timeout);
-        long code = 0;
-        int rc = gpc_kube_watch(&a->kube, path, on_event, &w, &code, err, sizeof err);
-        if (w.gone || code == 410) {
-            a->relists_gone++;
-            say("watch: resourceVersion %s is gone (410); listing again", w.rv);
-            backoff = 1;
-        } else if (rc != 0 || code != 200) {
-            say("watch: %s; listing again in %u s", rc ? err : "HTTP error", backoff);
-            sleep(backoff);
-            backoff = backoff < 30 ? backoff * 2 : 30;
-        } else {
-            backoff = 1; /* the server ended it: list again at once */
+    static struct reflector r;
+    memset(&r, 0, sizeof r);
+    r.a = a;
+    r.need_list = true;
+    r.backoff = BACKOFF_MIN;
+    r.next_at = now();
+    gpc_events_init(&a->events, &a->kube, a->node, a->root);
+    while (!a->max_rounds || r.rounds < a->max_rounds) {
+        double t = now();
+        if (!r.req.busy && t >= r.next_at)
+            start_next(&r);
+        else if (r.req.busy && r.stop_at && t > r.stop_at)
+            gpc_kube_abort(&a->kube, &r.req);
+        gpc_events_pump(&a->events);
+        double wait = r.req.busy ? 1.0 : r.next_at - now();
+        if (gpc_kube_run(&a->kube, wait <= 0 ? 0 : wait > 1.0 ? 1000 : (int)(wait * 1000) + 1) != 0) {
+            say("libcurl failed; stopping");
+            break;
         }
     }
+    /* A bounded run (tests) ends with its Events posted, for up to 10 s. */
+    for (double end = now() + 10; gpc_events_pump(&a->events) && now() < end;)
+        gpc_kube_run(&a->kube, 100);
+    gpc_kube_req_free(&a->kube, &r.req);
+    gpc_podstream_free(r.ps);
+    gpc_events_free(&a->events);
     return 0;
 }

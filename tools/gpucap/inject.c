@@ -13,6 +13,9 @@
  * counts in it). The webhook mounts that file alone at the container's ledger path: a mount point
  * cannot be removed, renamed or replaced from inside the container, even by a process running as
  * this same uid. An existing ledger (the init container run again) is kept.
+ *
+ * Each ini opens with its ceiling ("; ceiling = SIZE"): --max, else the container's budget. The node
+ * agent never writes a budget above it, whatever the pod's record asks (live budgets).
  */
 #include "cli.h"
 
@@ -46,7 +49,9 @@ const struct tool_cmd cli_inject_cmd = {
              "  DIR/lib/libgpucap.so, DIR/bin/gpucap   the library and this command\n"
              "  DIR/ld.so.preload                      " MOUNT_LIB "\n"
              "  DIR/CONTAINER/gpucap.ini               lock = true, memory_limit = SIZE,\n"
-             "                                         memory_limit_max = --max (when given), ledger\n"
+             "                                         memory_limit_max = --max (when given), ledger;\n"
+             "                                         its ceiling line: --max, else SIZE, the most\n"
+             "                                         gpucap-agent may ever set there\n"
              "CONTAINER is a container name (DNS label); SIZE a size for that container.",
     .tail = "Exit 0 when every file is in place, 1 on a failure, 2 on a usage error.\n",
     .max_operands = TOOL_ANY,
@@ -241,14 +246,18 @@ int cmd_inject(int argc, char **argv)
     for (size_t i = 0; i < nt; i++) {
         int name_len = (int)(strchr(t[i].name, '=') - t[i].name);
         char ini[512];
+        /* The ceiling line: the most the node agent may ever write here (--max, else this budget),
+         * fixed now; the agent keeps the line as it rewrites the budget (tools/agent/apply.c). */
         int len = snprintf(ini, sizeof ini,
                            "; written by gpucap inject for container %.*s: the platform's settings, locked\n"
+                           "; ceiling = %s: the most gpucap-agent may set, fixed at creation\n"
                            "[gpucap]\n"
                            "lock = true\n"
                            "memory_limit = %s\n"
                            "%s%s%s"
                            "ledger = " MOUNT_LEDGER_FILE "\n",
-                           name_len, t[i].name, t[i].size, max ? "memory_limit_max = " : "", max ? max : "",
+                           name_len, t[i].name, max ? max : t[i].size, t[i].size, max ? "memory_limit_max = " : "",
+                           max ? max : "",
                            max ? "\n" : "");
         snprintf(path, sizeof path, "%s/%.*s", to, name_len, t[i].name);
         if ((rc = make_dir(path, 0755)) != 0)

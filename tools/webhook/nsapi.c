@@ -83,7 +83,9 @@ static size_t on_data(char *data, size_t size, size_t n, void *user)
 /* The policy in a Namespace object's annotations; 0 or -EINVAL with err set. */
 static int parse_namespace(const char *body, size_t len, struct gpc_ns_policy *out, char *err, size_t errlen)
 {
-    json_t *root = json_loadb(body, len, 0, NULL);
+    /* JSON_ALLOW_NUL: a NUL in a value not read here (the API server stores U+0000) must not make
+     * the Namespace unreadable; the values read are refused when they hold one (below). */
+    json_t *root = json_loadb(body, len, JSON_ALLOW_NUL, NULL);
     json_t *ann = json_object_get(json_object_get(root, "metadata"), "annotations");
     int rc = 0;
     if (!json_is_object(json_object_get(root, "metadata"))) {
@@ -99,6 +101,16 @@ static int parse_namespace(const char *body, size_t len, struct gpc_ns_policy *o
     if (!opt_out) /* a label too: the Namespace's labels are the platform's as much as its annotations */
         opt_out = json_string_value(json_object_get(json_object_get(json_object_get(root, "metadata"), "labels"),
                                                     ANN_OPT_OUT));
+    json_t *used[] = {json_object_get(ann, ANN_MAX), json_object_get(ann, ANN_DEFAULT), json_object_get(ann, ANN_TRUSTED),
+                      json_object_get(ann, ANN_DRIVER), json_object_get(ann, ANN_OPT_OUT),
+                      json_object_get(json_object_get(json_object_get(root, "metadata"), "labels"), ANN_OPT_OUT)};
+    for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) {
+        if (json_is_string(used[i]) && json_string_length(used[i]) != strlen(json_string_value(used[i]))) {
+            snprintf(err, errlen, "a gpucap.io annotation of the Namespace holds a NUL");
+            rc = -EINVAL;
+            goto out;
+        }
+    }
     if ((max && strlen(max) >= sizeof out->max_memory) || (def && strlen(def) >= sizeof out->default_memory)) {
         snprintf(err, errlen, "annotation " ANN_MAX " or " ANN_DEFAULT " is too long");
         rc = -EINVAL;
@@ -135,7 +147,7 @@ static int fetch(struct gpc_nsapi *p, const char *ns, struct gpc_ns_policy *out,
     char url[700], cerr[CURL_ERROR_SIZE] = "";
     snprintf(url, sizeof url, "%s/api/v1/namespaces/%s", p->url, ns);
     struct answer a = {NULL, 0};
-    struct tool_kube_request r = {url, p->token_file, p->ca_file, false, false, p->timeout_ms, on_data, &a, cerr};
+    struct tool_kube_request r = {url, p->token_file, p->ca_file, false, false, p->timeout_ms, on_data, &a, cerr, NULL};
     CURL *c;
     struct curl_slist *hdr;
     int rc = tool_kube_open(&r, &c, &hdr, err, errlen);
