@@ -66,9 +66,13 @@ static enum verdict review_pod(struct review *r, json_t *req, const char **what)
         return V_BAD;
     }
     bool create = !opname || strcmp(opname, "CREATE") == 0, update = opname && strcmp(opname, "UPDATE") == 0;
-    bool ephemeral = sub && strcmp(sub, "ephemeralcontainers") == 0;
-    /* The webhook configuration sends pod creations and updates, and ephemeral containers. */
-    if ((k && strcmp(k, "Pod") != 0) || !(create || update) || (sub && *sub && !(ephemeral && update))) {
+    if (!sub)
+        sub = "";
+    /* A Binding's annotations are copied onto its pod (pods/binding). */
+    if (create && strcmp(sub, "binding") == 0 && (!k || strcmp(k, "Binding") == 0))
+        return wh_review_binding(r, req, what);
+    /* The webhook configuration sends pod creations, and updates of pods and their subresources. */
+    if ((k && strcmp(k, "Pod") != 0) || !(create || update) || (create && *sub)) {
         *what = "not a pod creation or update";
         return V_ALLOW;
     }
@@ -77,11 +81,8 @@ static enum verdict review_pod(struct review *r, json_t *req, const char **what)
         wh_say(r, "request.object is missing or not an object");
         return V_BAD;
     }
-    if (ephemeral)
-        return wh_review_ephemeral(r, req, pod, what);
     if (update)
-        return wh_review_update(r, req, pod, what);
-
+        return wh_review_update(r, req, pod, sub, what);
     return wh_review_create(r, req, pod, what);
 }
 

@@ -182,10 +182,10 @@ enum verdict wh_review_create(struct review *r, json_t *req, json_t *pod, const 
 
 /* ---- update.c: UPDATE of a pod and its subresources ---- */
 
-/* Pod UPDATE. */
-enum verdict wh_review_update(struct review *r, json_t *req, json_t *pod, const char **what);
-/* UPDATE of pods/ephemeralcontainers. */
-enum verdict wh_review_ephemeral(struct review *r, json_t *req, json_t *pod, const char **what);
+/* Pod UPDATE, of the pod itself (`sub` "") or of a subresource (`sub` "status", "ephemeralcontainers"...). */
+enum verdict wh_review_update(struct review *r, json_t *req, json_t *pod, const char *sub, const char **what);
+/* CREATE of pods/binding (request.object a Binding). */
+enum verdict wh_review_binding(struct review *r, json_t *req, const char **what);
 
 /* ---- admission.c ---- */
 
