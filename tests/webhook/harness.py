@@ -18,7 +18,7 @@ import yaml
 
 
 class Webhook:
-    def __init__(self, binary, threads=4, key="ec"):
+    def __init__(self, binary, threads=4, key="ec", extra=()):
         self.dir = tempfile.TemporaryDirectory()
         d = self.dir.name
         keyopt = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"] if key == "ec" else ["-newkey", "rsa:2048"]
@@ -28,7 +28,7 @@ class Webhook:
         self.log_path = f"{d}/log"
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--cert", f"{d}/tls.crt", "--key",
-                                      f"{d}/tls.key", "--image", "gpucap:test", "--default-memory", "25%", "--threads", str(threads)],
+                                      f"{d}/tls.key", "--image", "gpucap:test", "--default-memory", "25%", "--threads", str(threads), *extra],
                                      stderr=self.log)
         self.port = None
         for _ in range(100):

@@ -13,10 +13,12 @@
 
 /*
  * The largest request body the handler (and the server) accepts; larger ones get 413. A pod as the
- * API server sends it, managedFields included, is tens of KiB; 512 KiB leaves room for large ones.
+ * API server sends it, managedFields included, is tens of KiB, but an UPDATE review carries two, and
+ * each may be as large as the API server stores (1.5 MiB) with 256 KiB of annotations, which its
+ * JSON encoder writes as up to six bytes a character (\u003c for '<'): 6 MiB holds both.
  */
-#define GPC_ADMISSION_MAX_BODY (512u << 10)
-#define GPC_ADMISSION_MAX_BODY_TEXT "512 KiB"
+#define GPC_ADMISSION_MAX_BODY (6u << 20)
+#define GPC_ADMISSION_MAX_BODY_TEXT "6 MiB"
 
 /*
  * The per-pod injection layout (TEAM contract 2). The init container copies the library, the CLI,
