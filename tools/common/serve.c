@@ -29,7 +29,7 @@ int gpc_serve_run(struct gpc_serve *s, volatile sig_atomic_t *stop, char *err, s
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
-    unsigned flags = MHD_USE_ERROR_LOG | (s->threads > 1 ? MHD_USE_AUTO_INTERNAL_THREAD : MHD_USE_INTERNAL_POLLING_THREAD);
+    unsigned flags = MHD_USE_ERROR_LOG | MHD_USE_AUTO_INTERNAL_THREAD; /* epoll where there is one */
     if (s->tls_cert_callback)
         flags |= MHD_USE_TLS;
     if (addr.ss_family == AF_INET6)
