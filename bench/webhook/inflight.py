@@ -48,12 +48,7 @@ def one(hook, body, barrier, results):
     try:
         s.sendall(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
                   b"Connection: close\r\n\r\n%s" % (len(body), body))
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
+        data = harness.read_to_end(s)
         s.close()
         results.append((data.startswith(b"HTTP/1.1 200"), time.monotonic() - t0, data[:40]))
     except OSError as e:

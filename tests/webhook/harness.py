@@ -76,12 +76,7 @@ class Webhook:
         s = self.tls_socket(timeout, source)
         try:
             s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            data = b""
-            while True:
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                data += chunk
+            data = read_to_end(s)
         finally:
             s.close()
         if not data.startswith(b"HTTP/1.1 200") or not data.endswith(b"ok\n"):
@@ -117,6 +112,16 @@ class Webhook:
             return 1
         print("ok")
         return 0
+
+
+def read_to_end(s):
+    """Everything a socket sends until the server closes it."""
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
 
 
 def start(argv):

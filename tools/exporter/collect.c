@@ -192,30 +192,29 @@ static int copy_ledger(struct scan *sc, int fd)
     return GPC_SKIP_TORN;
 }
 
+/* Room for one more element of `size` bytes in the array *p of *cap (doubling from 64); false
+ * when memory ran out. */
+static bool room(void **p, unsigned n, unsigned *cap, size_t size)
+{
+    if (n < *cap)
+        return true;
+    unsigned more = *cap ? *cap * 2 : 64;
+    void *q = realloc(*p, more * size);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = more;
+    return true;
+}
+
 static struct ctr_rec *new_record(struct scan *sc)
 {
-    if (sc->nctr == sc->cap) {
-        unsigned cap = sc->cap ? sc->cap * 2 : 64;
-        struct ctr_rec *p = realloc(sc->ctr, cap * sizeof *p);
-        if (!p)
-            return NULL;
-        sc->ctr = p;
-        sc->cap = cap;
-    }
-    return &sc->ctr[sc->nctr];
+    return room((void **)&sc->ctr, sc->nctr, &sc->cap, sizeof *sc->ctr) ? &sc->ctr[sc->nctr] : NULL;
 }
 
 static struct dev_rec *new_dev(struct scan *sc)
 {
-    if (sc->ndev == sc->dev_cap) {
-        unsigned cap = sc->dev_cap ? sc->dev_cap * 2 : 64;
-        struct dev_rec *p = realloc(sc->dev, cap * sizeof *p);
-        if (!p)
-            return NULL;
-        sc->dev = p;
-        sc->dev_cap = cap;
-    }
-    return &sc->dev[sc->ndev];
+    return room((void **)&sc->dev, sc->ndev, &sc->dev_cap, sizeof *sc->dev) ? &sc->dev[sc->ndev] : NULL;
 }
 
 /*
