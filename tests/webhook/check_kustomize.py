@@ -117,11 +117,16 @@ def check_admission_policy(docs):
             check(False, f"the policy's CEL fails on '{what}': {e}")
             continue
         check(got == want, f"the policy {'allows' if got else 'denies'} an update of {what}")
-    # A pod gpucap did not inject is not judged.
+    # A pod gpucap did not inject is not judged; one whose annotation is gone but whose gpucap-init
+    # is there still is.
     plain = injected_pod()
     plain["metadata"].pop("annotations")
     new = json.loads(json.dumps(plain))
     new["spec"]["initContainers"][0]["image"] = "x"
+    check(not allowed(plain, new), "a pod with gpucap-init but without gpucap.io/injected is judged")
+    plain["spec"].pop("initContainers")
+    new = json.loads(json.dumps(plain))
+    new["spec"]["containers"][0]["env"] = []
     check(allowed(plain, new), "a pod gpucap did not inject is not judged")
 
 

@@ -320,6 +320,8 @@ def gpu_updates():
          "resize", True),
         ("gpucap-init's image replaced", injected, changed(injected, init_image), "", True),
         ("gpucap-init's image replaced, every annotation removed", kai, changed(kai, init_image, drop_all), "", True),
+        ("gpucap-init's image replaced in a pod whose gpucap.io/injected is gone", changed(injected, drop_all),
+         changed(injected, drop_all, init_image), "", True),
         ("an app container's image changed in an injected pod", injected, changed(injected, app_image), "", True),
         ("an app container's image changed in a plain pod", plain, changed(plain, app_image), "", False),
         ("ephemeral container with NVIDIA_VISIBLE_DEVICES", plain,

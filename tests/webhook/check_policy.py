@@ -691,6 +691,13 @@ def update_injected_parts(cli, fx):
         new = copy.deepcopy(pod)
         container(new)["image"] = "nvcr.io/nvidia/pytorch:25.01-py3"
         allowed(cli, args, as_update(review, pod, new), f"{preload}: UPDATE of the app's image", patched=False)
+        # A pod whose gpucap.io/injected is gone (a path that let it be removed): its gpucap-init holds.
+        bare = copy.deepcopy(pod)
+        del annotations(bare)["gpucap.io/injected"]
+        new = copy.deepcopy(bare)
+        init(new)["image"] = "evil.example.com/gpucap:1"
+        denied(cli, args, as_update(review, bare, new), f"{preload}: gpucap-init's image, gpucap.io/injected gone",
+               ["gpucap-init", "cannot change"])
 
 
 CASES = {

@@ -287,7 +287,10 @@ enum verdict wh_review_update(struct review *r, json_t *req, json_t *pod, const 
     const char *injected = json_string_value(json_object_get(old_ann, ANN_INJECTED));
     const char *old_record = json_string_value(json_object_get(old_ann, GPC_ANN_BUDGETS));
     if (!injected || !*injected || wh_find_init(old_spec) < 0) {
-        /* Not injected: no record, whoever wrote one. */
+        /* Not injected: no record, whoever wrote one. A gpucap-init of its own (the annotation gone,
+         * or a pod from elsewhere) is held all the same: it would write the cap of its containers. */
+        if (!*sub && wh_find_init(old_spec) >= 0 && (v = injected_parts_kept(r, old_spec, p.spec, "")) != V_ALLOW)
+            return v;
         const char *none[2] = {NULL, NULL};
         wh_patch_annotations(r, p.meta, p.ann, wh_record_keys, none, 2);
         if (ephemeral)
