@@ -60,12 +60,19 @@ uint64_t gpc_drv_declared(char *const *envp, const char **why)
 
 bool gpc_drv_in_force(uint64_t card, uint64_t reported, uint64_t declared)
 {
-    if (!reported)
-        return false;
-    /* The second case covers a driver that reports the limit as the card's size too: it then
-     * reports exactly the hard limit the hook set (whole MiB). A declared limit at or above the
-     * card cannot be told from none, and changes nothing. */
-    return (card && reported < card) || (declared && reported == declared);
+    /* Only the driver's own report below the card shows its limit. A report that equals what the
+     * environment declares is no evidence: the environment is the container's, and a declared
+     * NVIDIA_GPU_MEMORY_LIMIT equal to the card's size would be reported as the card's size by a
+     * driver that limits nothing. A driver that reported its limit as the card's size too cannot be
+     * told from none: gpucap then says it enforces alone (the safe word; the budget is capped at
+     * the declaration all the same, device.c). */
+    (void)declared;
+    return reported && card && reported < card;
+}
+
+uint64_t gpc_drv_recorded(uint64_t driver_limit, uint64_t card)
+{
+    return card && driver_limit >= card ? 0 : driver_limit;
 }
 
 const char *gpc_enforced_by(uint64_t driver_limit)

@@ -35,11 +35,21 @@ uint64_t gpc_drv_declared(char *const *envp, const char **why);
 /*
  * Whether the driver enforces a limit on a card of `card` bytes, given the total it reports in a
  * context on that card (`reported`, 0: unknown) and the declared limit (`declared`, 0: none): the
- * driver reports less than the card, or reports exactly what was declared for it.
+ * driver reports less than the card. A declaration is no evidence: it is the container's own
+ * environment, and a limit at or above the card limits nothing (`declared` is kept in the
+ * signature for the callers, which cap the budget at it all the same).
  */
 bool gpc_drv_in_force(uint64_t card, uint64_t reported, uint64_t declared);
 
-/* "driver + gpucap" when `driver_limit` (a ledger device's, ledger.h) is set, else "gpucap". */
+/*
+ * The driver's limit a reader of a ledger may show for a card of `card` bytes (0: unknown): the
+ * recorded `driver_limit` when it is below the card, else 0 (none: a "limit" at or above the card
+ * limits nothing, and the ledger is the container's file).
+ */
+uint64_t gpc_drv_recorded(uint64_t driver_limit, uint64_t card);
+
+/* "driver + gpucap" when `driver_limit` (a ledger device's, ledger.h, through gpc_drv_recorded) is
+ * set, else "gpucap". */
 const char *gpc_enforced_by(uint64_t driver_limit);
 
 /* The cgroup v2 facts of this container, read under `root` (normally "/"). */

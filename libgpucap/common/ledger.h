@@ -163,9 +163,21 @@ int gpc_ledger_create(const char *path, unsigned mode);
 
 /*
  * Checks a mapped ledger of `file_size` bytes: NULL if it is usable, else the reason, e.g.
- * "truncated", "not a gpucap ledger", "layout version 2, this gpucap reads 1".
+ * "truncated", "not a gpucap ledger", "layout version 2, this gpucap reads 1". It reads the header
+ * and the device entries only (all before `proc`).
  */
 const char *gpc_ledger_check(const struct gpc_ledger *l, uint64_t file_size, char *buf, unsigned len);
+/* What gpc_ledger_check() found, for a reader that acts on it (not on its text). */
+enum gpc_ledger_fault {
+    GPC_LEDGER_USABLE,
+    GPC_LEDGER_TRUNCATED,     /* shorter than its header, or than a ledger */
+    GPC_LEDGER_NOT_LEDGER,    /* another magic number */
+    GPC_LEDGER_OTHER_VERSION, /* another layout version */
+    GPC_LEDGER_CORRUPT,       /* sizes or device states that no gpucap writes */
+};
+/* gpc_ledger_check(), with what it found in *fault as well. */
+const char *gpc_ledger_check_fault(const struct gpc_ledger *l, uint64_t file_size, char *buf, unsigned len,
+                                   enum gpc_ledger_fault *fault);
 
 /*
  * Reads /proc/<pid>/<file> (one read: the start of a longer file) into `buf` of `len` (> 0) bytes,

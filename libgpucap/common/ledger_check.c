@@ -85,20 +85,26 @@ int gpc_ledger_create(const char *path, unsigned mode)
     return rc;
 }
 
-const char *gpc_ledger_check(const struct gpc_ledger *l, uint64_t file_size, char *buf, unsigned len)
+const char *gpc_ledger_check_fault(const struct gpc_ledger *l, uint64_t file_size, char *buf, unsigned len,
+                                   enum gpc_ledger_fault *fault)
 {
+    *fault = GPC_LEDGER_TRUNCATED;
     if (file_size < sizeof(uint64_t) * 2)
         return "truncated (shorter than its header)";
+    *fault = GPC_LEDGER_NOT_LEDGER;
     if (l->magic != GPC_LEDGER_MAGIC)
         return "not a gpucap ledger (wrong magic number)";
+    *fault = GPC_LEDGER_OTHER_VERSION;
     if (l->version != GPC_LEDGER_VERSION) {
         snprintf(buf, len, "layout version %u, this gpucap reads version %u", l->version, GPC_LEDGER_VERSION);
         return buf;
     }
+    *fault = GPC_LEDGER_TRUNCATED;
     if (file_size < sizeof *l) {
         snprintf(buf, len, "truncated (%llu bytes, a ledger has %zu)", (unsigned long long)file_size, sizeof *l);
         return buf;
     }
+    *fault = GPC_LEDGER_CORRUPT;
     if (l->size != sizeof *l || l->ndevices != GPC_LEDGER_DEVICES || l->nprocs != GPC_LEDGER_PROCS)
         return "corrupted header (sizes do not match this layout)";
     /* used may pass limit legitimately (audit mode, a limit lowered by a later process). */
@@ -109,7 +115,14 @@ const char *gpc_ledger_check(const struct gpc_ledger *l, uint64_t file_size, cha
             return buf;
         }
     }
+    *fault = GPC_LEDGER_USABLE;
     return NULL;
+}
+
+const char *gpc_ledger_check(const struct gpc_ledger *l, uint64_t file_size, char *buf, unsigned len)
+{
+    enum gpc_ledger_fault fault;
+    return gpc_ledger_check_fault(l, file_size, buf, len, &fault);
 }
 
 uint64_t gpc_ledger_share_in_use(const struct gpc_ledger_share *s)

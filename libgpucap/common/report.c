@@ -163,7 +163,8 @@ static void read_figures(const struct gpc_ledger *l, int id, struct figures *f)
     f->held_at_exit = atomic_load(&d->held_at_exit);
     f->largest = atomic_load(&s->largest);
     f->first_denial_ns = atomic_load(&s->first_denial_ns);
-    f->driver_limit = atomic_load(&l->dev[id].driver_limit);
+    /* A limit at or above the card limits nothing (the ledger is the container's file): none. */
+    f->driver_limit = gpc_drv_recorded(atomic_load(&l->dev[id].driver_limit), l->dev[id].physical);
 }
 
 /* The run's device `uuid` as the caller named it (index, name), or NULL. */

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # test_cli_drvlimit.sh GPUCAP CLI_ALLOC EXPORTER: who enforces, as the tools say it. In a container
 # the fake driver limits (FAKECUDA_DRIVER_LIMIT) `gpucap status`, the report of `gpucap run` (text
-# and JSON) and gpucap-exporter say "driver + gpucap" with the driver's limit; without it, "gpucap".
+# and JSON) and gpucap-exporter say "driver + gpucap" with the driver's limit; without it, "gpucap";
+# and "gpucap" for a container that only declares NVIDIA_GPU_MEMORY_LIMIT (the card's size, or any).
 set -u
 gpucap=$1 alloc=$2 exporter=${3:-}
 . "$(dirname "$0")/../common.sh"
@@ -29,6 +30,29 @@ import json,sys
 d=json.load(open(sys.argv[1]))['devices'][0]
 assert d['enforced_by']=='gpucap' and d['driver_limit'] is None, d
 " "$t/j" || bad "status json plain: $(cat "$t/j")"
+
+# A tenant's own declaration is no evidence (issue 30): NVIDIA_GPU_MEMORY_LIMIT equal to the 1 GiB card,
+# above it, or below it, with no driver's limit in force, and one the driver reports as the card's
+# size too: status, its JSON and the report say gpucap alone enforces (the budget is capped at the
+# declaration all the same).
+for decl in 1024 2048 512; do
+    for drv in "" 1GiB; do
+        rm -f "$t/decl.ledger"
+        env ${drv:+FAKECUDA_DRIVER_LIMIT=$drv} GPUCAP_LEDGER=$t/decl.ledger NVIDIA_GPU_MEMORY_REQUEST=$decl \
+            NVIDIA_GPU_MEMORY_LIMIT=$decl LD_PRELOAD=$TEST_PRELOAD "$alloc" a8 > /dev/null 2>&1 || bad "declared $decl run"
+        "$gpucap" status --ledger "$t/decl.ledger" > "$t/out" || bad "status declared $decl"
+        grep -qx "  enforced by: gpucap" "$t/out" || bad "declared $decl MiB, driver ${drv:-none}: $(grep enforced "$t/out")"
+        "$gpucap" status --json --ledger "$t/decl.ledger" > "$t/j"
+        python3 -c "
+import json,sys
+d=json.load(open(sys.argv[1]))['devices'][0]
+assert d['enforced_by']=='gpucap' and d['driver_limit'] is None, d
+" "$t/j" || bad "status json declared $decl, driver ${drv:-none}: $(cat "$t/j")"
+    done
+done
+NVIDIA_GPU_MEMORY_REQUEST=1024 NVIDIA_GPU_MEMORY_LIMIT=1024 "$gpucap" run --report "$t/d.txt" -- "$alloc" a8 > /dev/null 2>&1
+grep -qE "^  enforced by +gpucap$" "$t/d.txt" || bad "report, declared the card's size: $(grep enforced "$t/d.txt")"
+cp "$t/decl.ledger" "$t/declared_card.ledger"
 
 # The report of a run: 50% of the driver's 256 MiB is 128 MiB (not of the 1 GiB card); 100 MiB fits,
 # 40 more is denied by gpucap.
@@ -68,9 +92,11 @@ if [ -n "$exporter" ] && command -v curl > /dev/null; then
     root=$t/pods
     ldir() { echo "$root/$1/volumes/kubernetes.io~empty-dir/gpucap-ledger/$2"; }
     uid_a=0a0a0a0a-1111-4222-8333-000000000001 uid_b=0b0b0b0b-1111-4222-8333-000000000002
-    mkdir -p "$(ldir $uid_a main)" "$(ldir $uid_b main)"
+    uid_c=0c0c0c0c-1111-4222-8333-000000000003
+    mkdir -p "$(ldir $uid_a main)" "$(ldir $uid_b main)" "$(ldir $uid_c main)"
     cp "$t/limited.ledger" "$(ldir $uid_a main)/gpucap.ledger"
     cp "$t/plain.ledger" "$(ldir $uid_b main)/gpucap.ledger"
+    cp "$t/declared_card.ledger" "$(ldir $uid_c main)/gpucap.ledger"
     "$exporter" --listen 127.0.0.1:0 --root "$root" 2> "$t/log" &
     exp=$!
     port=$(listen_port "$t/log" $exp)
@@ -81,6 +107,8 @@ if [ -n "$exporter" ] && command -v curl > /dev/null; then
         bad "exporter limited: $(grep enforce "$t/m")"
     grep -qE '^gpucap_container_enforcement_info\{.*enforced_by="gpucap"\} 1$' "$t/m" ||
         bad "exporter plain: $(grep enforce "$t/m")"
+    grep -qE '^gpucap_container_enforcement_info\{.*uid="'$uid_c'".*enforced_by="gpucap"\} 1$' "$t/m" ||
+        bad "exporter, declared the card's size: $(grep enforce "$t/m")"
     [ "$(grep -cE "^gpucap_container_driver_limit_bytes\{.*\} $((256 * MiB))$" "$t/m")" = 1 ] ||
         bad "exporter driver limit: $(grep driver_limit "$t/m")"
     if command -v promtool > /dev/null; then

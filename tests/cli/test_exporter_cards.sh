@@ -58,7 +58,7 @@ for src in auto nvml "list:$real" "proc:$t/proc"; do
     grep -q "uid=\"$uid_f\".*UUID=" "$t/out" && bad "--cards $src: the forged container's card entry shows"
 done
 scrape --cards auto
-grep -qE "^gpucap_gpu_memory_bytes\{UUID=\"$real\",gpu=\"0\",model_name=\"Fake GPU 0\"\} 1073741824$" "$t/out" ||
+grep -qE "^gpucap_gpu_memory_bytes\{UUID=\"$real\",gpu=\"0\",model_name=\"Fake GPU 0\",source=\"nvml\"\} 1073741824$" "$t/out" ||
     bad "card labels (UUID, gpu, model_name): $(grep '^gpucap_gpu_memory_bytes' "$t/out")"
 scrape --cards "proc:$t/proc"
 grep -qE "^gpucap_gpu_budgets_bytes\{UUID=\"$real\",gpu=\"0\",model_name=\"Fake GPU 0\"\} " "$t/out" ||

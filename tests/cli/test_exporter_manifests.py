@@ -36,7 +36,7 @@ try:
     families = set(re.findall(r"^# TYPE (\S+) ", out, re.M))
     # The webhook's own families (served on its /metrics), from its source, and the recording rules.
     server_c = os.path.join(examples, "..", "..", "..", "tools", "webhook", "server.c")
-    families |= set(re.findall(r"# TYPE (gpucap_webhook_[a-z_]+) ", open(server_c).read()))
+    families |= set(re.findall(r'gpc_prom_family\(&t, "(gpucap_webhook_[a-z_]+)"', open(server_c).read()))
     check("gpucap_container_used_bytes" in families, f"exporter families: {sorted(families)}")
 
     # DaemonSet, Service, ServiceAccount.

@@ -36,6 +36,100 @@ def webhook_env(docs):
     return None, {}
 
 
+def injected_pod():
+    """A pod as the webhook leaves it (the parts the policy reads)."""
+    env = [{"name": "GPUCAP_POD_NAME", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}},
+           {"name": "GPUCAP_CONTAINER_NAME", "value": "train"}]
+    mounts = [{"name": "gpucap-lib", "mountPath": "/usr/local/gpucap", "readOnly": True},
+              {"name": "gpucap-lib", "mountPath": "/etc/gpucap/gpucap.ini", "subPath": "train/gpucap.ini", "readOnly": True}]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ml", "annotations": {"gpucap.io/injected": "train"}},
+            "spec": {"initContainers": [{"name": "gpucap-init", "image": "registry.example.com/gpucap/gpucap:0.1.0",
+                                         "command": ["/usr/local/gpucap/bin/gpucap", "inject", "train=8GiB"]}],
+                     "containers": [{"name": "train", "image": "pytorch:1", "env": env, "volumeMounts": mounts},
+                                    {"name": "side", "image": "busybox"}],
+                     "volumes": [{"name": "gpucap-lib", "emptyDir": {}}, {"name": "gpucap-ledger", "emptyDir": {}},
+                                 {"name": "data", "emptyDir": {}}]}}
+
+
+def check_admission_policy(docs):
+    """The policy's CEL over updates of an injected pod: (what, change, whether it is allowed)."""
+    try:
+        import celpy
+    except ImportError:
+        print("note: cel-python is not installed; the policy's CEL not evaluated")
+        return
+    policies = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]
+    bindings = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"]
+    check(len(policies) == 1 and len(bindings) == 1, "webhook-policy: one policy and its binding")
+    if not policies or not bindings:
+        return
+    spec = policies[0]["spec"]
+    check(bindings[0]["spec"]["policyName"] == policies[0]["metadata"]["name"] and
+          bindings[0]["spec"]["validationActions"] == ["Deny"], "the binding denies with the policy")
+    check(spec["matchConstraints"]["resourceRules"][0]["operations"] == ["UPDATE"] and
+          spec["failurePolicy"] == "Fail", "the policy judges updates, failurePolicy Fail")
+    env = celpy.Environment()
+    compiled = lambda e: env.program(env.compile(e))
+    conds = [compiled(c["expression"]) for c in spec.get("matchConditions", [])]
+    variables = [(v["name"], compiled(v["expression"])) for v in spec.get("variables", [])]
+    rules = [compiled(v["expression"]) for v in spec["validations"]]
+
+    def allowed(old, new):
+        act = {"object": celpy.json_to_cel(new), "oldObject": celpy.json_to_cel(old)}
+        if not all(bool(c.evaluate(act)) for c in conds):
+            return True
+        values = celpy.celtypes.MapType({})
+        for name, prog in variables:  # each may read the ones before it
+            values[celpy.celtypes.StringType(name)] = prog.evaluate({**act, "variables": values})
+        act["variables"] = values
+        return all(bool(r.evaluate(act)) for r in rules)
+
+    def changed(f):
+        pod = injected_pod()
+        new = json.loads(json.dumps(pod))
+        f(new)
+        return pod, new
+    init = lambda p: p["spec"]["initContainers"][0]
+    train = lambda p: p["spec"]["containers"][0]
+    cases = [
+        ("a label", lambda p: p["metadata"].setdefault("labels", {}).__setitem__("x", "y"), True),
+        ("the app's image", lambda p: train(p).__setitem__("image", "pytorch:2"), True),
+        ("a sidecar's image", lambda p: p["spec"]["containers"][1].__setitem__("image", "busybox:2"), True),
+        ("an annotation", lambda p: p["metadata"]["annotations"].__setitem__("gpucap.io/memory", "4GiB"), True),
+        ("gpucap-init's image", lambda p: init(p).__setitem__("image", "evil.example.com/gpucap:1"), False),
+        ("gpucap-init's command", lambda p: init(p)["command"].__setitem__(-1, "train=100%"), False),
+        ("gpucap-init removed", lambda p: p["spec"].pop("initContainers"), False),
+        ("the gpucap-lib volume", lambda p: p["spec"]["volumes"][0].__setitem__("hostPath", {"path": "/"}), False),
+        ("the gpucap-ledger volume removed", lambda p: p["spec"]["volumes"].pop(1), False),
+        ("an identity variable", lambda p: train(p)["env"][1].__setitem__("value", "other"), False),
+        ("the env removed", lambda p: train(p).pop("env"), False),
+        ("a mount removed", lambda p: train(p)["volumeMounts"].pop(), False),
+        ("an envFrom added", lambda p: train(p).__setitem__("envFrom", [{"configMapRef": {"name": "m"}}]), False),
+        ("the gpucap.io/injected annotation removed as well as the image",
+         lambda p: (p["metadata"].pop("annotations"), init(p).__setitem__("image", "x")), False),
+    ]
+    for what, change, want in cases:
+        old, new = changed(change)
+        try:
+            got = allowed(old, new)
+        except Exception as e:
+            check(False, f"the policy's CEL fails on '{what}': {e}")
+            continue
+        check(got == want, f"the policy {'allows' if got else 'denies'} an update of {what}")
+    # A pod gpucap did not inject is not judged; one whose annotation is gone but whose gpucap-init
+    # is there still is.
+    plain = injected_pod()
+    plain["metadata"].pop("annotations")
+    new = json.loads(json.dumps(plain))
+    new["spec"]["initContainers"][0]["image"] = "x"
+    check(not allowed(plain, new), "a pod with gpucap-init but without gpucap.io/injected is judged")
+    plain["spec"].pop("initContainers")
+    new = json.loads(json.dumps(plain))
+    new["spec"]["containers"][0]["env"] = []
+    check(allowed(plain, new), "a pod gpucap did not inject is not judged")
+
+
 def main():
     if not shutil.which("kubectl"):
         print("kubectl is not installed; skipping")
@@ -81,6 +175,11 @@ def main():
             check("PodMonitor" in kinds and "PrometheusRule" in kinds, "webhook-exporter: PodMonitor, PrometheusRule")
         else:
             check(not exporter, f"overlay {name}: no exporter")
+        vap = [d for d in docs if d["kind"].startswith("ValidatingAdmissionPolicy")]
+        if name == "webhook-policy":
+            check_admission_policy(docs)
+        else:
+            check(not vap, f"overlay {name}: no ValidatingAdmissionPolicy (optional: webhook-policy)")
         if name == "default-budget":
             check(env.get("GPUCAP_WEBHOOK_DEFAULT_MEMORY") == "25%", "default-budget: GPUCAP_WEBHOOK_DEFAULT_MEMORY=25%")
         else:

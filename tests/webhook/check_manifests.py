@@ -284,15 +284,25 @@ def gpu_updates():
     injected = json.loads(json.dumps(pods["gpu limit"]))
     injected["metadata"]["annotations"] = {"gpucap.io/injected": "g", "gpucap.io/memory": "4GiB",
                                            "gpucap.io/budgets": '{"containers":{"g":"4GiB"}}'}
+    injected["spec"]["initContainers"] = [{"name": "gpucap-init", "image": "registry.example.com/gpucap:1"}]
+    injected["spec"]["volumes"] = [{"name": "gpucap-lib", "emptyDir": {}}, {"name": "gpucap-ledger", "emptyDir": {}}]
+    kai = json.loads(json.dumps(pods["KAI gpu-fraction"]))
+    kai["metadata"]["annotations"].update({"gpucap.io/injected": "c", "gpucap.io/budgets": '{"containers":{"c":"50%"}}'})
+    kai["spec"]["initContainers"] = injected["spec"]["initContainers"]
 
-    def changed(pod, f):
+    def changed(pod, *fs):
         new = json.loads(json.dumps(pod))
-        f(new)
+        for f in fs:
+            f(new)
         return new
     label = lambda p: p["metadata"].setdefault("labels", {}).__setitem__("x", "y")
     ann = lambda k, v: lambda p: p["metadata"].setdefault("annotations", {}).__setitem__(k, v)
     drop = lambda k: lambda p: p["metadata"]["annotations"].pop(k)
+    drop_all = lambda p: p["metadata"].pop("annotations")
     eph = lambda c: lambda p: p["spec"].__setitem__("ephemeralContainers", [c])
+    init_image = lambda p: p["spec"]["initContainers"][0].__setitem__("image", "evil.example.com/gpucap:1")
+    app_image = lambda p: p["spec"]["containers"][0].__setitem__("image", "y")
+    status = lambda p: p.setdefault("status", {}).__setitem__("phase", "Running")
     plain = pods["plain"]
     return [
         ("a label on a GPU pod", injected, changed(injected, label), "", False),
@@ -301,6 +311,19 @@ def gpu_updates():
         ("the record rewritten", injected, changed(injected, ann("gpucap.io/budgets", "{}")), "", True),
         ("the record removed", injected, changed(injected, drop("gpucap.io/budgets")), "", True),
         ("KAI gpu-fraction added", plain, changed(plain, ann("gpu-fraction", "1")), "", True),
+        ("KAI gpu-fraction raised", kai, changed(kai, ann("gpu-fraction", "0.9")), "", True),
+        # Issue 30: the record through pods/status, the injected parts, every annotation removed at once.
+        ("the record rewritten through pods/status", injected,
+         changed(injected, ann("gpucap.io/budgets", '{"containers":{"g":"100%"}}')), "status", True),
+        ("a status update", injected, changed(injected, status), "status", False),
+        ("the record rewritten through pods/resize", injected, changed(injected, ann("gpucap.io/budgets", "{}")),
+         "resize", True),
+        ("gpucap-init's image replaced", injected, changed(injected, init_image), "", True),
+        ("gpucap-init's image replaced, every annotation removed", kai, changed(kai, init_image, drop_all), "", True),
+        ("gpucap-init's image replaced in a pod whose gpucap.io/injected is gone", changed(injected, drop_all),
+         changed(injected, drop_all, init_image), "", True),
+        ("an app container's image changed in an injected pod", injected, changed(injected, app_image), "", True),
+        ("an app container's image changed in a plain pod", plain, changed(plain, app_image), "", False),
         ("ephemeral container with NVIDIA_VISIBLE_DEVICES", plain,
          changed(plain, eph({"name": "d", "image": "x", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]})),
          "ephemeralcontainers", True),
@@ -312,54 +335,136 @@ def gpu_updates():
     ]
 
 
+def bindings():
+    """Bindings made here: (name, binding, whether the bindings webhook must be sent it)."""
+    def binding(annotations=None):
+        meta = {"name": "p", "namespace": "ml"}
+        if annotations is not None:
+            meta["annotations"] = annotations
+        return {"apiVersion": "v1", "kind": "Binding", "metadata": meta, "target": {"kind": "Node", "name": "n1"}}
+    return [
+        ("a scheduler's binding", binding(), False),
+        ("a binding with another annotation", binding({"example.com/x": "1"}), False),
+        ("a binding that writes the record", binding({"gpucap.io/budgets": '{"containers":{"g":"100%"}}'}), True),
+        ("a binding that writes gpucap.io/injected", binding({"gpucap.io/injected": ""}), True),
+    ]
+
+
+def programs_of(w):
+    env = celpy.Environment()
+    programs = []
+    for c in w.get("matchConditions", []):
+        try:
+            programs.append((c["name"], env.program(env.compile(c["expression"]))))
+        except Exception as e:
+            check(False, f"matchCondition {c.get('name')}: does not compile: {e}")
+    return programs
+
+
+def make_sent(w):
+    """sent(object, old, sub, operation): whether webhook `w` of the configuration is called for it: its
+    rules name the operation and the resource, and every matchCondition holds."""
+    programs = programs_of(w)
+
+    def sent(obj, old=None, sub="", operation=None):
+        operation = operation or ("UPDATE" if old else "CREATE")
+        res = "pods" + ("/" + sub if sub else "")
+        if not any(operation in r["operations"] and res in r["resources"] for r in w["rules"]):
+            return False
+        request = {"operation": operation, "subResource": sub}
+        act = {"object": celpy.json_to_cel(obj), "oldObject": celpy.json_to_cel(old),
+               "request": celpy.json_to_cel(request)}
+        return all(bool(p.evaluate(act)) for _, p in programs)
+    return sent
+
+
 def check_webhook_filter(cfg, cli, fixtures):
+    hooks = {w["name"]: w for w in cfg["webhooks"]}
+    check(set(hooks) == {"inject.gpucap.io", "bindings.gpucap.io"}, f"the webhooks: {sorted(hooks)}")
     for w in cfg["webhooks"]:
         exprs = w.get("namespaceSelector", {}).get("matchExpressions", [])
         names = set()
         for e in exprs:
             if e["key"] == "kubernetes.io/metadata.name" and e["operator"] == "NotIn":
                 names |= set(e["values"])
-        check(EXCLUDED_BY_DEFAULT <= names, f"namespaces excluded by default: missing "
+        check(EXCLUDED_BY_DEFAULT <= names, f"{w['name']}: namespaces excluded by default: missing "
               f"{sorted(EXCLUDED_BY_DEFAULT - names)}")
-        conds = w.get("matchConditions", [])
-        check(len(conds) >= 1, "matchConditions: only pods asking for a GPU are sent")
-        env = celpy.Environment()
-        programs = []
-        for c in conds:
-            try:
-                programs.append((c["name"], env.program(env.compile(c["expression"]))))
-            except Exception as e:
-                check(False, f"matchCondition {c.get('name')}: does not compile: {e}")
-
-        def sent(pod, old=None, sub=""):
-            request = {"operation": "UPDATE" if old else "CREATE", "subResource": sub}
-            act = {"object": celpy.json_to_cel(pod), "oldObject": celpy.json_to_cel(old),
-                   "request": celpy.json_to_cel(request)}
-            return all(bool(p.evaluate(act)) for _, p in programs)
-
+        check(len(w.get("matchConditions", [])) >= 1, f"{w['name']}: matchConditions: only what it judges is sent")
+    # Every subresource whose object is a Pod and that can change its metadata or containers is in the
+    # rules (issue 30); a Binding (pods/binding) goes to the second webhook, whose condition a Pod's
+    # fields do not take part in.
+    inject = hooks.get("inject.gpucap.io")
+    if inject:
+        ruled = {(op, res) for r in inject["rules"] for op in r["operations"] for res in r["resources"]}
+        for want in [("CREATE", "pods"), ("UPDATE", "pods"), ("UPDATE", "pods/status"), ("UPDATE", "pods/resize"),
+                     ("UPDATE", "pods/ephemeralcontainers")]:
+            check(want in ruled, f"inject.gpucap.io: {want[0]} of {want[1]} is in the rules")
+        check(not any(res in ("pods/binding", "pods/eviction", "pods/*") for _, res in ruled),
+              "inject.gpucap.io: no rule sends objects that are not Pods (its conditions read a Pod's fields)")
+        sent = make_sent(inject)
         for name, pod, want in gpu_pods():
             check(sent(pod) == want, f"matchConditions: pod '{name}' {'not ' if want else ''}sent to the webhook")
         for name, old, new, sub, want in gpu_updates():
             check(sent(new, old, sub) == want, f"matchConditions: update '{name}' {'not ' if want else ''}sent")
-        if not cli:
+    bind = hooks.get("bindings.gpucap.io")
+    if bind:
+        check(bind.get("failurePolicy") == "Fail", "bindings.gpucap.io: failurePolicy Fail")
+        check([(r["operations"], r["resources"]) for r in bind["rules"]] == [(["CREATE"], ["pods/binding"])],
+              f"bindings.gpucap.io: CREATE of pods/binding only: {bind['rules']}")
+        bsent = make_sent(bind)
+        for name, b, want in bindings():
+            check(bsent(b, None, "binding") == want, f"bindings.gpucap.io: '{name}' {'not ' if want else ''}sent")
+            if cli and want:
+                status, resp = handle_review(cli, binding_review(b))
+                check(status == 200 and resp.get("allowed") is False, f"'{name}': the webhook denies it: {resp}")
+            elif cli:
+                status, resp = handle_review(cli, binding_review(b))
+                check(status == 200 and resp.get("allowed") is True and "patch" not in resp,
+                      f"'{name}': the webhook admits it unchanged: {resp}")
+    if not cli or not inject:
+        return
+    # The filter may send more than the webhook changes, never less.
+    pods = [(n, p) for n, p, _ in gpu_pods()]
+    for path in sorted(glob.glob(os.path.join(fixtures or "", "*.json"))):
+        with open(path) as f:
+            review = json.load(f)
+        pod = (review.get("request") or {}).get("object")
+        if isinstance(pod, dict) and isinstance(pod.get("spec"), dict):
+            pods.append((os.path.basename(path), pod))
+    for name, pod in pods:
+        try:
+            if sent(pod):
+                continue
+        except Exception:
+            continue  # fields of the wrong type: the API server would not have decoded it
+        status, resp = handle(cli, pod, ["--default-memory", "25%"])
+        check(status != 200 or (resp.get("allowed") and "patch" not in resp),
+              f"{name}: not sent by matchConditions, but the webhook would change or deny it")
+    for name, old, new, sub, want in gpu_updates():
+        if want:
             continue
-        # The filter may send more than the webhook changes, never less.
-        pods = [(n, p) for n, p, _ in gpu_pods()]
-        for path in sorted(glob.glob(os.path.join(fixtures or "", "*.json"))):
-            with open(path) as f:
-                review = json.load(f)
-            pod = (review.get("request") or {}).get("object")
-            if isinstance(pod, dict) and isinstance(pod.get("spec"), dict):
-                pods.append((os.path.basename(path), pod))
-        for name, pod in pods:
-            try:
-                if sent(pod):
-                    continue
-            except Exception:
-                continue  # fields of the wrong type: the API server would not have decoded it
-            status, resp = handle(cli, pod, ["--default-memory", "25%"])
-            check(status != 200 or (resp.get("allowed") and "patch" not in resp),
-                  f"{name}: not sent by matchConditions, but the webhook would change or deny it")
+        status, resp = handle_review(cli, update_review(old, new, sub))
+        check(status == 200 and resp.get("allowed") and "patch" not in resp,
+              f"update '{name}': not sent by matchConditions, but the webhook would change or deny it: {resp}")
+
+
+def binding_review(binding):
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "manifest-check", "kind": {"group": "", "version": "v1", "kind": "Binding"},
+                        "operation": "CREATE", "subResource": "binding", "namespace": "ml", "object": binding}}
+
+
+def update_review(old, new, sub):
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "manifest-check", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                        "operation": "UPDATE", "subResource": sub, "namespace": "ml", "object": new,
+                        "oldObject": old}}
+
+
+def handle_review(cli, review, args=("--default-memory", "25%")):
+    out = subprocess.run([cli, *args], input=json.dumps(review).encode(), capture_output=True, check=True)
+    status, _, body = out.stdout.decode().partition("\n")
+    return int(status), (json.loads(body) if body else {}).get("response") or {}
 
 
 def budgets_of(resp):
@@ -448,13 +553,12 @@ def main():
             check(w.get("admissionReviewVersions") == ["v1"], "admissionReviewVersions: [v1]")
             check(w.get("sideEffects") == "None", "sideEffects: None")
             check(isinstance(w.get("timeoutSeconds"), int) and 1 <= w["timeoutSeconds"] <= 30, "timeoutSeconds")
-            check(w.get("reinvocationPolicy") == "IfNeeded", "reinvocationPolicy: IfNeeded")
+            check(w.get("reinvocationPolicy") == ("IfNeeded" if w["name"] == "inject.gpucap.io" else "Never"),
+                  f"{w['name']}: reinvocationPolicy")
             check(w.get("failurePolicy") in ("Fail", "Ignore"), "failurePolicy")
             exprs = w.get("namespaceSelector", {}).get("matchExpressions", [])
             check(any(e["key"] == "gpucap.io/inject" and e["operator"] == "NotIn" for e in exprs), "namespace opt-out")
             check(w["clientConfig"]["service"]["path"] == "/mutate", "webhook path /mutate")
-            check(w["rules"][0]["resources"] == ["pods", "pods/ephemeralcontainers"] and
-                  w["rules"][0]["operations"] == ["CREATE", "UPDATE"], "pod CREATE and UPDATE, ephemeral containers")
         check_certificates(docs, cfg)
         check_webhook_filter(cfg, cli, fixtures)
 

@@ -13,7 +13,9 @@ CREATE as the old object. The cases follow the issues:
     a way to see a GPU, MIG resources, ephemeral containers, the default as the maximum (issue 23);
   - a namespace policy that cannot be read now: 503, retry (issue 24);
   - pod UPDATE: a changed budget checked again and recorded, the record the platform's (issue 26);
-  - the NVIDIA driver's own limits set from the same budget, and refused from the tenant (issue 27).
+  - the NVIDIA driver's own limits set from the same budget, and refused from the tenant (issue 27);
+  - the record, the scheduler's shares and the injected parts of a running pod, through the pod, every
+    subresource and Bindings (issue 30).
 Exit 0 pass, 1 fail, 77 without jsonpatch.
 """
 import base64
@@ -53,24 +55,20 @@ def match_conditions():
     with open(os.path.join(here, "../../examples/kubernetes/mutatingwebhook.yaml")) as f:
         conf = yaml.safe_load(f)
     env = celpy.Environment()
-    programs = [env.program(env.compile(c["expression"])) for w in conf["webhooks"] for c in w["matchConditions"]]
-
-    def ruled(req):
-        res = "pods" + ("/" + req["subResource"] if req.get("subResource") else "")
-        return any(req["operation"] in r["operations"] and res in r["resources"] for w in conf["webhooks"]
-                   for r in w["rules"])
+    hooks = [(w, [env.program(env.compile(c["expression"])) for c in w["matchConditions"]]) for w in conf["webhooks"]]
 
     def sent(review):
         req = review["request"]
-        if not ruled(req):
-            return False
+        res = "pods" + ("/" + req["subResource"] if req.get("subResource") else "")
         act = {"object": celpy.json_to_cel(req["object"]), "oldObject": celpy.json_to_cel(req.get("oldObject")),
                "request": celpy.json_to_cel({"operation": req["operation"], "subResource": req.get("subResource", "")})}
-        return all(bool(p.evaluate(act)) for p in programs)
+        return any(any(req["operation"] in r["operations"] and res in r["resources"] for r in w["rules"]) and
+                   all(bool(p.evaluate(act)) for p in programs) for w, programs in hooks)
     return sent
 
 
 SENT = match_conditions()
+UNNAMED_SUBRESOURCES = ("somethingnew",)
 
 
 def run(cli, args, review):
@@ -78,8 +76,10 @@ def run(cli, args, review):
     status, _, body = out.stdout.decode().partition("\n")
     check(out.returncode == 0, f"admission_cli exits 0: {out.stderr.decode()}")
     resp = (json.loads(body) if body else {}).get("response") or {}
-    # What the webhook changes or refuses, the configuration's matchConditions must send it.
-    if SENT and ("patch" in resp or resp.get("allowed") is False):
+    # What the webhook changes or refuses, the configuration's matchConditions must send it (a
+    # subresource the configuration does not name yet is judged by the handler alone).
+    if SENT and ("patch" in resp or resp.get("allowed") is False) and \
+            review["request"].get("subResource") not in UNNAMED_SUBRESOURCES:
         check(SENT(review), f"matchConditions send this review: {out.stderr.decode().strip()}")
     return int(status or 0), resp, out.stderr.decode()
 
@@ -516,6 +516,190 @@ def sidecar_settings(cli, fx):
     allowed(cli, ["--driver-limits", "on"], r, "a pod without a GPU container", patched=False)
 
 
+# ---- issue 30: the record and the running pod are the platform's ----
+
+def record_through(review, pod, sub, change):
+    """An UPDATE of `pod` through subresource `sub` ("" the pod itself) that applies `change` to it."""
+    new = copy.deepcopy(pod)
+    change(new)
+    return as_update(review, pod, new, sub=sub or None)
+
+
+def forge(value):
+    return lambda p: annotations(p).__setitem__("gpucap.io/budgets", value)
+
+
+def update_subresources(cli, fx):
+    # Every subresource that can change a pod's annotations keeps the webhook's record: pods/status,
+    # pods/resize, pods/ephemeralcontainers, and any other name the API server may add; a budget
+    # annotation changes through the pod itself only.
+    args = ["--max-memory", "10GiB"]
+    review, pod = created(cli, fx, "annotated-bare", args)
+    for sub in ("status", "resize", "ephemeralcontainers") + UNNAMED_SUBRESOURCES:
+        for value in ('{"containers":{"train":"100%"}}', '{"max":"1PiB","containers":{"train":"1PiB"}}', "not json"):
+            got, _ = allowed(cli, args, record_through(review, pod, sub, forge(value)), f"pods/{sub} writing {value!r}")
+            check(record(got) == record(pod), f"pods/{sub}: the record restored: {annotations(got)}")
+        got, _ = allowed(cli, args, record_through(review, pod, sub, lambda p: annotations(p).pop("gpucap.io/budgets")),
+                         f"pods/{sub} removing the record")
+        check(record(got) == record(pod), f"pods/{sub}: the removed record restored: {annotations(got)}")
+        got, _ = allowed(cli, args, record_through(review, pod, sub, lambda p: annotations(p).__setitem__(
+            "gpucap.io/injected", "")), f"pods/{sub} emptying gpucap.io/injected")
+        check(annotations(got)["gpucap.io/injected"] == "train", f"pods/{sub}: gpucap.io/injected restored")
+        denied(cli, args, record_through(review, pod, sub, lambda p: annotations(p).__setitem__("gpucap.io/memory", "9GiB")),
+               f"pods/{sub} changing gpucap.io/memory", ["annotation gpucap.io/memory changes a budget",
+                                                        f"not of its {sub} subresource"])
+    # The pod itself still may, within the maximum.
+    got, _ = allowed(cli, args, annotation_update(review, pod, "gpucap.io/memory", "9GiB"), "the pod itself: 9GiB")
+    check(record(got)["containers"] == {"train": "9GiB"}, f"record {record(got)}")
+
+
+def binding_record(cli, fx):
+    # pods/binding: a Binding's annotations are copied onto the pod.
+    base = load(fx, "annotated-bare")
+    for annotations_, ok in (({}, True), ({"example.com/x": "1"}, True),
+                             ({"gpucap.io/budgets": '{"containers":{"train":"100%"}}'}, False),
+                             ({"gpucap.io/injected": ""}, False), ({"gpucap.io/memory": "100%"}, False)):
+        r = copy.deepcopy(base)
+        req = r["request"]
+        req["kind"] = req["requestKind"] = {"group": "", "version": "v1", "kind": "Binding"}
+        req["subResource"] = "binding"
+        req["object"] = {"apiVersion": "v1", "kind": "Binding",
+                         "metadata": {"name": "bare", "namespace": "ml", "annotations": annotations_},
+                         "target": {"apiVersion": "v1", "kind": "Node", "name": "gpu-1"}}
+        if ok:
+            status, resp, log = run(cli, [], r)
+            check(status == 200 and resp.get("allowed") is True and "patch" not in resp, f"binding {annotations_}: {resp}")
+        else:
+            denied(cli, [], r, f"binding {annotations_}", ["a Binding sets annotation gpucap.io/", "webhook only"])
+
+
+def update_keeps_record(cli, fx):
+    # An UPDATE with no budget change keeps the old record exactly, and none where there was none:
+    # whatever a re-resolution would say now (a maximum lowered since, a policy that cannot be read).
+    review, pod = created(cli, fx, "annotated-bare", ["--max-memory", "10GiB"])
+    old = copy.deepcopy(pod)
+    del annotations(old)["gpucap.io/budgets"]  # injected before records existed (an upgrade)
+    with tempfile.TemporaryDirectory() as tmp:
+        # An API server that does not answer (a closed port): the namespace's policy cannot be read.
+        token = os.path.join(tmp, "token")
+        with open(token, "w") as f:
+            f.write("t\n")
+        down = ["--kube-api", "https://127.0.0.1:9", "--kube-token", token, "--kube-ca", "/dev/null"]
+        for label, args in (("same policy", ["--max-memory", "10GiB"]),
+                            ("maximum lowered below the budget since", ["--max-memory", "4GiB"]),
+                            ("namespace policy unreadable now", down)):
+            for value in ('{"containers":{"train":"100%"}}', '{"max":"1PiB","containers":{"train":"1PiB"}}'):
+                new = copy.deepcopy(old)
+                forge(value)(new)
+                got, _ = allowed(cli, args, as_update(review, old, new), f"pre-record pod, {label}: tenant adds {value}")
+                check("gpucap.io/budgets" not in annotations(got), f"{label}: no record honoured: {annotations(got)}")
+                new = copy.deepcopy(pod)
+                forge(value)(new)
+                got, _ = allowed(cli, args, as_update(review, pod, new), f"recorded pod, {label}: tenant writes {value}")
+                check(record(got) == record(pod), f"{label}: the old record kept: {annotations(got)}")
+            # A label only: the pod without a record stays without one.
+            new = copy.deepcopy(old)
+            new["metadata"].setdefault("labels", {})["x"] = "y"
+            allowed(cli, args, as_update(review, old, new), f"pre-record pod, {label}: a label", patched=False)
+        # A budget change whose resolution fails is denied, never allowed with the tenant's record.
+        for label, args, fragment, code in (("above a lowered maximum", ["--max-memory", "4GiB"],
+                                             "above the maximum 4GiB", 400),
+                                            ("policy unreadable", down, "cannot be read now", 503)):
+            new = copy.deepcopy(old)
+            annotations(new)["gpucap.io/memory"] = "6GiB"
+            forge('{"containers":{"train":"100%"}}')(new)
+            denied(cli, args, as_update(review, old, new), f"pre-record pod, budget change, {label}", [fragment],
+                   code=code)
+
+
+def update_scheduler_share(cli, fx):
+    # A scheduler's share (KAI) cannot raise a budget on a running pod; lowering it may.
+    args = ["--max-memory", "60%", "--default-memory", "10%"]
+    review = load(fx, "kai-fraction")
+    annotations(review["request"]["object"])["gpu-fraction"] = "0.1"
+    pod, _ = allowed(cli, args, review, "KAI pod at 0.1")
+    check(record(pod)["containers"] == {"trainer": "10%", "log-shipper": "10%"}, f"record {record(pod)}")
+    raises = [("gpu-fraction 0.1 -> 0.5", lambda p: annotations(p).__setitem__("gpu-fraction", "0.5"), "gpu-fraction"),
+              ("gpu-fraction 0.1 -> 0.11", lambda p: annotations(p).__setitem__("gpu-fraction", "0.11"), "gpu-fraction"),
+              ("gpu-fraction removed, gpucap.io/memory 50%",
+               lambda p: (annotations(p).pop("gpu-fraction"), annotations(p).__setitem__("gpucap.io/memory", "50%")),
+               "gpu-fraction"),
+              ("gpu-fraction to gpu-memory (bytes against a share)",
+               lambda p: (annotations(p).pop("gpu-fraction"), annotations(p).__setitem__("gpu-memory", "1000")),
+               "gpu-fraction"),
+              ("the share moved to log-shipper, trainer on gpucap.io/memory 40%",
+               lambda p: (annotations(p).__setitem__("gpu-fraction-container-name", "log-shipper"),
+                          annotations(p).__setitem__("gpu-fraction", "0.1"),
+                          annotations(p).__setitem__("gpucap.io/memory", "40%")), "gpu-fraction-container-name")]
+    for label, change, key in raises:
+        new = copy.deepcopy(pod)
+        change(new)
+        denied(cli, args, as_update(review, pod, new), f"UPDATE {label}",
+               [f"annotation {key}: a scheduler's share cannot raise a budget on a running pod"])
+    for label, change, want in (("gpu-fraction 0.1 -> 0.05", lambda p: annotations(p).__setitem__("gpu-fraction", "0.05"),
+                                 {"trainer": "5%", "log-shipper": "10%"}),
+                                ("gpu-fraction removed, gpucap.io/memory 5%",
+                                 lambda p: (annotations(p).pop("gpu-fraction"),
+                                            annotations(p).__setitem__("gpucap.io/memory", "5%")),
+                                 {"trainer": "5%", "log-shipper": "5%"})):
+        new = copy.deepcopy(pod)
+        change(new)
+        got, _ = allowed(cli, args, as_update(review, pod, new), f"UPDATE {label}")
+        check(record(got)["containers"] == want, f"{label}: record {record(got)}")
+    # KAI's gpu-memory (MiB) the same way; gpucap's own annotation still raises within the maximum.
+    review = load(fx, "kai-mib")
+    pod, _ = allowed(cli, ["--max-memory", "8GiB"], review, "KAI gpu-memory pod")
+    mem = annotations(pod)["gpu-memory"]
+    new = copy.deepcopy(pod)
+    annotations(new)["gpu-memory"] = str(int(mem) * 2)
+    denied(cli, ["--max-memory", "8GiB"], as_update(review, pod, new), "UPDATE gpu-memory doubled",
+           ["annotation gpu-memory: a scheduler's share cannot raise a budget"])
+    new = copy.deepcopy(pod)
+    annotations(new)["gpu-memory"] = str(int(mem) // 2)
+    allowed(cli, ["--max-memory", "8GiB"], as_update(review, pod, new), "UPDATE gpu-memory halved")
+
+
+def update_injected_parts(cli, fx):
+    # The injected init container, the two volumes and the env, envFrom and mounts of the capped
+    # containers cannot change on a running pod; the app's own image may.
+    for preload in ("file", "env"):
+        args = ["--max-memory", "10GiB", "--preload", preload, "--driver-limits", "on"]
+        review, pod = created(cli, fx, "annotated-bare", args)
+
+        def init(p):
+            return injected(p)[0]
+        changes = [
+            ("gpucap-init's image", lambda p: init(p).__setitem__("image", "evil.example.com/gpucap:1"), "gpucap-init"),
+            ("gpucap-init's command", lambda p: init(p)["command"].__setitem__(-1, "train=100%"), "gpucap-init"),
+            ("gpucap-init removed", lambda p: p["spec"]["initContainers"].pop(0), "gpucap-init"),
+            ("the gpucap-lib volume", lambda p: p["spec"]["volumes"][0].__setitem__("hostPath", {"path": "/x"}), "gpucap-lib"),
+            ("the gpucap-ledger volume removed",
+             lambda p: p["spec"].__setitem__("volumes", [v for v in p["spec"]["volumes"] if v["name"] != "gpucap-ledger"]),
+             "gpucap-ledger"),
+            ("an identity variable", lambda p: container(p)["env"][0].__setitem__("value", "x"), "its env"),
+            ("the driver's limit", lambda p: [e.__setitem__("value", "81920") for e in container(p)["env"]
+                                              if e["name"] == "NVIDIA_GPU_MEMORY_LIMIT"], "its env"),
+            ("a mount removed", lambda p: container(p)["volumeMounts"].pop(), "its volumeMounts"),
+            ("an envFrom added", lambda p: container(p).__setitem__("envFrom", [{"configMapRef": {"name": "m"}}]),
+             "its envFrom"),
+        ]
+        for label, change, fragment in changes:
+            new = copy.deepcopy(pod)
+            change(new)
+            denied(cli, args, as_update(review, pod, new), f"{preload}: UPDATE changing {label}",
+                   [fragment, "cannot change"])
+        new = copy.deepcopy(pod)
+        container(new)["image"] = "nvcr.io/nvidia/pytorch:25.01-py3"
+        allowed(cli, args, as_update(review, pod, new), f"{preload}: UPDATE of the app's image", patched=False)
+        # A pod whose gpucap.io/injected is gone (a path that let it be removed): its gpucap-init holds.
+        bare = copy.deepcopy(pod)
+        del annotations(bare)["gpucap.io/injected"]
+        new = copy.deepcopy(bare)
+        init(new)["image"] = "evil.example.com/gpucap:1"
+        denied(cli, args, as_update(review, bare, new), f"{preload}: gpucap-init's image, gpucap.io/injected gone",
+               ["gpucap-init", "cannot change"])
+
+
 CASES = {
     "opt_out_refused": opt_out_refused,
     "opt_out_flag": opt_out_flag,
@@ -536,6 +720,11 @@ CASES = {
     "driver_not_applicable": driver_not_applicable,
     "driver_tenant": driver_tenant,
     "sidecar_settings": sidecar_settings,
+    "update_subresources": update_subresources,
+    "binding_record": binding_record,
+    "update_keeps_record": update_keeps_record,
+    "update_scheduler_share": update_scheduler_share,
+    "update_injected_parts": update_injected_parts,
 }
 
 

@@ -3,7 +3,7 @@
 # fuzz.sh: builds the webhook's libFuzzer harness with clang and runs it for a bounded time.
 #
 # usage: tests/webhook/fuzz.sh SECONDS [WORKDIR]
-# Compiles fuzz_admission.c with admission.c and units.c directly (the main build may use gcc) under
+# Compiles fuzz_admission.c with the handler's files and units.c directly (the main build may use gcc) under
 # -fsanitize=fuzzer,address,undefined, seeds a corpus with the fixtures, and fuzzes for SECONDS.
 # A crash, leak, sanitizer report or contract violation exits nonzero and leaves the input in
 # WORKDIR/artifacts (kept; WORKDIR defaults to a temporary directory). Exit 77 without clang.
@@ -18,10 +18,12 @@ mkdir -p "$W/corpus" "$W/artifacts"
 
 # The schedulers' requests (KAI annotations, HAMi resources).
 REQUESTS=$ROOT/tools/webhook/requests.c
-# shellcheck disable=SC2046
+# The handler, one file per concern (tools/webhook/review.h).
+HANDLER=$(for f in admission patch detect tenant precedence inject update; do printf "%s " "$ROOT/tools/webhook/$f.c"; done)
+# shellcheck disable=SC2046,SC2086
 "$CC" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
     -I"$ROOT/libgpucap" -I"$ROOT/tools/webhook" \
-    "$ROOT/tests/webhook/fuzz_admission.c" "$ROOT/tools/webhook/admission.c" "$REQUESTS" "$ROOT/libgpucap/common/units.c" \
+    "$ROOT/tests/webhook/fuzz_admission.c" $HANDLER "$REQUESTS" "$ROOT/libgpucap/common/units.c" \
     $(pkg-config --cflags --libs jansson) -o "$W/fuzz_admission"
 cp "$ROOT"/tests/webhook/fixtures/*.json "$W/corpus/"
 

@@ -18,7 +18,7 @@ import yaml
 
 
 class Webhook:
-    def __init__(self, binary, threads=4, key="ec"):
+    def __init__(self, binary, threads=4, key="ec", extra=()):
         self.dir = tempfile.TemporaryDirectory()
         d = self.dir.name
         keyopt = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"] if key == "ec" else ["-newkey", "rsa:2048"]
@@ -28,7 +28,7 @@ class Webhook:
         self.log_path = f"{d}/log"
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--cert", f"{d}/tls.crt", "--key",
-                                      f"{d}/tls.key", "--image", "gpucap:test", "--default-memory", "25%", "--threads", str(threads)],
+                                      f"{d}/tls.key", "--image", "gpucap:test", "--default-memory", "25%", "--threads", str(threads), *extra],
                                      stderr=self.log)
         self.port = None
         for _ in range(100):
@@ -76,12 +76,7 @@ class Webhook:
         s = self.tls_socket(timeout, source)
         try:
             s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            data = b""
-            while True:
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                data += chunk
+            data = read_to_end(s)
         finally:
             s.close()
         if not data.startswith(b"HTTP/1.1 200") or not data.endswith(b"ok\n"):
@@ -117,6 +112,16 @@ class Webhook:
             return 1
         print("ok")
         return 0
+
+
+def read_to_end(s):
+    """Everything a socket sends until the server closes it."""
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
 
 
 def start(argv):

@@ -1,16 +1,22 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""hostile_bodies.py: request bodies built to exhaust the webhook's memory; its peak stays under the manifest.
+"""hostile_bodies.py: request bodies built to exhaust the webhook's memory; its peak stays under the manifest,
+and the largest reviews the API server can send are answered.
 
 usage: hostile_bodies.py PATH/TO/gpucap-webhook EXAMPLES_DIR [--sanitized]
 
-From the security review (issue 16), over real TLS on loopback, against one server with the
-Deployment's 4 threads:
-  1. four AdmissionReviews of 3 MiB holding a million `{}` each, sent at once, announced by
-     Content-Length and again chunked;
-  2. four reviews just under the body limit made of `{}` (the worst shape that fits), at once;
-  3. 40 connections announcing a 3 MiB body, and 40 more announcing one just under the limit, each
-     sending all but its last byte and holding the connection.
+Over real TLS on loopback, against one server with the Deployment's 4 threads:
+  1. the largest legitimate reviews (issue 30): an UPDATE carries two pods, each with the API
+     server's maximum of annotations (256 KiB): one annotation of 261,000 bytes (a tenant's, on a pod
+     the platform then lowers), 256 KiB of '<' that the API server's JSON writes as \u003c (1.5 MiB
+     a pod), some 32,000 small annotations with the managedFields that list them; four of each at
+     once must all be answered 200;
+  2. four reviews past the body limit made of `{}`, announced by Content-Length and again chunked
+     (413 or closed), four just under it of `{}`, of distinct keys and of `{}` and numbers (400: too
+     costly to parse), and eight that pass the shape check with the largest parse it allows
+     (answered, one at a time within the bound on the parses in flight: issue 16, issue 30);
+  3. 40 connections announcing a body of the limit and 40 more of 3 MiB, each sending all but its
+     last byte and holding the connection (only as many as the buffered bytes allow are read).
 The webhook's peak resident memory (VmHWM in /proc) must stay below the memory limit of the
 Deployment in webhook.yaml, /healthz must still answer, and the server must exit cleanly. The figures
 are printed (README.md of examples/kubernetes, "Limits", records them).
@@ -30,9 +36,14 @@ except ImportError as e:  # python3-yaml missing
     print(f"{e}; skipping")
     sys.exit(77)
 
+import json
+
 MIB = 1 << 20
-LIMIT_BODY = 512 << 10
-BUFFERED_MAX = 8 << 20  # bytes of requests held across all connections (server.c)
+LIMIT_BODY = 6 << 20    # GPC_ADMISSION_MAX_BODY (admission.h)
+BUFFERED_MAX = 24 << 20  # bytes of requests held across all connections (server.c)
+PARSE_BUDGET = 40 << 20  # estimated memory of the parses in flight (server.c, shape.c)
+HERE = os.path.dirname(os.path.abspath(__file__))
+ANNOTATIONS_MAX = 256 << 10  # the API server's bound on a pod's annotations, keys and values together
 
 
 def review_of_empties(size):
@@ -42,21 +53,66 @@ def review_of_empties(size):
     return head + b"{}," * n + tail
 
 
-def review_of_keys(size):
-    """One object with as many distinct keys as fit: the hash table's worst case."""
+def review_of_keys(size, value=b"{}"):
+    """One object with as many distinct keys as fit, each holding `value`: the hash table's worst case."""
     head = b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","object":{'
-    keys, n = [], 0
-    while sum(map(len, keys)) + len(head) + 64 < size and n < 60000:
-        keys.append(b'"k%d":%d,' % (n, n))
+    parts, used, n = [], len(head) + 16, 0
+    while True:
+        part = b'"k%x":%s,' % (n, value)
+        if used + len(part) > size:
+            break
+        parts.append(part)
+        used += len(part)
         n += 1
-    return head + b"".join(keys) + b'"end":0}}}'
+    return head + b"".join(parts) + b'"end":0}}}'
 
 
 def review_of_mixed(size):
-    """As many `{}` as the shape limits allow, then numbers up to the element limit."""
+    """`{}` and numbers, alternating, up to the size."""
     head = b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","object":['
-    body = head + b"{}," * 16300 + b"1," * 49000
-    return body[:size - 8] + b'0]}}' if len(body) > size - 8 else body + b'0]}}'
+    n = (size - len(head) - 8) // 5
+    return head + b"{},1," * n + b'0]}}'
+
+
+def review_at_parse_bound():
+    """Distinct keys of `{}`, as many as the parse bound allows (about 380 bytes of estimate each)."""
+    n = (PARSE_BUDGET - (4 << 20)) // 380
+    head = b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","object":{'
+    return head + b"".join(b'"k%x":{},' % i for i in range(n)) + b'"end":0}}}'
+
+
+def pod_update(annotations, managed=None):
+    """An UPDATE review of an injected GPU pod whose two sides carry `annotations` (and managedFields)."""
+    with open(os.path.join(HERE, "fixtures", "annotated-bare.json")) as f:
+        review = json.load(f)
+    pod = review["request"]["object"]
+    pod["metadata"]["annotations"] = dict(annotations, **{
+        "gpucap.io/memory": "8GiB", "gpucap.io/injected": "train",
+        "gpucap.io/budgets": '{"max":"25%","containers":{"train":"25%"}}'})
+    pod["spec"]["initContainers"] = [{"name": "gpucap-init", "image": "gpucap:test"}]
+    if managed is not None:
+        pod["metadata"]["managedFields"] = managed
+    old = json.loads(json.dumps(pod))
+    pod["metadata"]["annotations"]["gpucap.io/memory"] = "4GiB"  # the platform lowers the budget
+    review["request"].update(operation="UPDATE", object=pod, oldObject=old)
+    # The API server's encoder writes '<', '>' and '&' as \u003c, \u003e, \u0026.
+    return json.dumps(review).replace("<", "\\u003c").encode()
+
+
+def largest_reviews():
+    """(name, body) of the largest UPDATE reviews the API server can send."""
+    big = {"example.com/blob": "x" * 261000}
+    escaped = {"example.com/lt": "<" * (ANNOTATIONS_MAX - len("example.com/lt") - 200)}
+    small, size = {}, 200
+    while size < ANNOTATIONS_MAX - 16:
+        k = "a%x" % len(small)
+        small[k] = "v"
+        size += len(k) + 1
+    managed = [{"manager": "kubectl", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:metadata": {"f:annotations": {f"f:{k}": {} for k in small}}}}]
+    return [("one annotation of 261,000 bytes", pod_update(big)),
+            ("256 KiB of '<' as \\u003c", pod_update(escaped)),
+            (f"{len(small)} small annotations and their managedFields", pod_update(small, managed))]
 
 
 def post(hook, body, chunked=False, results=None):
@@ -126,8 +182,15 @@ def main():
         idle = hook.status("VmRSS")
         print(f"idle: VmRSS {idle / MIB:.1f} MiB; manifest limit {limit / MIB:.0f} MiB")
 
+        # The largest legitimate reviews: answered, four at once.
+        for name, body in largest_reviews():
+            codes = in_parallel(hook, body, 4)
+            print(f"UPDATE with {name} ({len(body) / MIB:.2f} MiB) x4: {codes}; VmHWM {hook.status('VmHWM') / MIB:.1f} MiB")
+            if codes != ["200"] * 4:
+                failures.append(f"the UPDATE with {name} ({len(body)} bytes) was not answered 200 four times: {codes}")
+
         # Connections that finished their handshake and headers and wait for a body that never comes,
-        # from three more addresses: most of the connection limit, each with its TLS state.
+        # from three more addresses: many of the connection slots, each with its TLS state.
         waiting = []
         for source in ("127.0.0.4", "127.0.0.5", "127.0.0.6"):
             for _ in range(60):
@@ -139,32 +202,35 @@ def main():
                     pass
         print(f"{len(waiting)} connections waiting for a body: VmRSS {hook.status('VmRSS') / MIB:.1f} MiB")
 
-        big = review_of_empties(3 * MIB)
-        print("3 MiB of {} x4, Content-Length:", in_parallel(hook, big, 4))
-        print("3 MiB of {} x4, chunked:", in_parallel(hook, big, 4, chunked=True))
-        print(f"after the 3 MiB reviews: VmHWM {hook.status('VmHWM') / MIB:.1f} MiB")
+        over = review_of_empties(LIMIT_BODY + MIB)
+        print(f"{len(over) >> 20} MiB of {{}} x4, Content-Length:", in_parallel(hook, over, 4))
+        print(f"{len(over) >> 20} MiB of {{}} x4, chunked:", in_parallel(hook, over, 4, chunked=True))
+        print(f"after the reviews past the limit: VmHWM {hook.status('VmHWM') / MIB:.1f} MiB")
 
-        fits = review_of_empties(LIMIT_BODY - 64)
-        codes = in_parallel(hook, fits, 4)
-        print(f"{len(fits)} bytes of {{}} x4:", codes)
-        if "200" in codes:
-            failures.append(f"a review of {len(fits)} bytes of {{}} was parsed and answered 200")
-        codes = in_parallel(hook, fits, 4, chunked=True)
-        print(f"{len(fits)} bytes of {{}} x4, chunked:", codes)
-        for name, body in (("distinct keys", review_of_keys(LIMIT_BODY)), ("{} and numbers", review_of_mixed(LIMIT_BODY))):
-            print(f"{len(body)} bytes of {name} x4:", in_parallel(hook, body, 4))
+        for name, body in (("{}", review_of_empties(LIMIT_BODY - 64)), ("distinct keys", review_of_keys(LIMIT_BODY - 64)),
+                           ("{} and numbers", review_of_mixed(LIMIT_BODY - 64))):
+            for chunked in (False, True):
+                codes = in_parallel(hook, body, 4, chunked=chunked)
+                print(f"{len(body)} bytes of {name} x4{', chunked' if chunked else ''}:", codes)
+                if "200" in codes:
+                    failures.append(f"a review of {len(body)} bytes of {name} was parsed and answered 200")
+        at_bound = review_at_parse_bound()
+        codes = in_parallel(hook, at_bound, 8)
+        print(f"{len(at_bound)} bytes of distinct keys, at the parse bound, x8: {codes}")
+        if codes.count("200") + codes.count("400") != 8:
+            failures.append(f"reviews at the parse bound not all answered: {codes}")
         print(f"after the bodies under the limit: VmHWM {hook.status('VmHWM') / MIB:.1f} MiB")
 
-        held_big, refused_big = hold(hook, 3 * MIB, 40)
-        near = LIMIT_BODY - 64
+        held_big, refused_big = hold(hook, LIMIT_BODY, 40)
+        near = 3 * MIB
         held, refused = hold(hook, near, 40)
         held += held_big
-        print(f"40 uploads of 3 MiB: {refused_big} refused; 40 of {near} bytes: {refused} refused")
-        if refused_big != 40:
-            failures.append(f"{40 - refused_big} uploads announcing 3 MiB were read")
-        if 40 - refused > BUFFERED_MAX // near:
-            failures.append(f"{40 - refused} uploads of {near} bytes held at once, more than "
-                            f"{BUFFERED_MAX // near} fit in {BUFFERED_MAX >> 20} MiB")
+        print(f"40 uploads of {LIMIT_BODY >> 20} MiB: {refused_big} refused; 40 of {near >> 20} MiB: {refused} refused")
+        if 40 - refused_big > BUFFERED_MAX // LIMIT_BODY:
+            failures.append(f"{40 - refused_big} uploads of {LIMIT_BODY} bytes held at once, more than "
+                            f"{BUFFERED_MAX // LIMIT_BODY} fit in {BUFFERED_MAX >> 20} MiB")
+        if (40 - refused_big) * LIMIT_BODY + (40 - refused) * near > BUFFERED_MAX:
+            failures.append(f"more uploads held than {BUFFERED_MAX >> 20} MiB of buffers hold")
         time.sleep(1)
         print(f"holding {len(held)} connections with nearly complete uploads: VmRSS "
               f"{hook.status('VmRSS') / MIB:.1f} MiB, {hook.open_fds()} descriptors")

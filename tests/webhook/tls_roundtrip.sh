@@ -73,7 +73,8 @@ expect_status 400 --data-binary @"$HERE/fixtures/not-a-review.json" "$URL/mutate
 expect_status 405 "$URL/mutate"
 expect_status 405 --data-binary x "$URL/healthz"
 expect_status 404 "$URL/nope"
-head -c $((1 << 20)) /dev/zero | tr '\0' ' ' >"$t/big"
+# One byte past the body limit (GPC_ADMISSION_MAX_BODY, 6 MiB).
+head -c $(((6 << 20) + 1)) /dev/zero | tr '\0' ' ' >"$t/big"
 # An announced oversize body is refused from its headers: with Expect: 100-continue the client waits
 # for that answer instead of sending into a connection the server closes (a reset, not a 413).
 expect_status 413 -H 'Expect: 100-continue' --data-binary @"$t/big" "$URL/mutate"

@@ -1,24 +1,35 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * collect.c: one scrape of gpucap-exporter: find every container's ledger under the kubelet's pod
- * directory, copy it, check it, and write the metrics.
+ * directory, read the parts of it that the metrics show, check them, and write the metrics.
  *
  * The ledgers belong to tenants and are read from the node, so every file is treated as hostile.
  * Each path step is opened with O_NOFOLLOW relative to the previous one (no symbolic link is ever
  * followed), the ledger with O_NONBLOCK (a FIFO put in its place cannot hang the scrape) and only
- * when fstat(2) says it is a regular file of at most a ledger's size (a huge sparse file is never
- * read). The file is copied with pread(2), never mapped: a file truncated under a mapping is SIGBUS.
- * The copy is checked by gpc_ledger_check(), the same check the library runs, and the identity
- * block is taken only when its sequence number is even and the same before and after the copy
- * (the writer holds the ledger's lock, we take none: a scrape never blocks a tenant). Every loop is
- * bounded by the layout's constants or the limits below, never by a count from the file, and
- * every string from the file is bounded by its field and reduced to a name's characters.
+ * when fstat(2) says it is a regular file of a ledger's size (a huge sparse file is never read).
+ * Only what is shown is read, with pread(2), never mapped (a file truncated under a mapping is
+ * SIGBUS): the header, the identity and the device entries in one read (some 8 KiB), then the
+ * process entries below the header's procs_used (the ones that may hold a share), not the whole
+ * 1 MiB file. The header is checked by gpc_ledger_check_fault(), the same check the library runs,
+ * whose typed result names the skip; the identity block is taken only when its sequence number is
+ * even and the same before and after the read (the writer holds the ledger's lock, we take none: a
+ * scrape never blocks a tenant). Every loop is bounded by the layout's constants or the limits
+ * below, never by a count from the file, and every string from the file is bounded by its field and
+ * reduced to a name's characters.
  *
  * Which labels are trusted: uid (the pod's) and container come from the path, which the kubelet made
  * and the tenant cannot rename; namespace and pod are what the tenant's library recorded (the webhook
  * sets them from the downward API). A ledger whose recorded pod UID or container name differs from
  * its path is skipped ("mismatch"). Cards: a device entry naming a card the node does not have
  * (cards.c says which it has) is left out and counted, so a forged ledger adds no card series.
+ * Figures: every byte figure of a ledger is at most the card's size where the node's source (NVML)
+ * gives it, the driver's limit too; a driver's limit that is not below the card (that size, else
+ * the ledger's own) is no limit, and is neither shown nor said to enforce; a time is not in the
+ * future. A card's size taken from the ledgers (no NVML) is labelled source="ledger": the
+ * containers' claim, not the node's.
+ *
+ * Bounds: GPC_EXPORTER_MAX_LEDGERS ledgers per scrape (documented; past it the rest are counted as
+ * skipped, reason "limit", and main.c warns), MAX_POD_ENTRIES pod directories, MAX_CONTAINERS_PER_POD.
  *
  * Live processes: the pids in a ledger are in the container's PID namespace, which the node's
  * namespace cannot check. gpucap_container_processes counts the entries with a non-zero pid that
@@ -42,17 +53,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include "cards.h"
 #include "common/drvlimit.h"
 #include "common/ledger.h"
 #include "common/units.h"
+#include "promtext.h"
 
 #define GPC_UNLIMITED UINT64_MAX
-/* Bounds of one scrape: a node runs at most a few hundred pods (kubelet's max-pods). */
-#define MAX_POD_ENTRIES 8192
+/* Bounds of one scrape besides GPC_EXPORTER_MAX_LEDGERS (collect.h): the entries of the pod
+ * directory looked at (pods without gpucap too), and the container directories of one pod. */
+#define MAX_POD_ENTRIES 65536
 #define MAX_CONTAINERS_PER_POD 128
-#define MAX_LEDGERS 1024
 #define MAX_CARDS 64
+/* What one read takes: the header, the identity and the device entries (all before `proc`). */
+#define LEDGER_HEAD offsetof(struct gpc_ledger, proc)
 #define COPY_TRIES 3
 /* What the steps of a scrape return when there is nothing to skip; else an enum gpc_skip. */
 #define NO_SKIP (-1)
@@ -67,40 +83,11 @@ const char *const gpc_skip_names[GPC_SKIP__COUNT] = {
     [GPC_SKIP_LIMIT] = "limit",
 };
 
-/* ---- text ---- */
-
-void gpc_text_printf(struct gpc_text *t, const char *fmt, ...)
-{
-    if (t->failed)
-        return;
-    for (;;) {
-        size_t room = t->cap - t->len;
-        va_list ap;
-        va_start(ap, fmt);
-        int n = t->text ? vsnprintf(t->text + t->len, room, fmt, ap) : -1;
-        va_end(ap);
-        if (n >= 0 && (size_t)n < room) {
-            t->len += (size_t)n;
-            return;
-        }
-        size_t cap = t->cap ? t->cap * 2 : 65536;
-        while (n >= 0 && cap < t->len + (size_t)n + 1)
-            cap *= 2;
-        char *p = realloc(t->text, cap);
-        if (!p) {
-            free(t->text);
-            *t = (struct gpc_text){.failed = 1};
-            return;
-        }
-        t->text = p;
-        t->cap = cap;
-    }
-}
-
 /* ---- what one ledger says ---- */
 
 struct dev_rec {
     uint8_t uuid[16];
+    char uuid_text[GPC_UUID_TEXT];
     uint64_t physical, limit, used, contexts, peak, denials, allocs;
     uint64_t driver_limit; /* the NVIDIA driver's own limit seen in force, GPC_UNLIMITED: none */
     /* Live budget changes: the budget before the last one, when (s), how many; used > limit. */
@@ -112,29 +99,34 @@ struct ctr_rec {
     char pod_uid[GPC_IDENTITY_NAME], container[GPC_IDENTITY_NAME];
     char ns[GPC_IDENTITY_NAME], pod[GPC_IDENTITY_POD], version[32];
     const char *mode; /* "enforce", "audit" or "unknown" (a writer that did not record it) */
-    int ndev;
-    struct dev_rec dev[GPC_LEDGER_DEVICES];
+    unsigned first, ndev; /* its device records: scan.dev[first .. first + ndev) */
 };
 
 struct scan {
-    struct gpc_ledger *copy; /* one buffer of a ledger's size, reused for every file */
+    struct gpc_ledger *copy; /* one buffer of a ledger's size, reused for every file: only the parts
+                              * read are current (the head, the process entries below procs_used) */
     struct ctr_rec *ctr;
     unsigned nctr, cap;
+    struct dev_rec *dev;
+    unsigned ndev, dev_cap;
     struct gpc_scrape *s;
     const struct gpc_cards *cards;
+    uint64_t now_s;
 };
 
-/* A string field from the file: bounded by its size, anything but a name's characters as '?', so
- * it is always a valid label value that needs no escaping. */
-static enum gpc_skip check_reason(const char *why)
+/* The skip of a ledger gpc_ledger_check_fault() refused. */
+static enum gpc_skip fault_skip(enum gpc_ledger_fault f)
 {
-    if (strncmp(why, "truncated", 9) == 0)
+    switch (f) {
+    case GPC_LEDGER_TRUNCATED:
         return GPC_SKIP_TRUNCATED;
-    if (strncmp(why, "not a gpucap ledger", 19) == 0)
+    case GPC_LEDGER_NOT_LEDGER:
         return GPC_SKIP_MAGIC;
-    if (strncmp(why, "layout version", 14) == 0)
+    case GPC_LEDGER_OTHER_VERSION:
         return GPC_SKIP_VERSION;
-    return GPC_SKIP_CORRUPT;
+    default:
+        return GPC_SKIP_CORRUPT;
+    }
 }
 
 static int read_seq(int fd, uint32_t *seq)
@@ -142,7 +134,28 @@ static int read_seq(int fd, uint32_t *seq)
     return pread(fd, seq, sizeof *seq, offsetof(struct gpc_ledger, identity.seq)) == sizeof *seq ? 0 : -EIO;
 }
 
-/* Copies the open file into sc->copy; returns NO_SKIP or the skip reason. */
+/* Reads len bytes at off into dst: 0, 1 when the file ends first, -1 on an error. */
+static int read_all(int fd, void *dst, size_t len, off_t off)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = pread(fd, (char *)dst + got, len - got, off + (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            return 1;
+        got += (size_t)n;
+    }
+    return 0;
+}
+
+/*
+ * Reads the parts of the open ledger that the metrics show into sc->copy: the head (header,
+ * identity, device entries), checked, then the process entries below its procs_used. Returns
+ * NO_SKIP or the skip reason.
+ */
 static int copy_ledger(struct scan *sc, int fd)
 {
     struct stat st;
@@ -155,24 +168,23 @@ static int copy_ledger(struct scan *sc, int fd)
     for (int attempt = 0; attempt < COPY_TRIES; attempt++) {
         uint32_t before = 1, after = 1;
         bool have_seq = read_seq(fd, &before) == 0;
-        char *dst = (char *)sc->copy;
-        size_t got = 0;
-        while (got < sizeof *sc->copy) {
-            ssize_t n = pread(fd, dst + got, sizeof *sc->copy - got, (off_t)got);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0)
-                return GPC_SKIP_READ;
-            if (n == 0)
-                break;
-            got += (size_t)n;
-        }
-        memset(dst + got, 0, sizeof *sc->copy - got);
+        size_t head = (uint64_t)st.st_size < LEDGER_HEAD ? (size_t)st.st_size : LEDGER_HEAD;
+        memset(sc->copy, 0, LEDGER_HEAD);
+        int rc = read_all(fd, sc->copy, head, 0);
+        if (rc < 0)
+            return GPC_SKIP_READ;
         char why[128];
-        const char *bad = gpc_ledger_check(sc->copy, got, why, sizeof why);
-        if (bad)
-            return check_reason(bad);
-        /* A whole ledger: its identity is whole when no write began or ended during the copy. */
+        enum gpc_ledger_fault fault;
+        if (rc > 0 || gpc_ledger_check_fault(sc->copy, rc > 0 ? 0 : (uint64_t)st.st_size, why, sizeof why, &fault))
+            return rc > 0 ? GPC_SKIP_TRUNCATED : fault_skip(fault);
+        uint32_t used = atomic_load(&sc->copy->procs_used);
+        if (used > GPC_LEDGER_PROCS)
+            used = GPC_LEDGER_PROCS;
+        atomic_store(&sc->copy->procs_used, used);
+        rc = used ? read_all(fd, sc->copy->proc, used * sizeof sc->copy->proc[0], (off_t)LEDGER_HEAD) : 0;
+        if (rc != 0)
+            return rc < 0 ? GPC_SKIP_READ : GPC_SKIP_TRUNCATED;
+        /* A whole head: its identity is whole when no write began or ended during the read. */
         if (have_seq && read_seq(fd, &after) == 0 && before == after && !(before & 1) &&
             atomic_load(&sc->copy->identity.seq) == before)
             return NO_SKIP;
@@ -180,17 +192,48 @@ static int copy_ledger(struct scan *sc, int fd)
     return GPC_SKIP_TORN;
 }
 
+/* Room for one more element of `size` bytes in the array *p of *cap (doubling from 64); false
+ * when memory ran out. */
+static bool room(void **p, unsigned n, unsigned *cap, size_t size)
+{
+    if (n < *cap)
+        return true;
+    unsigned more = *cap ? *cap * 2 : 64;
+    void *q = realloc(*p, more * size);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = more;
+    return true;
+}
+
 static struct ctr_rec *new_record(struct scan *sc)
 {
-    if (sc->nctr == sc->cap) {
-        unsigned cap = sc->cap ? sc->cap * 2 : 64;
-        struct ctr_rec *p = realloc(sc->ctr, cap * sizeof *p);
-        if (!p)
-            return NULL;
-        sc->ctr = p;
-        sc->cap = cap;
+    return room((void **)&sc->ctr, sc->nctr, &sc->cap, sizeof *sc->ctr) ? &sc->ctr[sc->nctr] : NULL;
+}
+
+static struct dev_rec *new_dev(struct scan *sc)
+{
+    return room((void **)&sc->dev, sc->ndev, &sc->dev_cap, sizeof *sc->dev) ? &sc->dev[sc->ndev] : NULL;
+}
+
+/*
+ * The figures of one device entry, bounded: every byte figure at most the card's size where the
+ * node's source gives it (`card`, 0: unknown), the driver's limit counted only below the card (that
+ * size, else the entry's own), a time at most now.
+ */
+static void bound(struct dev_rec *o, uint64_t card, uint64_t now_s)
+{
+    if (card) {
+        uint64_t *fig[] = {&o->physical, &o->limit, &o->used, &o->contexts, &o->peak, &o->limit_was, &o->driver_limit};
+        for (size_t k = 0; k < sizeof fig / sizeof fig[0]; k++)
+            if (*fig[k] > card && *fig[k] != GPC_UNLIMITED) /* unlimited stays so */
+                *fig[k] = card;
     }
-    return &sc->ctr[sc->nctr];
+    uint64_t drv = gpc_drv_recorded(o->driver_limit == GPC_UNLIMITED ? 0 : o->driver_limit, card ? card : o->physical);
+    o->driver_limit = drv ? drv : GPC_UNLIMITED;
+    if (o->changed_s > now_s)
+        o->changed_s = now_s;
 }
 
 /* Takes the figures out of a checked copy. Returns NO_SKIP or the skip reason. */
@@ -201,6 +244,7 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
     if (!r)
         return GPC_SKIP_LIMIT;
     memset(r, 0, sizeof *r);
+    r->first = sc->ndev;
     tool_field_text(r->pod_uid, sizeof r->pod_uid, pod_uid, sizeof r->pod_uid);
     tool_field_text(r->container, sizeof r->container, container, sizeof r->container);
     char uid[GPC_IDENTITY_NAME], ctr[GPC_IDENTITY_NAME];
@@ -215,15 +259,18 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
     r->mode = l->identity.mode == GPC_IDENTITY_MODE_ENFORCE ? "enforce"
               : l->identity.mode == GPC_IDENTITY_MODE_AUDIT ? "audit"
                                                             : "unknown";
+    uint32_t used = atomic_load(&l->procs_used); /* bounded by copy_ledger */
     for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
         const struct gpc_ledger_dev *e = &l->dev[d];
         if (atomic_load(&e->state) != 1)
             continue;
         /* gpucap registers a card once, under the table lock: a second entry is a forged file,
          * and its series would repeat the first one's labels. */
-        for (int k = 0; k < r->ndev; k++)
-            if (memcmp(r->dev[k].uuid, e->uuid, sizeof e->uuid) == 0)
+        for (unsigned k = 0; k < r->ndev; k++)
+            if (memcmp(sc->dev[r->first + k].uuid, e->uuid, sizeof e->uuid) == 0) {
+                sc->ndev = r->first; /* the records taken so far are dropped with the ledger */
                 return GPC_SKIP_CORRUPT;
+            }
         /* A card this node does not have: the tenant's own invention, shown nowhere. */
         char text[GPC_UUID_TEXT];
         gpc_uuid_format(e->uuid, text);
@@ -232,8 +279,14 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
             sc->s->foreign_cards++;
             continue;
         }
-        struct dev_rec *o = &r->dev[r->ndev++];
+        struct dev_rec *o = new_dev(sc);
+        if (!o) {
+            sc->ndev = r->first;
+            return GPC_SKIP_LIMIT;
+        }
+        memset(o, 0, sizeof *o);
         memcpy(o->uuid, e->uuid, sizeof o->uuid);
+        memcpy(o->uuid_text, text, sizeof text);
         o->physical = e->physical;
         o->limit = atomic_load(&e->slot.limit);
         o->used = gpc_ledger_in_use(l, d);
@@ -249,23 +302,20 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
         o->limit_was = atomic_load(&e->limit_was);
         o->changed_s = atomic_load(&e->limit_changed_s);
         o->changes = atomic_load(&e->limit_changes);
-        /* No figure of a card exceeds its size where the node's own source gave one: a tenant's
-         * ledger is writable, and a 1 PiB budget on a real card would fire the over-commit alert. A
-         * budget above the card caps nothing more than one of the card's size. */
-        if (kc && kc->memory) {
-            uint64_t *fig[] = {&o->physical, &o->limit, &o->used, &o->contexts, &o->peak, &o->limit_was};
-            for (size_t k = 0; k < sizeof fig / sizeof fig[0]; k++)
-                if (*fig[k] > kc->memory && *fig[k] != GPC_UNLIMITED) /* unlimited stays so */
-                    *fig[k] = kc->memory;
-        }
+        /* A tenant's ledger is writable: a 1 PiB budget on a real card would fire the over-commit
+         * alert, a 1 PiB driver limit would say the driver enforces. A budget above the card caps
+         * nothing more than one of the card's size. */
+        bound(o, kc ? kc->memory : 0, sc->now_s);
         o->above = o->limit != GPC_UNLIMITED && o->used > o->limit;
-        for (int p = 0; p < GPC_LEDGER_PROCS; p++) {
+        for (uint32_t p = 0; p < used; p++) {
             const struct gpc_ledger_proc *pr = &l->proc[p];
             if (atomic_load(&pr->pid) != 0 &&
                 (atomic_load(&pr->share[d].lease) || atomic_load(&pr->share[d].limit) ||
                  atomic_load(&pr->share[d].peak)))
                 o->procs++;
         }
+        sc->ndev++;
+        r->ndev++;
     }
     sc->nctr++;
     return NO_SKIP;
@@ -311,7 +361,7 @@ static void scan_container(struct scan *sc, int ledgers_fd, const char *pod_uid,
     close(cfd);
     if (fd < 0)
         return;
-    if (sc->nctr >= MAX_LEDGERS) {
+    if (sc->nctr >= GPC_EXPORTER_MAX_LEDGERS) {
         close(fd);
         skip(sc, GPC_SKIP_LIMIT);
         return;
@@ -369,16 +419,12 @@ struct card {
     const char *model;   /* "": not known */
     uint64_t physical, budgets, used;
     unsigned containers;
+    bool claimed; /* its size is the ledgers' (no NVML figure) */
 };
 
 static uint64_t add_sat(uint64_t a, uint64_t b)
 {
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
-static void family(struct gpc_text *t, const char *name, const char *type, const char *help)
-{
-    gpc_text_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 /* The value of one field of a device record, by offset: one loop writes every family. */
@@ -441,16 +487,14 @@ static void card_labels(const struct card *c, char *out, size_t len)
 }
 
 /* The start of container r's series on its card d: NAME{its labels,UUID="..."; the caller ends it. */
-static void ctr_card_series(struct gpc_text *t, const char *name, const struct ctr_rec *r, int d)
+static void ctr_card_series(struct gpc_text *t, const char *name, const struct ctr_rec *r, const struct dev_rec *dv)
 {
-    char uuid[GPC_UUID_TEXT];
-    gpc_uuid_format(r->dev[d].uuid, uuid);
-    gpc_text_printf(t, "%s{" CTR_LABELS ",UUID=\"%s\"", name, r->ns, r->pod, r->pod_uid, r->container, uuid);
+    gpc_text_printf(t, "%s{" CTR_LABELS ",UUID=\"%s\"", name, r->ns, r->pod, r->pod_uid, r->container, dv->uuid_text);
 }
 
 static void write_metrics(struct scan *sc, struct gpc_text *t)
 {
-    family(t, "gpucap_container_info", "gauge",
+    gpc_prom_family(t, "gpucap_container_info", "gauge",
            "A gpucap container's ledger: identity as recorded; mode and gpucap version of its last writer.");
     for (unsigned i = 0; i < sc->nctr; i++) {
         const struct ctr_rec *r = &sc->ctr[i];
@@ -459,38 +503,42 @@ static void write_metrics(struct scan *sc, struct gpc_text *t)
     }
     for (size_t f = 0; f < sizeof dev_families / sizeof *dev_families; f++) {
         const struct dev_family *df = &dev_families[f];
-        family(t, df->name, df->type, df->help);
+        gpc_prom_family(t, df->name, df->type, df->help);
         for (unsigned i = 0; i < sc->nctr; i++) {
             const struct ctr_rec *r = &sc->ctr[i];
-            for (int d = 0; d < r->ndev; d++) {
+            for (unsigned d = 0; d < r->ndev; d++) {
+                const struct dev_rec *dv = &sc->dev[r->first + d];
                 uint64_t v;
-                memcpy(&v, (const char *)&r->dev[d] + df->offset, sizeof v);
-                if ((df->finite_only && v == GPC_UNLIMITED) || (df->changed_only && !r->dev[d].changes))
+                memcpy(&v, (const char *)dv + df->offset, sizeof v);
+                if ((df->finite_only && v == GPC_UNLIMITED) || (df->changed_only && !dv->changes))
                     continue;
-                ctr_card_series(t, df->name, r, d);
+                ctr_card_series(t, df->name, r, dv);
                 gpc_text_printf(t, "%s%s%s} %llu\n", df->mode ? ",mode=\"" : "", df->mode ? r->mode : "",
                                 df->mode ? "\"" : "", (unsigned long long)v);
             }
         }
     }
-    family(t, "gpucap_container_enforcement_info", "gauge",
-           "Who enforces the container's budget on this card: \"driver + gpucap\" or \"gpucap\".");
+    gpc_prom_family(t, "gpucap_container_enforcement_info", "gauge",
+           "Who enforces the container's budget on this card, as its ledger records it: \"driver + gpucap\" where "
+           "the driver's limit is below the card's size, else \"gpucap\".");
     for (unsigned i = 0; i < sc->nctr; i++) {
         const struct ctr_rec *r = &sc->ctr[i];
-        for (int d = 0; d < r->ndev; d++) {
-            uint64_t drv = r->dev[d].driver_limit;
-            ctr_card_series(t, "gpucap_container_enforcement_info", r, d);
-            gpc_text_printf(t, ",enforced_by=\"%s\"} 1\n", gpc_enforced_by(drv == GPC_UNLIMITED ? 0 : drv));
+        for (unsigned d = 0; d < r->ndev; d++) {
+            const struct dev_rec *dv = &sc->dev[r->first + d];
+            ctr_card_series(t, "gpucap_container_enforcement_info", r, dv);
+            gpc_text_printf(t, ",enforced_by=\"%s\"} 1\n",
+                            gpc_enforced_by(dv->driver_limit == GPC_UNLIMITED ? 0 : dv->driver_limit));
         }
     }
-    family(t, "gpucap_container_processes", "gauge",
+    gpc_prom_family(t, "gpucap_container_processes", "gauge",
            "Process entries in the container's ledger that use this card (pid non-zero as recorded; the library "
            "reaps dead ones when it needs to).");
     for (unsigned i = 0; i < sc->nctr; i++) {
         const struct ctr_rec *r = &sc->ctr[i];
-        for (int d = 0; d < r->ndev; d++) {
-            ctr_card_series(t, "gpucap_container_processes", r, d);
-            gpc_text_printf(t, "} %u\n", r->dev[d].procs);
+        for (unsigned d = 0; d < r->ndev; d++) {
+            const struct dev_rec *dv = &sc->dev[r->first + d];
+            ctr_card_series(t, "gpucap_container_processes", r, dv);
+            gpc_text_printf(t, "} %u\n", dv->procs);
         }
     }
 
@@ -507,24 +555,25 @@ static void write_metrics(struct scan *sc, struct gpc_text *t)
         cards[ncards] = (struct card){.index = kc->index, .model = kc->model, .physical = kc->memory};
         snprintf(cards[ncards++].uuid, GPC_UUID_TEXT, "%s", kc->uuid);
     }
-    for (unsigned i = 0; i < sc->nctr; i++) {
-        for (int d = 0; d < sc->ctr[i].ndev; d++) {
-            const struct dev_rec *dv = &sc->ctr[i].dev[d];
-            char uuid[GPC_UUID_TEXT];
-            gpc_uuid_format(dv->uuid, uuid);
-            unsigned c = 0;
-            while (c < ncards && strcasecmp(cards[c].uuid, uuid) != 0)
-                c++;
-            if (c == ncards) {
-                if (ncards == MAX_CARDS || known->known)
-                    continue;
-                cards[ncards++] = (struct card){.index = -1, .model = ""};
-                memcpy(cards[c].uuid, uuid, sizeof uuid);
+    for (unsigned i = 0; i < sc->ndev; i++) {
+        const struct dev_rec *dv = &sc->dev[i];
+        unsigned c = 0;
+        while (c < ncards && strcasecmp(cards[c].uuid, dv->uuid_text) != 0)
+            c++;
+        if (c == ncards) {
+            if (ncards == MAX_CARDS || known->known)
+                continue;
+            cards[ncards++] = (struct card){.index = -1, .model = ""};
+            memcpy(cards[c].uuid, dv->uuid_text, sizeof dv->uuid_text);
+        }
+        {
+            /* The ledgers' figure only where the node's own source gave none: the containers' claim. */
+            const struct gpc_card *kc = known->known ? gpc_cards_find(known, dv->uuid_text) : NULL;
+            if (!kc || !kc->memory) {
+                cards[c].claimed = true;
+                if (dv->physical > cards[c].physical)
+                    cards[c].physical = dv->physical;
             }
-            /* The ledgers' figure only where the node's own source gave none. */
-            const struct gpc_card *kc = known->known ? gpc_cards_find(known, uuid) : NULL;
-            if ((!kc || !kc->memory) && dv->physical > cards[c].physical)
-                cards[c].physical = dv->physical;
             if (dv->limit != GPC_UNLIMITED)
                 cards[c].budgets = add_sat(cards[c].budgets, dv->limit);
             cards[c].used = add_sat(cards[c].used, dv->used);
@@ -535,8 +584,8 @@ static void write_metrics(struct scan *sc, struct gpc_text *t)
         const char *name, *help;
         size_t offset;
     } card_families[] = {
-        {"gpucap_gpu_memory_bytes", "Memory of the card: from NVML where the exporter reads it, else as the driver "
-                                    "reported it to gpucap.",
+        {"gpucap_gpu_memory_bytes", "Memory of the card: from NVML where the exporter reads it (source=\"nvml\"), "
+                                    "else the largest the containers' ledgers claim (source=\"ledger\").",
          offsetof(struct card, physical)},
         {"gpucap_gpu_budgets_bytes", "Sum of the budgets of the gpucap containers on the card.",
          offsetof(struct card, budgets)},
@@ -546,17 +595,20 @@ static void write_metrics(struct scan *sc, struct gpc_text *t)
     };
     char labels[256];
     for (size_t f = 0; f < sizeof card_families / sizeof *card_families; f++) {
-        family(t, card_families[f].name, "gauge", card_families[f].help);
+        gpc_prom_family(t, card_families[f].name, "gauge", card_families[f].help);
         for (unsigned c = 0; c < ncards; c++) {
             uint64_t v;
             memcpy(&v, (const char *)&cards[c] + card_families[f].offset, sizeof v);
-            if (card_families[f].offset == offsetof(struct card, physical) && v == 0)
+            bool size = card_families[f].offset == offsetof(struct card, physical);
+            if (size && v == 0)
                 continue; /* a listed card nobody reported a size for */
             card_labels(&cards[c], labels, sizeof labels);
-            gpc_text_printf(t, "%s{%s} %llu\n", card_families[f].name, labels, (unsigned long long)v);
+            gpc_text_printf(t, "%s{%s%s} %llu\n", card_families[f].name, labels,
+                            !size ? "" : cards[c].claimed ? ",source=\"ledger\"" : ",source=\"nvml\"",
+                            (unsigned long long)v);
         }
     }
-    family(t, "gpucap_gpu_containers", "gauge", "gpucap containers whose ledger has the card.");
+    gpc_prom_family(t, "gpucap_gpu_containers", "gauge", "gpucap containers whose ledger has the card.");
     for (unsigned c = 0; c < ncards; c++) {
         card_labels(&cards[c], labels, sizeof labels);
         gpc_text_printf(t, "gpucap_gpu_containers{%s} %u\n", labels, cards[c].containers);
@@ -565,12 +617,15 @@ static void write_metrics(struct scan *sc, struct gpc_text *t)
 
 static void write_scrape(const struct gpc_scrape *s, struct gpc_text *t)
 {
-    family(t, "gpucap_exporter_ledgers", "gauge", "Ledgers read and shown by the last scrape.");
+    gpc_prom_family(t, "gpucap_exporter_ledgers", "gauge", "Ledgers read and shown by the last scrape.");
     gpc_text_printf(t, "gpucap_exporter_ledgers %u\n", s->ledgers);
-    family(t, "gpucap_exporter_ledgers_skipped", "gauge", "Ledger files the last scrape skipped, by reason.");
+    gpc_prom_family(t, "gpucap_exporter_ledgers_limit", "gauge",
+                    "The most ledgers one scrape reads; past it the rest are skipped (reason=\"limit\").");
+    gpc_text_printf(t, "gpucap_exporter_ledgers_limit %u\n", (unsigned)GPC_EXPORTER_MAX_LEDGERS);
+    gpc_prom_family(t, "gpucap_exporter_ledgers_skipped", "gauge", "Ledger files the last scrape skipped, by reason.");
     for (int i = 0; i < GPC_SKIP__COUNT; i++)
         gpc_text_printf(t, "gpucap_exporter_ledgers_skipped{reason=\"%s\"} %u\n", gpc_skip_names[i], s->skipped[i]);
-    family(t, "gpucap_exporter_foreign_cards", "gauge",
+    gpc_prom_family(t, "gpucap_exporter_foreign_cards", "gauge",
            "Card entries of the ledgers read by the last scrape that name a card this node does not have (left out).");
     gpc_text_printf(t, "gpucap_exporter_foreign_cards %u\n", s->foreign_cards);
 }
@@ -578,7 +633,7 @@ static void write_scrape(const struct gpc_scrape *s, struct gpc_text *t)
 int gpc_collect(const char *root, const struct gpc_cards *cards, struct gpc_text *out, struct gpc_scrape *s)
 {
     memset(s, 0, sizeof *s);
-    struct scan sc = {.s = s, .cards = cards};
+    struct scan sc = {.s = s, .cards = cards, .now_s = (uint64_t)time(NULL)};
     int rc = 0;
     int root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = root_fd >= 0 ? fdopendir(root_fd) : NULL;
@@ -613,5 +668,6 @@ out:
     write_scrape(s, out);
     free(sc.copy);
     free(sc.ctr);
+    free(sc.dev);
     return rc;
 }

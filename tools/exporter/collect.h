@@ -8,6 +8,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "promtext.h"
+
+/*
+ * The most ledgers one scrape reads (a node with the kubelet's largest max-pods, 110 by default and
+ * a few hundred at most, runs far fewer gpucap containers). Past it the rest are skipped and counted
+ * (reason "limit"), gpucap_exporter_ledgers_limit says the bound, and the exporter warns.
+ */
+#define GPC_EXPORTER_MAX_LEDGERS 16384
+
 /* Why a ledger file was skipped; each is a `reason` label of gpucap_exporter_ledgers_skipped. */
 enum gpc_skip {
     GPC_SKIP_SYMLINK,      /* a symbolic link where the ledger or its directory should be */
@@ -22,7 +31,7 @@ enum gpc_skip {
     GPC_SKIP_TORN,         /* the identity block changed during every copy */
     GPC_SKIP_MISMATCH,     /* records another pod UID or container than its path */
     GPC_SKIP_NAME,         /* a container directory whose name no kubelet makes */
-    GPC_SKIP_LIMIT,        /* past the exporter's bounds on pods and containers */
+    GPC_SKIP_LIMIT,        /* past the exporter's bounds: GPC_EXPORTER_MAX_LEDGERS, pods, containers */
     GPC_SKIP__COUNT
 };
 
@@ -34,22 +43,15 @@ struct gpc_scrape {
     unsigned foreign_cards;          /* device entries naming a card the node does not have */
 };
 
-/* A growing text buffer; text is NUL-terminated, NULL after an allocation failure. */
-struct gpc_text {
-    char *text;
-    size_t len, cap;
-    int failed;
-};
-void gpc_text_printf(struct gpc_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
 /*
  * Walks `root` (laid out like /var/lib/kubelet/pods: <pod-uid>/volumes/kubernetes.io~empty-dir/
- * gpucap-ledger/<container>/gpucap.ledger), copies each ledger with pread(2), validates the copy and
- * appends the per-container, per-card and per-scrape metric families (cards and card entries only
- * for the cards in `cards`, when it is a known list: cards.h) to `out` in the Prometheus text
- * format (the caller appends the exporter's own counters and timings). Takes no lock
- * and writes nothing. Returns 0, or a negative errno when `root` cannot be read (then *s says so and
- * `out` holds only the scrape counts).
+ * gpucap-ledger/<container>/gpucap.ledger), reads the parts of each ledger it shows with pread(2)
+ * (the header and device entries, the process entries in use), validates them and appends the
+ * per-container, per-card and per-scrape metric families (cards and card entries only for the cards
+ * in `cards`, when it is a known list: cards.h) to `out` in the Prometheus text format (the caller
+ * appends the exporter's own counters and timings). Takes no lock and writes nothing. Returns 0, or
+ * a negative errno when `root` cannot be read (then *s says so and `out` holds only the scrape
+ * counts).
  */
 struct gpc_cards;
 int gpc_collect(const char *root, const struct gpc_cards *cards, struct gpc_text *out, struct gpc_scrape *s);

@@ -9,14 +9,15 @@
  * at a time. Every setting is one row of the table below: a flag and the GPUCAP_EXPORTER_* variable
  * with the same meaning; a flag overrides the variable. `--once` prints one scrape and exits.
  *
- * Any pod of the node may connect, so clients are bounded as the webhook's are (tools/common/http.h):
- * connections in all and per address, a deadline from accept to complete request headers swept by
- * the main thread, an idle timeout. Card series only for the cards of this node (cards.c).
+ * Any pod of the node may connect, so clients are bounded as the webhook's are, by the same server
+ * loop (tools/common/serve.h): connections in all and per address, a deadline from accept to
+ * complete request headers swept by the main thread, an idle timeout. Card series only for the
+ * cards of this node (cards.c). A scrape that reaches the bound on ledgers (collect.h) says so in
+ * the log when it starts and when it ends, as one that cannot read the pod directory does.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
-#include <netdb.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -32,6 +33,8 @@
 #include "collect.h"
 #include "gpucap_version.h"
 #include "http.h"
+#include "promtext.h"
+#include "serve.h"
 #include "tool.h"
 
 enum opt_id { OPT_LISTEN, OPT_ROOT, OPT_CARDS, OPT_MAX_CONNECTIONS_PER_IP, OPT_ONCE, OPT_COUNT };
@@ -84,7 +87,7 @@ static const struct tool_cmd exporter_cmd = {
 static volatile sig_atomic_t stop;
 static const char *root;
 static struct gpc_cards cards;
-static struct gpc_http_guard guard;
+static struct gpc_serve server;
 static atomic_ullong scrape_errors;
 
 #define say(...) tool_error("gpucap-exporter", __VA_ARGS__)
@@ -99,6 +102,7 @@ static char *scrape(size_t *len, bool *ok)
     int rc = gpc_collect(root, &cards, &t, &s);
     /* Said when it starts and when it ends, not at every scrape. */
     static int said;
+    static unsigned over;
     if (rc != 0)
         atomic_fetch_add(&scrape_errors, 1);
     if (rc != 0 && rc != said)
@@ -106,22 +110,28 @@ static char *scrape(size_t *len, bool *ok)
     else if (rc == 0 && said != 0)
         say("%s can be read again", root);
     said = rc;
+    unsigned limited = s.skipped[GPC_SKIP_LIMIT];
+    if (limited && !over)
+        say("warning: %u ledgers not read: past the bound of %u ledgers per scrape (or of pods and containers "
+            "per pod); gpucap_exporter_ledgers_skipped{reason=\"limit\"} counts them", limited,
+            (unsigned)GPC_EXPORTER_MAX_LEDGERS);
+    else if (!limited && over)
+        say("every ledger read again: within the bound of %u", (unsigned)GPC_EXPORTER_MAX_LEDGERS);
+    over = limited;
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    gpc_text_printf(&t, "# HELP gpucap_exporter_scrape_errors_total Scrapes that could not read the pod "
-                        "directory.\n# TYPE gpucap_exporter_scrape_errors_total counter\n"
-                        "gpucap_exporter_scrape_errors_total %llu\n",
-                    (unsigned long long)atomic_load(&scrape_errors));
-    gpc_text_printf(&t, "# HELP gpucap_exporter_scrape_duration_seconds Time the last scrape took to read the "
-                        "ledgers.\n# TYPE gpucap_exporter_scrape_duration_seconds gauge\n"
-                        "gpucap_exporter_scrape_duration_seconds %.6f\n",
+    gpc_prom_family(&t, "gpucap_exporter_scrape_errors_total", "counter",
+                    "Scrapes that could not read the pod directory.");
+    gpc_text_printf(&t, "gpucap_exporter_scrape_errors_total %llu\n", (unsigned long long)atomic_load(&scrape_errors));
+    gpc_prom_family(&t, "gpucap_exporter_scrape_duration_seconds", "gauge",
+                    "Time the last scrape took to read the ledgers.");
+    gpc_text_printf(&t, "gpucap_exporter_scrape_duration_seconds %.6f\n",
                     (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
-    gpc_text_printf(&t, "# HELP gpucap_exporter_connections_closed_slow_total Connections closed for not sending "
-                        "their request headers in time.\n# TYPE gpucap_exporter_connections_closed_slow_total "
-                        "counter\ngpucap_exporter_connections_closed_slow_total %llu\n",
-                    (unsigned long long)atomic_load(&guard.closed));
-    gpc_text_printf(&t, "# HELP gpucap_exporter_build_info The exporter's version.\n"
-                        "# TYPE gpucap_exporter_build_info gauge\ngpucap_exporter_build_info{version=\"%s\"} 1\n",
-                    GPUCAP_VERSION_STRING);
+    gpc_prom_family(&t, "gpucap_exporter_connections_closed_slow_total", "counter",
+                    "Connections closed for not sending their request headers in time.");
+    gpc_text_printf(&t, "gpucap_exporter_connections_closed_slow_total %llu\n",
+                    (unsigned long long)atomic_load(&server.guard.closed));
+    gpc_prom_family(&t, "gpucap_exporter_build_info", "gauge", "The exporter's version.");
+    gpc_text_printf(&t, "gpucap_exporter_build_info{version=\"%s\"} 1\n", GPUCAP_VERSION_STRING);
     *len = t.len;
     *ok = rc == 0;
     return t.failed ? NULL : t.text;
@@ -140,7 +150,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   const char *version, const char *data, size_t *data_size, void **state)
 {
     /* The headers are complete (a GET has no body): no deadline while the scrape runs. */
-    gpc_http_guard_deadline(&guard, conn, 0);
+    gpc_http_guard_deadline(&server.guard, conn, 0);
     bool metrics = strcmp(url, "/metrics") == 0, livez = strcmp(url, "/livez") == 0;
     if (!metrics && !livez && strcmp(url, "/readyz") != 0 && strcmp(url, "/healthz") != 0)
         return reply(conn, MHD_HTTP_NOT_FOUND, "text/plain", "not found: GET /metrics, /livez, /readyz or /healthz\n",
@@ -179,7 +189,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 /* A request answered: the connection waits for the next one under the idle timeout only. */
 static void on_done(void *cls, struct MHD_Connection *conn, void **state, enum MHD_RequestTerminationCode why)
 {
-    gpc_http_guard_deadline(&guard, conn, 0);
+    gpc_http_guard_deadline(&server.guard, conn, 0);
 }
 
 static void on_mhd_error(void *cls, const char *fmt, va_list ap)
@@ -190,42 +200,32 @@ static void on_mhd_error(void *cls, const char *fmt, va_list ap)
     say("microhttpd: %s", line);
 }
 
+static void started(void *ctx, const char *url)
+{
+    say("listening on %s; ledgers under %s", url, root);
+}
+
 static int serve(const char *listen, unsigned per_ip)
 {
-    struct sockaddr_storage addr;
-    socklen_t addrlen;
-    if (gpc_parse_listen(listen, &addr, &addrlen) != 0) {
-        say("listen \"%s\": expected HOST:PORT, [IPV6]:PORT or :PORT with a numeric host and port", listen);
-        return 2;
-    }
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
-    if (addr.ss_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
-    struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_EXTERNAL_LOGGER,
-                                            on_mhd_error, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
-                                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
-                                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT,
-                                            MHD_OPTION_NOTIFY_CONNECTION, gpc_http_guard_notify, &guard,
-                                            MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_END);
-    if (!d) {
-        say("cannot listen on %s: %s", listen, strerror(errno));
-        return 1;
-    }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    char host[64] = "?";
-    getnameinfo((struct sockaddr *)&addr, addrlen, host, sizeof host, NULL, 0, NI_NUMERICHOST);
-    bool v6 = addr.ss_family == AF_INET6;
-    say("listening on http://%s%s%s:%u; ledgers under %s", v6 ? "[" : "", host, v6 ? "]" : "", info ? info->port : 0,
-        root);
-    /* The deadline sweep, in steps of 100 ms; the stop signal cuts a sleep short. */
-    while (!stop) {
-        struct timespec tick = {0, 100 * 1000 * 1000};
-        nanosleep(&tick, NULL);
-        gpc_http_guard_sweep(&guard);
+    server = (struct gpc_serve){
+        .listen = listen,
+        .threads = 1, /* one internal thread: scrapes run one at a time, one scrape's memory at a time */
+        .max_connections = MAX_CONNECTIONS,
+        .max_per_ip = per_ip,
+        .idle_timeout = IDLE_TIMEOUT,
+        .header_deadline = HEADER_DEADLINE,
+        .handler = on_request,
+        .completed = on_done,
+        .logger = on_mhd_error,
+        .started = started,
+    };
+    char err[300];
+    int rc = gpc_serve_run(&server, &stop, err, sizeof err);
+    if (rc != 0) {
+        say("%s", err);
+        return rc == -EINVAL ? 2 : 1;
     }
     say("stopping");
-    MHD_stop_daemon(d);
     return 0;
 }
 
@@ -274,9 +274,5 @@ int main(int argc, char **argv)
         return ok ? 0 : 1;
     }
     tool_stop_on_signals(&stop);
-    if (gpc_http_guard_init(&guard, MAX_CONNECTIONS, HEADER_DEADLINE) != 0) {
-        say("out of memory");
-        return 1;
-    }
     return serve(val[OPT_LISTEN], per_ip);
 }

@@ -272,7 +272,7 @@ int cmd_status(int argc, char **argv)
                 printf("null");
             else
                 printf("%llu", (unsigned long long)limit);
-            uint64_t drv = atomic_load(&d->driver_limit);
+            uint64_t drv = gpc_drv_recorded(atomic_load(&d->driver_limit), d->physical); /* none at or above the card */
             printf(",\"enforced_by\":\"%s\",\"driver_limit\":", gpc_enforced_by(drv));
             if (drv)
                 printf("%llu", (unsigned long long)drv);
@@ -292,7 +292,7 @@ int cmd_status(int argc, char **argv)
                    gpc_format_size(used, b, sizeof b), gpc_format_size(contexts, x, sizeof x),
                    gpc_format_size(peak, c, sizeof c), gpc_format_size(d->physical, p, sizeof p),
                    cli_count(denials, "denial", "denials", den, sizeof den));
-            uint64_t drv = atomic_load(&d->driver_limit);
+            uint64_t drv = gpc_drv_recorded(atomic_load(&d->driver_limit), d->physical); /* none at or above the card */
             if (drv)
                 printf("  enforced by: %s (the driver's limit %s)\n", gpc_enforced_by(drv),
                        gpc_format_size(drv, x, sizeof x));

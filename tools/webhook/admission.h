@@ -13,10 +13,12 @@
 
 /*
  * The largest request body the handler (and the server) accepts; larger ones get 413. A pod as the
- * API server sends it, managedFields included, is tens of KiB; 512 KiB leaves room for large ones.
+ * API server sends it, managedFields included, is tens of KiB, but an UPDATE review carries two, and
+ * each may be as large as the API server stores (1.5 MiB) with 256 KiB of annotations, which its
+ * JSON encoder writes as up to six bytes a character (\u003c for '<'): 6 MiB holds both.
  */
-#define GPC_ADMISSION_MAX_BODY (512u << 10)
-#define GPC_ADMISSION_MAX_BODY_TEXT "512 KiB"
+#define GPC_ADMISSION_MAX_BODY (6u << 20)
+#define GPC_ADMISSION_MAX_BODY_TEXT "6 MiB"
 
 /*
  * The per-pod injection layout (TEAM contract 2). The init container copies the library, the CLI,
@@ -99,8 +101,10 @@ struct gpc_admission_config {
 
 /*
  * The annotation where the webhook records the resolved budget of every injected container, at
- * CREATE and at every UPDATE; the node agent applies exactly that (examples/kubernetes/README.md
- * gives the format). Only the webhook writes it: a tenant's value is overwritten.
+ * CREATE and at every UPDATE that changes a budget (any other UPDATE, of the pod or of a
+ * subresource, keeps the old record exactly, or none); the node agent applies exactly that
+ * (examples/kubernetes/README.md gives the format). Only the webhook writes it: a tenant's value is
+ * put back.
  */
 #define GPC_ANN_BUDGETS "gpucap.io/budgets"
 
@@ -128,7 +132,8 @@ int gpc_admission_check_config(const struct gpc_admission_config *cfg, char *err
 void gpc_admission_describe(const struct gpc_admission_config *cfg, char *out, size_t len);
 
 /*
- * Answers one POST /mutate body. A well-formed admission.k8s.io/v1 AdmissionReview gets 200 and a
+ * Answers one POST /mutate body (a pod's CREATE, an UPDATE of a pod or of a subresource of it, a
+ * Binding of pods/binding). A well-formed admission.k8s.io/v1 AdmissionReview gets 200 and a
  * response review (allowed with a base64 JSONPatch, allowed without one, or denied with a message;
  * `warnings` for what a scheduler's request asks that gpucap does not enforce, such as HAMi's gpucores);
  * anything else gets 400 (413 past GPC_ADMISSION_MAX_BODY) with a text message. Never fails for any

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * server.c: HTTPS for the webhook: routing, request bodies, certificate reload, the log.
+ * server.c: HTTPS for the webhook: routing, request bodies, the memory their parses take,
+ * certificate reload, the metrics, the log. The server loop and its bounds against hostile clients
+ * are tools/common/serve.c's, shared with the exporter.
  *
  * libmicrohttpd serves on a thread pool with GnuTLS. The certificate is not given to microhttpd as
  * bytes but through MHD_OPTION_HTTPS_CERT_CALLBACK, so each handshake takes whatever credential set
@@ -11,18 +13,23 @@
  * until exit because a handshake in flight may still hold them; a Secret rotates every few weeks.
  *
  * Any pod can reach the webhook and a failed answer denies pod creation, so hostile clients are
- * bounded here (README.md of examples/kubernetes, "Limits", has the measured worst case): a body
- * limit, a cap on request bytes buffered across all connections, a cheap scan that refuses JSON whose
- * nesting or number of values would cost far more to parse than its size, total and per-address
- * connection limits, deadlines from accept to complete request headers (TLS handshake included) and
- * from there to a complete body, enforced by the main thread, an idle timeout, and error lines
- * rate-limited. TLS is 1.3, or 1.2 with
- * ECDHE and an AEAD cipher only.
+ * bounded here (README.md of examples/kubernetes, "Limits", has the measured worst case), and so
+ * are legitimate ones as large as the API server makes them: an UPDATE review carries two pods, each
+ * up to the API server's object size with 256 KiB of annotations. A body limit (admission.h), a cap
+ * on request bytes buffered across all connections, and a bound on the memory of all the parses in
+ * flight together: each body's parse is estimated before it runs (shape.c) and waits, briefly,
+ * until the estimates of the parses running leave room for it (a body whose estimate alone passes
+ * the bound is refused). Total and per-address connection limits, deadlines from accept to complete
+ * request headers (TLS handshake included) and from there to a complete body, enforced by the main
+ * thread, an idle timeout, and error lines rate-limited: serve.c and http.c. The per-address limit
+ * is set high by default (main.c): the API server opens one connection per review in flight. TLS is
+ * 1.3, or 1.2 with ECDHE and an AEAD cipher only.
  *
  * Besides POST /mutate: GET /livez (the process serves), GET /readyz (a certificate is loaded and
  * has not expired), GET /healthz (the same as /readyz, kept for older manifests) and GET /metrics,
  * Prometheus text: admissions by result, their latency as a histogram, the certificate's expiry, the
- * connections closed by a deadline. The counters are atomics: a request takes no lock for them.
+ * connections closed by a deadline, the parses that waited. The counters are atomics: a request
+ * takes no lock for them.
  */
 #include "server.h"
 
@@ -31,6 +38,7 @@
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
 #include <jansson.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -46,22 +54,23 @@
 
 #include "gpucap_version.h"
 #include "http.h"
+#include "promtext.h"
+#include "serve.h"
+#include "shape.h"
 
 #define MAX_CHAIN 8
 #define MAX_PEM (1u << 20)
 
 /* Limits against hostile clients: README.md of examples/kubernetes, "Limits". */
-#define BUFFERED_MAX (8u << 20)   /* request bytes held across all connections */
-#define JSON_MAX_DEPTH 64         /* a pod with managedFields nests about 15 deep */
-#define JSON_MAX_CONTAINERS 16384 /* objects and arrays in one body (about 200 bytes each parsed) */
-#define JSON_MAX_VALUES 65536     /* values of any kind in one body */
+#define BUFFERED_MAX (24u << 20) /* request bytes held across all connections: four bodies of the largest */
+#define PARSE_BUDGET (40u << 20) /* estimated memory of all the parses in flight together (shape.c) */
+#define PARSE_WAIT_MS 3000       /* the longest a parse waits for room before a 503 (the API server waits 5 s) */
+#define TRIM_AT (4u << 20)       /* a parse estimated above this gives its pages back before the next one runs */
 #define HEADER_DEADLINE 5 /* seconds from accept to complete request headers */
 #define BODY_DEADLINE 10  /* seconds from the headers to the end of the body */
 #define IDLE_TIMEOUT 30   /* seconds without traffic before a connection is closed */
 #define LOG_BURST 10      /* microhttpd error lines per LOG_WINDOW seconds; the rest are counted */
 #define LOG_WINDOW 10
-#define STR_(x) #x
-#define STR(x) STR_(x)
 
 /*
  * TLS 1.3, and TLS 1.2 only with an ECDHE key exchange (forward secrecy) and an AEAD cipher: no
@@ -303,33 +312,20 @@ static int reload(struct watch *w, bool first)
 
 /* ---- connections ---- */
 
-/* Deadlines from accept to headers, and from there to the body: http.h, gpc_http_guard. */
-static struct gpc_http_guard guard;
+/* The server: its loop, its bounds and its deadlines (tools/common/serve.h). */
+static struct gpc_serve server;
 
 static void set_deadline(struct MHD_Connection *conn, unsigned seconds)
 {
-    gpc_http_guard_deadline(&guard, conn, seconds);
-}
-
-/* Main thread: ends the connections past their deadline. */
-static void sweep_slow(void)
-{
-    unsigned n = gpc_http_guard_sweep(&guard);
-    if (n) {
-        char line[160];
-        snprintf(line, sizeof line,
-                 "closed %u connection%s that did not finish a request in time (headers %d s, body %d s)", n,
-                 n == 1 ? "" : "s", HEADER_DEADLINE, BODY_DEADLINE);
-        log_limited(line);
-    }
+    gpc_http_guard_deadline(&server.guard, conn, seconds);
 }
 
 /* ---- metrics ---- */
 
 /*
  * Results of POST /mutate: allowed (no change), patched (allowed with a patch), denied (a policy
- * said no), bad_request (not an admission review, too large, too deep), error (the webhook could not
- * decide: out of memory, too busy, or a denial with a 5xx code, which says "retry").
+ * said no), bad_request (not an admission review, too large, too costly to parse), error (the
+ * webhook could not decide: out of memory, too busy, or a denial with a 5xx code, which says "retry").
  */
 enum result { R_ALLOWED, R_PATCHED, R_DENIED, R_BAD_REQUEST, R_ERROR, R__COUNT };
 static const char *const result_names[R__COUNT] = {"allowed", "patched", "denied", "bad_request", "error"};
@@ -338,6 +334,7 @@ static const double buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05
 static atomic_ullong admissions[R__COUNT];
 static atomic_ullong latency_count[NBUCKETS + 1]; /* per bucket, not cumulative; the last is +Inf */
 static atomic_ullong latency_sum_ns;
+static atomic_ullong parse_waits, busy_refusals;
 
 static void count_result(enum result r, const struct timespec *t0)
 {
@@ -372,74 +369,46 @@ static enum result classify(const struct gpc_admission_result *res)
     return r;
 }
 
-/* A growing text for /metrics; NULL text after an allocation failure. */
-struct mtext {
-    char *p;
-    size_t len, cap;
-};
-
-static void mprintf(struct mtext *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void mprintf(struct mtext *t, const char *fmt, ...)
-{
-    for (int tries = 0; tries < 8; tries++) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = t->p ? vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap) : -1;
-        va_end(ap);
-        if (n >= 0 && (size_t)n < t->cap - t->len) {
-            t->len += (size_t)n;
-            return;
-        }
-        if (t->cap && !t->p)
-            return; /* failed before */
-        size_t cap = t->cap ? 2 * t->cap : 8192;
-        char *p = realloc(t->p, cap);
-        if (!p) {
-            free(t->p);
-            t->p = NULL;
-            return;
-        }
-        t->p = p;
-        t->cap = cap;
-    }
-}
-
 static enum MHD_Result metrics(struct MHD_Connection *conn)
 {
-    struct mtext t = {0};
-    mprintf(&t, "# HELP gpucap_webhook_admissions_total Pod admission reviews answered, by result.\n"
-                "# TYPE gpucap_webhook_admissions_total counter\n");
+    struct gpc_text t = {0};
+    gpc_prom_family(&t, "gpucap_webhook_admissions_total", "counter", "Pod admission reviews answered, by result.");
     for (int r = 0; r < R__COUNT; r++)
-        mprintf(&t, "gpucap_webhook_admissions_total{result=\"%s\"} %llu\n", result_names[r],
-                (unsigned long long)atomic_load(&admissions[r]));
-    mprintf(&t, "# HELP gpucap_webhook_admission_duration_seconds Time from a complete review to its answer.\n"
-                "# TYPE gpucap_webhook_admission_duration_seconds histogram\n");
+        gpc_text_printf(&t, "gpucap_webhook_admissions_total{result=\"%s\"} %llu\n", result_names[r],
+                        (unsigned long long)atomic_load(&admissions[r]));
+    gpc_prom_family(&t, "gpucap_webhook_admission_duration_seconds", "histogram",
+                    "Time from a complete review to its answer.");
     unsigned long long cum = 0;
     for (unsigned b = 0; b <= NBUCKETS; b++) {
         cum += atomic_load(&latency_count[b]);
         if (b < NBUCKETS)
-            mprintf(&t, "gpucap_webhook_admission_duration_seconds_bucket{le=\"%g\"} %llu\n", buckets[b], cum);
+            gpc_text_printf(&t, "gpucap_webhook_admission_duration_seconds_bucket{le=\"%g\"} %llu\n", buckets[b], cum);
         else
-            mprintf(&t, "gpucap_webhook_admission_duration_seconds_bucket{le=\"+Inf\"} %llu\n", cum);
+            gpc_text_printf(&t, "gpucap_webhook_admission_duration_seconds_bucket{le=\"+Inf\"} %llu\n", cum);
     }
-    mprintf(&t, "gpucap_webhook_admission_duration_seconds_sum %.9f\n"
-                "gpucap_webhook_admission_duration_seconds_count %llu\n",
-            (double)atomic_load(&latency_sum_ns) / 1e9, cum);
+    gpc_text_printf(&t, "gpucap_webhook_admission_duration_seconds_sum %.9f\n"
+                        "gpucap_webhook_admission_duration_seconds_count %llu\n",
+                    (double)atomic_load(&latency_sum_ns) / 1e9, cum);
     struct creds *c = atomic_load(&current);
-    mprintf(&t, "# HELP gpucap_webhook_certificate_expiry_timestamp_seconds When the serving certificate expires "
-                "(Unix time).\n# TYPE gpucap_webhook_certificate_expiry_timestamp_seconds gauge\n"
-                "gpucap_webhook_certificate_expiry_timestamp_seconds %lld\n",
-            (long long)(c ? c->not_after : 0));
-    mprintf(&t, "# HELP gpucap_webhook_connections_closed_slow_total Connections closed for not finishing a request "
-                "in time.\n# TYPE gpucap_webhook_connections_closed_slow_total counter\n"
-                "gpucap_webhook_connections_closed_slow_total %llu\n",
-            (unsigned long long)atomic_load(&guard.closed));
-    mprintf(&t, "# HELP gpucap_webhook_build_info The webhook's version.\n# TYPE gpucap_webhook_build_info gauge\n"
-                "gpucap_webhook_build_info{version=\"%s\"} 1\n", GPUCAP_VERSION_STRING);
-    if (!t.p)
+    gpc_prom_family(&t, "gpucap_webhook_certificate_expiry_timestamp_seconds", "gauge",
+                    "When the serving certificate expires (Unix time).");
+    gpc_text_printf(&t, "gpucap_webhook_certificate_expiry_timestamp_seconds %lld\n", (long long)(c ? c->not_after : 0));
+    gpc_prom_family(&t, "gpucap_webhook_connections_closed_slow_total", "counter",
+                    "Connections closed for not finishing a request in time.");
+    gpc_text_printf(&t, "gpucap_webhook_connections_closed_slow_total %llu\n",
+                    (unsigned long long)atomic_load(&server.guard.closed));
+    gpc_prom_family(&t, "gpucap_webhook_parse_waits_total", "counter",
+                    "Reviews whose parse waited for the parses in flight to leave room (the memory bound).");
+    gpc_text_printf(&t, "gpucap_webhook_parse_waits_total %llu\n", (unsigned long long)atomic_load(&parse_waits));
+    gpc_prom_family(&t, "gpucap_webhook_busy_total", "counter",
+                    "Reviews answered 503 because the request bytes or the parses in flight were at their bound.");
+    gpc_text_printf(&t, "gpucap_webhook_busy_total %llu\n", (unsigned long long)atomic_load(&busy_refusals));
+    gpc_prom_family(&t, "gpucap_webhook_build_info", "gauge", "The webhook's version.");
+    gpc_text_printf(&t, "gpucap_webhook_build_info{version=\"%s\"} 1\n", GPUCAP_VERSION_STRING);
+    if (t.failed)
         return gpc_http_reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain", "out of memory\n", 14, NULL);
-    enum MHD_Result rc = gpc_http_reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", t.p, t.len, NULL);
-    free(t.p);
+    enum MHD_Result rc = gpc_http_reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", t.text, t.len, NULL);
+    gpc_text_free(&t);
     return rc;
 }
 
@@ -450,7 +419,7 @@ static bool ready(void)
     return c && (c->not_after == 0 || c->not_after > time(NULL));
 }
 
-/* ---- requests ---- */
+/* ---- request bodies ---- */
 
 /* Request bytes held by all connections together, against BUFFERED_MAX. */
 static atomic_size_t buffered;
@@ -462,6 +431,51 @@ static bool reserve(size_t n)
         return true;
     atomic_fetch_sub(&buffered, n);
     return false;
+}
+
+/*
+ * The estimated memory of the parses in flight, against PARSE_BUDGET. A parse takes its estimate
+ * before it runs, waiting (on the worker's thread) until the others leave room; a wait that would
+ * pass PARSE_WAIT_MS gives up (the review is answered 503: retry). One estimate alone above the
+ * budget never waits (refused before).
+ */
+static pthread_mutex_t parse_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t parse_room;
+static size_t parsing;
+
+static bool parse_take(size_t cost)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += PARSE_WAIT_MS / 1000;
+    until.tv_nsec += (long)(PARSE_WAIT_MS % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    bool ok = true, waited = false;
+    pthread_mutex_lock(&parse_lock);
+    while (parsing + cost > PARSE_BUDGET) {
+        waited = true;
+        if (pthread_cond_timedwait(&parse_room, &parse_lock, &until) == ETIMEDOUT && parsing + cost > PARSE_BUDGET) {
+            ok = false;
+            break;
+        }
+    }
+    if (ok)
+        parsing += cost;
+    pthread_mutex_unlock(&parse_lock);
+    if (waited)
+        atomic_fetch_add(&parse_waits, 1);
+    return ok;
+}
+
+static void parse_give(size_t cost)
+{
+    pthread_mutex_lock(&parse_lock);
+    parsing -= cost;
+    pthread_cond_broadcast(&parse_room);
+    pthread_mutex_unlock(&parse_lock);
 }
 
 struct upload {
@@ -485,49 +499,58 @@ static enum MHD_Result too_big(struct MHD_Connection *conn)
     return text(conn, MHD_HTTP_CONTENT_TOO_LARGE, "request body larger than " GPC_ADMISSION_MAX_BODY_TEXT "\n");
 }
 
-static enum MHD_Result busy(struct MHD_Connection *conn)
+static enum MHD_Result busy(struct MHD_Connection *conn, const char *what)
 {
     count_result(R_ERROR, NULL);
-    log_limited("rejected: too many request bytes in flight");
+    atomic_fetch_add(&busy_refusals, 1);
+    char line[160];
+    snprintf(line, sizeof line, "rejected: %s", what);
+    log_limited(line);
     return text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "too many requests in flight; retry\n");
 }
 
-/*
- * A scan over the body before jansson parses it: NULL when its shape is within the limits, else why
- * not. Parsing `{}` costs about 200 bytes of memory for 2 bytes of input; the limits keep one parse
- * to a few MiB whatever the body holds. Malformed JSON is left to the parser.
- */
-static const char *json_shape(const char *p, size_t len)
+/* A complete body: its shape checked, its parse given room, the review answered. */
+static enum MHD_Result answer(struct MHD_Connection *conn, const struct gpc_admission_config *cfg, struct upload *up)
 {
-    unsigned depth = 0;
-    size_t containers = 0, values = 0;
-    bool in_string = false;
-    for (size_t i = 0; i < len; i++) {
-        char c = p[i];
-        if (in_string) {
-            if (c == '\\')
-                i++;
-            else if (c == '"')
-                in_string = false;
-            continue;
-        }
-        if (c == '"') {
-            in_string = true;
-        } else if (c == '{' || c == '[') {
-            if (++depth > JSON_MAX_DEPTH)
-                return "JSON nested deeper than " STR(JSON_MAX_DEPTH) " levels";
-            if (++containers > JSON_MAX_CONTAINERS)
-                return "JSON with more than " STR(JSON_MAX_CONTAINERS) " objects and arrays";
-            values++;
-        } else if (c == '}' || c == ']') {
-            depth -= depth > 0;
-        } else if (c == ',') {
-            values++;
-        }
-        if (values > JSON_MAX_VALUES)
-            return "JSON with more than " STR(JSON_MAX_VALUES) " values";
+    struct gpc_shape shape;
+    const char *refused = gpc_shape_scan(up->buf, up->len, &shape);
+    char msg[200];
+    if (!refused && shape.cost > PARSE_BUDGET) {
+        snprintf(msg, sizeof msg, "JSON too costly to parse: about %zu MiB (objects %zu, arrays %zu, values %zu), "
+                                  "more than the %u MiB all parses in flight may take", shape.cost >> 20,
+                 shape.objects, shape.arrays, shape.strings + shape.scalars + shape.literals + shape.members,
+                 PARSE_BUDGET >> 20);
+        refused = msg;
     }
-    return NULL;
+    if (refused) {
+        char line[260];
+        snprintf(line, sizeof line, "rejected: %s", refused);
+        log_limited(line);
+        char body[240];
+        snprintf(body, sizeof body, "%s\n", refused);
+        count_result(R_BAD_REQUEST, NULL);
+        return text(conn, MHD_HTTP_BAD_REQUEST, body);
+    }
+    if (!parse_take(shape.cost))
+        return busy(conn, "the parses in flight are at their memory bound");
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    struct gpc_admission_result res;
+    gpc_admission_handle(cfg, up->buf, up->len, &res);
+    /*
+     * The tree is freed, but malloc keeps its pages in this thread's arena, and the next large parse
+     * may run in another thread's: without this, each of the worker threads would keep the pages of
+     * the largest parse it ever ran, and resident memory would be threads x the bound.
+     */
+    if (shape.cost >= TRIM_AT)
+        malloc_trim(0);
+    parse_give(shape.cost);
+    count_result(classify(&res), &t0);
+    wh_log("%s", res.log);
+    enum MHD_Result rc = res.body ? gpc_http_reply(conn, (unsigned)res.status, res.content_type, res.body, res.body_len, NULL)
+                                  : text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+    gpc_admission_result_free(&res);
+    return rc;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -563,7 +586,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (announced > GPC_ADMISSION_MAX_BODY)
             return too_big(conn);
         if (announced && !reserve(announced))
-            return busy(conn);
+            return busy(conn, "too many request bytes in flight");
         up = calloc(1, sizeof *up);
         if (!up) {
             atomic_fetch_sub(&buffered, announced);
@@ -608,29 +631,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *data_size = 0;
         return MHD_YES;
     }
-
     if (up->dropped)
         return too_big(conn);
-    const char *shape = json_shape(up->buf, up->len);
-    if (shape) {
-        char line[160];
-        snprintf(line, sizeof line, "rejected: %s", shape);
-        log_limited(line);
-        char msg[160];
-        snprintf(msg, sizeof msg, "%s\n", shape);
-        count_result(R_BAD_REQUEST, NULL);
-        return text(conn, MHD_HTTP_BAD_REQUEST, msg);
-    }
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    struct gpc_admission_result res;
-    gpc_admission_handle(cfg, up->buf, up->len, &res);
-    count_result(classify(&res), &t0);
-    wh_log("%s", res.log);
-    enum MHD_Result rc = res.body ? gpc_http_reply(conn, (unsigned)res.status, res.content_type, res.body, res.body_len, NULL)
-                                  : text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
-    gpc_admission_result_free(&res);
-    return rc;
+    return answer(conn, cfg, up);
 }
 
 static void on_done(void *cls, struct MHD_Connection *conn, void **state, enum MHD_RequestTerminationCode why)
@@ -657,6 +660,47 @@ static void on_mhd_error(void *cls, const char *fmt, va_list ap)
 
 /* ---- the daemon ---- */
 
+struct loop {
+    const struct gpc_server_options *opt;
+    struct watch w;
+    unsigned ticks;
+};
+
+/* Main thread, every 100 ms: the closed connections said, the rate limit's window, the certificate. */
+static void tick(void *ctx, unsigned closed)
+{
+    struct loop *l = ctx;
+    if (closed) {
+        char line[160];
+        snprintf(line, sizeof line,
+                 "closed %u connection%s that did not finish a request in time (headers %d s, body %d s)", closed,
+                 closed == 1 ? "" : "s", HEADER_DEADLINE, BODY_DEADLINE);
+        log_limited(line);
+    }
+    if (l->ticks % 10 == 0)
+        log_limited(NULL);
+    if (++l->ticks >= l->opt->reload_interval * 10) {
+        l->ticks = 0;
+        reload(&l->w, false);
+    }
+}
+
+static void started(void *ctx, const char *url)
+{
+    const struct gpc_server_options *opt = ctx;
+    char per_ip[32];
+    snprintf(per_ip, sizeof per_ip, "%u", opt->max_connections_per_ip);
+    wh_log("listening on %s with %u threads, %u connections (%s from one address); image %s, preload %s, "
+           "default-memory %s, max-memory %s", url, opt->threads, opt->max_connections,
+           opt->max_connections_per_ip ? per_ip : "all", opt->admission.image,
+           opt->admission.preload == GPC_PRELOAD_ENV ? "env" : "file",
+           opt->admission.default_memory ? opt->admission.default_memory : "none (annotated pods only)",
+           opt->admission.max_memory ? opt->admission.max_memory : "none");
+    char policy[600];
+    gpc_admission_describe(&opt->admission, policy, sizeof policy);
+    wh_log("%s", policy);
+}
+
 int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *stop)
 {
     struct sockaddr_storage addr;
@@ -669,64 +713,39 @@ int gpc_server_run(const struct gpc_server_options *opt, volatile sig_atomic_t *
         wh_log("this libmicrohttpd has no TLS certificate callback");
         return -1;
     }
-    struct watch w = {.cert = opt->cert, .key = opt->key};
-    if (reload(&w, true) != 0)
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&parse_room, &ca);
+    pthread_condattr_destroy(&ca);
+    struct loop l = {.opt = opt, .w = {.cert = opt->cert, .key = opt->key}};
+    if (reload(&l.w, true) != 0)
         return -1;
-    if (gpc_http_guard_init(&guard, opt->max_connections, HEADER_DEADLINE) != 0) {
-        wh_log("out of memory");
-        creds_free(atomic_load(&current));
-        atomic_store(&current, NULL);
-        return -1;
-    }
-
-    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_TLS | MHD_USE_ERROR_LOG;
-    if (addr.ss_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
-    struct MHD_Daemon *d = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, (void *)&opt->admission, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_error, NULL,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-        MHD_OPTION_HTTPS_CERT_CALLBACK, pick_cert, MHD_OPTION_HTTPS_PRIORITIES, TLS_PRIORITIES,
-        MHD_OPTION_THREAD_POOL_SIZE, opt->threads, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT,
-        MHD_OPTION_CONNECTION_LIMIT, opt->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        opt->max_connections_per_ip, MHD_OPTION_NOTIFY_CONNECTION, gpc_http_guard_notify, &guard,
-        MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_END);
-    if (!d) {
-        wh_log("cannot listen on %s: %s", opt->listen, strerror(errno));
-        creds_free(atomic_load(&current));
-        atomic_store(&current, NULL);
-        gpc_http_guard_free(&guard);
-        return -1;
-    }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    char host[64] = "?";
-    getnameinfo((struct sockaddr *)&addr, addrlen, host, sizeof host, NULL, 0, NI_NUMERICHOST);
-    wh_log("listening on https://%s%s%s:%u with %u threads; image %s, preload %s, default-memory %s, "
-            "max-memory %s", addr.ss_family == AF_INET6 ? "[" : "", host, addr.ss_family == AF_INET6 ? "]" : "",
-            info ? info->port : 0, opt->threads, opt->admission.image,
-            opt->admission.preload == GPC_PRELOAD_ENV ? "env" : "file",
-            opt->admission.default_memory ? opt->admission.default_memory : "none (annotated pods only)",
-            opt->admission.max_memory ? opt->admission.max_memory : "none");
-    char policy[600];
-    gpc_admission_describe(&opt->admission, policy, sizeof policy);
-    wh_log("%s", policy);
-
-    /* Sleeps are cut short by the stop signal; the interval is checked in steps of 100 ms. */
-    unsigned ticks = 0;
-    while (!*stop) {
-        struct timespec tick = {0, 100 * 1000 * 1000};
-        nanosleep(&tick, NULL);
-        sweep_slow();
-        if (ticks % 10 == 0)
-            log_limited(NULL);
-        if (++ticks >= opt->reload_interval * 10) {
-            ticks = 0;
-            reload(&w, false);
-        }
-    }
-    wh_log("stopping");
-    MHD_stop_daemon(d);
-    gpc_http_guard_free(&guard);
+    server = (struct gpc_serve){
+        .listen = opt->listen,
+        .threads = opt->threads,
+        .max_connections = opt->max_connections,
+        .max_per_ip = opt->max_connections_per_ip,
+        .idle_timeout = IDLE_TIMEOUT,
+        .header_deadline = HEADER_DEADLINE,
+        .tls_cert_callback = (void *)pick_cert,
+        .tls_priorities = TLS_PRIORITIES,
+        .handler = on_request,
+        .handler_cls = (void *)&opt->admission,
+        .completed = on_done,
+        .logger = on_mhd_error,
+        .tick = tick,
+        .tick_ctx = &l,
+        .started = started,
+        .started_ctx = (void *)opt,
+    };
+    char err[300];
+    int rc = gpc_serve_run(&server, stop, err, sizeof err);
+    if (rc != 0)
+        wh_log("%s", err);
+    else
+        wh_log("stopping");
     creds_free(atomic_load(&current));
     atomic_store(&current, NULL);
-    return 0;
+    return rc == 0 ? 0 : -1;
 }

@@ -16,13 +16,14 @@ struct gpc_server_options {
     unsigned threads;         /* worker threads */
     unsigned reload_interval; /* seconds between checks of the certificate files */
     unsigned max_connections; /* open connections in all */
-    unsigned max_connections_per_ip;
+    unsigned max_connections_per_ip; /* 0: the total alone bounds one address */
     struct gpc_admission_config admission;
 };
 
 /*
  * Serves POST /mutate and GET /healthz over TLS until *stop becomes nonzero (set it from a signal
- * handler), reloading the certificate and key when their files change. Logs to stderr, prefixed
+ * handler), reloading the certificate and key when their files change, on the server loop of
+ * tools/common/serve.h. Logs to stderr, prefixed
  * "gpucap-webhook:", including "listening on https://ADDR:PORT" once ready. Returns 0 after a clean
  * stop, or -1 when it could not start (message already logged).
  */
