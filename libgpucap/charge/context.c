@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * context.c: the accounting of the memory contexts take (hooks/hooks_ctx.c's head says what is
+ * context.c: the accounting of the memory contexts take (hooks/ctx.c's head says what is
  * charged when): the reserve per context, by the setting or by the device's class; the count of
  * primary-context retains per device and what the first one charged; and what a teardown releases.
  * A context is charged through charge.c like an allocation (gpc_charge_begin_context, then

@@ -70,7 +70,7 @@ atomic_int gpc_single_device = -1; /* -1 unknown, 0 several, 1 exactly one */
  * first, outside the lock, and stores its answer only when no forget ran meanwhile (the same
  * epoch, read before asking): an answer about a context torn down since is never stored. A handle
  * is reused by the driver only after a teardown, and every teardown and creation hook forgets
- * (hooks_ctx.c), before the new context's handle reaches the caller, so a slot never names the
+ * (hooks/ctx.c), before the new context's handle reaches the caller, so a slot never names the
  * device of an earlier context at that address. What it cannot see: a context torn down and
  * another made at its address both by routes no hook sees (the driver's private entry points);
  * the hooks cover every exported and cuGetProcAddress route.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * graph.c: the accounting of the memory of CUDA graphs (allocation nodes), with graph launches left at
- * full speed; the hooks are in hooks/hooks_graph.c.
+ * full speed; the hooks are in hooks/graph.c.
  *
  * An allocation node takes no memory when it is added: its memory is taken from the device's graph
  * memory when a graph holding it is launched (or uploaded), and that memory stays reserved for

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pool.c: the accounting of stream-ordered allocation (cuMemAllocAsync, cuMemAllocFromPoolAsync,
- * cuMemFreeAsync) and the pools behind it; the hooks are in hooks/hooks_pool.c.
+ * cuMemFreeAsync) and the pools behind it; the hooks are in hooks/pool.c.
  *
  * What a pool takes from the card is its *reserved* memory (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT),
  * not the sum of live pointers: cuMemFreeAsync hands memory back to the pool, which keeps it until

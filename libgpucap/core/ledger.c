@@ -16,7 +16,7 @@
  * device files close, after every destructor), but once it is dead, by gpc_ledger_reap(), which
  * budget.c calls before any denial and the figure queries call rate-limited. A process is dead
  * when its pid is gone or now belongs to a process with another start time, when it is a zombie,
- * or when it exec'd (hooks_exec.c marks the entry; the close-on-exec descriptor the entry names is
+ * or when it exec'd (hooks/exec.c marks the entry; the close-on-exec descriptor the entry names is
  * then gone: gpc_ledger_proc_alive). An exec'd image that calls CUDA takes over its pid's entry
  * from zero. Whenever a process leaves, the device limits are recomputed from those still there;
  * every entry carries its process's own limit, a fork child's included. No wait is longer than

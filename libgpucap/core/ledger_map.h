@@ -71,7 +71,7 @@ void gpc_ledger_probe(void);
  * report a figure. */
 void gpc_ledger_reap_lazy(void);
 /*
- * Around an exec (hooks_exec.c): marks this process's entry "exec under way" (true if it marked
+ * Around an exec (hooks/exec.c): marks this process's entry "exec under way" (true if it marked
  * it: a process that never touched CUDA has none, and a vfork child must not mark its parent's),
  * then clears the mark when the exec returned, that is failed. See gpc_ledger_proc_alive.
  */

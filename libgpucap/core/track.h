@@ -10,10 +10,10 @@
 
 enum gpc_map_kind {
     GPC_MAP_PTR, GPC_MAP_HANDLE, GPC_MAP_MAPPING,
-    GPC_MAP_ARRAY,   /* hooks_array.c: CUarray / CUmipmappedArray handle -> bytes charged */
-    GPC_MAP_CTX,     /* hooks_ctx.c: CUcontext / CUgreenCtx handle -> context reserve charged */
-    GPC_MAP_POOLPTR, /* hooks_pool.c: pool allocation -> size (not charged itself), aux = pool slot */
-    GPC_MAP_POOLKEPT, /* hooks_pool.c: pool without a slot -> bytes it keeps (charged), aux = live bytes */
+    GPC_MAP_ARRAY,   /* hooks/array.c: CUarray / CUmipmappedArray handle -> bytes charged */
+    GPC_MAP_CTX,     /* hooks/ctx.c: CUcontext / CUgreenCtx handle -> context reserve charged */
+    GPC_MAP_POOLPTR, /* hooks/pool.c: pool allocation -> size (not charged itself), aux = pool slot */
+    GPC_MAP_POOLKEPT, /* hooks/pool.c: pool without a slot -> bytes it keeps (charged), aux = live bytes */
     GPC_MAP__COUNT
 };
 struct gpc_track {

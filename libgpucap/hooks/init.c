@@ -67,7 +67,7 @@ static void start(void)
     gpc_settings_load(&gpc_config, environ);
     gpc_resolve_cuda(NULL);
     /* Fork handlers run their prepare steps in reverse order of registration: the context locks
-     * (hooks_ctx.c, context.c) are taken before the set-up lock, in the order the hooks take them. */
+     * (hooks/ctx.c, context.c) are taken before the set-up lock, in the order the hooks take them. */
     gpc_track_atfork();
     gpc_device_atfork();
     gpc_ctx_atfork();

@@ -31,7 +31,7 @@ static inline bool gpc_enforcing(void)
     return gpc_counting();
 }
 
-/* hooks_ctx.c: registers the fork handlers of the context locks (at start-up). */
+/* hooks/ctx.c: registers the fork handlers of the context locks (at start-up). */
 void gpc_ctx_atfork(void);
 
 #endif

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * hooks_ctx.c: the memory contexts take, which no allocation call reports: the calls that make and
+ * ctx.c: the memory contexts take, which no allocation call reports: the calls that make and
  * tear down contexts. The accounting (the reserve, the count of primary retains, what a teardown
  * releases) is charge/context.c.
  *

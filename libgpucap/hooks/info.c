@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * hooks_info.c: the calls that report memory, answered with the budget.
+ * info.c: the calls that report memory, answered with the budget.
  *
  * total = the budget (never above the physical size), free = min(budget - in use, physical free),
  * computed so that it can never go negative or wrap. Without a budget for the device, and whenever
