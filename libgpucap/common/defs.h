@@ -19,6 +19,10 @@
 #define GPC_MAX_UUID_LIMITS 16
 /* A limit of GPC_UNLIMITED means "no budget for this device". */
 #define GPC_UNLIMITED UINT64_MAX
+/* The identity fields of the ledger (ledger.h), which the identity settings must fit (options.c):
+ * namespace, container name and pod UID at most 63 characters, a pod name at most 253. */
+#define GPC_IDENTITY_NAME 64
+#define GPC_IDENTITY_POD 256
 /* A uid nobody has: the platform's uid when the platform file's owner is not known. */
 #define GPC_NO_UID ((uid_t)-1)
 

@@ -31,7 +31,7 @@
 #include "common/options.h"
 
 #include "common/defs.h"
-#include "common/ledger.h"
+#include "common/proc.h"
 #include "common/log.h"
 #include "common/units.h"
 

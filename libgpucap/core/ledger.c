@@ -44,6 +44,7 @@
 #include "common/ledger.h"
 #include "common/log.h"
 #include "common/options.h"
+#include "common/proc.h"
 #include "common/units.h"
 #include "core/budget.h"
 #include "core/ledger_map.h"
@@ -638,8 +639,8 @@ void gpc_ledger_attach(void)
     guard(l);
     if (fstat(fd, &st) != 0)
         st.st_size = 0;
-    char buf[128];
-    const char *bad = gpc_ledger_check(l, (uint64_t)st.st_size, buf, sizeof buf);
+    struct gpc_ledger_problem problem;
+    const char *bad = gpc_ledger_check(l, (uint64_t)st.st_size, &problem) ? problem.text : NULL;
     if (atomic_load(&gpc_ledger_broken))
         bad = "shrunk while it was being opened";
     if (bad) {
@@ -789,7 +790,8 @@ static struct gpc_ledger *map_fresh(const struct gpc_ledger *old, uint64_t *dev,
             *why = no ? no : "truncated";
         return NULL;
     }
-    const char *bad = gpc_ledger_check(l, (uint64_t)st.st_size, buf, sizeof buf);
+    static struct gpc_ledger_problem problem; /* under repair_lock */
+    const char *bad = gpc_ledger_check(l, (uint64_t)st.st_size, &problem) ? problem.text : NULL;
     if (bad || atomic_load(&l->broken) || l->created_ns == old->created_ns) {
         if (why)
             *why = bad ? bad : atomic_load(&l->broken) ? "broken" : "a copy of the ledger in use";

@@ -8,9 +8,10 @@
  * followed), the ledger with O_NONBLOCK (a FIFO put in its place cannot hang the scrape) and only
  * when fstat(2) says it is a regular file of at most a ledger's size (a huge sparse file is never
  * read). The file is copied with pread(2), never mapped: a file truncated under a mapping is SIGBUS.
- * The copy is checked by gpc_ledger_check(), the same check the library runs, and the identity
- * block is taken only when its sequence number is even and the same before and after the copy
- * (the writer holds the ledger's lock, we take none: a scrape never blocks a tenant). Every loop is
+ * The copy is gpc_ledger_copy's (common/ledger.h, the readers' one routine): checked by
+ * gpc_ledger_check(), the same check the library runs, and the identity block taken only when its
+ * sequence number is even and the same before and after the copy (the writer holds the ledger's
+ * lock, we take none: a scrape never blocks a tenant). Every loop is
  * bounded by the layout's constants or the limits below, never by a count from the file, and
  * every string from the file is bounded by its field and reduced to a name's characters.
  *
@@ -53,7 +54,6 @@
 #define MAX_CONTAINERS_PER_POD 128
 #define MAX_LEDGERS 1024
 #define MAX_CARDS 64
-#define COPY_TRIES 3
 /* What the steps of a scrape return when there is nothing to skip; else an enum gpc_skip. */
 #define NO_SKIP (-1)
 
@@ -124,60 +124,18 @@ struct scan {
     const struct gpc_cards *cards;
 };
 
-/* A string field from the file: bounded by its size, anything but a name's characters as '?', so
- * it is always a valid label value that needs no escaping. */
-static enum gpc_skip check_reason(const char *why)
-{
-    if (strncmp(why, "truncated", 9) == 0)
-        return GPC_SKIP_TRUNCATED;
-    if (strncmp(why, "not a gpucap ledger", 19) == 0)
-        return GPC_SKIP_MAGIC;
-    if (strncmp(why, "layout version", 14) == 0)
-        return GPC_SKIP_VERSION;
-    return GPC_SKIP_CORRUPT;
-}
-
-static int read_seq(int fd, uint32_t *seq)
-{
-    return pread(fd, seq, sizeof *seq, offsetof(struct gpc_ledger, identity.seq)) == sizeof *seq ? 0 : -EIO;
-}
-
-/* Copies the open file into sc->copy; returns NO_SKIP or the skip reason. */
+/* Copies the open file into sc->copy (gpc_ledger_copy, the readers' one routine); returns NO_SKIP
+ * or the skip reason of its fault. */
 static int copy_ledger(struct scan *sc, int fd)
 {
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        return GPC_SKIP_OPEN;
-    if (!S_ISREG(st.st_mode))
-        return GPC_SKIP_NOT_REGULAR;
-    if ((uint64_t)st.st_size > sizeof *sc->copy)
-        return GPC_SKIP_TOO_LARGE;
-    for (int attempt = 0; attempt < COPY_TRIES; attempt++) {
-        uint32_t before = 1, after = 1;
-        bool have_seq = read_seq(fd, &before) == 0;
-        char *dst = (char *)sc->copy;
-        size_t got = 0;
-        while (got < sizeof *sc->copy) {
-            ssize_t n = pread(fd, dst + got, sizeof *sc->copy - got, (off_t)got);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0)
-                return GPC_SKIP_READ;
-            if (n == 0)
-                break;
-            got += (size_t)n;
-        }
-        memset(dst + got, 0, sizeof *sc->copy - got);
-        char why[128];
-        const char *bad = gpc_ledger_check(sc->copy, got, why, sizeof why);
-        if (bad)
-            return check_reason(bad);
-        /* A whole ledger: its identity is whole when no write began or ended during the copy. */
-        if (have_seq && read_seq(fd, &after) == 0 && before == after && !(before & 1) &&
-            atomic_load(&sc->copy->identity.seq) == before)
-            return NO_SKIP;
-    }
-    return GPC_SKIP_TORN;
+    static const int skip_of[] = {
+        [GPC_LEDGER_UNREADABLE] = GPC_SKIP_READ,    [GPC_LEDGER_NOT_REGULAR] = GPC_SKIP_NOT_REGULAR,
+        [GPC_LEDGER_TOO_LARGE] = GPC_SKIP_TOO_LARGE, [GPC_LEDGER_TRUNCATED] = GPC_SKIP_TRUNCATED,
+        [GPC_LEDGER_NOT_LEDGER] = GPC_SKIP_MAGIC,   [GPC_LEDGER_OTHER_VERSION] = GPC_SKIP_VERSION,
+        [GPC_LEDGER_CORRUPT] = GPC_SKIP_CORRUPT,    [GPC_LEDGER_TORN] = GPC_SKIP_TORN,
+    };
+    enum gpc_ledger_fault f = gpc_ledger_copy(fd, sc->copy, NULL);
+    return f == GPC_LEDGER_USABLE ? NO_SKIP : skip_of[f];
 }
 
 static struct ctr_rec *new_record(struct scan *sc)

@@ -88,10 +88,10 @@ void cli_settings_quiet(struct gpc_settings *s, char *const *envp);
 /*
  * shared.c: reads a ledger file into a private copy, as a file someone else may write: opened with
  * O_NONBLOCK|O_NOFOLLOW (a FIFO or a link planted at the path cannot hang or redirect the read),
- * only a regular file no larger than a ledger, copied with pread (a file truncated meanwhile reads
- * short, never SIGBUS), then checked by gpc_ledger_check. Returns the copy (free() it), or NULL
- * with *why set: cannot be opened, not a regular file, truncated, or the check's reason. *age_ns
- * (optional) is how long ago the file was last written.
+ * then copied by gpc_ledger_copy (common/ledger.h: only a regular file no larger than a ledger,
+ * with pread, checked, its identity whole). Returns the copy (free() it), or NULL with *why set:
+ * cannot be opened, or the copy's fault. *age_ns (optional) is how long ago the file was last
+ * written.
  */
 struct gpc_ledger *cli_read_ledger(const char *path, char *why, size_t len, uint64_t *age_ns);
 /*

@@ -205,8 +205,10 @@ int cmd_set_memory(int argc, char **argv)
     }
     struct gpc_ledger *l = mmap(NULL, sizeof *l, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-    char why[256];
-    const char *bad = l == MAP_FAILED ? "cannot be mapped" : gpc_ledger_check(l, (uint64_t)st.st_size, why, sizeof why);
+    struct gpc_ledger_problem why;
+    const char *bad = l == MAP_FAILED                                          ? "cannot be mapped"
+                      : gpc_ledger_check(l, (uint64_t)st.st_size, &why) != 0 ? why.text
+                                                                             : NULL;
     if (bad) {
         fprintf(stderr, "gpucap set-memory: ledger %s %s\n", path, bad);
         return 1;

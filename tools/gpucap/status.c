@@ -13,6 +13,7 @@
  */
 #include "cli.h"
 #include "common/drvlimit.h"
+#include "common/proc.h"
 
 #include <errno.h>
 #include <signal.h>
