@@ -31,7 +31,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -129,19 +128,6 @@ static void apply_one(int ordinal, int id, const char *uuid, uint64_t physical, 
     }
 }
 
-/*
- * The limits of the settings as now written into the process's settings (only they change live),
- * so that a device set up later gets them too. Under the set-up lock, which guards their readers.
- */
-static void adopt_limits(const struct gpc_settings *fresh)
-{
-    gpc_config.opt[GPC_OPT_MEMORY_LIMIT] = fresh->opt[GPC_OPT_MEMORY_LIMIT];
-    gpc_config.opt[GPC_OPT_MEMORY_LIMIT_MAX] = fresh->opt[GPC_OPT_MEMORY_LIMIT_MAX];
-    memcpy(gpc_config.dev_limit, fresh->dev_limit, sizeof gpc_config.dev_limit);
-    memcpy(gpc_config.uuid_limit, fresh->uuid_limit, sizeof gpc_config.uuid_limit);
-    gpc_config.n_uuid = fresh->n_uuid;
-}
-
 /* Under live_lock: re-reads a settings file whose identity moved and applies its limits. */
 static bool check_file(void)
 {
@@ -149,18 +135,14 @@ static bool check_file(void)
     if (fstatat(AT_FDCWD, gpc_config.config_path, &before, 0) != 0 || same_file(&before, &file_seen))
         return false;
     extern char **environ;
-    static struct gpc_settings fresh, platform_kept;
-    struct gpc_settings *platform = (struct gpc_settings *)gpc_config.platform;
+    /* This check's own copies (under live_lock): a read that is not used changes nothing. */
+    static struct gpc_settings fresh, fresh_platform;
     struct apply a = {.fresh = &fresh};
     gpc_device_hold(true);
-    /* Under the lock the loader rewrites the platform's settings in place (they bound every
-     * limit, gpc_config's own included): kept, to be put back if the new file is not used. */
-    if (platform)
-        platform_kept = *platform;
     bool good = false, bad = false;
     for (int i = 0; i < READ_TRIES && !good && !bad; i++) {
         int errors = 0;
-        gpc_settings_load_to(&fresh, environ, count_errors, &errors);
+        gpc_settings_load_to(&fresh, &fresh_platform, environ, count_errors, &errors);
         /* A file whose identity moved while it was read may be torn: read again. */
         if (fstatat(AT_FDCWD, gpc_config.config_path, &after, 0) != 0 || !same_file(&before, &after)) {
             before = after;
@@ -175,10 +157,9 @@ static bool check_file(void)
                     ? "with another lock setting (only limits change live)" : "with errors (see `gpucap check`)");
     if (good) {
         said_bad = false;
-        adopt_limits(&fresh);
+        /* Only the limits change live, so that a device set up later gets them too (state.c). */
+        gpc_config_adopt_limits(&fresh);
         gpc_device_each_budget(apply_one, &a);
-    } else if (platform) {
-        *platform = platform_kept;
     }
     /* Torn at every try: looked at again at the next check. Bad: said once, looked at again
      * when it is rewritten. */

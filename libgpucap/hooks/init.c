@@ -64,7 +64,7 @@ static void start(void)
 {
     extern char **environ;
     starting = true;
-    gpc_settings_load(&gpc_config, environ);
+    gpc_config_load(environ);
     gpc_resolve_cuda(NULL);
     /* Fork handlers run their prepare steps in reverse order of registration: the context locks
      * (hooks/ctx.c, context.c) are taken before the set-up lock, in the order the hooks take them. */

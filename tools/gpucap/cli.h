@@ -83,8 +83,9 @@ void cli_timeline_clean(const char *dir);
  * looked.
  */
 int cli_find_lib(const char *given, char *buf, size_t len, char *tried, size_t tried_len);
-/* shared.c: reads settings from `envp` like the library does, without printing its error lines. */
-void cli_settings_quiet(struct gpc_settings *s, char *const *envp);
+/* shared.c: reads settings from `envp` like the library does, without printing its error lines;
+ * *platform is the storage for the platform file's settings (gpc_settings_load). */
+void cli_settings_quiet(struct gpc_settings *s, struct gpc_settings *platform, char *const *envp);
 /*
  * shared.c: reads a ledger file into a private copy, as a file someone else may write: opened with
  * O_NONBLOCK|O_NOFOLLOW (a FIFO or a link planted at the path cannot hang or redirect the read),

@@ -207,8 +207,8 @@ static void check_preload(void)
              "LD_PRELOAD=/path/to/libgpucap.so (or use `gpucap run`), or install the admission webhook");
 
     extern char **environ;
-    struct gpc_settings s;
-    cli_settings_quiet(&s, environ);
+    struct gpc_settings s, platform;
+    cli_settings_quiet(&s, &platform, environ);
     if (s.errors)
         line("FAIL", "settings: %d error%s; run `gpucap check` to see them", s.errors, s.errors == 1 ? "" : "s");
     else if (!gpc_settings_any_limit(&s) && gpc_drv_declared(environ, NULL))

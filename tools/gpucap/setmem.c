@@ -177,8 +177,8 @@ int cmd_set_memory(int argc, char **argv)
         return TOOL_EXIT_USAGE;
     }
     extern char **environ;
-    struct gpc_settings s;
-    cli_settings_quiet(&s, environ);
+    struct gpc_settings s, platform;
+    cli_settings_quiet(&s, &platform, environ);
     if (s.locked) {
         fprintf(stderr, "gpucap set-memory: the settings are locked by %s: the budget is the platform's (on "
                 "Kubernetes, the pod's budget annotation, which the node agent applies); refused\n", s.config_path);

@@ -71,8 +71,8 @@ int cli_find_lib(const char *given, char *buf, size_t len, char *tried, size_t t
 {
     tried[0] = '\0';
     extern char **environ;
-    struct gpc_settings s;
-    cli_settings_quiet(&s, environ);
+    struct gpc_settings s, platform;
+    cli_settings_quiet(&s, &platform, environ);
     const char *env = gpc_opt_string(&s, GPC_OPT_LIB);
     const char *first[] = {given, env && *env ? env : NULL};
     for (int i = 0; i < 2; i++) {
@@ -118,10 +118,10 @@ static void discard(enum gpc_log_level level, const char *line, void *arg)
     (void)level, (void)line, (void)arg;
 }
 
-void cli_settings_quiet(struct gpc_settings *s, char *const *envp)
+void cli_settings_quiet(struct gpc_settings *s, struct gpc_settings *platform, char *const *envp)
 {
     int threshold = gpc_log_threshold;
-    gpc_settings_load_to(s, envp, discard, NULL);
+    gpc_settings_load_to(s, platform, envp, discard, NULL);
     gpc_log_threshold = threshold;
 }
 

@@ -175,8 +175,8 @@ int cmd_status(int argc, char **argv)
     char named[512], from[64] = "--ledger";
     if (!path) {
         extern char **environ;
-        struct gpc_settings s;
-        cli_settings_quiet(&s, environ);
+        struct gpc_settings s, platform;
+        cli_settings_quiet(&s, &platform, environ);
         gpc_ledger_path(&s, named, sizeof named);
         path = named;
         const struct gpc_value *v = &s.opt[GPC_OPT_LEDGER];
