@@ -4,7 +4,7 @@
  * charged when): the reserve per context, by the setting or by the device's class; the count of
  * primary-context retains per device and what the first one charged; and what a teardown releases.
  * A context is charged through charge.c like an allocation (gpc_charge_begin_context, then
- * gpc_charge_end or gpc_charge_commit; gpc_free_end or gpc_uncharge), and every charge recorded
+ * gpc_charge_end or gpc_charge_commit; gpc_free_end or gpc_charge_release), and every charge recorded
  * with a context (pointers, arrays, pool allocations, graph memory) is released with it.
  *
  * The reserve is an estimate, made before the context exists; a context then grows with the
@@ -188,7 +188,7 @@ static void measured_release(int ordinal)
     pthread_mutex_lock(&measure_lock);
     uint64_t had = atomic_exchange(&measured[ordinal], 0);
     if (had)
-        gpc_uncharge(ordinal, had, true);
+        gpc_charge_release(ordinal, had, true);
     pthread_mutex_unlock(&measure_lock);
     if (had)
         gpc_context_measure_device(ordinal);
@@ -254,7 +254,7 @@ bool gpc_context_primary_drop(CUdevice dev, bool all)
     if (primary_refs[dev] > 0) {
         primary_refs[dev] = all ? 0 : primary_refs[dev] - 1;
         if (primary_refs[dev] == 0) {
-            gpc_uncharge(dev, primary_charged[dev], true);
+            gpc_charge_release(dev, primary_charged[dev], true);
             primary_charged[dev] = 0;
             reset = true;
         }

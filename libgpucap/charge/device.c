@@ -191,7 +191,7 @@ static int setup(int ordinal, bool current)
             return GPC_BUDGET_DENY;
         }
         if (budget == -EACCES) {
-            /* Under the lock, a ledger that was refused (ledger.c said why): denied. */
+            /* Under the lock, a ledger that was refused (core/ledger_file.c said why): denied. */
             budget = GPC_BUDGET_DENY;
         } else if (budget < 0) {
             gpc_log(GPC_LOG_ERROR, "device %d: the ledger's device table is full (%d cards); allocations on it are "

@@ -206,7 +206,7 @@ static bool settle(int device, _Atomic uint64_t *own)
         uint64_t grown = r - c, paid = own ? take_from(own, grown) : 0;
         paid += take_from(&pooled[device], grown - paid);
         if (grown > paid)
-            gpc_budget_reserve_unchecked(budget, grown - paid);
+            gpc_budget_admit_unchecked(budget, grown - paid);
     } else if (r < c) {
         gpc_budget_release(budget, c - r);
     }

@@ -376,7 +376,7 @@ static CUresult alloc_locked(struct pool *p, int dev, uint64_t ask, const struct
         reserved = p->charged + r->bytes; /* cannot tell: count the allocation itself */
     uint64_t growth = reserved > p->charged ? reserved - p->charged : 0;
     if (growth <= ask) {
-        gpc_budget_give_back(c.budget, ask - growth);
+        gpc_budget_release_charge(c.budget, ask - growth);
     } else {
         struct gpc_charge extra;
         if (gpc_charge_begin(&extra, dev, growth - ask, call) != CUDA_SUCCESS) {
@@ -387,10 +387,10 @@ static CUresult alloc_locked(struct pool *p, int dev, uint64_t ask, const struct
             reconcile_locked(p);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
-        gpc_budget_undo(extra.budget, 0, 0); /* one request: the pool's growth is not another */
+        gpc_budget_release_refused(extra.budget, 0, 0); /* one request: the pool's growth is not another */
     }
     if (reserved < p->charged)
-        gpc_budget_give_back(c.budget, p->charged - reserved);
+        gpc_budget_release_charge(c.budget, p->charged - reserved);
     gpc_charge_admitted(&c);
     p->charged = reserved;
     p->nallocs++;

@@ -26,7 +26,7 @@
  * A budget: what admission works on, one per device entry, in the shared ledger and in a private
  * budget alike. Processes do not admit against `leased` one allocation at a time: each holds a
  * lease (struct gpc_ledger_share) granted from it under the entry's lock, and admits inside its
- * lease without any lock (budget.c). What is in use is what the processes admitted, the sum that
+ * lease without any lock (core/lease.c). What is in use is what the processes admitted, the sum that
  * gpc_ledger_in_use() computes, never `leased` (which counts their spare too).
  */
 struct gpc_slot {
@@ -44,14 +44,14 @@ struct gpc_slot {
 struct gpc_ledger_dev {
     _Atomic uint32_t state;     /* 0 free, 1 in use */
     /* v7: 1 while the processes' spares are closed to admission without the lock: the limit
-     * dropped below `leased` and what the processes hold keeps it there (budget.c). Under `lock`. */
+     * dropped below `leased` and what the processes hold keeps it there (core/lease.c). Under `lock`. */
     _Atomic uint32_t closed;
     uint8_t uuid[16];           /* cuDeviceGetUuid_v2: the same card whatever its ordinal */
     uint64_t physical;          /* bytes, as the driver reports them */
     struct gpc_slot slot;
     pthread_mutex_t lock;       /* robust, process-shared: leases granted and taken back */
     /* The journal of a lease being taken back from process `victim - 1` (0: none), so that the
-     * next locker completes it exactly if the taker dies half-way (budget.c, ledger.c). */
+     * next locker completes it exactly if the taker dies half-way (core/lease.c). */
     _Atomic int32_t victim;
     uint32_t pad2;
     _Atomic uint64_t victim_spare, victim_spare_after, victim_lease;
@@ -87,7 +87,7 @@ struct gpc_ledger_dev {
  * are a generation that only lock holders change: odd while the lease and the spare change
  * together, so a reader that takes no lock can tell a torn pair (gpc_ledger_share_in_use). Bit 47
  * (GPC_SPARE_OPEN) says that the spare may be admitted from without the lock; only lock holders
- * change it (budget.c: closed while the device's limit is below its leases). The bytes are the low
+ * change it (core/lease.c: closed while the device's limit is below its leases). The bytes are the low
  * 47 bits.
  */
 #define GPC_SPARE_BITS 48

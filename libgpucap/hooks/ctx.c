@@ -206,7 +206,7 @@ GPC_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
             gpc_track_add(GPC_MAP_ARRAY, key, &old);
     } else {
         if (want < had)
-            gpc_uncharge(old.device, had - want, false);
+            gpc_charge_release(old.device, had - want, false);
         struct gpc_track t = {.bytes = want, .device = known ? old.device : c.device, .refs = 1,
                               .ctx = (uint64_t)(uintptr_t)ctx};
         if (want && (known || charged) && gpc_track_add(GPC_MAP_ARRAY, key, &t) != 0)

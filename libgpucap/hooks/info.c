@@ -60,7 +60,7 @@ static void info_begin(void)
 {
     gpc_init();
     gpc_pools_reconcile();
-    gpc_ledger_reap_lazy();
+    gpc_budget_refresh(true);
     gpc_live_check(true);
 }
 
@@ -107,7 +107,7 @@ GET_INFO(cuMemGetInfo, unsigned int)
     GPC_EXPORT CUresult name(type *bytes, CUdevice dev)           \
     {                                                             \
         gpc_init();                                               \
-        gpc_ledger_probe();                                       \
+        gpc_budget_refresh(false);                                \
         gpc_live_check(true);                                     \
         CUresult rc = GPC_CALL_REAL(name, (bytes, dev));          \
         if (rc != CUDA_SUCCESS || !bytes)                         \

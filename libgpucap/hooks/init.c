@@ -8,7 +8,7 @@
  * constructor (from another library's constructor) and after our destructor (from atexit handlers,
  * other libraries' destructors, other threads still running): the first case is the lazy start-up;
  * in the second allocations are denied and frees pass through (core/state.h): this process's
- * share stays in the ledger until the process is dead (ledger.c), and an allocation passed through
+ * share stays in the ledger until the process is dead (core/ledger_procs.c), and an allocation passed through
  * uncapped there would put the card over the budget. The state it sets lives in core/state.c,
  * which the layers below read; only the hooks start the library.
  *
@@ -71,7 +71,7 @@ static void start(void)
     gpc_track_atfork();
     gpc_device_atfork();
     gpc_ctx_atfork();
-    gpc_budget_atfork();
+    pthread_atfork(NULL, NULL, gpc_budget_fork_child);
     __cxa_atexit(note_exit, NULL, NULL);
     /* What pools and graph memory keep for reuse is given back before a denial (charge.c). */
     gpc_reclaim_register(gpc_pools_trim);
@@ -108,7 +108,7 @@ void gpc_init_slow(void)
  * At normal exit only the counts and what it holds then (a figure) go in. The share stays: the driver frees this process's memory
  * when its device files close, after every destructor and atexit handler (ours may run before
  * others that still hold memory), so it is taken back by the next process that reaps, once this
- * one is dead (ledger.c). Giving it back here would let another process be admitted into memory
+ * one is dead (core/ledger_procs.c). Giving it back here would let another process be admitted into memory
  * still on the card; passing later allocations through uncapped would let this one allocate past
  * the budget (another thread runs until exit_group, other destructors may allocate): they are
  * denied. A free passes through: its bytes stay charged until the process is dead (over, never

@@ -89,7 +89,7 @@ static int nvml_budget(const struct gpc_real_nvml *nv, nvmlDevice_t device)
     for (int i = 0; i < n_cuda; i++)
         if (cuda_uuid[i][0] && strcasecmp(cuda_uuid[i], uuid) == 0) {
             /* The tenant's use without processes that died since the last look (rate-limited). */
-            gpc_ledger_reap_lazy();
+            gpc_budget_refresh(true);
             gpc_live_check(true); /* a budget changed live is the one answered */
             return gpc_device_budget(i);
         }

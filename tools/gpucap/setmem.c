@@ -118,7 +118,7 @@ static int apply_here(struct gpc_ledger *l, struct gpc_ledger_dev *d, int id, ui
 {
     int rc = pthread_mutex_trylock(&d->lock);
     if (rc == EOWNERDEAD) {
-        /* Its settling is the library's (ledger.c): leave it to the next process. */
+        /* Its settling is the library's (core/lease.c, gpc_lease_settle): leave it to the next process. */
         pthread_mutex_consistent(&d->lock);
         pthread_mutex_unlock(&d->lock);
         return -EBUSY;
