@@ -65,5 +65,8 @@ void gpc_charge_release(int device, uint64_t bytes, bool context);
  */
 typedef void gpc_keep_fn(const struct gpc_track *t);
 void gpc_charge_keeper(gpc_keep_fn *fn);
+/* At exit (the exit sequence, hooks/init.c): audit mode's one line per budget that would have
+ * denied: how many allocations, under which limit, and the budget (the peak) that would have done. */
+void gpc_charge_audit_summary(void);
 
 #endif

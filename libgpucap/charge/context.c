@@ -29,7 +29,7 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "core/budget.h"
-#include "core/fork.h"
+#include "core/locks.h"
 #include "core/state.h"
 #include "core/track.h"
 #include "driver/nvml.h"
@@ -160,12 +160,14 @@ static void measure(int id, bool now)
 {
     if (id < 0 || atomic_load_explicit(&measurable, memory_order_relaxed) < 0 || !gpc_counting())
         return;
-    if (now ? pthread_mutex_lock(&measure_lock) != 0 : pthread_mutex_trylock(&measure_lock) != 0)
+    if (now)
+        gpc_lock(&measure_lock, GPC_LOCK_MEASURE);
+    else if (gpc_trylock(&measure_lock, GPC_LOCK_MEASURE) != 0)
         return;
     for (int o = 0; o < GPC_MAX_DEVICES; o++)
         if (gpc_device_budget_if_ready(o) == id)
             measure_locked(o, id);
-    pthread_mutex_unlock(&measure_lock);
+    gpc_unlock(&measure_lock, GPC_LOCK_MEASURE);
 }
 
 void gpc_context_measure(int id)
@@ -185,11 +187,11 @@ static void measured_release(int ordinal)
 {
     if (ordinal < 0 || ordinal >= GPC_MAX_DEVICES)
         return;
-    pthread_mutex_lock(&measure_lock);
+    gpc_lock(&measure_lock, GPC_LOCK_MEASURE);
     uint64_t had = atomic_exchange(&measured[ordinal], 0);
     if (had)
         gpc_charge_release(ordinal, had, true);
-    pthread_mutex_unlock(&measure_lock);
+    gpc_unlock(&measure_lock, GPC_LOCK_MEASURE);
     if (had)
         gpc_context_measure_device(ordinal);
 }
@@ -212,21 +214,26 @@ static void measured_after_fork(void)
         atomic_store(&measured[o], 0);
 }
 
-void gpc_context_atfork(void)
+void gpc_context_fork(enum gpc_fork_step step, enum gpc_lock_rank rank)
 {
-    /* Never held together: the order within the group does not matter. */
-    gpc_fork_guard((pthread_mutex_t *const[]){&primary_lock, &measure_lock}, 2, measured_after_fork);
+    if (rank == GPC_LOCK_PRIMARY)
+        gpc_fork_mutex(&primary_lock, step);
+    if (rank != GPC_LOCK_MEASURE)
+        return;
+    gpc_fork_mutex(&measure_lock, step);
+    if (step == GPC_FORK_CHILD)
+        measured_after_fork();
 }
 
 CUresult gpc_context_primary_begin(struct gpc_charge *c, CUdevice dev)
 {
-    pthread_mutex_lock(&primary_lock);
+    gpc_lock(&primary_lock, GPC_LOCK_PRIMARY);
     c->budget = GPC_BUDGET_NONE;
     CUresult rc = CUDA_SUCCESS;
     if (primary_refs[dev] == 0)
         rc = gpc_context_begin(c, dev, "cuDevicePrimaryCtxRetain");
     if (rc != CUDA_SUCCESS)
-        pthread_mutex_unlock(&primary_lock);
+        gpc_unlock(&primary_lock, GPC_LOCK_PRIMARY);
     return rc;
 }
 
@@ -241,7 +248,7 @@ bool gpc_context_primary_end(struct gpc_charge *c, CUdevice dev, CUresult rc, CU
             first = true;
         }
     }
-    pthread_mutex_unlock(&primary_lock);
+    gpc_unlock(&primary_lock, GPC_LOCK_PRIMARY);
     return first;
 }
 
@@ -249,7 +256,7 @@ bool gpc_context_primary_drop(CUdevice dev, bool all)
 {
     if (dev < 0 || dev >= GPC_MAX_DEVICES || atomic_load(&gpc_passthrough))
         return false;
-    pthread_mutex_lock(&primary_lock);
+    gpc_lock(&primary_lock, GPC_LOCK_PRIMARY);
     bool reset = all;
     if (primary_refs[dev] > 0) {
         primary_refs[dev] = all ? 0 : primary_refs[dev] - 1;
@@ -261,6 +268,6 @@ bool gpc_context_primary_drop(CUdevice dev, bool all)
     }
     if (reset)
         gpc_context_forget(primary_handle[dev]);
-    pthread_mutex_unlock(&primary_lock);
+    gpc_unlock(&primary_lock, GPC_LOCK_PRIMARY);
     return reset;
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "charge/charge.h"
+#include "core/locks.h"
 #include "driver/resolve.h"
 
 /* The reserve charged per context on device `ordinal`: the setting, or the default by the device's
@@ -52,7 +53,7 @@ bool gpc_context_primary_drop(CUdevice dev, bool all);
 void gpc_context_measure(int id);
 void gpc_context_measure_device(int ordinal);
 void gpc_context_torn_down(int ordinal);
-/* Registers the fork handler of the primary-context and measuring locks (at start-up). */
-void gpc_context_atfork(void);
+/* Its part of the fork sequence (hooks/init.c), for its locks (core/locks.h: PRIMARY, MEASURE). */
+void gpc_context_fork(enum gpc_fork_step step, enum gpc_lock_rank rank);
 
 #endif

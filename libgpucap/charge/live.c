@@ -27,6 +27,7 @@
 #include "common/units.h"
 #include "core/budget.h"
 #include "core/ledger_map.h"
+#include "core/locks.h"
 #include "core/state.h"
 
 #include <errno.h>
@@ -57,9 +58,10 @@ static bool same_file(const struct stat *a, const struct stat *b)
            a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
-static void child_after_fork(void)
+void gpc_live_fork(enum gpc_fork_step step, enum gpc_lock_rank rank)
 {
-    pthread_mutex_init(&live_lock, NULL);
+    if (rank == GPC_LOCK_LIVE)
+        gpc_fork_mutex(&live_lock, step);
 }
 
 void gpc_live_start(void)
@@ -70,7 +72,6 @@ void gpc_live_start(void)
         have_file = true;
         atomic_store(&file_due_ms, now_ms() + FILE_EVERY_MS);
     }
-    pthread_atfork(NULL, NULL, child_after_fork);
     gpc_budget_set_poll(gpc_live_check);
 }
 
@@ -210,12 +211,12 @@ bool gpc_live_check(bool now)
         uint64_t t = now_ms(), due = atomic_load_explicit(&file_due_ms, memory_order_relaxed);
         if (t < due || !atomic_compare_exchange_strong(&file_due_ms, &due, t + FILE_EVERY_MS))
             return changed;
-        if (pthread_mutex_trylock(&live_lock) != 0)
+        if (gpc_trylock(&live_lock, GPC_LOCK_LIVE) != 0)
             return changed;
     } else {
-        pthread_mutex_lock(&live_lock);
+        gpc_lock(&live_lock, GPC_LOCK_LIVE);
     }
     changed |= check_file();
-    pthread_mutex_unlock(&live_lock);
+    gpc_unlock(&live_lock, GPC_LOCK_LIVE);
     return changed;
 }

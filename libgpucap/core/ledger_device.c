@@ -10,6 +10,7 @@
 #include "common/options.h"
 #include "common/units.h"
 #include "core/lease.h"
+#include "core/locks.h"
 #include "core/ledger_int.h"
 #include "core/ledger_map.h"
 #include "core/state.h"
@@ -54,7 +55,7 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
     /* Only the claim of an entry is under the table lock: it stays short however many processes start. */
     int lrc = gpc_ledger_shared ? gpc_ledger_lock_setup(&l->table_lock) : 0;
     if (lrc == 0 && gpc_ledger_shared && atomic_load(&l->broken)) {
-        pthread_mutex_unlock(&l->table_lock);
+        gpc_unlock(&l->table_lock, GPC_LOCK_LEDGER_TABLE);
         lrc = -ENOTRECOVERABLE;
     }
     if (lrc == -ENOTRECOVERABLE && gpc_ledger_repair(l) == 0) {
@@ -83,7 +84,7 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
         created = true;
     }
     if (gpc_ledger_shared)
-        pthread_mutex_unlock(&l->table_lock);
+        gpc_unlock(&l->table_lock, GPC_LOCK_LEDGER_TABLE);
     if (found < 0)
         return -ENOSPC;
     if (!gpc_ledger_shared)
@@ -181,5 +182,5 @@ void gpc_ledger_identify(void)
     clock_gettime(CLOCK_REALTIME, &ts);
     id->written_ns = (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec;
     atomic_fetch_add_explicit(&id->seq, 1, memory_order_release);
-    pthread_mutex_unlock(&l->table_lock);
+    gpc_unlock(&l->table_lock, GPC_LOCK_LEDGER_TABLE);
 }

@@ -31,6 +31,7 @@
 #include "common/options.h"
 #include "common/proc.h"
 #include "core/lease.h"
+#include "core/locks.h"
 #include "core/ledger_int.h"
 #include "core/ledger_map.h"
 #include "core/state.h"
@@ -65,6 +66,13 @@ _Atomic uint64_t gpc_ledger_mapped_dev, gpc_ledger_mapped_ino;
 /* The mapping the SIGBUS handler repairs (0: none), and the handler that was there before. */
 static _Atomic uintptr_t guarded;
 static struct sigaction prev_sigbus;
+/* One move to a private budget at a time. */
+static pthread_mutex_t recover_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void gpc_ledger_recover_fork(enum gpc_fork_step step)
+{
+    gpc_fork_mutex(&recover_lock, step);
+}
 
 /* ---- attaching ---- */
 
@@ -135,8 +143,7 @@ void gpc_ledger_guard(struct gpc_ledger *l)
 
 void gpc_ledger_recover(uint64_t (*held_of)(int id))
 {
-    static pthread_mutex_t recover_lock = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&recover_lock);
+    gpc_lock(&recover_lock, GPC_LOCK_LEDGER_RECOVER);
     if (!gpc_ledger_shared)
         goto out;
     if (gpc_config.locked) {
@@ -182,7 +189,7 @@ void gpc_ledger_recover(uint64_t (*held_of)(int id))
             "write it); this process has a private budget from here on, charged with the %llu bytes it holds; "
             "see `gpucap status`", gpc_ledger_file, (unsigned long long)held);
 out:
-    pthread_mutex_unlock(&recover_lock);
+    gpc_unlock(&recover_lock, GPC_LOCK_LEDGER_RECOVER);
 }
 
 void gpc_ledger_probe(void)

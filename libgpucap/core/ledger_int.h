@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include "common/ledger.h"
+#include "core/locks.h"
 
 /* No wait for a ledger lock is longer than this (releases take no lock). */
 #define LOCK_WAIT_MS 200
@@ -53,6 +54,8 @@ extern struct gpc_ledger_mine gpc_ledger_mine[GPC_LEDGER_DEVICES];
 extern int gpc_ledger_keep_fd;
 extern uint64_t gpc_ledger_keep_dev, gpc_ledger_keep_ino;
 extern _Atomic uint64_t gpc_ledger_mapped_dev, gpc_ledger_mapped_ino; /* written under the repair lock */
+/* The fork sequence's part for the recovery lock (core/locks.h: LEDGER_RECOVER). */
+void gpc_ledger_recover_fork(enum gpc_fork_step step);
 /* Guards the mapping at `l` against SIGBUS, installing the handler; NULL (at attach only): puts
  * the old handler back. */
 void gpc_ledger_guard(struct gpc_ledger *l);
@@ -97,15 +100,17 @@ uint64_t gpc_ledger_lowest_limit(struct gpc_ledger *l, int d, int me, uint64_t m
 
 /* ---- ledger_lock.c: the robust locks ---- */
 
-/* Locks a robust mutex of the ledger, recovering a dead owner's device entry d (NULL: none): 0 or
- * -errno (-ETIMEDOUT after LOCK_WAIT_MS, -ENOTRECOVERABLE for a broken lock), logged with
- * `consequence` (NULL: quiet). */
-int gpc_ledger_lock_robust(pthread_mutex_t *m, struct gpc_ledger *l, struct gpc_ledger_dev *d,
+/* Locks a robust mutex of the ledger (of `rank`: core/locks.h), recovering a dead owner's device
+ * entry d (NULL: none): 0 or -errno (-ETIMEDOUT after LOCK_WAIT_MS, -ENOTRECOVERABLE for a broken
+ * lock), logged with `consequence` (NULL: quiet). Release it with gpc_unlock. */
+int gpc_ledger_lock_robust(pthread_mutex_t *m, enum gpc_lock_rank rank, struct gpc_ledger *l, struct gpc_ledger_dev *d,
                            const char *consequence);
 /* A set-up lock (the table lock, a device entry's at registration): the wait repeated SETUP_TRIES
  * times, logged at the last. 0 or -errno. */
 int gpc_ledger_lock_setup(pthread_mutex_t *m);
 /* Moves this process off `old` (broken): rebuilds the file if no other process did. 0 or -errno. */
 int gpc_ledger_repair(struct gpc_ledger *old);
+/* The fork sequence's part for the repair lock (core/locks.h: LEDGER_REPAIR). */
+void gpc_ledger_repair_fork(enum gpc_fork_step step);
 
 #endif

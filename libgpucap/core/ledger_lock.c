@@ -18,6 +18,7 @@
 #include "common/options.h"
 #include "common/proc.h"
 #include "core/lease.h"
+#include "core/locks.h"
 #include "core/ledger_int.h"
 #include "core/ledger_map.h"
 #include "core/state.h"
@@ -102,7 +103,8 @@ static int timed_lock(pthread_mutex_t *m, const struct timespec *deadline)
 
 /* Locks a robust mutex of the ledger, recovering a dead owner's device entry: 0 or -errno
  * (-ETIMEDOUT after LOCK_WAIT_MS, -ENOTRECOVERABLE for a broken lock), logged with `consequence`. */
-int gpc_ledger_lock_robust(pthread_mutex_t *m, struct gpc_ledger *l, struct gpc_ledger_dev *d, const char *consequence)
+int gpc_ledger_lock_robust(pthread_mutex_t *m, enum gpc_lock_rank rank, struct gpc_ledger *l, struct gpc_ledger_dev *d,
+                           const char *consequence)
 {
     int rc = pthread_mutex_trylock(m);
     if (rc == EBUSY && left_unrecoverable(m))
@@ -123,6 +125,8 @@ int gpc_ledger_lock_robust(pthread_mutex_t *m, struct gpc_ledger *l, struct gpc_
         pthread_mutex_consistent(m);
         rc = 0;
     }
+    if (rc == 0)
+        gpc_witness_take(rank, false);
     if (rc == 0 || !consequence) {
         /* quiet: the caller says what follows */
     } else if (rc == ETIMEDOUT) {
@@ -148,7 +152,7 @@ int gpc_ledger_lock_setup(pthread_mutex_t *m)
 {
     int rc = -ETIMEDOUT;
     for (int attempt = 0; attempt < SETUP_TRIES && rc == -ETIMEDOUT; attempt++)
-        rc = gpc_ledger_lock_robust(m, NULL, NULL, attempt < SETUP_TRIES - 1 ? NULL : SETUP_RETRY);
+        rc = gpc_ledger_lock_robust(m, GPC_LOCK_LEDGER_TABLE, NULL, NULL, attempt < SETUP_TRIES - 1 ? NULL : SETUP_RETRY);
     return rc;
 }
 
@@ -175,17 +179,17 @@ struct gpc_ledger_dev *gpc_ledger_lock_dev(int id, const char *consequence)
     for (int attempt = 0; attempt < 3; attempt++) {
         struct gpc_ledger *l = gpc_ledger;
         struct gpc_ledger_dev *d = &l->dev[id];
-        int rc = gpc_ledger_lock_robust(&d->lock, l, d, consequence);
+        int rc = gpc_ledger_lock_robust(&d->lock, GPC_LOCK_LEDGER_DEV, l, d, consequence);
         if (rc == 0 && gpc_likely(!atomic_load_explicit(&l->broken, memory_order_relaxed))) {
             /* The file at the path is the one every process meets: move there first. */
             if (attempt == 2 || gpc_likely(!path_moved()))
                 return d;
-            pthread_mutex_unlock(&d->lock);
+            gpc_unlock(&d->lock, GPC_LOCK_LEDGER_DEV);
             relocate(l);
             continue;
         }
         if (rc == 0)
-            pthread_mutex_unlock(&d->lock);
+            gpc_unlock(&d->lock, GPC_LOCK_LEDGER_DEV);
         else if (rc != -ENOTRECOVERABLE)
             return NULL;
         /* This file was rebuilt elsewhere, or its lock is beyond repair: move to the fresh one. */
@@ -207,8 +211,9 @@ struct gpc_ledger_dev *gpc_ledger_trylock_dev(int id)
     }
     if (rc != 0)
         return NULL;
+    gpc_witness_take(GPC_LOCK_LEDGER_DEV, true);
     if (gpc_unlikely(atomic_load_explicit(&l->broken, memory_order_relaxed))) {
-        pthread_mutex_unlock(&d->lock);
+        gpc_unlock(&d->lock, GPC_LOCK_LEDGER_DEV);
         return NULL;
     }
     return d;
@@ -216,7 +221,7 @@ struct gpc_ledger_dev *gpc_ledger_trylock_dev(int id)
 
 void gpc_ledger_unlock(struct gpc_ledger_dev *d)
 {
-    pthread_mutex_unlock(&d->lock);
+    gpc_unlock(&d->lock, GPC_LOCK_LEDGER_DEV);
 }
 
 /* ---- a broken ledger: rebuilt under a fresh file ---- */
@@ -231,6 +236,11 @@ void gpc_ledger_unlock(struct gpc_ledger_dev *d)
  * reading it).
  */
 static pthread_mutex_t repair_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void gpc_ledger_repair_fork(enum gpc_fork_step step)
+{
+    gpc_fork_mutex(&repair_lock, step);
+}
 
 /*
  * Moves this process's leases, as the old file holds them, into entry `to` of `l`. The old spare
@@ -250,19 +260,19 @@ static void carry_my_share(struct gpc_ledger *l, struct gpc_ledger *old, int to)
         if (atomic_load(&l->dev[d].state) != 1)
             continue;
         /* The old lock, where it still works, so that no lease changes on the old file meanwhile. */
-        int orc = gpc_ledger_lock_robust(&old->dev[d].lock, NULL, NULL, NULL);
+        int orc = gpc_ledger_lock_robust(&old->dev[d].lock, GPC_LOCK_LEDGER_DEV, NULL, NULL, NULL);
         const char *why = "this process's share on this device is not carried over";
-        if (gpc_ledger_lock_robust(&l->dev[d].lock, l, &l->dev[d], why) == 0) {
+        if (gpc_ledger_lock_robust(&l->dev[d].lock, GPC_LOCK_LEDGER_DEV, l, &l->dev[d], why) == 0) {
             struct gpc_ledger_share *os = &o->share[d], *ns = &n->share[d];
             gpc_lease_carry(&l->dev[d], ns, os);
             uint64_t own = atomic_load(&os->limit);
             atomic_store(&ns->limit, own);
             uint64_t limit = gpc_ledger_lowest_limit(l, d, to, own, true);
             gpc_lease_set_limit(l, &l->dev[d], limit ? limit : atomic_load(&l->dev[d].slot.limit));
-            pthread_mutex_unlock(&l->dev[d].lock);
+            gpc_unlock(&l->dev[d].lock, GPC_LOCK_LEDGER_DEV);
         }
         if (orc == 0)
-            pthread_mutex_unlock(&old->dev[d].lock);
+            gpc_unlock(&old->dev[d].lock, GPC_LOCK_LEDGER_DEV);
     }
 }
 
@@ -270,7 +280,7 @@ static void carry_my_share(struct gpc_ledger *l, struct gpc_ledger *old, int to)
 int gpc_ledger_repair(struct gpc_ledger *old)
 {
     int rc = 0;
-    pthread_mutex_lock(&repair_lock);
+    gpc_lock(&repair_lock, GPC_LOCK_LEDGER_REPAIR);
     if (gpc_ledger != old)
         goto out; /* another thread of this process moved already */
     uint32_t zero = 0;
@@ -311,7 +321,7 @@ int gpc_ledger_repair(struct gpc_ledger *old)
     if (gpc_ledger_my_proc >= 0)
         atomic_store(&gpc_ledger_entry, &l->proc[gpc_ledger_my_proc]);
 out:
-    pthread_mutex_unlock(&repair_lock);
+    gpc_unlock(&repair_lock, GPC_LOCK_LEDGER_REPAIR);
     return rc;
 }
 
@@ -340,7 +350,7 @@ static int register_devices(struct gpc_ledger *l)
         gpc_lease_device_start(dev, gpc_ledger_mine[d].own);
         atomic_store(&dev->state, 1);
     }
-    pthread_mutex_unlock(&l->table_lock);
+    gpc_unlock(&l->table_lock, GPC_LOCK_LEDGER_TABLE);
     return rc;
 }
 
@@ -353,7 +363,7 @@ static int register_devices(struct gpc_ledger *l)
  */
 static void relocate(struct gpc_ledger *old)
 {
-    pthread_mutex_lock(&repair_lock);
+    gpc_lock(&repair_lock, GPC_LOCK_LEDGER_REPAIR);
     struct gpc_ledger *l = NULL;
     uint64_t dev = 0, ino = 0;
     const char *why = NULL;
@@ -403,5 +413,5 @@ static void relocate(struct gpc_ledger *old)
                 "process cannot move to it (%s); it keeps its budget on the old file", gpc_ledger_file, why);
     }
 out:
-    pthread_mutex_unlock(&repair_lock);
+    gpc_unlock(&repair_lock, GPC_LOCK_LEDGER_REPAIR);
 }

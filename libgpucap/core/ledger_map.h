@@ -14,6 +14,7 @@
 
 #include "common/defs.h"
 #include "common/ledger.h"
+#include "core/locks.h"
 
 extern struct gpc_ledger *gpc_ledger;
 /* True: a ledger file shared with other processes (locked admission, per-process accounting).
@@ -50,6 +51,13 @@ static inline struct gpc_ledger_proc *gpc_ledger_me(void)
     struct gpc_ledger_proc *p = atomic_load_explicit(&gpc_ledger_entry, memory_order_relaxed);
     return gpc_likely(p != NULL) ? p : gpc_ledger_claim();
 }
+/*
+ * The ledger's part of the fork sequence (hooks/init.c) for its locks (core/locks.h:
+ * LEDGER_CLAIM, LEDGER_REPAIR, LEDGER_RECOVER). In the child, at LEDGER_CLAIM, this process's
+ * entry is forgotten: a fork child is another process, which claims its own entry when it first
+ * needs one, carrying the limit in force for its parent then; a private budget's copy is emptied.
+ */
+void gpc_ledger_fork(enum gpc_fork_step step, enum gpc_lock_rank rank);
 /* Gives back the budget of dead processes (gone, zombies, images that exec'd) and recomputes the
  * limits they set; returns how many were reclaimed. */
 int gpc_ledger_reap(void);

@@ -22,6 +22,7 @@
 #include "core/lease.h"
 #include "core/ledger_int.h"
 #include "core/ledger_map.h"
+#include "core/locks.h"
 #include "core/state.h"
 
 #include <errno.h>
@@ -56,6 +57,7 @@ static void reinit_lock(pthread_mutex_t *m)
     pthread_mutexattr_destroy(&a);
 }
 
+/* In a fork child, after its locks were made fresh. */
 static void forget_me(void)
 {
     /* A fork child is another process: it claims its own entry when it first needs one, carrying
@@ -65,7 +67,6 @@ static void forget_me(void)
         gpc_ledger_note_limit(d);
     gpc_ledger_my_proc = -1;
     atomic_store(&gpc_ledger_entry, NULL);
-    pthread_mutex_init(&me_lock, NULL);
     struct gpc_ledger *l = gpc_ledger;
     if (gpc_ledger_shared || !l)
         return;
@@ -82,6 +83,19 @@ static void forget_me(void)
         gpc_lease_device_reset(dev);
         atomic_store(&dev->slot.peak, 0);
         atomic_store(&dev->slot.contexts, 0);
+    }
+}
+
+void gpc_ledger_fork(enum gpc_fork_step step, enum gpc_lock_rank rank)
+{
+    if (rank == GPC_LOCK_LEDGER_CLAIM) {
+        gpc_fork_mutex(&me_lock, step);
+        if (step == GPC_FORK_CHILD)
+            forget_me();
+    } else if (rank == GPC_LOCK_LEDGER_REPAIR) {
+        gpc_ledger_repair_fork(step);
+    } else if (rank == GPC_LOCK_LEDGER_RECOVER) {
+        gpc_ledger_recover_fork(step);
     }
 }
 
@@ -179,12 +193,7 @@ static void apply_own_limits(void)
 
 struct gpc_ledger_proc *gpc_ledger_claim(void)
 {
-    pthread_mutex_lock(&me_lock);
-    static bool atfork_done;
-    if (!atfork_done) {
-        pthread_atfork(NULL, NULL, forget_me);
-        atfork_done = true;
-    }
+    gpc_lock(&me_lock, GPC_LOCK_LEDGER_CLAIM);
     bool fresh = gpc_ledger_my_proc < 0;
     int32_t pid = getpid();
     uint64_t start = gpc_proc_start_time(pid);
@@ -224,7 +233,7 @@ struct gpc_ledger_proc *gpc_ledger_claim(void)
         apply_own_limits();
     me = gpc_ledger_my_proc >= 0 ? &gpc_ledger->proc[gpc_ledger_my_proc] : NULL; /* the ledger may have moved meanwhile */
     atomic_store_explicit(&gpc_ledger_entry, me, memory_order_release);
-    pthread_mutex_unlock(&me_lock);
+    gpc_unlock(&me_lock, GPC_LOCK_LEDGER_CLAIM);
     return me;
 }
 

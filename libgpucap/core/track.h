@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/locks.h"
+
 enum gpc_map_kind {
     GPC_MAP_PTR, GPC_MAP_HANDLE, GPC_MAP_MAPPING,
     GPC_MAP_ARRAY,   /* hooks/array.c: CUarray / CUmipmappedArray handle -> bytes charged */
@@ -30,8 +32,8 @@ bool gpc_track_take(enum gpc_map_kind kind, uint64_t key, struct gpc_track *t);
 /* Adds `delta` to the refs of a known key; returns the new count, or -1 if unknown. When the count
  * reaches 0 the record is removed and copied to *t. */
 int gpc_track_ref(enum gpc_map_kind kind, uint64_t key, int delta, struct gpc_track *t);
-/* Registers the fork handlers for the map locks. */
-void gpc_track_atfork(void);
+/* Its part of the fork sequence (hooks/init.c), for its locks (core/locks.h: TRACK_SHARD, TRACK_WIDE). */
+void gpc_track_fork(enum gpc_fork_step step, enum gpc_lock_rank rank);
 /*
  * Removes every record of `kind` whose ctx is `ctx` (a context the driver tore down, which freed
  * them) and calls fn(t, arg) for each, under a map lock: fn must only do arithmetic.

@@ -39,7 +39,7 @@
  */
 #include "hooks/init.h"
 
-#include "core/fork.h"
+#include "core/locks.h"
 #include "charge/charge.h"
 #include "charge/context.h"
 #include "charge/device.h"
@@ -56,11 +56,10 @@
  * lock (context.c). */
 static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void gpc_ctx_atfork(void)
+void gpc_ctx_fork(enum gpc_fork_step step, enum gpc_lock_rank rank)
 {
-    /* Groups are taken in reverse order of registration: life_lock first, as the hooks take it. */
-    gpc_context_atfork();
-    gpc_fork_guard((pthread_mutex_t *const[]){&life_lock}, 1, NULL);
+    if (rank == GPC_LOCK_CTX_LIFE)
+        gpc_fork_mutex(&life_lock, step);
 }
 
 #define CTX_CREATE(name, params, args, dev)                                       \
@@ -71,12 +70,12 @@ void gpc_ctx_atfork(void)
         CUresult rc = gpc_context_begin(&c, dev, #name);                          \
         if (rc != CUDA_SUCCESS)                                                   \
             return rc;                                                            \
-        pthread_mutex_lock(&life_lock);                                           \
+        gpc_lock(&life_lock, GPC_LOCK_CTX_LIFE);                                           \
         rc = GPC_CALL_REAL(name, args);                                           \
         if (rc == CUDA_SUCCESS)                                                   \
             gpc_ctx_devices_forget();                                             \
         gpc_charge_end(&c, rc, GPC_MAP_CTX, rc == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pctx : 0); \
-        pthread_mutex_unlock(&life_lock);                                         \
+        gpc_unlock(&life_lock, GPC_LOCK_CTX_LIFE);                                         \
         if (rc == CUDA_SUCCESS)                                                   \
             gpc_context_measure_device(dev);                                      \
         return rc;                                                                \
@@ -94,7 +93,7 @@ CTX_CREATE(cuCtxCreate_v4, (CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
     {                                                                             \
         struct gpc_track t;                                                       \
         gpc_init();                                                               \
-        pthread_mutex_lock(&life_lock);                                           \
+        gpc_lock(&life_lock, GPC_LOCK_CTX_LIFE);                                           \
         bool known = gpc_free_begin(GPC_MAP_CTX, (uint64_t)(uintptr_t)ctx, &t);   \
         CUresult rc = GPC_CALL_REAL(name, (ctx));                                 \
         gpc_free_end(known, GPC_MAP_CTX, (uint64_t)(uintptr_t)ctx, &t, rc);       \
@@ -102,7 +101,7 @@ CTX_CREATE(cuCtxCreate_v4, (CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
             gpc_ctx_devices_forget();                                             \
             gpc_context_forget((CUcontext)ctx);                                   \
         }                                                                         \
-        pthread_mutex_unlock(&life_lock);                                         \
+        gpc_unlock(&life_lock, GPC_LOCK_CTX_LIFE);                                         \
         if (rc == CUDA_SUCCESS && known)                                          \
             gpc_context_torn_down(t.device);                                      \
         return rc;                                                                \
@@ -119,12 +118,12 @@ GPC_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, 
     CUresult rc = gpc_context_begin(&c, dev, "cuGreenCtxCreate");
     if (rc != CUDA_SUCCESS)
         return rc;
-    pthread_mutex_lock(&life_lock);
+    gpc_lock(&life_lock, GPC_LOCK_CTX_LIFE);
     rc = GPC_CALL_REAL(cuGreenCtxCreate, (phCtx, desc, dev, flags));
     if (rc == CUDA_SUCCESS)
         gpc_ctx_devices_forget();
     gpc_charge_end(&c, rc, GPC_MAP_CTX, rc == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*phCtx : 0);
-    pthread_mutex_unlock(&life_lock);
+    gpc_unlock(&life_lock, GPC_LOCK_CTX_LIFE);
     if (rc == CUDA_SUCCESS)
         gpc_context_measure_device(dev);
     return rc;
@@ -135,7 +134,7 @@ GPC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     if (!gpc_enforcing() || dev < 0 || dev >= GPC_MAX_DEVICES)
         return gpc_closed_now() ? CUDA_ERROR_OUT_OF_MEMORY : GPC_CALL_REAL(cuDevicePrimaryCtxRetain, (pctx, dev));
     /* Serialised per process: the first retain, and only it, charges; retains are rare. */
-    pthread_mutex_lock(&life_lock);
+    gpc_lock(&life_lock, GPC_LOCK_CTX_LIFE);
     struct gpc_charge c;
     bool first = false;
     CUresult rc = gpc_context_primary_begin(&c, dev);
@@ -145,7 +144,7 @@ GPC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         if (first)
             gpc_ctx_devices_forget();
     }
-    pthread_mutex_unlock(&life_lock);
+    gpc_unlock(&life_lock, GPC_LOCK_CTX_LIFE);
     if (first)
         gpc_context_measure_device(dev);
     return rc;
@@ -155,14 +154,14 @@ GPC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     GPC_EXPORT CUresult name(CUdevice dev)                       \
     {                                                            \
         gpc_init();                                              \
-        pthread_mutex_lock(&life_lock);                          \
+        gpc_lock(&life_lock, GPC_LOCK_CTX_LIFE);                          \
         CUresult rc = GPC_CALL_REAL(name, (dev));                \
         bool gone = false;                                       \
         if (rc == CUDA_SUCCESS) {                                \
             gpc_ctx_devices_forget();                            \
             gone = gpc_context_primary_drop(dev, all);           \
         }                                                        \
-        pthread_mutex_unlock(&life_lock);                        \
+        gpc_unlock(&life_lock, GPC_LOCK_CTX_LIFE);                        \
         if (gone)                                                \
             gpc_context_torn_down(dev);                          \
         return rc;                                               \
@@ -192,7 +191,7 @@ GPC_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
     uint64_t key = (uint64_t)(uintptr_t)ctx + (limit == CU_LIMIT_MALLOC_HEAP_SIZE ? 1 : 3);
     uint64_t want = value > given ? value - given : 0;
     /* One setting at a time, and none across a teardown of the context. */
-    pthread_mutex_lock(&life_lock);
+    gpc_lock(&life_lock, GPC_LOCK_CTX_LIFE);
     struct gpc_track old = {0};
     bool known = gpc_free_begin(GPC_MAP_ARRAY, key, &old);
     uint64_t had = known ? old.bytes : 0;
@@ -213,6 +212,6 @@ GPC_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
             gpc_log(GPC_LOG_ERROR, "out of memory for bookkeeping: the heap of %llu bytes stays charged for good",
                     (unsigned long long)want);
     }
-    pthread_mutex_unlock(&life_lock);
+    gpc_unlock(&life_lock, GPC_LOCK_CTX_LIFE);
     return rc;
 }
