@@ -81,6 +81,7 @@ void gpc_context_forget(CUcontext ctx)
     uint64_t freed[GPC_MAX_DEVICES] = {0};
     gpc_track_drain_ctx(GPC_MAP_PTR, (uint64_t)(uintptr_t)ctx, add_freed, freed);
     gpc_track_drain_ctx(GPC_MAP_ARRAY, (uint64_t)(uintptr_t)ctx, add_freed, freed);
+    gpc_track_drain_ctx(GPC_MAP_HEAP, (uint64_t)(uintptr_t)ctx, add_freed, freed);
     for (int d = 0; d < GPC_MAX_DEVICES; d++)
         if (freed[d])
             gpc_budget_release(gpc_device_budget_if_ready(d), freed[d]);
@@ -270,4 +271,54 @@ bool gpc_context_primary_drop(CUdevice dev, bool all)
         gpc_context_forget(primary_handle[dev]);
     gpc_unlock(&primary_lock, GPC_LOCK_PRIMARY);
     return reset;
+}
+
+/* ---- heaps a context sizes (cuCtxSetLimit) ---- */
+
+/* The driver's default of a heap cuCtxSetLimit sizes, or 0 for a limit that takes no charged memory. */
+static uint64_t heap_default(CUlimit limit)
+{
+    return limit == CU_LIMIT_MALLOC_HEAP_SIZE ? 8u << 20 : limit == CU_LIMIT_PRINTF_FIFO_SIZE ? 1u << 20 : 0;
+}
+
+CUresult gpc_context_heap_begin(struct gpc_context_heap *h, CUlimit limit, size_t value)
+{
+    uint64_t given = heap_default(limit);
+    CUcontext ctx = NULL;
+    h->counted = false;
+    if (given && value > given && gpc_closed_now())
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!given || !gpc_counting() || !gpc_real.cuCtxGetCurrent || gpc_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS ||
+        !ctx)
+        return CUDA_SUCCESS;
+    h->counted = true;
+    h->ctx = (uint64_t)(uintptr_t)ctx;
+    h->key = h->ctx + (uint64_t)limit; /* the two limits are 1 and 2: a key per heap of the context */
+    h->want = value > given ? value - given : 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult gpc_context_heap_charge(struct gpc_context_heap *h)
+{
+    h->known = gpc_free_begin(GPC_MAP_HEAP, h->key, &h->old);
+    uint64_t had = h->known ? h->old.bytes : 0;
+    h->c = (struct gpc_charge){.budget = GPC_BUDGET_NONE, .device = h->known ? h->old.device : -1};
+    return h->want > had ? gpc_charge_begin(&h->c, -1, h->want - had, "cuCtxSetLimit") : CUDA_SUCCESS;
+}
+
+void gpc_context_heap_end(struct gpc_context_heap *h, CUresult rc)
+{
+    bool charged = gpc_charge_commit(&h->c, rc);
+    uint64_t had = h->known ? h->old.bytes : 0;
+    if (rc != CUDA_SUCCESS) {
+        if (h->known)
+            gpc_track_add(GPC_MAP_HEAP, h->key, &h->old);
+        return;
+    }
+    if (h->want < had)
+        gpc_charge_release(h->old.device, had - h->want, false);
+    struct gpc_track t = {.bytes = h->want, .device = h->known ? h->old.device : h->c.device, .refs = 1, .ctx = h->ctx};
+    if (h->want && (h->known || charged) && gpc_track_add(GPC_MAP_HEAP, h->key, &t) != 0)
+        gpc_log(GPC_LOG_ERROR, "out of memory for bookkeeping: the heap of %llu bytes stays charged for good",
+                (unsigned long long)h->want);
 }

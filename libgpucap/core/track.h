@@ -10,12 +10,16 @@
 
 #include "core/locks.h"
 
+/* The kinds of record, each a table of its own, and who records them. */
 enum gpc_map_kind {
-    GPC_MAP_PTR, GPC_MAP_HANDLE, GPC_MAP_MAPPING,
-    GPC_MAP_ARRAY,   /* hooks/array.c: CUarray / CUmipmappedArray handle -> bytes charged */
-    GPC_MAP_CTX,     /* hooks/ctx.c: CUcontext / CUgreenCtx handle -> context reserve charged */
-    GPC_MAP_POOLPTR, /* hooks/pool.c: pool allocation -> size (not charged itself), aux = pool slot */
-    GPC_MAP_POOLKEPT, /* hooks/pool.c: pool without a slot -> bytes it keeps (charged), aux = live bytes */
+    GPC_MAP_PTR,      /* charge/charge.c: a device pointer -> bytes charged (charge/pool.c: aux = its pool) */
+    GPC_MAP_HANDLE,   /* hooks/vmm.c: a cuMemCreate handle -> bytes charged, refs: its retains and mappings */
+    GPC_MAP_MAPPING,  /* hooks/vmm.c: a mapped address -> the handle mapped there (aux) */
+    GPC_MAP_ARRAY,    /* hooks/array.c: CUarray / CUmipmappedArray handle -> bytes charged */
+    GPC_MAP_CTX,      /* hooks/ctx.c, charge/context.c: CUcontext / CUgreenCtx -> context reserve charged */
+    GPC_MAP_POOLPTR,  /* charge/pool.c: pool allocation -> size (not charged itself), aux = pool slot */
+    GPC_MAP_POOLKEPT, /* charge/pool.c: pool without a slot -> bytes it keeps (charged), aux = live bytes */
+    GPC_MAP_HEAP,     /* charge/context.c: a context's heap sized by cuCtxSetLimit -> bytes charged beyond its default */
     GPC_MAP__COUNT
 };
 struct gpc_track {

@@ -30,12 +30,8 @@
  * it is charged as well (charge/context.c); `context_reserve` overrides it (0 disables both).
  *
  * cuCtxSetLimit sizes two heaps of the current context that the driver takes on the card at the
- * call: the malloc heap (CU_LIMIT_MALLOC_HEAP_SIZE, 8 MiB by default) and the printf FIFO
- * (CU_LIMIT_PRINTF_FIFO_SIZE, 1 MiB). The reserve covers the defaults; what a setting asks beyond
- * them is charged like an allocation (a heap of 70 GiB would otherwise pass the budget untouched),
- * recorded under a key of the context (GPC_MAP_ARRAY, the context's address plus 1 or 3: no array
- * handle is odd), so a later setting charges or gives back the difference and the context's
- * teardown releases it. The stack size (per thread, taken at launch) is not charged.
+ * call; what a setting asks beyond the defaults the reserve covers is charged like an allocation
+ * (charge/context.c says how), one setting at a time and none across a teardown (life_lock).
  */
 #include "hooks/init.h"
 
@@ -172,46 +168,20 @@ PRIMARY_DROP(cuDevicePrimaryCtxRelease_v2, false)
 PRIMARY_DROP(cuDevicePrimaryCtxReset, true)
 PRIMARY_DROP(cuDevicePrimaryCtxReset_v2, true)
 
-/* The driver's default of a heap cuCtxSetLimit sizes, or 0 for a limit that takes no charged memory. */
-static uint64_t heap_default(CUlimit limit)
-{
-    return limit == CU_LIMIT_MALLOC_HEAP_SIZE ? 8u << 20 : limit == CU_LIMIT_PRINTF_FIFO_SIZE ? 1u << 20 : 0;
-}
-
+/* The heaps a setting sizes are charged like allocations (charge/context.c); one setting at a time,
+ * and none across a teardown of the context. */
 GPC_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
 {
     gpc_init();
-    uint64_t given = heap_default(limit);
-    CUcontext ctx = NULL;
-    if (given && value > given && gpc_closed_now())
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    if (!given || !gpc_enforcing() || !gpc_real.cuCtxGetCurrent || gpc_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS ||
-        !ctx)
-        return GPC_CALL_REAL(cuCtxSetLimit, (limit, value));
-    uint64_t key = (uint64_t)(uintptr_t)ctx + (limit == CU_LIMIT_MALLOC_HEAP_SIZE ? 1 : 3);
-    uint64_t want = value > given ? value - given : 0;
-    /* One setting at a time, and none across a teardown of the context. */
+    struct gpc_context_heap h;
+    CUresult rc = gpc_context_heap_begin(&h, limit, value);
+    if (rc != CUDA_SUCCESS || !h.counted)
+        return rc == CUDA_SUCCESS ? GPC_CALL_REAL(cuCtxSetLimit, (limit, value)) : rc;
     gpc_lock(&life_lock, GPC_LOCK_CTX_LIFE);
-    struct gpc_track old = {0};
-    bool known = gpc_free_begin(GPC_MAP_ARRAY, key, &old);
-    uint64_t had = known ? old.bytes : 0;
-    struct gpc_charge c = {.budget = GPC_BUDGET_NONE, .device = known ? old.device : -1};
-    CUresult rc = want > had ? gpc_charge_begin(&c, -1, want - had, "cuCtxSetLimit") : CUDA_SUCCESS;
+    rc = gpc_context_heap_charge(&h);
     if (rc == CUDA_SUCCESS)
         rc = GPC_CALL_REAL(cuCtxSetLimit, (limit, value));
-    bool charged = gpc_charge_commit(&c, rc);
-    if (rc != CUDA_SUCCESS) {
-        if (known)
-            gpc_track_add(GPC_MAP_ARRAY, key, &old);
-    } else {
-        if (want < had)
-            gpc_charge_release(old.device, had - want, false);
-        struct gpc_track t = {.bytes = want, .device = known ? old.device : c.device, .refs = 1,
-                              .ctx = (uint64_t)(uintptr_t)ctx};
-        if (want && (known || charged) && gpc_track_add(GPC_MAP_ARRAY, key, &t) != 0)
-            gpc_log(GPC_LOG_ERROR, "out of memory for bookkeeping: the heap of %llu bytes stays charged for good",
-                    (unsigned long long)want);
-    }
+    gpc_context_heap_end(&h, rc);
     gpc_unlock(&life_lock, GPC_LOCK_CTX_LIFE);
     return rc;
 }
