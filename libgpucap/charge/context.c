@@ -215,8 +215,22 @@ static void measured_after_fork(void)
         atomic_store(&measured[o], 0);
 }
 
+/* Context creations and teardowns, one at a time (hooks/ctx.c's head says why); taken before the
+ * primary-context lock. */
+static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void gpc_context_life(bool hold)
+{
+    if (hold)
+        gpc_lock(&life_lock, GPC_LOCK_CTX_LIFE);
+    else
+        gpc_unlock(&life_lock, GPC_LOCK_CTX_LIFE);
+}
+
 void gpc_context_fork(enum gpc_fork_step step, enum gpc_lock_rank rank)
 {
+    if (rank == GPC_LOCK_CTX_LIFE)
+        gpc_fork_mutex(&life_lock, step);
     if (rank == GPC_LOCK_PRIMARY)
         gpc_fork_mutex(&primary_lock, step);
     if (rank != GPC_LOCK_MEASURE)

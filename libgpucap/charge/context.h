@@ -71,7 +71,11 @@ struct gpc_context_heap {
 CUresult gpc_context_heap_begin(struct gpc_context_heap *h, CUlimit limit, size_t value);
 CUresult gpc_context_heap_charge(struct gpc_context_heap *h);
 void gpc_context_heap_end(struct gpc_context_heap *h, CUresult rc);
-/* Its part of the fork sequence (hooks/init.c), for its locks (core/locks.h: PRIMARY, MEASURE). */
+/* Takes (true) or leaves (false) the life lock: context creations and teardowns, one at a time,
+ * held across the driver call by the hooks that make and tear down contexts (hooks/ctx.c). */
+void gpc_context_life(bool hold);
+/* Its part of the fork sequence (hooks/init.c), for its locks (core/locks.h: CTX_LIFE, PRIMARY,
+ * MEASURE). */
 void gpc_context_fork(enum gpc_fork_step step, enum gpc_lock_rank rank);
 
 #endif

@@ -25,7 +25,7 @@
 #include "common/defs.h"
 
 #define GPC_LOCK_RANKS(X)                                                                                   \
-    X(CTX_LIFE, 1, "hooks/ctx.c: context creations and teardowns, one at a time, across the driver call")   \
+    X(CTX_LIFE, 1, "charge/context.c: context creations and teardowns (hooks/ctx.c), across the driver call") \
     X(PRIMARY, 1, "charge/context.c: the count of primary-context retains, across the driver call")         \
     X(POOL, 1, "charge/pool.c: each pool's allocation and settlement (other pools: trylock only)")          \
     X(POOL_TABLE, 1, "charge/pool.c: the table of pools (a slot taken or freed)")                           \

@@ -19,8 +19,8 @@
  * context, and the last cuDevicePrimaryCtxRelease resets it. So every charge recorded with that
  * context (pointers, arrays, pool allocations, graph memory) is released with it, on every path.
  * A driver may give a destroyed context's handle to the next context made, maybe on another
- * device. So creations and teardowns run one at a time (life_lock, held across the driver call):
- * a teardown has released what was recorded with the handle before the handle can come back, and
+ * device. So creations and teardowns run one at a time (charge/context.c's life lock, held across
+ * the driver call): a teardown has released what was recorded with the handle before the handle can come back, and
  * each of them forgets the cached device of every context (device.c).
  * Default by device class, when the setting is unset: what a CUDA 12/13 context with lazy module
  * loading takes on such cards once a framework's kernels are loaded, rounded up: 768 MiB on cards
@@ -31,11 +31,10 @@
  *
  * cuCtxSetLimit sizes two heaps of the current context that the driver takes on the card at the
  * call; what a setting asks beyond the defaults the reserve covers is charged like an allocation
- * (charge/context.c says how), one setting at a time and none across a teardown (life_lock).
+ * (charge/context.c says how), one setting at a time and none across a teardown (the life lock).
  */
 #include "hooks/init.h"
 
-#include "core/locks.h"
 #include "charge/charge.h"
 #include "charge/context.h"
 #include "charge/device.h"
@@ -43,20 +42,9 @@
 #include "core/budget.h"
 #include "driver/resolve.h"
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-/* Context creations and teardowns, one at a time (see the top). Taken before the primary-context
- * lock (context.c). */
-static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
-
-void gpc_ctx_fork(enum gpc_fork_step step, enum gpc_lock_rank rank)
-{
-    if (rank == GPC_LOCK_CTX_LIFE)
-        gpc_fork_mutex(&life_lock, step);
-}
 
 #define CTX_CREATE(name, params, args, dev)                                       \
     GPC_EXPORT CUresult name params                                               \
@@ -66,12 +54,12 @@ void gpc_ctx_fork(enum gpc_fork_step step, enum gpc_lock_rank rank)
         CUresult rc = gpc_context_begin(&c, dev, #name);                          \
         if (rc != CUDA_SUCCESS)                                                   \
             return rc;                                                            \
-        gpc_lock(&life_lock, GPC_LOCK_CTX_LIFE);                                           \
+        gpc_context_life(true);                                                   \
         rc = GPC_CALL_REAL(name, args);                                           \
         if (rc == CUDA_SUCCESS)                                                   \
             gpc_ctx_devices_forget();                                             \
         gpc_charge_end(&c, rc, GPC_MAP_CTX, rc == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pctx : 0); \
-        gpc_unlock(&life_lock, GPC_LOCK_CTX_LIFE);                                         \
+        gpc_context_life(false);                                                  \
         if (rc == CUDA_SUCCESS)                                                   \
             gpc_context_measure_device(dev);                                      \
         return rc;                                                                \
@@ -89,7 +77,7 @@ CTX_CREATE(cuCtxCreate_v4, (CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
     {                                                                             \
         struct gpc_track t;                                                       \
         gpc_init();                                                               \
-        gpc_lock(&life_lock, GPC_LOCK_CTX_LIFE);                                           \
+        gpc_context_life(true);                                                   \
         bool known = gpc_free_begin(GPC_MAP_CTX, (uint64_t)(uintptr_t)ctx, &t);   \
         CUresult rc = GPC_CALL_REAL(name, (ctx));                                 \
         gpc_free_end(known, GPC_MAP_CTX, (uint64_t)(uintptr_t)ctx, &t, rc);       \
@@ -97,7 +85,7 @@ CTX_CREATE(cuCtxCreate_v4, (CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
             gpc_ctx_devices_forget();                                             \
             gpc_context_forget((CUcontext)ctx);                                   \
         }                                                                         \
-        gpc_unlock(&life_lock, GPC_LOCK_CTX_LIFE);                                         \
+        gpc_context_life(false);                                                  \
         if (rc == CUDA_SUCCESS && known)                                          \
             gpc_context_torn_down(t.device);                                      \
         return rc;                                                                \
@@ -114,12 +102,12 @@ GPC_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, 
     CUresult rc = gpc_context_begin(&c, dev, "cuGreenCtxCreate");
     if (rc != CUDA_SUCCESS)
         return rc;
-    gpc_lock(&life_lock, GPC_LOCK_CTX_LIFE);
+    gpc_context_life(true);
     rc = GPC_CALL_REAL(cuGreenCtxCreate, (phCtx, desc, dev, flags));
     if (rc == CUDA_SUCCESS)
         gpc_ctx_devices_forget();
     gpc_charge_end(&c, rc, GPC_MAP_CTX, rc == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*phCtx : 0);
-    gpc_unlock(&life_lock, GPC_LOCK_CTX_LIFE);
+    gpc_context_life(false);
     if (rc == CUDA_SUCCESS)
         gpc_context_measure_device(dev);
     return rc;
@@ -130,7 +118,7 @@ GPC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     if (!gpc_enforcing() || dev < 0 || dev >= GPC_MAX_DEVICES)
         return gpc_closed_now() ? CUDA_ERROR_OUT_OF_MEMORY : GPC_CALL_REAL(cuDevicePrimaryCtxRetain, (pctx, dev));
     /* Serialised per process: the first retain, and only it, charges; retains are rare. */
-    gpc_lock(&life_lock, GPC_LOCK_CTX_LIFE);
+    gpc_context_life(true);
     struct gpc_charge c;
     bool first = false;
     CUresult rc = gpc_context_primary_begin(&c, dev);
@@ -140,7 +128,7 @@ GPC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         if (first)
             gpc_ctx_devices_forget();
     }
-    gpc_unlock(&life_lock, GPC_LOCK_CTX_LIFE);
+    gpc_context_life(false);
     if (first)
         gpc_context_measure_device(dev);
     return rc;
@@ -150,14 +138,14 @@ GPC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     GPC_EXPORT CUresult name(CUdevice dev)                       \
     {                                                            \
         gpc_init();                                              \
-        gpc_lock(&life_lock, GPC_LOCK_CTX_LIFE);                          \
+        gpc_context_life(true);                                  \
         CUresult rc = GPC_CALL_REAL(name, (dev));                \
         bool gone = false;                                       \
         if (rc == CUDA_SUCCESS) {                                \
             gpc_ctx_devices_forget();                            \
             gone = gpc_context_primary_drop(dev, all);           \
         }                                                        \
-        gpc_unlock(&life_lock, GPC_LOCK_CTX_LIFE);                        \
+        gpc_context_life(false);                                 \
         if (gone)                                                \
             gpc_context_torn_down(dev);                          \
         return rc;                                               \
@@ -177,11 +165,11 @@ GPC_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
     CUresult rc = gpc_context_heap_begin(&h, limit, value);
     if (rc != CUDA_SUCCESS || !h.counted)
         return rc == CUDA_SUCCESS ? GPC_CALL_REAL(cuCtxSetLimit, (limit, value)) : rc;
-    gpc_lock(&life_lock, GPC_LOCK_CTX_LIFE);
+    gpc_context_life(true);
     rc = gpc_context_heap_charge(&h);
     if (rc == CUDA_SUCCESS)
         rc = GPC_CALL_REAL(cuCtxSetLimit, (limit, value));
     gpc_context_heap_end(&h, rc);
-    gpc_unlock(&life_lock, GPC_LOCK_CTX_LIFE);
+    gpc_context_life(false);
     return rc;
 }

@@ -76,7 +76,7 @@ static void note_exit(void *unused)
 /* The owner of each rank's locks (core/locks.h): its part of the sequence. NULL for the ledger's
  * robust, process-shared locks, which are never held across a fork. */
 static gpc_fork_fn *const fork_owner[GPC_LOCK__COUNT] = {
-    [GPC_LOCK_CTX_LIFE] = gpc_ctx_fork,          [GPC_LOCK_PRIMARY] = gpc_context_fork,
+    [GPC_LOCK_CTX_LIFE] = gpc_context_fork,      [GPC_LOCK_PRIMARY] = gpc_context_fork,
     [GPC_LOCK_POOL] = gpc_pools_fork,            [GPC_LOCK_POOL_TABLE] = gpc_pools_fork,
     [GPC_LOCK_GRAPH_TRIM] = gpc_graphs_fork,     [GPC_LOCK_GRAPH_DEV] = gpc_graphs_fork,
     [GPC_LOCK_GRAPH_TABLE] = gpc_graphs_fork,    [GPC_LOCK_POOL_KEPT] = gpc_pools_fork,

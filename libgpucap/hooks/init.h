@@ -13,7 +13,6 @@
 #include <stdbool.h>
 
 #include "common/defs.h"
-#include "core/locks.h"
 #include "core/state.h"
 
 #define GPC_EXPORT __attribute__((visibility("default")))
@@ -35,7 +34,5 @@ static inline bool gpc_enforcing(void)
 /* report_exit.c: the report at exit (GPUCAP_REPORT) and the timeline file (GPUCAP_TIMELINE), for
  * the exit sequence (init.c). */
 void gpc_report_at_exit(void);
-/* ctx.c: its part of the fork sequence (init.c), for its lock (core/locks.h: CTX_LIFE). */
-void gpc_ctx_fork(enum gpc_fork_step step, enum gpc_lock_rank rank);
 
 #endif
