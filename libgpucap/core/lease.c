@@ -359,13 +359,17 @@ void gpc_lease_device_reset(struct gpc_ledger_dev *d)
 #ifdef GPC_CRASH_POINTS
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 void gpc_crash_point(int n)
 {
+    /* Read once per process: a fork child (the unit test's) reads its own environment. */
     static int at = -1;
-    if (at < 0) {
+    static pid_t read_by;
+    if (at < 0 || read_by != getpid()) {
         const char *e = getenv("GPC_TEST_CRASH_AT");
         at = e ? atoi(e) : 0;
+        read_by = getpid();
     }
     if (n == at)
         raise(SIGKILL);
