@@ -415,7 +415,7 @@ void gpc_ledger_attach(void)
 
 #define CARRY(f) atomic_store(&n->f, atomic_load(&o->f));
 void gpc_ledger_carry_owner(struct gpc_ledger_proc *n, const struct gpc_ledger_proc *o) { GPC_LEDGER_PROC_CARRIED(CARRY) }
-void gpc_ledger_carry_share(struct gpc_ledger_share *n, const struct gpc_ledger_share *o) { GPC_LEDGER_SHARE_CARRIED(CARRY) }
+static void carry_share(struct gpc_ledger_share *n, const struct gpc_ledger_share *o) { GPC_LEDGER_SHARE_CARRIED(CARRY) }
 
 /* The figures of `old` into the fresh, not yet visible ledger l, settled (core/lease.c). */
 static void copy_figures(struct gpc_ledger *l, const struct gpc_ledger *old)
@@ -441,7 +441,7 @@ static void copy_figures(struct gpc_ledger *l, const struct gpc_ledger *old)
         for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
             const struct gpc_ledger_share *os = &o->share[d];
             struct gpc_ledger_share *ns = &n->share[d];
-            gpc_ledger_carry_share(ns, os);
+            carry_share(ns, os);
         }
         atomic_store(&n->pid, atomic_load(&o->pid));
     }

@@ -72,9 +72,8 @@ int gpc_ledger_write_file(mode_t mode, const struct gpc_ledger *old);
  */
 struct gpc_ledger *gpc_ledger_map_fresh(const struct gpc_ledger *old, uint64_t *dev, uint64_t *ino,
                                         const char **why);
-/* Who holds process entry `o`, carried into `n` (GPC_LEDGER_PROC_CARRIED); a share's words. */
+/* Who holds process entry `o`, carried into `n` (common/ledger.h: GPC_LEDGER_PROC_CARRIED). */
 void gpc_ledger_carry_owner(struct gpc_ledger_proc *n, const struct gpc_ledger_proc *o);
-void gpc_ledger_carry_share(struct gpc_ledger_share *n, const struct gpc_ledger_share *o);
 
 /* ---- ledger_entry.c: process entries ---- */
 
@@ -100,11 +99,6 @@ uint64_t gpc_ledger_lowest_limit(struct gpc_ledger *l, int d, int me, uint64_t m
 
 /* ---- ledger_lock.c: the robust locks ---- */
 
-/* Locks a robust mutex of the ledger (of `rank`: core/locks.h), recovering a dead owner's device
- * entry d (NULL: none): 0 or -errno (-ETIMEDOUT after LOCK_WAIT_MS, -ENOTRECOVERABLE for a broken
- * lock), logged with `consequence` (NULL: quiet). Release it with gpc_unlock. */
-int gpc_ledger_lock_robust(pthread_mutex_t *m, enum gpc_lock_rank rank, struct gpc_ledger *l, struct gpc_ledger_dev *d,
-                           const char *consequence);
 /* A set-up lock (the table lock, a device entry's at registration): the wait repeated SETUP_TRIES
  * times, logged at the last. 0 or -errno. */
 int gpc_ledger_lock_setup(pthread_mutex_t *m);

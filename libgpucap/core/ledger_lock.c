@@ -101,10 +101,11 @@ static int timed_lock(pthread_mutex_t *m, const struct timespec *deadline)
 #endif
 }
 
-/* Locks a robust mutex of the ledger, recovering a dead owner's device entry: 0 or -errno
- * (-ETIMEDOUT after LOCK_WAIT_MS, -ENOTRECOVERABLE for a broken lock), logged with `consequence`. */
-int gpc_ledger_lock_robust(pthread_mutex_t *m, enum gpc_lock_rank rank, struct gpc_ledger *l, struct gpc_ledger_dev *d,
-                           const char *consequence)
+/* Locks a robust mutex of the ledger (of `rank`: core/locks.h), recovering a dead owner's device
+ * entry d (NULL: none): 0 or -errno (-ETIMEDOUT after LOCK_WAIT_MS, -ENOTRECOVERABLE for a broken
+ * lock), logged with `consequence` (NULL: quiet). Released with gpc_unlock. */
+static int lock_robust(pthread_mutex_t *m, enum gpc_lock_rank rank, struct gpc_ledger *l, struct gpc_ledger_dev *d,
+                       const char *consequence)
 {
     int rc = pthread_mutex_trylock(m);
     if (rc == EBUSY && left_unrecoverable(m))
@@ -152,7 +153,7 @@ int gpc_ledger_lock_setup(pthread_mutex_t *m)
 {
     int rc = -ETIMEDOUT;
     for (int attempt = 0; attempt < SETUP_TRIES && rc == -ETIMEDOUT; attempt++)
-        rc = gpc_ledger_lock_robust(m, GPC_LOCK_LEDGER_TABLE, NULL, NULL, attempt < SETUP_TRIES - 1 ? NULL : SETUP_RETRY);
+        rc = lock_robust(m, GPC_LOCK_LEDGER_TABLE, NULL, NULL, attempt < SETUP_TRIES - 1 ? NULL : SETUP_RETRY);
     return rc;
 }
 
@@ -179,7 +180,7 @@ struct gpc_ledger_dev *gpc_ledger_lock_dev(int id, const char *consequence)
     for (int attempt = 0; attempt < 3; attempt++) {
         struct gpc_ledger *l = gpc_ledger;
         struct gpc_ledger_dev *d = &l->dev[id];
-        int rc = gpc_ledger_lock_robust(&d->lock, GPC_LOCK_LEDGER_DEV, l, d, consequence);
+        int rc = lock_robust(&d->lock, GPC_LOCK_LEDGER_DEV, l, d, consequence);
         if (rc == 0 && gpc_likely(!atomic_load_explicit(&l->broken, memory_order_relaxed))) {
             /* The file at the path is the one every process meets: move there first. */
             if (attempt == 2 || gpc_likely(!path_moved()))
@@ -260,9 +261,9 @@ static void carry_my_share(struct gpc_ledger *l, struct gpc_ledger *old, int to)
         if (atomic_load(&l->dev[d].state) != 1)
             continue;
         /* The old lock, where it still works, so that no lease changes on the old file meanwhile. */
-        int orc = gpc_ledger_lock_robust(&old->dev[d].lock, GPC_LOCK_LEDGER_DEV, NULL, NULL, NULL);
+        int orc = lock_robust(&old->dev[d].lock, GPC_LOCK_LEDGER_DEV, NULL, NULL, NULL);
         const char *why = "this process's share on this device is not carried over";
-        if (gpc_ledger_lock_robust(&l->dev[d].lock, GPC_LOCK_LEDGER_DEV, l, &l->dev[d], why) == 0) {
+        if (lock_robust(&l->dev[d].lock, GPC_LOCK_LEDGER_DEV, l, &l->dev[d], why) == 0) {
             struct gpc_ledger_share *os = &o->share[d], *ns = &n->share[d];
             gpc_lease_carry(&l->dev[d], ns, os);
             uint64_t own = atomic_load(&os->limit);

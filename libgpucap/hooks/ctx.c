@@ -38,8 +38,6 @@
 #include "charge/charge.h"
 #include "charge/context.h"
 #include "charge/device.h"
-#include "common/log.h"
-#include "core/budget.h"
 #include "driver/resolve.h"
 
 #include <stdbool.h>
