@@ -249,7 +249,7 @@ void gpc_graphs_forget_ctx(CUcontext ctx)
     if (!atomic_load(&any_graph_memory))
         return;
     /* The driver gave back the graph memory of the context: the devices' figures dropped. */
-    gpc_wrlock(&trim_lock, GPC_LOCK_GRAPH_TRIM);
+    gpc_rwlock(&trim_lock, GPC_LOCK_GRAPH_TRIM, true);
     for (int d = 0; d < GPC_MAX_DEVICES; d++)
         if (atomic_load(&charged[d]))
             settle(d, NULL);
@@ -332,7 +332,7 @@ static void hold_end(struct hold *h)
 static CUresult hold_begin(const struct gpc_graph_need *need, struct hold *h, const char *call)
 {
     CUresult rc = CUDA_SUCCESS;
-    gpc_rdlock(&trim_lock, GPC_LOCK_GRAPH_TRIM);
+    gpc_rwlock(&trim_lock, GPC_LOCK_GRAPH_TRIM, false);
     for (h->n = 0; h->n < need->n; h->n++) {
         int i = h->n, dev = need->device[i];
         uint64_t ask = round_granule(need->bytes[i]), r, u;
@@ -506,7 +506,7 @@ CUresult gpc_graphs_device_trim(CUdevice device)
 {
     if (!atomic_load(&any_graph_memory) || atomic_load(&gpc_passthrough))
         return GPC_CALL_REAL(cuDeviceGraphMemTrim, (device));
-    gpc_wrlock(&trim_lock, GPC_LOCK_GRAPH_TRIM);
+    gpc_rwlock(&trim_lock, GPC_LOCK_GRAPH_TRIM, true);
     CUresult rc = GPC_CALL_REAL(cuDeviceGraphMemTrim, (device));
     if (rc == CUDA_SUCCESS)
         settle(device, NULL);

@@ -210,9 +210,8 @@ struct gpc_ledger_dev *gpc_ledger_trylock_dev(int id)
         pthread_mutex_consistent(&d->lock);
         rc = 0;
     }
-    if (rc != 0)
+    if (gpc_witness_tried(rc, GPC_LOCK_LEDGER_DEV) != 0)
         return NULL;
-    gpc_witness_take(GPC_LOCK_LEDGER_DEV, true);
     if (gpc_unlikely(atomic_load_explicit(&l->broken, memory_order_relaxed))) {
         gpc_unlock(&d->lock, GPC_LOCK_LEDGER_DEV);
         return NULL;

@@ -90,7 +90,16 @@ static inline void gpc_witness_drop(enum gpc_lock_rank rank)
 static inline void gpc_witness_fork_child(void) {}
 #endif
 
-/* pthread_mutex_lock, _trylock and _unlock of a lock of rank `rank`. */
+/* A trylock's result `rc`, the lock (of `rank`) counted as held when it was taken. */
+static inline int gpc_witness_tried(int rc, enum gpc_lock_rank rank)
+{
+    if (rc == 0)
+        gpc_witness_take(rank, true);
+    return rc;
+}
+
+/* pthread_mutex_lock, _trylock and _unlock of a lock of rank `rank`; the same for a rwlock
+ * (charge/graph.c's): read or write, a write trylock, the unlock. */
 static inline void gpc_lock(pthread_mutex_t *m, enum gpc_lock_rank rank)
 {
     gpc_witness_take(rank, false);
@@ -98,34 +107,21 @@ static inline void gpc_lock(pthread_mutex_t *m, enum gpc_lock_rank rank)
 }
 static inline int gpc_trylock(pthread_mutex_t *m, enum gpc_lock_rank rank)
 {
-    int rc = pthread_mutex_trylock(m);
-    if (rc == 0)
-        gpc_witness_take(rank, true);
-    return rc;
+    return gpc_witness_tried(pthread_mutex_trylock(m), rank);
 }
 static inline void gpc_unlock(pthread_mutex_t *m, enum gpc_lock_rank rank)
 {
     gpc_witness_drop(rank);
     pthread_mutex_unlock(m);
 }
-
-/* The same for a rwlock (charge/graph.c's). */
-static inline void gpc_rdlock(pthread_rwlock_t *l, enum gpc_lock_rank rank)
+static inline void gpc_rwlock(pthread_rwlock_t *l, enum gpc_lock_rank rank, bool write)
 {
     gpc_witness_take(rank, false);
-    pthread_rwlock_rdlock(l);
-}
-static inline void gpc_wrlock(pthread_rwlock_t *l, enum gpc_lock_rank rank)
-{
-    gpc_witness_take(rank, false);
-    pthread_rwlock_wrlock(l);
+    (write ? pthread_rwlock_wrlock : pthread_rwlock_rdlock)(l);
 }
 static inline int gpc_trywrlock(pthread_rwlock_t *l, enum gpc_lock_rank rank)
 {
-    int rc = pthread_rwlock_trywrlock(l);
-    if (rc == 0)
-        gpc_witness_take(rank, true);
-    return rc;
+    return gpc_witness_tried(pthread_rwlock_trywrlock(l), rank);
 }
 static inline void gpc_rwunlock(pthread_rwlock_t *l, enum gpc_lock_rank rank)
 {

@@ -204,17 +204,19 @@ void *gpc_dlsym_redirect(void *handle, const char *name)
     return hook;
 }
 
-/* Used by the trampolines after gpc_dlsym_redirect returned NULL. */
+/*
+ * The real dlsym, dlvsym, dlopen and dlmopen (driver/resolve.c: the loader's, or the next
+ * interposer's), for the trampolines: each tail-jumps to what its step returns (dlsym's and
+ * dlvsym's after gpc_dlsym_redirect returned NULL).
+ */
 __attribute__((visibility("hidden"))) void *gpc_real_dlsym_ptr(void);
 __attribute__((visibility("hidden"))) void *gpc_real_dlvsym_ptr(void);
-void *gpc_real_dlsym_ptr(void)
-{
-    return (void *)gpc_real_dlsym_fn();
-}
-void *gpc_real_dlvsym_ptr(void)
-{
-    return (void *)gpc_real_dlvsym_fn();
-}
+__attribute__((visibility("hidden"))) void *gpc_real_dlopen_ptr(void);
+__attribute__((visibility("hidden"))) void *gpc_real_dlmopen_ptr(void);
+void *gpc_real_dlsym_ptr(void) { return (void *)gpc_real_dlsym_fn(); }
+void *gpc_real_dlvsym_ptr(void) { return (void *)gpc_real_dlvsym_fn(); }
+void *gpc_real_dlopen_ptr(void) { return (void *)gpc_real_dlopen_fn(); }
+void *gpc_real_dlmopen_ptr(void) { return (void *)gpc_real_dlmopen_fn(); }
 
 /* The flags dlopen/dlmopen pass on: without RTLD_DEEPBIND (see the top). Used by the trampolines. */
 __attribute__((visibility("hidden"))) int gpc_dlopen_flags(const char *file, int flags);
@@ -229,19 +231,6 @@ int gpc_dlopen_flags(const char *file, int flags)
 
 typedef void *(*dlopen_fn)(const char *, int);
 typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
-
-/* The real dlopen / dlmopen (the loader's, or the next interposer's: driver/resolve.c). Used by
- * the trampolines. */
-__attribute__((visibility("hidden"))) void *gpc_real_dlopen_ptr(void);
-__attribute__((visibility("hidden"))) void *gpc_real_dlmopen_ptr(void);
-void *gpc_real_dlopen_ptr(void)
-{
-    return (void *)gpc_real_dlopen_fn();
-}
-void *gpc_real_dlmopen_ptr(void)
-{
-    return (void *)gpc_real_dlmopen_fn();
-}
 
 #if defined(__x86_64__)
 /*
