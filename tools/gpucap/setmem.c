@@ -126,7 +126,7 @@ static int apply_here(struct gpc_ledger *l, struct gpc_ledger_dev *d, int id, ui
     if (rc != 0)
         return -EBUSY;
     /* Looked at again under the lock: a process that started since the first look may lease now,
-     * with spare open under the old limit, and only the library closes spares (budget.c). */
+     * with spare open under the old limit, and only the library closes spares (core/lease.c). */
     if (any_live(l)) {
         pthread_mutex_unlock(&d->lock);
         return -EBUSY;
