@@ -80,15 +80,13 @@ void gpc_graphs_fork(enum gpc_fork_step step, enum gpc_lock_rank rank)
         else
             pthread_rwlock_init(&trim_lock, NULL);
     }
-    for (int i = 0; rank == GPC_LOCK_GRAPH_DEV && i < GPC_MAX_DEVICES; i++) {
-        int d = step == GPC_FORK_PARENT ? GPC_MAX_DEVICES - 1 - i : i;
+    /* Each device's lock: made fresh in the child only (FRESH), with what it guards. */
+    for (int d = 0; rank == GPC_LOCK_GRAPH_DEV && step == GPC_FORK_CHILD && d < GPC_MAX_DEVICES; d++) {
         gpc_fork_mutex(&dev_lock[d], step);
-        if (step == GPC_FORK_CHILD) {
-            /* The parent's launches under way are not the child's: nothing is under way here. */
-            inflight[d] = 0;
-            counting[d] = false;
-            atomic_store(&pooled[d], 0);
-        }
+        /* The parent's launches under way are not the child's: nothing is under way here. */
+        inflight[d] = 0;
+        counting[d] = false;
+        atomic_store(&pooled[d], 0);
     }
     if (rank == GPC_LOCK_GRAPH_TABLE)
         gpc_fork_mutex(&table_lock, step);

@@ -244,9 +244,9 @@ static pthread_mutex_t overflow_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void gpc_pools_fork(enum gpc_fork_step step, enum gpc_lock_rank rank)
 {
-    /* Every pool's lock, in slot order (two are never waited for together otherwise). */
-    for (int i = 0; rank == GPC_LOCK_POOL && i < MAX_POOLS; i++)
-        gpc_fork_mutex(&pools[step == GPC_FORK_PARENT ? MAX_POOLS - 1 - i : i].lock, step);
+    /* Every pool's lock: made fresh in the child only (FRESH). */
+    for (int i = 0; rank == GPC_LOCK_POOL && step == GPC_FORK_CHILD && i < MAX_POOLS; i++)
+        gpc_fork_mutex(&pools[i].lock, step);
     if (rank == GPC_LOCK_POOL_TABLE)
         gpc_fork_mutex(&table_lock, step);
     if (rank == GPC_LOCK_POOL_KEPT)

@@ -11,10 +11,15 @@
  * ranks the thread holds, and abort naming both on a wrong order (GPC_ASSERT); other builds
  * compile the check out: the calls are the pthread calls.
  *
- * X(rank, fork, where and what): `fork` 1 when the lock is held across fork() (taken by the fork
- * sequence, made fresh in the child), 0 for the ledger's robust, process-shared locks, which other
- * processes hold too: never taken for a fork (a child inherits a share of the same file, and a
- * dead holder is the next locker's to recover).
+ * X(rank, fork, where and what), `fork` the rank's part in the fork sequence:
+ *  HELD    taken before fork() (so no other thread is inside it then), released in the parent,
+ *          made fresh in the child;
+ *  FRESH   only made fresh in the child, whose state under it the child resets: the arrays of
+ *          locks, one per pool or device (taking hundreds at once is no use to the child, and
+ *          ThreadSanitizer's deadlock detector holds 64 at most);
+ *  SHARED  the ledger's robust, process-shared locks, which other processes hold too: untouched
+ *          (a child inherits a share of the same file, and a dead holder is the next locker's to
+ *          recover).
  */
 #ifndef GPUCAP_CORE_LOCKS_H
 #define GPUCAP_CORE_LOCKS_H
@@ -24,27 +29,27 @@
 
 #include "common/defs.h"
 
-#define GPC_LOCK_RANKS(X)                                                                                   \
-    X(CTX_LIFE, 1, "charge/context.c: context creations and teardowns (hooks/ctx.c), across the driver call") \
-    X(PRIMARY, 1, "charge/context.c: the count of primary-context retains, across the driver call")         \
-    X(POOL, 1, "charge/pool.c: each pool's allocation and settlement (other pools: trylock only)")          \
-    X(POOL_TABLE, 1, "charge/pool.c: the table of pools (a slot taken or freed)")                           \
-    X(GRAPH_TRIM, 1, "charge/graph.c: launches with allocation nodes (read) against trims (write)")         \
-    X(GRAPH_DEV, 1, "charge/graph.c: each device's launches under way (arithmetic only)")                   \
-    X(GRAPH_TABLE, 1, "charge/graph.c: the table of executable graphs (inserts, removals)")                 \
-    X(POOL_KEPT, 1, "charge/pool.c: what pools without a slot keep")                                        \
-    X(MEASURE, 1, "charge/context.c: a measurement of what the card holds (NVML, then a forced charge)")    \
-    X(LIVE, 1, "charge/live.c: a look at a rewritten settings file")                                        \
-    X(SETUP, 1, "charge/device.c: setting a device up, and reading its limits (live changes too)")          \
-    X(LEDGER_CLAIM, 1, "core/ledger_procs.c: this process's claim of its ledger entry")                     \
-    X(LEDGER_REPAIR, 1, "core/ledger_lock.c: a move to a rebuilt file or to the file now at the path")      \
-    X(LEDGER_TABLE, 0, "the ledger's table lock (robust, shared): claiming device entries, the identity")   \
-    X(LEDGER_DEV, 0, "a device entry's lock (robust, shared): leases; two only in a move, old then new")    \
-    X(LEDGER_RECOVER, 1, "core/ledger_file.c: a move to a private budget after the file was shrunk")        \
-    X(CTX_CACHE, 1, "charge/device.c: the cache of each context's device (a slot written)")                 \
-    X(TIMELINE, 1, "core/timeline.c: the usage timeline's buckets")                                         \
-    X(TRACK_SHARD, 1, "core/track.c: a shard of the pointer table (a spinlock)")                            \
-    X(TRACK_WIDE, 1, "core/track.c: the pointer table's side store, after a shard (a spinlock)")
+#define GPC_LOCK_RANKS(X)                                                                                            \
+    X(CTX_LIFE, HELD, "charge/context.c: creations and teardowns of contexts (hooks/ctx.c), across the driver call") \
+    X(PRIMARY, HELD, "charge/context.c: the count of primary-context retains, across the driver call")               \
+    X(POOL, FRESH, "charge/pool.c: each pool's allocation and settlement (other pools: trylock only)")               \
+    X(POOL_TABLE, HELD, "charge/pool.c: the table of pools (a slot taken or freed)")                                 \
+    X(GRAPH_TRIM, HELD, "charge/graph.c: launches with allocation nodes (read) against trims (write)")               \
+    X(GRAPH_DEV, FRESH, "charge/graph.c: each device's launches under way (arithmetic only)")                        \
+    X(GRAPH_TABLE, HELD, "charge/graph.c: the table of executable graphs (inserts, removals)")                       \
+    X(POOL_KEPT, HELD, "charge/pool.c: what pools without a slot keep")                                              \
+    X(MEASURE, HELD, "charge/context.c: a measurement of what the card holds (NVML, then a forced charge)")          \
+    X(LIVE, HELD, "charge/live.c: a look at a rewritten settings file")                                              \
+    X(SETUP, HELD, "charge/device.c: setting a device up, and reading its limits (live changes too)")                \
+    X(LEDGER_CLAIM, HELD, "core/ledger_procs.c: this process's claim of its ledger entry")                           \
+    X(LEDGER_REPAIR, HELD, "core/ledger_lock.c: a move to a rebuilt file or to the file now at the path")            \
+    X(LEDGER_TABLE, SHARED, "the ledger's table lock (robust, shared): claiming device entries, the identity")       \
+    X(LEDGER_DEV, SHARED, "a device entry's lock (robust, shared): leases; two only in a move, old then new")        \
+    X(LEDGER_RECOVER, HELD, "core/ledger_file.c: a move to a private budget after the file was shrunk")              \
+    X(CTX_CACHE, HELD, "charge/device.c: the cache of each context's device (a slot written)")                       \
+    X(TIMELINE, HELD, "core/timeline.c: the usage timeline's buckets")                                               \
+    X(TRACK_SHARD, HELD, "core/track.c: a shard of the pointer table (a spinlock)")                                  \
+    X(TRACK_WIDE, HELD, "core/track.c: the pointer table's side store, after a shard (a spinlock)")
 
 enum gpc_lock_rank {
 #define GPC_LOCK_RANK_ENUM(rank, fork, doc) GPC_LOCK_##rank,
@@ -52,6 +57,9 @@ enum gpc_lock_rank {
 #undef GPC_LOCK_RANK_ENUM
     GPC_LOCK__COUNT
 };
+
+/* A rank's part in the fork sequence (the table's second column). */
+enum gpc_fork_policy { GPC_FORK_HELD, GPC_FORK_FRESH, GPC_FORK_SHARED };
 
 /* The steps of the fork sequence (hooks/init.c), each given to the owner of every rank. */
 enum gpc_fork_step {

@@ -13,11 +13,12 @@
  * passed through uncapped there would put the card over the budget. The state it sets lives in
  * core/state.c, which the layers below read; only the hooks start the library.
  *
- * The fork sequence: every lock of the library has a rank (core/locks.h, the whole list). Before
- * fork() the sequence takes every lock held across a fork, rank by rank from the lowest, through
- * the module that owns it (fork_owner below); after it the parent releases them from the highest
- * down, and the child makes them fresh and resets what it does not inherit (its parent's threads,
- * contexts, entry, counts), rank by rank again. Registered once, at the start-up, so its order is
+ * The fork sequence: every lock of the library has a rank (core/locks.h, the whole list, and each
+ * rank's part). Before fork() the sequence takes every lock held across a fork, rank by rank from
+ * the lowest, through the module that owns it (fork_owner below); after it the parent releases
+ * them from the highest down, and the child makes every lock but the ledger's shared ones fresh
+ * and resets what it does not inherit (its parent's threads, contexts, entry, counts), rank by
+ * rank again. Registered once, at the start-up, so its order is
  * the table's whatever the process did before (jemalloc's jemalloc_prefork is the model).
  *
  * The exit sequence, one destructor with its steps written in order: the report (GPUCAP_REPORT)
@@ -87,24 +88,24 @@ static gpc_fork_fn *const fork_owner[GPC_LOCK__COUNT] = {
     [GPC_LOCK_CTX_CACHE] = gpc_device_fork,      [GPC_LOCK_TIMELINE] = gpc_timeline_fork,
     [GPC_LOCK_TRACK_SHARD] = gpc_track_fork,     [GPC_LOCK_TRACK_WIDE] = gpc_track_fork,
 };
-/* Which ranks are held across a fork (the table's second column). */
-static const bool fork_held[GPC_LOCK__COUNT] = {
-#define GPC_LOCK_RANK_HELD(rank, fork, doc) [GPC_LOCK_##rank] = fork,
-    GPC_LOCK_RANKS(GPC_LOCK_RANK_HELD)
-#undef GPC_LOCK_RANK_HELD
+/* Each rank's part (the table's second column). */
+static const enum gpc_fork_policy fork_policy[GPC_LOCK__COUNT] = {
+#define GPC_LOCK_RANK_POLICY(rank, fork, doc) [GPC_LOCK_##rank] = GPC_FORK_##fork,
+    GPC_LOCK_RANKS(GPC_LOCK_RANK_POLICY)
+#undef GPC_LOCK_RANK_POLICY
 };
 
 static void prefork(void)
 {
     for (int r = 0; r < GPC_LOCK__COUNT; r++)
-        if (fork_owner[r])
+        if (fork_policy[r] == GPC_FORK_HELD)
             fork_owner[r](GPC_FORK_PREPARE, (enum gpc_lock_rank)r);
 }
 
 static void postfork_parent(void)
 {
     for (int r = GPC_LOCK__COUNT - 1; r >= 0; r--)
-        if (fork_owner[r])
+        if (fork_policy[r] == GPC_FORK_HELD)
             fork_owner[r](GPC_FORK_PARENT, (enum gpc_lock_rank)r);
 }
 
@@ -126,9 +127,9 @@ static void start(void)
     starting = true;
     gpc_config_load(environ);
     gpc_resolve_cuda(NULL);
-    /* Every rank held across a fork has its owner, every other none (debug builds check). */
+    /* Every rank that takes part in the fork has its owner, the shared ones none (debug builds check). */
     for (int r = 0; r < GPC_LOCK__COUNT; r++)
-        GPC_ASSERT(fork_held[r] == (fork_owner[r] != NULL));
+        GPC_ASSERT((fork_policy[r] == GPC_FORK_SHARED) == (fork_owner[r] == NULL));
     pthread_atfork(prefork, postfork_parent, postfork_child);
     __cxa_atexit(note_exit, NULL, NULL);
     /* What pools and graph memory keep for reuse is given back before a denial (charge.c). */
