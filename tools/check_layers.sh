@@ -11,7 +11,10 @@
 # common/ headers.
 # OBJECT...: the library's object files (CMake's $<TARGET_OBJECTS:...>, ;-lists allowed), each under
 # <target>.dir/<layer>/: every symbol an object uses that another object defines must come from
-# its own layer or one below (nm), so a call that bypasses the headers is caught too.
+# its own layer or one below (nm), so a call that bypasses the headers is caught too; symbol
+# versions are stripped first (dlopen@GLIBC_2.2.5 is dlopen: a call to a name hooks/ interposes,
+# made from below hooks/, lands on our own hook at run time); and no object uses another that uses
+# it back, directly or around a circle of several.
 set -euo pipefail
 src=${1:?usage: check_layers.sh SOURCE_DIR [OBJECT...]}
 shift
@@ -72,13 +75,17 @@ for arg in "$@"; do # CMake hands a target's objects as one ;-separated list
 done
 if [ ${#objects[@]} -gt 0 ]; then
     syms=$(mktemp)
-    trap 'rm -f "$syms"' EXIT
+    edges=$(mktemp)
+    trap 'rm -f "$syms" "$edges"' EXIT
     for o in "${objects[@]}"; do
         layer=$(echo "$o" | sed -n 's#.*\.dir/\(common\|core\|driver\|charge\|hooks\)/.*#\1#p')
         [ -n "$layer" ] || { bad "$o: not in a layer folder"; continue; }
         name=${o#*.dir/}
-        nm "$o" | awk -v l="$layer" -v f="${name%.o}" '$1 == "U" { print "U", l, f, $2 }
-            $2 ~ /^[TDBRCGSVW]$/ { print "D", l, f, $3 }'
+        # Symbol versions stripped: a reference to dlopen@GLIBC_2.2.5 binds to a preloaded definition
+        # of dlopen all the same (ours, in hooks/), so they are one name here.
+        nm "$o" | awk -v l="$layer" -v f="${name%.o}" '{ s = $NF; sub(/@.*/, "", s) }
+            $1 == "U" { print "U", l, f, s }
+            $2 ~ /^[TDBRCGSVW]$/ { print "D", l, f, s }'
     done > "$syms"
     out=$(awk 'BEGIN { r["common"] = 0; r["core"] = 1; r["driver"] = 1; r["charge"] = 2; r["hooks"] = 3 }
         $1 == "D" { layer[$4] = $2; file[$4] = $3; next }
@@ -93,6 +100,25 @@ if [ ${#objects[@]} -gt 0 ]; then
             }
         }' "$syms" | sort -u)
     [ -z "$out" ] || { echo "$out" | sed 's/^/layers: /'; fail=1; }
+    # No circle among the objects, in a layer or across: every use, object by object, runs one way
+    # (tsort names a loop it finds; the first one is enough to fix).
+    awk '$1 == "D" { file[$4] = $3; next } { use[NR] = $3 " " $4 }
+        END { for (i in use) { split(use[i], u, " "); if ((u[2] in file) && file[u[2]] != u[1]) print u[1], file[u[2]] } }' \
+        "$syms" | sort -u > "$edges"
+    if ! loop=$(tsort "$edges" 2>&1 >/dev/null); then
+        members=$(echo "$loop" | sed -n 's/^tsort: \([^ ]*\)$/\1/p' | tr '\n' ' ')
+        bad "a circle among the objects: ${members% } (each uses the next, the last the first)"
+        # What each one uses of the next, for the one who breaks it.
+        set -- $members
+        first=$1
+        while [ $# -gt 0 ]; do
+            from=$1 to=${2:-$first}
+            what=$(awk -v a="$from" -v b="$to" '$1 == "D" && $3 == b { d[$4] = 1; next }
+                $1 == "U" && $3 == a { u[$4] = 1 } END { for (s in u) if (s in d) printf "%s ", s }' "$syms")
+            echo "layers:   $from uses of $to: ${what% }"
+            shift
+        done
+    fi
 fi
 
 [ $fail = 0 ] && echo "layers: every include and call runs down"

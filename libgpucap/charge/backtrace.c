@@ -3,8 +3,8 @@
  * backtrace.c: the call stack of a denied allocation (GPUCAP_BACKTRACE=1).
  *
  * libunwind is not linked: a preloaded library must not load it into every process. It is opened
- * with dlopen at the first denial of a process that asked for backtraces, and never otherwise. We
- * call libunwind's exported names (the unw_* names of libunwind.h are macros over them) and give it
+ * with the loader's dlopen (driver/resolve.c) at the first denial of a process that asked for
+ * backtraces, and never otherwise. We call libunwind's exported names (the unw_* names of libunwind.h are macros over them) and give it
  * buffers at least as large as its unw_context_t (a ucontext_t on x86-64) and unw_cursor_t (127
  * words), as its header lays them out; no header is needed at build time.
  */
@@ -48,10 +48,11 @@ static bool usable;
 static void load(void)
 {
 #ifdef UNW_REG_IP
-    void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        h = dlopen("libunwind.so", RTLD_NOW | RTLD_LOCAL);
-    /* The loader's own dlsym (resolve.c), not this library's interposed one. */
+    /* The loader's own dlopen and dlsym (driver/resolve.c), not this library's hooks. */
+    void *(*open_fn)(const char *, int) = gpc_real_dlopen_fn();
+    void *h = open_fn ? open_fn("libunwind.so.8", RTLD_NOW | RTLD_LOCAL) : NULL;
+    if (!h && open_fn)
+        h = open_fn("libunwind.so", RTLD_NOW | RTLD_LOCAL);
     void *(*sym)(void *, const char *) = gpc_real_dlsym_fn();
     if (h && sym) {
         unw.getcontext = (int (*)(void *))sym(h, UNW_PREFIX_G "getcontext");

@@ -6,7 +6,7 @@
  * reservation back (the driver failed) or record what the new pointer or handle was charged.
  * Frees take the record out first, call the driver, then release or put the record back.
  * Contexts are charged the same way as any allocation, and their reserve is also noted apart in
- * the figures (gpc_charge_commit, gpc_uncharge). The hooks start the library (hooks/init.h) before
+ * the figures (gpc_charge_commit, gpc_charge_release). The hooks start the library (hooks/init.h) before
  * they call in here; a pointer that a pool keeps after its free goes to the step the pools
  * registered (gpc_charge_keeper), so this file calls no module above it.
  */
@@ -63,7 +63,7 @@ static void note_audit_denial(const char *call, int device, uint64_t bytes, int 
         log_denial(call, device, bytes, budget, true);
 }
 
-__attribute__((destructor)) static void audit_summary_at_exit(void)
+void gpc_charge_audit_summary(void)
 {
     for (int id = 0; id < GPC_LEDGER_DEVICES; id++) {
         uint64_t n = atomic_load(&audit_denials[id]);
@@ -218,22 +218,22 @@ void gpc_charge_admitted(const struct gpc_charge *c)
 void gpc_charge_refused(const struct gpc_charge *c)
 {
     if (c->budget != GPC_BUDGET_NONE)
-        gpc_budget_undo(c->budget, c->bytes, admit_how(c) | GPC_UNDO_DRIVER);
+        gpc_budget_release_refused(c->budget, c->bytes, admit_how(c) | GPC_REFUSED_BY_DRIVER);
 }
 
 CUresult gpc_charge_settle(struct gpc_charge *c, uint64_t actual, enum gpc_map_kind kind, uint64_t key,
                            const char *call)
 {
     if (c->budget != GPC_BUDGET_NONE && actual < c->bytes) {
-        gpc_budget_give_back(c->budget, c->bytes - actual);
+        gpc_budget_release_charge(c->budget, c->bytes - actual);
     } else if (c->budget != GPC_BUDGET_NONE && actual > c->bytes) {
         struct gpc_charge extra;
         if (charge_begin(&extra, c->device, actual - c->bytes, call, c->context) != CUDA_SUCCESS) {
-            gpc_budget_undo(c->budget, c->bytes, admit_how(c)); /* the denial of the rest is counted */
+            gpc_budget_release_refused(c->budget, c->bytes, admit_how(c)); /* the denial of the rest is counted */
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
         /* One request: the rest is no allocation of its own. */
-        gpc_budget_undo(extra.budget, 0, admit_how(&extra));
+        gpc_budget_release_refused(extra.budget, 0, admit_how(&extra));
     }
     c->bytes = actual;
     gpc_charge_end(c, CUDA_SUCCESS, kind, key);
@@ -252,13 +252,13 @@ static inline void uncharge(int device, uint64_t bytes, bool context)
     int budget = gpc_device_budget_if_ready(device);
     if (context) {
         gpc_budget_note_contexts(budget, -(int64_t)bytes);
-        gpc_budget_give_back(budget, bytes); /* a context's end is no free of the program's */
+        gpc_budget_release_charge(budget, bytes); /* a context's end is no free of the program's */
         return;
     }
     gpc_budget_release(budget, bytes);
 }
 
-void gpc_uncharge(int device, uint64_t bytes, bool context)
+void gpc_charge_release(int device, uint64_t bytes, bool context)
 {
     uncharge(device, bytes, context);
 }
@@ -288,12 +288,12 @@ void gpc_free_end(bool known, enum gpc_map_kind kind, uint64_t key, const struct
         keeper(t);
         return;
     }
-    /* gpc_uncharge's steps, written out: the record's bytes are read after the lookup (one register
+    /* gpc_charge_release's steps, written out: the record's bytes are read after the lookup (one register
      * fewer on the free path). */
     int budget = gpc_device_budget_if_ready(t->device);
     if (kind == GPC_MAP_CTX) {
         gpc_budget_note_contexts(budget, -(int64_t)t->bytes);
-        gpc_budget_give_back(budget, t->bytes); /* a context's end is no free of the program's */
+        gpc_budget_release_charge(budget, t->bytes); /* a context's end is no free of the program's */
         return;
     }
     gpc_budget_release(budget, t->bytes);

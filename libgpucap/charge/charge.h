@@ -57,7 +57,7 @@ CUresult gpc_charge_settle(struct gpc_charge *c, uint64_t actual, enum gpc_map_k
 bool gpc_free_begin(enum gpc_map_kind kind, uint64_t key, struct gpc_track *t);
 void gpc_free_end(bool known, enum gpc_map_kind kind, uint64_t key, const struct gpc_track *t, CUresult rc);
 /* Gives back `bytes` charged on device `device` (`context`: a context's reserve, noted apart). */
-void gpc_uncharge(int device, uint64_t bytes, bool context);
+void gpc_charge_release(int device, uint64_t bytes, bool context);
 /*
  * A pointer counted per pointer because its pool has no slot (GPC_MAP_PTR with aux = the pool)
  * was freed: gpc_free_end hands its record to the step registered here (pool.c, at start-up),
@@ -65,5 +65,8 @@ void gpc_uncharge(int device, uint64_t bytes, bool context);
  */
 typedef void gpc_keep_fn(const struct gpc_track *t);
 void gpc_charge_keeper(gpc_keep_fn *fn);
+/* At exit (the exit sequence, hooks/init.c): audit mode's one line per budget that would have
+ * denied: how many allocations, under which limit, and the budget (the peak) that would have done. */
+void gpc_charge_audit_summary(void);
 
 #endif

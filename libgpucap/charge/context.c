@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * context.c: the accounting of the memory contexts take (hooks/hooks_ctx.c's head says what is
+ * context.c: the accounting of the memory contexts take (hooks/ctx.c's head says what is
  * charged when): the reserve per context, by the setting or by the device's class; the count of
  * primary-context retains per device and what the first one charged; and what a teardown releases.
  * A context is charged through charge.c like an allocation (gpc_charge_begin_context, then
- * gpc_charge_end or gpc_charge_commit; gpc_free_end or gpc_uncharge), and every charge recorded
+ * gpc_charge_end or gpc_charge_commit; gpc_free_end or gpc_charge_release), and every charge recorded
  * with a context (pointers, arrays, pool allocations, graph memory) is released with it.
  *
  * The reserve is an estimate, made before the context exists; a context then grows with the
@@ -29,7 +29,7 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "core/budget.h"
-#include "core/fork.h"
+#include "core/locks.h"
 #include "core/state.h"
 #include "core/track.h"
 #include "driver/nvml.h"
@@ -81,6 +81,7 @@ void gpc_context_forget(CUcontext ctx)
     uint64_t freed[GPC_MAX_DEVICES] = {0};
     gpc_track_drain_ctx(GPC_MAP_PTR, (uint64_t)(uintptr_t)ctx, add_freed, freed);
     gpc_track_drain_ctx(GPC_MAP_ARRAY, (uint64_t)(uintptr_t)ctx, add_freed, freed);
+    gpc_track_drain_ctx(GPC_MAP_HEAP, (uint64_t)(uintptr_t)ctx, add_freed, freed);
     for (int d = 0; d < GPC_MAX_DEVICES; d++)
         if (freed[d])
             gpc_budget_release(gpc_device_budget_if_ready(d), freed[d]);
@@ -160,12 +161,14 @@ static void measure(int id, bool now)
 {
     if (id < 0 || atomic_load_explicit(&measurable, memory_order_relaxed) < 0 || !gpc_counting())
         return;
-    if (now ? pthread_mutex_lock(&measure_lock) != 0 : pthread_mutex_trylock(&measure_lock) != 0)
+    if (now)
+        gpc_lock(&measure_lock, GPC_LOCK_MEASURE);
+    else if (gpc_trylock(&measure_lock, GPC_LOCK_MEASURE) != 0)
         return;
     for (int o = 0; o < GPC_MAX_DEVICES; o++)
         if (gpc_device_budget_if_ready(o) == id)
             measure_locked(o, id);
-    pthread_mutex_unlock(&measure_lock);
+    gpc_unlock(&measure_lock, GPC_LOCK_MEASURE);
 }
 
 void gpc_context_measure(int id)
@@ -185,11 +188,11 @@ static void measured_release(int ordinal)
 {
     if (ordinal < 0 || ordinal >= GPC_MAX_DEVICES)
         return;
-    pthread_mutex_lock(&measure_lock);
+    gpc_lock(&measure_lock, GPC_LOCK_MEASURE);
     uint64_t had = atomic_exchange(&measured[ordinal], 0);
     if (had)
-        gpc_uncharge(ordinal, had, true);
-    pthread_mutex_unlock(&measure_lock);
+        gpc_charge_release(ordinal, had, true);
+    gpc_unlock(&measure_lock, GPC_LOCK_MEASURE);
     if (had)
         gpc_context_measure_device(ordinal);
 }
@@ -212,21 +215,40 @@ static void measured_after_fork(void)
         atomic_store(&measured[o], 0);
 }
 
-void gpc_context_atfork(void)
+/* Context creations and teardowns, one at a time (hooks/ctx.c's head says why); taken before the
+ * primary-context lock. */
+static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void gpc_context_life(bool hold)
 {
-    /* Never held together: the order within the group does not matter. */
-    gpc_fork_guard((pthread_mutex_t *const[]){&primary_lock, &measure_lock}, 2, measured_after_fork);
+    if (hold)
+        gpc_lock(&life_lock, GPC_LOCK_CTX_LIFE);
+    else
+        gpc_unlock(&life_lock, GPC_LOCK_CTX_LIFE);
+}
+
+void gpc_context_fork(enum gpc_fork_step step, enum gpc_lock_rank rank)
+{
+    if (rank == GPC_LOCK_CTX_LIFE)
+        gpc_fork_mutex(&life_lock, step);
+    if (rank == GPC_LOCK_PRIMARY)
+        gpc_fork_mutex(&primary_lock, step);
+    if (rank != GPC_LOCK_MEASURE)
+        return;
+    gpc_fork_mutex(&measure_lock, step);
+    if (step == GPC_FORK_CHILD)
+        measured_after_fork();
 }
 
 CUresult gpc_context_primary_begin(struct gpc_charge *c, CUdevice dev)
 {
-    pthread_mutex_lock(&primary_lock);
+    gpc_lock(&primary_lock, GPC_LOCK_PRIMARY);
     c->budget = GPC_BUDGET_NONE;
     CUresult rc = CUDA_SUCCESS;
     if (primary_refs[dev] == 0)
         rc = gpc_context_begin(c, dev, "cuDevicePrimaryCtxRetain");
     if (rc != CUDA_SUCCESS)
-        pthread_mutex_unlock(&primary_lock);
+        gpc_unlock(&primary_lock, GPC_LOCK_PRIMARY);
     return rc;
 }
 
@@ -241,7 +263,7 @@ bool gpc_context_primary_end(struct gpc_charge *c, CUdevice dev, CUresult rc, CU
             first = true;
         }
     }
-    pthread_mutex_unlock(&primary_lock);
+    gpc_unlock(&primary_lock, GPC_LOCK_PRIMARY);
     return first;
 }
 
@@ -249,18 +271,68 @@ bool gpc_context_primary_drop(CUdevice dev, bool all)
 {
     if (dev < 0 || dev >= GPC_MAX_DEVICES || atomic_load(&gpc_passthrough))
         return false;
-    pthread_mutex_lock(&primary_lock);
+    gpc_lock(&primary_lock, GPC_LOCK_PRIMARY);
     bool reset = all;
     if (primary_refs[dev] > 0) {
         primary_refs[dev] = all ? 0 : primary_refs[dev] - 1;
         if (primary_refs[dev] == 0) {
-            gpc_uncharge(dev, primary_charged[dev], true);
+            gpc_charge_release(dev, primary_charged[dev], true);
             primary_charged[dev] = 0;
             reset = true;
         }
     }
     if (reset)
         gpc_context_forget(primary_handle[dev]);
-    pthread_mutex_unlock(&primary_lock);
+    gpc_unlock(&primary_lock, GPC_LOCK_PRIMARY);
     return reset;
+}
+
+/* ---- heaps a context sizes (cuCtxSetLimit) ---- */
+
+/* The driver's default of a heap cuCtxSetLimit sizes, or 0 for a limit that takes no charged memory. */
+static uint64_t heap_default(CUlimit limit)
+{
+    return limit == CU_LIMIT_MALLOC_HEAP_SIZE ? 8u << 20 : limit == CU_LIMIT_PRINTF_FIFO_SIZE ? 1u << 20 : 0;
+}
+
+CUresult gpc_context_heap_begin(struct gpc_context_heap *h, CUlimit limit, size_t value)
+{
+    uint64_t given = heap_default(limit);
+    CUcontext ctx = NULL;
+    h->counted = false;
+    if (given && value > given && gpc_closed_now())
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!given || !gpc_counting() || !gpc_real.cuCtxGetCurrent || gpc_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS ||
+        !ctx)
+        return CUDA_SUCCESS;
+    h->counted = true;
+    h->ctx = (uint64_t)(uintptr_t)ctx;
+    h->key = h->ctx + (uint64_t)limit; /* the two limits are 1 and 2: a key per heap of the context */
+    h->want = value > given ? value - given : 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult gpc_context_heap_charge(struct gpc_context_heap *h)
+{
+    h->known = gpc_free_begin(GPC_MAP_HEAP, h->key, &h->old);
+    uint64_t had = h->known ? h->old.bytes : 0;
+    h->c = (struct gpc_charge){.budget = GPC_BUDGET_NONE, .device = h->known ? h->old.device : -1};
+    return h->want > had ? gpc_charge_begin(&h->c, -1, h->want - had, "cuCtxSetLimit") : CUDA_SUCCESS;
+}
+
+void gpc_context_heap_end(struct gpc_context_heap *h, CUresult rc)
+{
+    bool charged = gpc_charge_commit(&h->c, rc);
+    uint64_t had = h->known ? h->old.bytes : 0;
+    if (rc != CUDA_SUCCESS) {
+        if (h->known)
+            gpc_track_add(GPC_MAP_HEAP, h->key, &h->old);
+        return;
+    }
+    if (h->want < had)
+        gpc_charge_release(h->old.device, had - h->want, false);
+    struct gpc_track t = {.bytes = h->want, .device = h->known ? h->old.device : h->c.device, .refs = 1, .ctx = h->ctx};
+    if (h->want && (h->known || charged) && gpc_track_add(GPC_MAP_HEAP, h->key, &t) != 0)
+        gpc_log(GPC_LOG_ERROR, "out of memory for bookkeeping: the heap of %llu bytes stays charged for good",
+                (unsigned long long)h->want);
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "charge/charge.h"
+#include "core/locks.h"
 #include "driver/resolve.h"
 
 /* The reserve charged per context on device `ordinal`: the setting, or the default by the device's
@@ -52,7 +53,29 @@ bool gpc_context_primary_drop(CUdevice dev, bool all);
 void gpc_context_measure(int id);
 void gpc_context_measure_device(int ordinal);
 void gpc_context_torn_down(int ordinal);
-/* Registers the fork handler of the primary-context and measuring locks (at start-up). */
-void gpc_context_atfork(void);
+/*
+ * cuCtxSetLimit(limit, value): gpc_context_heap_begin decides (CUDA_ERROR_OUT_OF_MEMORY after the
+ * exit sequence closed the budget for a heap that would grow; h->counted false: nothing to count,
+ * the driver's call alone); then, holding the hook's context lock, gpc_context_heap_charge charges
+ * what the heap grows by (CUDA_ERROR_OUT_OF_MEMORY after logging the denial: no driver call), the
+ * driver is called, and gpc_context_heap_end records the heap's charge or puts the old one back.
+ */
+struct gpc_context_heap {
+    bool counted;          /* a heap of the current context, under a budget */
+    uint64_t key, want;    /* the heap's record (GPC_MAP_HEAP), and what it is charged after the call */
+    uint64_t ctx;
+    bool known;            /* it was charged before: `old` */
+    struct gpc_track old;
+    struct gpc_charge c;
+};
+CUresult gpc_context_heap_begin(struct gpc_context_heap *h, CUlimit limit, size_t value);
+CUresult gpc_context_heap_charge(struct gpc_context_heap *h);
+void gpc_context_heap_end(struct gpc_context_heap *h, CUresult rc);
+/* Takes (true) or leaves (false) the life lock: context creations and teardowns, one at a time,
+ * held across the driver call by the hooks that make and tear down contexts (hooks/ctx.c). */
+void gpc_context_life(bool hold);
+/* Its part of the fork sequence (hooks/init.c), for its locks (core/locks.h: CTX_LIFE, PRIMARY,
+ * MEASURE). */
+void gpc_context_fork(enum gpc_fork_step step, enum gpc_lock_rank rank);
 
 #endif

@@ -28,7 +28,7 @@
 #include "common/options.h"
 #include "common/units.h"
 #include "core/budget.h"
-#include "core/fork.h"
+#include "core/locks.h"
 #include "core/ledger_map.h"
 #include "core/state.h"
 #include "driver/resolve.h"
@@ -70,7 +70,7 @@ atomic_int gpc_single_device = -1; /* -1 unknown, 0 several, 1 exactly one */
  * first, outside the lock, and stores its answer only when no forget ran meanwhile (the same
  * epoch, read before asking): an answer about a context torn down since is never stored. A handle
  * is reused by the driver only after a teardown, and every teardown and creation hook forgets
- * (hooks_ctx.c), before the new context's handle reaches the caller, so a slot never names the
+ * (hooks/ctx.c), before the new context's handle reaches the caller, so a slot never names the
  * device of an earlier context at that address. What it cannot see: a context torn down and
  * another made at its address both by routes no hook sees (the driver's private entry points);
  * the hooks cover every exported and cuGetProcAddress route.
@@ -83,18 +83,19 @@ static _Atomic uint64_t ctx_slots[CTX_SLOTS];
 static _Atomic uint64_t ctx_epoch;
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The child starts with the locks free (fork.c) and with no context known (the parent's are not the
- * child's). */
-static void setup_child(void)
+void gpc_device_fork(enum gpc_fork_step step, enum gpc_lock_rank rank)
 {
-    atomic_fetch_add(&ctx_epoch, 1);
-    for (int i = 0; i < CTX_SLOTS; i++)
-        atomic_store_explicit(&ctx_slots[i], 0, memory_order_relaxed);
-}
-
-void gpc_device_atfork(void)
-{
-    gpc_fork_guard((pthread_mutex_t *const[]){&setup_lock, &ctx_lock}, 2, setup_child);
+    if (rank == GPC_LOCK_SETUP)
+        gpc_fork_mutex(&setup_lock, step);
+    if (rank != GPC_LOCK_CTX_CACHE)
+        return;
+    gpc_fork_mutex(&ctx_lock, step);
+    /* The child knows no context: the parent's are not the child's. */
+    if (step == GPC_FORK_CHILD) {
+        atomic_fetch_add(&ctx_epoch, 1);
+        for (int i = 0; i < CTX_SLOTS; i++)
+            atomic_store_explicit(&ctx_slots[i], 0, memory_order_relaxed);
+    }
 }
 
 /* The total the driver reports in the current context, when the caller knows that context is on
@@ -138,9 +139,9 @@ static int setup(int ordinal, bool current)
 {
     struct device *dev = &devices[ordinal];
     struct device_setup *d = &setups[ordinal];
-    pthread_mutex_lock(&setup_lock);
+    gpc_lock(&setup_lock, GPC_LOCK_SETUP);
     if (atomic_load(&dev->ready)) {
-        pthread_mutex_unlock(&setup_lock);
+        gpc_unlock(&setup_lock, GPC_LOCK_SETUP);
         return atomic_load(&dev->budget);
     }
     size_t physical = 0;
@@ -170,7 +171,7 @@ static int setup(int ordinal, bool current)
         /* A broken setting caps this process at 0; it does not drag the shared budget down. */
         budget = GPC_BUDGET_DENY;
     } else if (from && from->u.size.is_percent && !have_physical && !in_force) {
-        pthread_mutex_unlock(&setup_lock);
+        gpc_unlock(&setup_lock, GPC_LOCK_SETUP);
         gpc_log(GPC_LOG_ERROR, "device %d: its memory size is unknown, so '%s' cannot be resolved yet; "
                 "allocations are denied until it can", ordinal, from->text);
         return GPC_BUDGET_DENY;
@@ -187,11 +188,11 @@ static int setup(int ordinal, bool current)
         if (budget == -EAGAIN) {
             /* Contended (a crowd starting) or the process table full: logged; this call is
              * denied and the next one tries again. Never cached as a denial for life. */
-            pthread_mutex_unlock(&setup_lock);
+            gpc_unlock(&setup_lock, GPC_LOCK_SETUP);
             return GPC_BUDGET_DENY;
         }
         if (budget == -EACCES) {
-            /* Under the lock, a ledger that was refused (ledger.c said why): denied. */
+            /* Under the lock, a ledger that was refused (core/ledger_file.c said why): denied. */
             budget = GPC_BUDGET_DENY;
         } else if (budget < 0) {
             gpc_log(GPC_LOG_ERROR, "device %d: the ledger's device table is full (%d cards); allocations on it are "
@@ -219,7 +220,7 @@ static int setup(int ordinal, bool current)
      * unless a broken setting already denies everything. */
     bool look_later = !current && budget != GPC_BUDGET_DENY;
     atomic_store_explicit(&dev->ready, look_later ? 2 : 1, memory_order_release);
-    pthread_mutex_unlock(&setup_lock);
+    gpc_unlock(&setup_lock, GPC_LOCK_SETUP);
     return budget;
 }
 
@@ -232,10 +233,10 @@ __attribute__((noinline, cold)) static int look_again(int ordinal, bool current)
     struct device_setup *d = &setups[ordinal];
     if (!current)
         return atomic_load(&dev->budget);
-    pthread_mutex_lock(&setup_lock);
+    gpc_lock(&setup_lock, GPC_LOCK_SETUP);
     int budget = atomic_load(&dev->budget);
     if (atomic_load(&dev->ready) != 2) {
-        pthread_mutex_unlock(&setup_lock);
+        gpc_unlock(&setup_lock, GPC_LOCK_SETUP);
         return budget;
     }
     /* Callers pass `current` only with a context they saw: a driver that answers nothing there
@@ -243,7 +244,7 @@ __attribute__((noinline, cold)) static int look_again(int ordinal, bool current)
     uint64_t reported = driver_reported(current);
     if (!reported) {
         atomic_store_explicit(&dev->ready, 1, memory_order_release);
-        pthread_mutex_unlock(&setup_lock);
+        gpc_unlock(&setup_lock, GPC_LOCK_SETUP);
         return budget;
     }
     const struct gpc_value *from;
@@ -255,7 +256,7 @@ __attribute__((noinline, cold)) static int look_again(int ordinal, bool current)
         if (budget == GPC_BUDGET_NONE || limit < now)
             got = gpc_ledger_device(d->uuid, d->physical, limit, ordinal);
         if (got == -EAGAIN) {
-            pthread_mutex_unlock(&setup_lock); /* contended: asked again at the next call */
+            gpc_unlock(&setup_lock, GPC_LOCK_SETUP); /* contended: asked again at the next call */
             return budget;
         }
         if (got >= 0) {
@@ -266,7 +267,7 @@ __attribute__((noinline, cold)) static int look_again(int ordinal, bool current)
         atomic_store(&dev->budget, budget);
     }
     atomic_store_explicit(&dev->ready, 1, memory_order_release);
-    pthread_mutex_unlock(&setup_lock);
+    gpc_unlock(&setup_lock, GPC_LOCK_SETUP);
     return budget;
 }
 
@@ -314,9 +315,9 @@ int gpc_device_budget_if_ready(int ordinal)
 void gpc_device_hold(bool hold)
 {
     if (hold)
-        pthread_mutex_lock(&setup_lock);
+        gpc_lock(&setup_lock, GPC_LOCK_SETUP);
     else
-        pthread_mutex_unlock(&setup_lock);
+        gpc_unlock(&setup_lock, GPC_LOCK_SETUP);
 }
 
 void gpc_device_each_budget(void (*fn)(int ordinal, int id, const char *uuid, uint64_t physical, void *arg),
@@ -365,7 +366,7 @@ __attribute__((noinline, cold)) static CUresult ctx_device_slow(uint64_t handle,
         return rc;
     uint64_t word = handle | (uint64_t)*dev << CTX_HANDLE_BITS;
     unsigned h = ctx_hash(handle);
-    pthread_mutex_lock(&ctx_lock);
+    gpc_lock(&ctx_lock, GPC_LOCK_CTX_CACHE);
     if (atomic_load(&ctx_epoch) == epoch) {
         /* Its own slot (another thread filled it) or the first empty one, else the home slot. */
         unsigned at = h;
@@ -378,7 +379,7 @@ __attribute__((noinline, cold)) static CUresult ctx_device_slow(uint64_t handle,
         }
         atomic_store_explicit(&ctx_slots[at], word, memory_order_relaxed);
     }
-    pthread_mutex_unlock(&ctx_lock);
+    gpc_unlock(&ctx_lock, GPC_LOCK_CTX_CACHE);
     return rc;
 }
 
@@ -420,9 +421,9 @@ CUresult gpc_current_device(CUdevice *dev)
 
 void gpc_ctx_devices_forget(void)
 {
-    pthread_mutex_lock(&ctx_lock);
+    gpc_lock(&ctx_lock, GPC_LOCK_CTX_CACHE);
     atomic_fetch_add(&ctx_epoch, 1);
     for (int i = 0; i < CTX_SLOTS; i++)
         atomic_store_explicit(&ctx_slots[i], 0, memory_order_relaxed);
-    pthread_mutex_unlock(&ctx_lock);
+    gpc_unlock(&ctx_lock, GPC_LOCK_CTX_CACHE);
 }

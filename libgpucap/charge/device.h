@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "common/defs.h"
+#include "core/locks.h"
 #include "driver/resolve.h"
 
 /* The budget id of device `ordinal` (set up on first use). */
@@ -51,8 +52,8 @@ static inline CUresult gpc_ctx_device(CUcontext ctx, CUdevice *dev)
  * may be one an earlier context had, on another device), before the caller gets the new handle.
  */
 void gpc_ctx_devices_forget(void);
-/* Registers the fork handler of the set-up and context-cache locks (at start-up). */
-void gpc_device_atfork(void);
+/* Its part of the fork sequence (hooks/init.c), for its locks (core/locks.h: SETUP, CTX_CACHE). */
+void gpc_device_fork(enum gpc_fork_step step, enum gpc_lock_rank rank);
 
 /* Takes (true) or leaves (false) the set-up lock: no device is set up, and no setting read for
  * one, while it is held. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * graph.c: the accounting of the memory of CUDA graphs (allocation nodes), with graph launches left at
- * full speed; the hooks are in hooks/hooks_graph.c.
+ * full speed; the hooks are in hooks/graph.c.
  *
  * An allocation node takes no memory when it is added: its memory is taken from the device's graph
  * memory when a graph holding it is launched (or uploaded), and that memory stays reserved for
@@ -32,6 +32,7 @@
 #include "common/defs.h"
 #include "common/log.h"
 #include "core/budget.h"
+#include "core/locks.h"
 #include "core/state.h"
 #include "driver/resolve.h"
 #include "charge/charge.h"
@@ -67,23 +68,29 @@ static bool counting[GPC_MAX_DEVICES];            /* one of them counted on the 
 static uint64_t promised[GPC_MAX_DEVICES];        /* how much it counted on (dev_lock) */
 static uint64_t kept[GPC_MAX_DEVICES];            /* put in the pool meanwhile (dev_lock) */
 static atomic_bool any_graph_memory; /* an executable graph with (or maybe with) allocation nodes */
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 static __thread unsigned unsure_launches;
 
-static void after_fork_child(void)
+void gpc_graphs_fork(enum gpc_fork_step step, enum gpc_lock_rank rank)
 {
-    /* A lock another thread held at fork() stays held forever in the child: start clean. */
-    pthread_mutex_init(&table_lock, NULL);
-    pthread_rwlock_init(&trim_lock, NULL);
-    for (int i = 0; i < GPC_MAX_DEVICES; i++) {
-        pthread_mutex_init(&dev_lock[i], NULL);
-        /* The parent's launches under way are not the child's: nothing is under way here. */
-        inflight[i] = 0;
-        counting[i] = false;
-        atomic_store(&pooled[i], 0);
+    if (rank == GPC_LOCK_GRAPH_TRIM) {
+        if (step == GPC_FORK_PREPARE)
+            pthread_rwlock_wrlock(&trim_lock);
+        else if (step == GPC_FORK_PARENT)
+            pthread_rwlock_unlock(&trim_lock);
+        else
+            pthread_rwlock_init(&trim_lock, NULL);
     }
+    /* Each device's lock: made fresh in the child only (FRESH), with what it guards. */
+    for (int d = 0; rank == GPC_LOCK_GRAPH_DEV && step == GPC_FORK_CHILD && d < GPC_MAX_DEVICES; d++) {
+        gpc_fork_mutex(&dev_lock[d], step);
+        /* The parent's launches under way are not the child's: nothing is under way here. */
+        inflight[d] = 0;
+        counting[d] = false;
+        atomic_store(&pooled[d], 0);
+    }
+    if (rank == GPC_LOCK_GRAPH_TABLE)
+        gpc_fork_mutex(&table_lock, step);
 }
-static void register_fork(void) { pthread_atfork(NULL, NULL, after_fork_child); }
 
 static inline bool dev_ok(int device) { return device >= 0 && device < GPC_MAX_DEVICES; }
 
@@ -140,7 +147,7 @@ static void slot_drop(struct gpc_graph_exec *s)
 
 static void exec_remove(uintptr_t key)
 {
-    pthread_mutex_lock(&table_lock);
+    gpc_lock(&table_lock, GPC_LOCK_GRAPH_TABLE);
     uint32_t i = gpc_graphs_slot_of(key);
     for (int p = 0; p < GPC_GRAPH_PROBES; p++, i = (i + 1) & (EXEC_SLOTS - 1)) {
         uintptr_t k = atomic_load_explicit(&gpc_graph_execs[i].key, memory_order_relaxed);
@@ -151,7 +158,7 @@ static void exec_remove(uintptr_t key)
         if (k == 0)
             break;
     }
-    pthread_mutex_unlock(&table_lock);
+    gpc_unlock(&table_lock, GPC_LOCK_GRAPH_TABLE);
 }
 
 /* ---- the charge of each device's graph memory ---- */
@@ -206,7 +213,7 @@ static bool settle(int device, _Atomic uint64_t *own)
         uint64_t grown = r - c, paid = own ? take_from(own, grown) : 0;
         paid += take_from(&pooled[device], grown - paid);
         if (grown > paid)
-            gpc_budget_reserve_unchecked(budget, grown - paid);
+            gpc_budget_admit_unchecked(budget, grown - paid);
     } else if (r < c) {
         gpc_budget_release(budget, c - r);
     }
@@ -219,32 +226,32 @@ bool gpc_graphs_trim(int device)
         return false;
     /* Not while a launch with allocation nodes is under way (it may be this thread, asking the
      * budget): the launch counted on the memory the device reserves. */
-    if (pthread_rwlock_trywrlock(&trim_lock) != 0)
+    if (gpc_trywrlock(&trim_lock, GPC_LOCK_GRAPH_TRIM) != 0)
         return false;
     bool released = false;
     if (gpc_real.cuDeviceGraphMemTrim && gpc_real.cuDeviceGraphMemTrim(device) == CUDA_SUCCESS)
         released = settle(device, NULL);
-    pthread_rwlock_unlock(&trim_lock);
+    gpc_rwunlock(&trim_lock, GPC_LOCK_GRAPH_TRIM);
     return released;
 }
 
 void gpc_graphs_forget_ctx(CUcontext ctx)
 {
-    pthread_mutex_lock(&table_lock);
+    gpc_lock(&table_lock, GPC_LOCK_GRAPH_TABLE);
     for (int i = 0; i < EXEC_SLOTS; i++) {
         uintptr_t k = atomic_load_explicit(&gpc_graph_execs[i].key, memory_order_relaxed);
         if (k > KEY_GONE && gpc_graph_execs[i].ctx == ctx)
             slot_drop(&gpc_graph_execs[i]);
     }
-    pthread_mutex_unlock(&table_lock);
+    gpc_unlock(&table_lock, GPC_LOCK_GRAPH_TABLE);
     if (!atomic_load(&any_graph_memory))
         return;
     /* The driver gave back the graph memory of the context: the devices' figures dropped. */
-    pthread_rwlock_wrlock(&trim_lock);
+    gpc_rwlock(&trim_lock, GPC_LOCK_GRAPH_TRIM, true);
     for (int d = 0; d < GPC_MAX_DEVICES; d++)
         if (atomic_load(&charged[d]))
             settle(d, NULL);
-    pthread_rwlock_unlock(&trim_lock);
+    gpc_rwunlock(&trim_lock, GPC_LOCK_GRAPH_TRIM);
 }
 
 /* ---- reserving around a launch, an upload or an instantiation that uploads ---- */
@@ -261,22 +268,22 @@ static bool dev_enter(int device)
 {
     if (!dev_ok(device))
         return false;
-    pthread_mutex_lock(&dev_lock[device]);
+    gpc_lock(&dev_lock[device], GPC_LOCK_GRAPH_DEV);
     bool alone = inflight[device]++ == 0;
     if (alone) {
         counting[device] = true;
         promised[device] = kept[device] = 0;
     }
-    pthread_mutex_unlock(&dev_lock[device]);
+    gpc_unlock(&dev_lock[device], GPC_LOCK_GRAPH_DEV);
     return alone;
 }
 
 /* The launch alone on `device` counted on `bytes` of its unused reserve. */
 static void dev_promise(int device, uint64_t bytes)
 {
-    pthread_mutex_lock(&dev_lock[device]);
+    gpc_lock(&dev_lock[device], GPC_LOCK_GRAPH_DEV);
     promised[device] = bytes;
-    pthread_mutex_unlock(&dev_lock[device]);
+    gpc_unlock(&dev_lock[device], GPC_LOCK_GRAPH_DEV);
 }
 
 /*
@@ -288,7 +295,7 @@ static void dev_leave(int device, int budget, uint64_t left, bool counted)
 {
     uint64_t rest = left;
     if (dev_ok(device)) {
-        pthread_mutex_lock(&dev_lock[device]);
+        gpc_lock(&dev_lock[device], GPC_LOCK_GRAPH_DEV);
         inflight[device]--;
         if (counted) {
             counting[device] = false;
@@ -299,7 +306,7 @@ static void dev_leave(int device, int budget, uint64_t left, bool counted)
             atomic_fetch_add(&pooled[device], keep);
             rest -= keep;
         }
-        pthread_mutex_unlock(&dev_lock[device]);
+        gpc_unlock(&dev_lock[device], GPC_LOCK_GRAPH_DEV);
     }
     if (rest)
         gpc_budget_release(budget, rest);
@@ -313,7 +320,7 @@ static void hold_end(struct hold *h)
             settle(h->c[i].device, &h->own[i]);
         dev_leave(h->c[i].device, h->c[i].budget, atomic_load(&h->own[i]), h->counted[i]);
     }
-    pthread_rwlock_unlock(&trim_lock);
+    gpc_rwunlock(&trim_lock, GPC_LOCK_GRAPH_TRIM);
 }
 
 /*
@@ -323,7 +330,7 @@ static void hold_end(struct hold *h)
 static CUresult hold_begin(const struct gpc_graph_need *need, struct hold *h, const char *call)
 {
     CUresult rc = CUDA_SUCCESS;
-    pthread_rwlock_rdlock(&trim_lock);
+    gpc_rwlock(&trim_lock, GPC_LOCK_GRAPH_TRIM, false);
     for (h->n = 0; h->n < need->n; h->n++) {
         int i = h->n, dev = need->device[i];
         uint64_t ask = round_granule(need->bytes[i]), r, u;
@@ -406,7 +413,6 @@ int gpc_graphs_inst_begin(CUgraph g, struct gpc_graph_need *need)
     need->n = 0;
     if (!gpc_counting())
         return 1;
-    pthread_once(&fork_once, register_fork);
     return inspect(g, need);
 }
 
@@ -419,7 +425,7 @@ void gpc_graphs_inst_end(CUresult rc, CUgraphExec *exec, int inspected, const st
     if (!gpc_real.cuCtxGetCurrent || gpc_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS)
         ctx = NULL;
     uint32_t info = inspected < 0 ? INFO_UNSURE : INFO_NONE;
-    pthread_mutex_lock(&table_lock);
+    gpc_lock(&table_lock, GPC_LOCK_GRAPH_TABLE);
     if (inspected == 0 && need->n) {
         int i = 0;
         while (i < MAX_NEEDS && need_used[i])
@@ -433,7 +439,7 @@ void gpc_graphs_inst_end(CUresult rc, CUgraphExec *exec, int inspected, const st
         }
     }
     exec_put((uintptr_t)*exec, info, ctx);
-    pthread_mutex_unlock(&table_lock);
+    gpc_unlock(&table_lock, GPC_LOCK_GRAPH_TABLE);
     if (info != INFO_NONE)
         atomic_store(&any_graph_memory, true);
 }
@@ -498,10 +504,10 @@ CUresult gpc_graphs_device_trim(CUdevice device)
 {
     if (!atomic_load(&any_graph_memory) || atomic_load(&gpc_passthrough))
         return GPC_CALL_REAL(cuDeviceGraphMemTrim, (device));
-    pthread_rwlock_wrlock(&trim_lock);
+    gpc_rwlock(&trim_lock, GPC_LOCK_GRAPH_TRIM, true);
     CUresult rc = GPC_CALL_REAL(cuDeviceGraphMemTrim, (device));
     if (rc == CUDA_SUCCESS)
         settle(device, NULL);
-    pthread_rwlock_unlock(&trim_lock);
+    gpc_rwunlock(&trim_lock, GPC_LOCK_GRAPH_TRIM);
     return rc;
 }

@@ -9,10 +9,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/locks.h"
 #include "driver/resolve.h"
 
 /* cuDeviceGraphMemTrim on `device`, then releases what it gave back: true when anything was. */
 bool gpc_graphs_trim(int device);
+/* Its part of the fork sequence (hooks/init.c), for its locks (core/locks.h: GRAPH_*). */
+void gpc_graphs_fork(enum gpc_fork_step step, enum gpc_lock_rank rank);
 /*
  * After the driver tore down context `ctx` (it frees the graph memory and executable graphs that
  * lived there): forgets the executable graphs instantiated in it and settles each device's graph

@@ -27,11 +27,11 @@
 #include "common/units.h"
 #include "core/budget.h"
 #include "core/ledger_map.h"
+#include "core/locks.h"
 #include "core/state.h"
 
 #include <errno.h>
 #include <pthread.h>
-#include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -58,9 +58,10 @@ static bool same_file(const struct stat *a, const struct stat *b)
            a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
-static void child_after_fork(void)
+void gpc_live_fork(enum gpc_fork_step step, enum gpc_lock_rank rank)
 {
-    pthread_mutex_init(&live_lock, NULL);
+    if (rank == GPC_LOCK_LIVE)
+        gpc_fork_mutex(&live_lock, step);
 }
 
 void gpc_live_start(void)
@@ -71,7 +72,6 @@ void gpc_live_start(void)
         have_file = true;
         atomic_store(&file_due_ms, now_ms() + FILE_EVERY_MS);
     }
-    pthread_atfork(NULL, NULL, child_after_fork);
     gpc_budget_set_poll(gpc_live_check);
 }
 
@@ -129,19 +129,6 @@ static void apply_one(int ordinal, int id, const char *uuid, uint64_t physical, 
     }
 }
 
-/*
- * The limits of the settings as now written into the process's settings (only they change live),
- * so that a device set up later gets them too. Under the set-up lock, which guards their readers.
- */
-static void adopt_limits(const struct gpc_settings *fresh)
-{
-    gpc_config.opt[GPC_OPT_MEMORY_LIMIT] = fresh->opt[GPC_OPT_MEMORY_LIMIT];
-    gpc_config.opt[GPC_OPT_MEMORY_LIMIT_MAX] = fresh->opt[GPC_OPT_MEMORY_LIMIT_MAX];
-    memcpy(gpc_config.dev_limit, fresh->dev_limit, sizeof gpc_config.dev_limit);
-    memcpy(gpc_config.uuid_limit, fresh->uuid_limit, sizeof gpc_config.uuid_limit);
-    gpc_config.n_uuid = fresh->n_uuid;
-}
-
 /* Under live_lock: re-reads a settings file whose identity moved and applies its limits. */
 static bool check_file(void)
 {
@@ -149,18 +136,14 @@ static bool check_file(void)
     if (fstatat(AT_FDCWD, gpc_config.config_path, &before, 0) != 0 || same_file(&before, &file_seen))
         return false;
     extern char **environ;
-    static struct gpc_settings fresh, platform_kept;
-    struct gpc_settings *platform = (struct gpc_settings *)gpc_config.platform;
+    /* This check's own copies (under live_lock): a read that is not used changes nothing. */
+    static struct gpc_settings fresh, fresh_platform;
     struct apply a = {.fresh = &fresh};
     gpc_device_hold(true);
-    /* Under the lock the loader rewrites the platform's settings in place (they bound every
-     * limit, gpc_config's own included): kept, to be put back if the new file is not used. */
-    if (platform)
-        platform_kept = *platform;
     bool good = false, bad = false;
     for (int i = 0; i < READ_TRIES && !good && !bad; i++) {
         int errors = 0;
-        gpc_settings_load_to(&fresh, environ, count_errors, &errors);
+        gpc_settings_load_to(&fresh, &fresh_platform, environ, count_errors, &errors);
         /* A file whose identity moved while it was read may be torn: read again. */
         if (fstatat(AT_FDCWD, gpc_config.config_path, &after, 0) != 0 || !same_file(&before, &after)) {
             before = after;
@@ -175,10 +158,9 @@ static bool check_file(void)
                     ? "with another lock setting (only limits change live)" : "with errors (see `gpucap check`)");
     if (good) {
         said_bad = false;
-        adopt_limits(&fresh);
+        /* Only the limits change live, so that a device set up later gets them too (state.c). */
+        gpc_config_adopt_limits(&fresh);
         gpc_device_each_budget(apply_one, &a);
-    } else if (platform) {
-        *platform = platform_kept;
     }
     /* Torn at every try: looked at again at the next check. Bad: said once, looked at again
      * when it is rewritten. */
@@ -229,12 +211,12 @@ bool gpc_live_check(bool now)
         uint64_t t = now_ms(), due = atomic_load_explicit(&file_due_ms, memory_order_relaxed);
         if (t < due || !atomic_compare_exchange_strong(&file_due_ms, &due, t + FILE_EVERY_MS))
             return changed;
-        if (pthread_mutex_trylock(&live_lock) != 0)
+        if (gpc_trylock(&live_lock, GPC_LOCK_LIVE) != 0)
             return changed;
     } else {
-        pthread_mutex_lock(&live_lock);
+        gpc_lock(&live_lock, GPC_LOCK_LIVE);
     }
     changed |= check_file();
-    pthread_mutex_unlock(&live_lock);
+    gpc_unlock(&live_lock, GPC_LOCK_LIVE);
     return changed;
 }

@@ -7,6 +7,8 @@
 
 #include <stdbool.h>
 
+#include "core/locks.h"
+
 /*
  * At start-up, after the ledger: notes the settings file read (its identity, to see it rewritten)
  * and registers the check with budget.c.
@@ -19,5 +21,7 @@ void gpc_live_start(void);
  * True when a limit of this process changed. Never on the allocation fast path.
  */
 bool gpc_live_check(bool now);
+/* Its part of the fork sequence (hooks/init.c), for its lock (core/locks.h: LIVE). */
+void gpc_live_fork(enum gpc_fork_step step, enum gpc_lock_rank rank);
 
 #endif

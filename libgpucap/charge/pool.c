@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pool.c: the accounting of stream-ordered allocation (cuMemAllocAsync, cuMemAllocFromPoolAsync,
- * cuMemFreeAsync) and the pools behind it; the hooks are in hooks/hooks_pool.c.
+ * cuMemFreeAsync) and the pools behind it; the hooks are in hooks/pool.c.
  *
  * What a pool takes from the card is its *reserved* memory (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT),
  * not the sum of live pointers: cuMemFreeAsync hands memory back to the pool, which keeps it until
@@ -34,7 +34,7 @@
 #include "common/ledger.h"
 #include "common/log.h"
 #include "core/budget.h"
-#include "core/fork.h"
+#include "core/locks.h"
 #include "core/state.h"
 #include "core/track.h"
 #include "driver/resolve.h"
@@ -63,15 +63,6 @@ struct pool {
 static struct pool pools[MAX_POOLS] = {[0 ... MAX_POOLS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
 static atomic_int npools; /* slots ever used (a high-water mark: scans stop there) */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-
-static void after_fork_child(void)
-{
-    /* A pool lock another thread held at fork() stays held forever in the child: start clean. */
-    for (int i = 0; i < MAX_POOLS; i++)
-        pthread_mutex_init(&pools[i].lock, NULL);
-}
-static void register_fork(void) { gpc_fork_guard((pthread_mutex_t *const[]){&table_lock}, 1, after_fork_child); }
 
 static uint64_t round_granule(uint64_t n)
 {
@@ -86,8 +77,7 @@ static struct pool *pool_slot(CUmemoryPool handle, int device, bool counted)
     for (int i = 0; i < n; i++)
         if (__atomic_load_n(&pools[i].handle, __ATOMIC_ACQUIRE) == h && !pools[i].dead)
             return &pools[i];
-    pthread_once(&fork_once, register_fork);
-    pthread_mutex_lock(&table_lock);
+    gpc_lock(&table_lock, GPC_LOCK_POOL_TABLE);
     struct pool *found = NULL, *free_slot = NULL;
     n = atomic_load(&npools);
     for (int i = 0; i < n && !found; i++) {
@@ -109,7 +99,7 @@ static struct pool *pool_slot(CUmemoryPool handle, int device, bool counted)
         __atomic_store_n(&free_slot->handle, h, __ATOMIC_RELEASE);
         found = free_slot;
     }
-    pthread_mutex_unlock(&table_lock);
+    gpc_unlock(&table_lock, GPC_LOCK_POOL_TABLE);
     return found;
 }
 
@@ -142,10 +132,10 @@ void gpc_pools_reconcile(void)
         if (!__atomic_load_n(&p->handle, __ATOMIC_ACQUIRE) || p->dead || !p->charged)
             continue;
         /* A pool busy allocating settles itself. */
-        if (pthread_mutex_trylock(&p->lock) != 0)
+        if (gpc_trylock(&p->lock, GPC_LOCK_POOL) != 0)
             continue;
         reconcile_locked(p);
-        pthread_mutex_unlock(&p->lock);
+        gpc_unlock(&p->lock, GPC_LOCK_POOL);
     }
 }
 
@@ -158,11 +148,11 @@ bool gpc_pools_trim(int device)
         if (!__atomic_load_n(&p->handle, __ATOMIC_ACQUIRE) || p->dead || p->device != device || !p->charged)
             continue;
         /* trylock: the caller may hold this very pool's lock (a denial inside an allocation). */
-        if (pthread_mutex_trylock(&p->lock) != 0)
+        if (gpc_trylock(&p->lock, GPC_LOCK_POOL) != 0)
             continue;
         if (gpc_real.cuMemPoolTrimTo && gpc_real.cuMemPoolTrimTo((CUmemoryPool)p->handle, 0) == CUDA_SUCCESS)
             released |= reconcile_locked(p);
-        pthread_mutex_unlock(&p->lock);
+        gpc_unlock(&p->lock, GPC_LOCK_POOL);
     }
     return released;
 }
@@ -252,6 +242,17 @@ static void call_free(const struct async_req *r)
  */
 static pthread_mutex_t overflow_lock = PTHREAD_MUTEX_INITIALIZER;
 
+void gpc_pools_fork(enum gpc_fork_step step, enum gpc_lock_rank rank)
+{
+    /* Every pool's lock: made fresh in the child only (FRESH). */
+    for (int i = 0; rank == GPC_LOCK_POOL && step == GPC_FORK_CHILD && i < MAX_POOLS; i++)
+        gpc_fork_mutex(&pools[i].lock, step);
+    if (rank == GPC_LOCK_POOL_TABLE)
+        gpc_fork_mutex(&table_lock, step);
+    if (rank == GPC_LOCK_POOL_KEPT)
+        gpc_fork_mutex(&overflow_lock, step);
+}
+
 static struct gpc_track overflow_take(uint64_t pool)
 {
     struct gpc_track k;
@@ -268,7 +269,7 @@ static void overflow_put(uint64_t pool, const struct gpc_track *k)
 
 void gpc_pools_keep(const struct gpc_track *t)
 {
-    pthread_mutex_lock(&overflow_lock);
+    gpc_lock(&overflow_lock, GPC_LOCK_POOL_KEPT);
     struct gpc_track k = overflow_take(t->aux);
     k.device = t->device;
     k.aux = k.aux > t->bytes ? k.aux - t->bytes : 0;
@@ -277,13 +278,13 @@ void gpc_pools_keep(const struct gpc_track *t)
     else
         k.bytes += t->bytes;
     overflow_put(t->aux, &k);
-    pthread_mutex_unlock(&overflow_lock);
+    gpc_unlock(&overflow_lock, GPC_LOCK_POOL_KEPT);
 }
 
 /* After cuMemPoolTrimTo (destroyed false) or cuMemPoolDestroy of a pool without a slot. */
 static void overflow_settle(CUmemoryPool pool, bool destroyed)
 {
-    pthread_mutex_lock(&overflow_lock);
+    gpc_lock(&overflow_lock, GPC_LOCK_POOL_KEPT);
     struct gpc_track k = overflow_take((uint64_t)(uintptr_t)pool);
     cuuint64_t reserved = 0;
     uint64_t target = k.bytes;
@@ -299,7 +300,7 @@ static void overflow_settle(CUmemoryPool pool, bool destroyed)
     if (destroyed)
         k.refs = -1;
     overflow_put((uint64_t)(uintptr_t)pool, &k);
-    pthread_mutex_unlock(&overflow_lock);
+    gpc_unlock(&overflow_lock, GPC_LOCK_POOL_KEPT);
 }
 
 /* Per-pointer counting, for a pool we cannot keep a slot for. */
@@ -311,19 +312,19 @@ static CUresult alloc_per_pointer(const struct async_req *r)
     CUmemoryPool pool = r->pool;
     uint64_t charge = round_granule(bytes), kept = 0;
     if (pool) {
-        pthread_mutex_lock(&overflow_lock);
+        gpc_lock(&overflow_lock, GPC_LOCK_POOL_KEPT);
         struct gpc_track k = overflow_take((uint64_t)(uintptr_t)pool);
         kept = k.bytes < charge ? k.bytes : charge;
         k.bytes -= kept;
         overflow_put((uint64_t)(uintptr_t)pool, &k);
-        pthread_mutex_unlock(&overflow_lock);
+        gpc_unlock(&overflow_lock, GPC_LOCK_POOL_KEPT);
     }
     struct gpc_charge c;
     CUresult rc = gpc_charge_begin(&c, -1, charge - kept, call);
     if (rc == CUDA_SUCCESS)
         rc = call_alloc(r);
     if (pool && (kept || rc == CUDA_SUCCESS)) {
-        pthread_mutex_lock(&overflow_lock);
+        gpc_lock(&overflow_lock, GPC_LOCK_POOL_KEPT);
         struct gpc_track k = overflow_take((uint64_t)(uintptr_t)pool);
         k.device = c.device;
         if (rc != CUDA_SUCCESS)
@@ -331,7 +332,7 @@ static CUresult alloc_per_pointer(const struct async_req *r)
         else if (c.budget != GPC_BUDGET_NONE)
             k.aux += charge;
         overflow_put((uint64_t)(uintptr_t)pool, &k);
-        pthread_mutex_unlock(&overflow_lock);
+        gpc_unlock(&overflow_lock, GPC_LOCK_POOL_KEPT);
     }
     if (rc != CUDA_SUCCESS) {
         gpc_charge_refused(&c);
@@ -376,7 +377,7 @@ static CUresult alloc_locked(struct pool *p, int dev, uint64_t ask, const struct
         reserved = p->charged + r->bytes; /* cannot tell: count the allocation itself */
     uint64_t growth = reserved > p->charged ? reserved - p->charged : 0;
     if (growth <= ask) {
-        gpc_budget_give_back(c.budget, ask - growth);
+        gpc_budget_release_charge(c.budget, ask - growth);
     } else {
         struct gpc_charge extra;
         if (gpc_charge_begin(&extra, dev, growth - ask, call) != CUDA_SUCCESS) {
@@ -387,10 +388,10 @@ static CUresult alloc_locked(struct pool *p, int dev, uint64_t ask, const struct
             reconcile_locked(p);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
-        gpc_budget_undo(extra.budget, 0, 0); /* one request: the pool's growth is not another */
+        gpc_budget_release_refused(extra.budget, 0, 0); /* one request: the pool's growth is not another */
     }
     if (reserved < p->charged)
-        gpc_budget_give_back(c.budget, p->charged - reserved);
+        gpc_budget_release_charge(c.budget, p->charged - reserved);
     gpc_charge_admitted(&c);
     p->charged = reserved;
     p->nallocs++;
@@ -431,17 +432,17 @@ static CUresult alloc_async(struct async_req *r)
     if (!p->counted)
         return call_alloc(r);
 
-    pthread_mutex_lock(&p->lock);
+    gpc_lock(&p->lock, GPC_LOCK_POOL);
     uint64_t ask = need_of(p, r->bytes);
     if (would_deny(dev, ask)) {
         /* Trimming takes every pool's lock, ours included. */
-        pthread_mutex_unlock(&p->lock);
+        gpc_unlock(&p->lock, GPC_LOCK_POOL);
         gpc_pools_trim(dev);
-        pthread_mutex_lock(&p->lock);
+        gpc_lock(&p->lock, GPC_LOCK_POOL);
         ask = need_of(p, r->bytes);
     }
     CUresult rc = alloc_locked(p, dev, ask, r);
-    pthread_mutex_unlock(&p->lock);
+    gpc_unlock(&p->lock, GPC_LOCK_POOL);
     return rc;
 }
 
@@ -449,7 +450,7 @@ static CUresult alloc_async(struct async_req *r)
 static void pool_freed(const struct gpc_track *t)
 {
     struct pool *p = &pools[t->aux];
-    pthread_mutex_lock(&p->lock);
+    gpc_lock(&p->lock, GPC_LOCK_POOL);
     if (p->nallocs)
         p->nallocs--;
     if (p->dead) {
@@ -462,7 +463,7 @@ static void pool_freed(const struct gpc_track *t)
     } else {
         reconcile_locked(p);
     }
-    pthread_mutex_unlock(&p->lock);
+    gpc_unlock(&p->lock, GPC_LOCK_POOL);
 }
 
 bool gpc_pools_free_begin(CUdeviceptr dptr, struct gpc_track *t)
@@ -513,7 +514,7 @@ void gpc_pools_forget_ctx(uint64_t ctx)
         struct pool *p = &pools[i];
         if (!__atomic_load_n(&p->handle, __ATOMIC_ACQUIRE))
             continue;
-        pthread_mutex_lock(&p->lock);
+        gpc_lock(&p->lock, GPC_LOCK_POOL);
         p->nallocs = p->nallocs > gone[i] ? p->nallocs - gone[i] : 0;
         if (p->dead && p->nallocs == 0) {
             gpc_budget_release(gpc_device_budget_if_ready(p->device), p->charged);
@@ -523,7 +524,7 @@ void gpc_pools_forget_ctx(uint64_t ctx)
             /* The teardown synchronised and trimmed the pools: charge what they still reserve. */
             reconcile_locked(p);
         }
-        pthread_mutex_unlock(&p->lock);
+        gpc_unlock(&p->lock, GPC_LOCK_POOL);
     }
 }
 
@@ -542,12 +543,12 @@ void gpc_pools_learn(CUresult rc, CUmemoryPool *pool, int device, bool counted)
     if (pool_slot(*pool, device, counted))
         return;
     /* No slot: a destroyed pool's record under this handle now stands for a live pool again. */
-    pthread_mutex_lock(&overflow_lock);
+    gpc_lock(&overflow_lock, GPC_LOCK_POOL_KEPT);
     struct gpc_track k = overflow_take((uint64_t)(uintptr_t)*pool);
     if (k.refs < 0)
         k.refs = 0;
     overflow_put((uint64_t)(uintptr_t)*pool, &k);
-    pthread_mutex_unlock(&overflow_lock);
+    gpc_unlock(&overflow_lock, GPC_LOCK_POOL_KEPT);
 }
 
 CUresult gpc_pools_destroy(CUmemoryPool pool)
@@ -565,7 +566,7 @@ CUresult gpc_pools_destroy(CUmemoryPool pool)
             overflow_settle(pool, true);
         return rc;
     }
-    pthread_mutex_lock(&p->lock);
+    gpc_lock(&p->lock, GPC_LOCK_POOL);
     cuuint64_t used = 0;
     bool have_used = gpc_real.cuMemPoolGetAttribute &&
                      gpc_real.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS;
@@ -579,7 +580,7 @@ CUresult gpc_pools_destroy(CUmemoryPool pool)
         if (p->nallocs == 0)
             __atomic_store_n(&p->handle, 0, __ATOMIC_RELEASE);
     }
-    pthread_mutex_unlock(&p->lock);
+    gpc_unlock(&p->lock, GPC_LOCK_POOL);
     return rc;
 }
 

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/locks.h"
 #include "core/track.h"
 #include "driver/resolve.h"
 
@@ -20,6 +21,8 @@
 bool gpc_pools_trim(int device);
 /* Releases what pools gave back on their own (at synchronisations); cheap when no pool is known. */
 void gpc_pools_reconcile(void);
+/* Its part of the fork sequence (hooks/init.c), for its locks (core/locks.h: POOL, POOL_TABLE, POOL_KEPT). */
+void gpc_pools_fork(enum gpc_fork_step step, enum gpc_lock_rank rank);
 /* Context `ctx` was torn down: its pool allocations went back to their pools, which the driver
  * trimmed; drops their records and brings each pool's charge to what it still reserves. */
 void gpc_pools_forget_ctx(uint64_t ctx);

@@ -4,9 +4,10 @@
  *
  * Stream-ordered pools and graph memory keep what their allocations freed, and it stays charged to
  * the budget. Before an allocation is denied, charge.c asks every module that keeps such memory to
- * give back what it holds unused on the device (gpc_reclaim). The modules register their step at
- * start-up (init.c), so charge.c calls into no hook file: the layering is hooks -> charge -> budget
- * -> ledger, with no cycle between charge and the pools or graphs that charge their allocations.
+ * give back what it holds unused on the device (gpc_reclaim). The modules (charge/pool.c,
+ * charge/graph.c) register their step at start-up (hooks/init.c): they call charge.c to charge
+ * their allocations, and charge.c reaches them only through what they registered, so there is no
+ * circle between them (tools/check_layers.sh checks the objects for one).
  */
 #include "charge/reclaim.h"
 

@@ -9,7 +9,7 @@
 
 /* A module's step: gives back what it keeps unused on `device`; true when anything was released. */
 typedef bool gpc_reclaim_fn(int device);
-/* Adds a step (at start-up, before any allocation is charged: init.c). 0, or -ENOSPC when full. */
+/* Adds a step (at start-up, before any allocation is charged: hooks/init.c). 0, or -ENOSPC when full. */
 int gpc_reclaim_register(gpc_reclaim_fn *fn);
 /* Runs every registered step for `device`: true when any released memory (admission may retry). */
 bool gpc_reclaim(int device);

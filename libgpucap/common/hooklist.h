@@ -110,7 +110,7 @@
 /*
  * NVML entry points gpucap interposes, X(export, pfn_type). Exported and reached by the dlsym
  * redirect on a libnvidia-ml handle, never through cuGetProcAddress; the real functions are
- * looked up lazily in an already loaded libnvidia-ml.so.1 (hooks_nvml.c).
+ * looked up lazily in an already loaded libnvidia-ml.so.1 (driver/nvml.c).
  */
 #define GPC_NVML_HOOKS(X)                                        \
     X(nvmlDeviceGetMemoryInfo, gpc_nvmlDeviceGetMemoryInfo_fn)   \

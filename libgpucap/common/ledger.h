@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * ledger.h: the layout of the shared ledger file, read by the library (ledger.c) and by
- * `gpucap status` (tools/). Fixed size, no pointers; atomics and process-shared robust mutexes only.
- * Any change to it must bump GPC_LEDGER_VERSION.
+ * ledger.h: the shared ledger file: its layout, what a rebuild carries of it, and its read side
+ * (ledger_read.c: the path, the check, the one copy routine, the figures, whether a process is
+ * alive; ledger_make.c: a fresh one). The library maps it (core/ledger_*.c); the tools (`gpucap
+ * status`, the exporter, the agent) copy it with gpc_ledger_copy. Fixed size, no pointers; atomics
+ * and process-shared robust mutexes only. Any change to the layout must bump GPC_LEDGER_VERSION,
+ * and a new field must join one of the lists below it (a _Static_assert checks that they cover it).
  */
 #ifndef GPUCAP_LEDGER_H
 #define GPUCAP_LEDGER_H
@@ -11,6 +14,8 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "common/defs.h"
 
 #define GPC_LEDGER_MAGIC 0x5247444c43504721ULL /* "!GPCLDGR" */
 #define GPC_LEDGER_VERSION 7u
@@ -21,7 +26,7 @@
  * A budget: what admission works on, one per device entry, in the shared ledger and in a private
  * budget alike. Processes do not admit against `leased` one allocation at a time: each holds a
  * lease (struct gpc_ledger_share) granted from it under the entry's lock, and admits inside its
- * lease without any lock (budget.c). What is in use is what the processes admitted, the sum that
+ * lease without any lock (core/lease.c). What is in use is what the processes admitted, the sum that
  * gpc_ledger_in_use() computes, never `leased` (which counts their spare too).
  */
 struct gpc_slot {
@@ -39,14 +44,14 @@ struct gpc_slot {
 struct gpc_ledger_dev {
     _Atomic uint32_t state;     /* 0 free, 1 in use */
     /* v7: 1 while the processes' spares are closed to admission without the lock: the limit
-     * dropped below `leased` and what the processes hold keeps it there (budget.c). Under `lock`. */
+     * dropped below `leased` and what the processes hold keeps it there (core/lease.c). Under `lock`. */
     _Atomic uint32_t closed;
     uint8_t uuid[16];           /* cuDeviceGetUuid_v2: the same card whatever its ordinal */
     uint64_t physical;          /* bytes, as the driver reports them */
     struct gpc_slot slot;
     pthread_mutex_t lock;       /* robust, process-shared: leases granted and taken back */
     /* The journal of a lease being taken back from process `victim - 1` (0: none), so that the
-     * next locker completes it exactly if the taker dies half-way (budget.c, ledger.c). */
+     * next locker completes it exactly if the taker dies half-way (core/lease.c). */
     _Atomic int32_t victim;
     uint32_t pad2;
     _Atomic uint64_t victim_spare, victim_spare_after, victim_lease;
@@ -82,7 +87,7 @@ struct gpc_ledger_dev {
  * are a generation that only lock holders change: odd while the lease and the spare change
  * together, so a reader that takes no lock can tell a torn pair (gpc_ledger_share_in_use). Bit 47
  * (GPC_SPARE_OPEN) says that the spare may be admitted from without the lock; only lock holders
- * change it (budget.c: closed while the device's limit is below its leases). The bytes are the low
+ * change it (core/lease.c: closed while the device's limit is below its leases). The bytes are the low
  * 47 bits.
  */
 #define GPC_SPARE_BITS 48
@@ -120,8 +125,6 @@ struct gpc_ledger_proc {
  * `mode` took the place of a padding word that every writer left 0, so the layout and its version
  * are unchanged and 0 reads as "not recorded".
  */
-#define GPC_IDENTITY_NAME 64  /* namespace, container name, pod UID: at most 63 characters */
-#define GPC_IDENTITY_POD 256  /* pod name: at most 253 characters */
 #define GPC_IDENTITY_MODE_UNKNOWN 0 /* a writer before the field was used (it was padding, always 0) */
 #define GPC_IDENTITY_MODE_ENFORCE 1
 #define GPC_IDENTITY_MODE_AUDIT 2
@@ -152,6 +155,50 @@ struct gpc_ledger {
     struct gpc_ledger_proc proc[GPC_LEDGER_PROCS];
 };
 
+/*
+ * What a ledger rebuilt under a fresh file carries over from the broken one (core/ledger_file.c),
+ * and what a process moving to the file now at the path carries of its own entry
+ * (core/ledger_lock.c), field by field, each as an atomic load and store. The other fields are
+ * written by the rebuild itself, in the order its readers need. Every field of the device and
+ * process entries is in exactly one list of its entry: the assertions below fail when a field is
+ * added to the layout without a word on what a rebuild does with it.
+ */
+#define GPC_LEDGER_DEV_CARRIED(X)                                                                      \
+    X(slot.limit) X(slot.leased) X(slot.peak) X(slot.allocs) X(slot.frees) X(slot.denials)             \
+    X(slot.largest) X(slot.first_denial_ns) X(slot.contexts) X(victim_spare) X(victim_spare_after)    \
+    X(victim_lease) X(victim) X(limit_was) X(limit_changed_s) X(limit_asked) X(limit_changes)         \
+    X(limit_by) X(closed) X(driver_limit) X(refused_driver) X(context_count) X(held_at_exit)
+/* Set by the rebuild: the card (copied whole), a fresh lock, the state last (it publishes the entry). */
+#define GPC_LEDGER_DEV_SET(X) X(uuid) X(physical) X(lock) X(pad2) X(state)
+/* Who holds a process entry: carried by a rebuild and by a move. */
+#define GPC_LEDGER_PROC_CARRIED(X) X(start_time) X(exec_fd) X(exec_fd_dev) X(exec_fd_ino) X(took_set)
+/* Set apart: the shares (GPC_LEDGER_SHARE_CARRIED, each under its device's lock in a move), the exec
+ * mark (a rebuild only: a process that moves is not in an exec), the pid last (it publishes the entry). */
+#define GPC_LEDGER_PROC_SET(X) X(share) X(execing) X(pad2) X(pid)
+#define GPC_LEDGER_SHARE_CARRIED(X) X(lease) X(spare) X(peak) X(limit)
+
+#define GPC_LEDGER_FIELD_SIZE_(type, f) +sizeof(((type *)0)->f)
+#define GPC_LEDGER_DEV_SIZE_(f) GPC_LEDGER_FIELD_SIZE_(struct gpc_ledger_dev, f)
+#define GPC_LEDGER_PROC_SIZE_(f) GPC_LEDGER_FIELD_SIZE_(struct gpc_ledger_proc, f)
+#define GPC_LEDGER_SHARE_SIZE_(f) GPC_LEDGER_FIELD_SIZE_(struct gpc_ledger_share, f)
+_Static_assert(0 GPC_LEDGER_DEV_CARRIED(GPC_LEDGER_DEV_SIZE_) GPC_LEDGER_DEV_SET(GPC_LEDGER_DEV_SIZE_) ==
+                   sizeof(struct gpc_ledger_dev),
+               "a field of struct gpc_ledger_dev is in neither GPC_LEDGER_DEV_CARRIED nor GPC_LEDGER_DEV_SET");
+_Static_assert(0 GPC_LEDGER_PROC_CARRIED(GPC_LEDGER_PROC_SIZE_) GPC_LEDGER_PROC_SET(GPC_LEDGER_PROC_SIZE_) ==
+                   sizeof(struct gpc_ledger_proc),
+               "a field of struct gpc_ledger_proc is in neither GPC_LEDGER_PROC_CARRIED nor GPC_LEDGER_PROC_SET");
+_Static_assert(0 GPC_LEDGER_SHARE_CARRIED(GPC_LEDGER_SHARE_SIZE_) == sizeof(struct gpc_ledger_share),
+               "a field of struct gpc_ledger_share is not in GPC_LEDGER_SHARE_CARRIED");
+_Static_assert(0 GPC_LEDGER_FIELD_SIZE_(struct gpc_slot, limit) GPC_LEDGER_FIELD_SIZE_(struct gpc_slot, leased)
+                       GPC_LEDGER_FIELD_SIZE_(struct gpc_slot, peak) GPC_LEDGER_FIELD_SIZE_(struct gpc_slot, allocs)
+                           GPC_LEDGER_FIELD_SIZE_(struct gpc_slot, frees) GPC_LEDGER_FIELD_SIZE_(struct gpc_slot, denials)
+                               GPC_LEDGER_FIELD_SIZE_(struct gpc_slot, largest)
+                                   GPC_LEDGER_FIELD_SIZE_(struct gpc_slot, first_denial_ns)
+                                       GPC_LEDGER_FIELD_SIZE_(struct gpc_slot, contexts) == sizeof(struct gpc_slot),
+               "a field of struct gpc_slot is not in GPC_LEDGER_DEV_CARRIED");
+
+/* ---- a fresh ledger (ledger_make.c) ---- */
+
 /* Writes the header and initialises the locks of a fresh (zero) ledger mapping. */
 void gpc_ledger_format(struct gpc_ledger *l);
 /*
@@ -161,31 +208,47 @@ void gpc_ledger_format(struct gpc_ledger *l);
  */
 int gpc_ledger_create(const char *path, unsigned mode);
 
-/*
- * Checks a mapped ledger of `file_size` bytes: NULL if it is usable, else the reason, e.g.
- * "truncated", "not a gpucap ledger", "layout version 2, this gpucap reads 1". It reads the header
- * and the device entries only (all before `proc`).
- */
-const char *gpc_ledger_check(const struct gpc_ledger *l, uint64_t file_size, char *buf, unsigned len);
-/* What gpc_ledger_check() found, for a reader that acts on it (not on its text). */
-enum gpc_ledger_fault {
-    GPC_LEDGER_USABLE,
-    GPC_LEDGER_TRUNCATED,     /* shorter than its header, or than a ledger */
-    GPC_LEDGER_NOT_LEDGER,    /* another magic number */
-    GPC_LEDGER_OTHER_VERSION, /* another layout version */
-    GPC_LEDGER_CORRUPT,       /* sizes or device states that no gpucap writes */
-};
-/* gpc_ledger_check(), with what it found in *fault as well. */
-const char *gpc_ledger_check_fault(const struct gpc_ledger *l, uint64_t file_size, char *buf, unsigned len,
-                                   enum gpc_ledger_fault *fault);
+/* ---- the read side (ledger_read.c) ---- */
 
 /*
- * Reads /proc/<pid>/<file> (one read: the start of a longer file) into `buf` of `len` (> 0) bytes,
- * NUL-terminated: the bytes read, or -errno (buf then "").
+ * Why a ledger file or mapping is not usable: one value per kind (the exporter counts skipped
+ * files by kind), with a line of text for people in gpc_ledger_problem.text ("truncated (shorter
+ * than its header)", "layout version 2, this gpucap reads version 7", ...).
  */
-int gpc_proc_read(int32_t pid, const char *file, char *buf, size_t len);
-/* Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); 0 if unreadable. */
-uint64_t gpc_proc_start_time(int32_t pid);
+enum gpc_ledger_fault {
+    GPC_LEDGER_USABLE = 0,
+    GPC_LEDGER_UNREADABLE,    /* fstat or read failed */
+    GPC_LEDGER_NOT_REGULAR,   /* not a regular file */
+    GPC_LEDGER_TOO_LARGE,     /* larger than a ledger: not one */
+    GPC_LEDGER_TRUNCATED,     /* shorter than a ledger */
+    GPC_LEDGER_NOT_LEDGER,    /* the wrong magic number */
+    GPC_LEDGER_OTHER_VERSION, /* another layout version */
+    GPC_LEDGER_CORRUPT,       /* header sizes, or a device entry's state, this layout cannot have */
+    GPC_LEDGER_TORN,          /* the identity block was being written during every copy */
+};
+struct gpc_ledger_problem {
+    enum gpc_ledger_fault fault;
+    char text[160];
+};
+/* Checks a mapped or copied ledger of `file_size` bytes: the fault (GPC_LEDGER_USABLE if none),
+ * also in *why (optional) with its text. */
+enum gpc_ledger_fault gpc_ledger_check(const struct gpc_ledger *l, uint64_t file_size, struct gpc_ledger_problem *why);
+/*
+ * The one way a reader copies a ledger: the open file `fd` into *copy with pread(2) (never a
+ * mapping: a file shrunk under a mapping raises SIGBUS; whatever the file lacks reads as zero),
+ * then gpc_ledger_check; the identity block is whole when its seqlock did not move during the
+ * copy, else the copy is made again, GPC_LEDGER_COPY_TRIES times at most (GPC_LEDGER_TORN: the
+ * copy's figures are whole, its identity may not be). The fault, also in *why (optional).
+ */
+#define GPC_LEDGER_COPY_TRIES 3
+enum gpc_ledger_fault gpc_ledger_copy(int fd, struct gpc_ledger *copy, struct gpc_ledger_problem *why);
+/*
+ * gpc_ledger_copy for a reader of figures that looks only below procs_used (the exporter, the
+ * agent): the head (header, identity, device entries) and the process entries below the header's
+ * procs_used, clamped to the table and stored clamped in the copy; the entries above it are left as
+ * the buffer had them. Some 9 KiB a ledger instead of the whole file.
+ */
+enum gpc_ledger_fault gpc_ledger_copy_used(int fd, struct gpc_ledger *copy, struct gpc_ledger_problem *why);
 
 /*
  * What one process has in use under share `s`: its lease less its spare, read so that a lease and
@@ -208,17 +271,10 @@ uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev);
  * the image that held the share still has its close-on-exec descriptor. Unknowable is alive.
  */
 int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time, const struct gpc_ledger_proc *p);
-/*
- * Whether `path` is a file mounted on its own (a bind mount, as the webhook mounts the platform file
- * and the ledger): 1 yes, 0 no, -1 cannot tell (a kernel without statx's mount id, or no such path).
- * With `fd`, the file found at `path` must also be the one `fd` holds (0 otherwise). The file is
- * looked up in its directory, opened first: a directory renamed meanwhile changes nothing.
- */
-int gpc_path_own_mount(const char *path, int fd);
 
 struct gpc_settings;
 /*
- * ledger_check.c: the ledger's path by the settings `s` (GPUCAP_LEDGER, ini `ledger`), else
+ * The ledger's path by the settings `s` (GPUCAP_LEDGER, ini `ledger`), else
  * /tmp/gpucap-<euid>.ledger, into buf. 0, or -ENOENT when it is "off" (a budget private to each
  * process: no file).
  */

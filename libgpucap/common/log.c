@@ -5,12 +5,14 @@
  * Lines start with "gpucap: " and go to stderr through a single write(2), so lines from several
  * threads and processes do not interleave and no stdio buffer or lock is involved (the host process
  * may be in any state). Quiet by default: errors and warnings only; GPUCAP_LOG_LEVEL raises it.
+ * In debug builds only, a failed GPC_ASSERT (defs.h) is one line here and an abort.
  */
 #include "common/log.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 int gpc_log_threshold = GPC_LOG_WARN;
@@ -35,3 +37,11 @@ void gpc_log_line(enum gpc_log_level level, const char *fmt, ...)
     (void)w;
     errno = saved;
 }
+
+#ifdef GPC_DEBUG
+void gpc_assert_fail(const char *what, const char *file, int line)
+{
+    gpc_log_line(GPC_LOG_ERROR, "assertion failed at %s:%d: %s (a debug build: aborting)", file, line, what);
+    abort();
+}
+#endif

@@ -31,7 +31,7 @@
 #include "common/options.h"
 
 #include "common/defs.h"
-#include "common/ledger.h"
+#include "common/proc.h"
 #include "common/log.h"
 #include "common/units.h"
 
@@ -152,28 +152,25 @@ static const char *source_name(enum gpc_source src)
     return src == GPC_SRC_ENV ? "environment" : src == GPC_SRC_FILE ? "file" : "default";
 }
 
-/* Where the loader's lines go: the current load's sink, or log.c's stderr lines without one. One
- * load at a time (the library loads once, under its init; the CLI has one thread). */
-static gpc_settings_sink *sink;
-static void *sink_arg;
-
-__attribute__((format(printf, 2, 3))) static void say(enum gpc_log_level level, const char *fmt, ...)
+/* One line of the load of *s: to the load's sink (s->sink), or log.c's stderr lines without one. */
+__attribute__((format(printf, 3, 4))) static void say(const struct gpc_settings *s, enum gpc_log_level level,
+                                                      const char *fmt, ...)
 {
     char line[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    if (sink)
-        sink(level, line, sink_arg);
+    if (s->sink)
+        s->sink(level, line, s->sink_arg);
     else
         gpc_log_line(level, "%s", line);
 }
 /* A line below the log threshold is not said (as gpc_log). */
-#define say_gated(level, ...)                    \
+#define say_gated(s, level, ...)                 \
     do {                                         \
         if ((int)(level) <= gpc_log_threshold)   \
-            say((level), __VA_ARGS__);           \
+            say((s), (level), __VA_ARGS__);      \
     } while (0)
 
 /* Index of `text` among "a|b|c", or -1. */
@@ -249,7 +246,7 @@ static void report_bad(struct gpc_settings *s, const struct gpc_option_def *d, c
                        const char *text, const char *safe)
 {
     s->errors++;
-    say(GPC_LOG_ERROR, "%s: %s = '%s' is not valid; accepted: %s; %s", where, d->key, text,
+    say(s, GPC_LOG_ERROR, "%s: %s = '%s' is not valid; accepted: %s; %s", where, d->key, text,
                  type_forms(d), safe);
 }
 
@@ -300,8 +297,8 @@ static void check_syntax(struct ini_ctx *c, const char *line)
     c->syntax_errors++;
     c->s->errors++;
     c->s->config_bad = true;
-    say(GPC_LOG_ERROR, "%s:%d: syntax error: not an ini line (key = value, [section], ; comment); budgets not "
-                 "set in the environment are 0", c->s->config_path, c->line);
+    say(c->s, GPC_LOG_ERROR, "%s:%d: syntax error: not an ini line (key = value, [section], ; comment); budgets "
+                 "not set in the environment are 0", c->s->config_path, c->line);
 }
 
 /* inih reads through this so that every handler call knows its line number. */
@@ -340,7 +337,7 @@ static struct gpc_value *uuid_value(struct gpc_settings *s, const char *uuid)
     if (s->n_uuid == GPC_MAX_UUID_LIMITS) {
         s->errors++;
         s->env_bad = true;
-        say(GPC_LOG_ERROR, "more than %d per-UUID limits; every budget is 0", GPC_MAX_UUID_LIMITS);
+        say(s, GPC_LOG_ERROR, "more than %d per-UUID limits; every budget is 0", GPC_MAX_UUID_LIMITS);
         return NULL;
     }
     struct gpc_uuid_limit *u = &s->uuid_limit[s->n_uuid++];
@@ -464,7 +461,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
         if (strcmp(c->bad_section, section) != 0) {
             s->errors++;
             s->config_bad = true;
-            say(GPC_LOG_ERROR, "%s:%d: unknown section [%s] (use [gpucap], [device.<ordinal>] or "
+            say(s, GPC_LOG_ERROR, "%s:%d: unknown section [%s] (use [gpucap], [device.<ordinal>] or "
                          "[device.GPU-<uuid>]%s); budgets not set in the environment are 0", s->config_path,
                          c->section_line ? c->section_line : c->line, section,
                          suggest(section, false, true, false, hint, sizeof hint));
@@ -496,7 +493,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
     }
     s->errors++;
     s->config_bad = true;
-    say(GPC_LOG_ERROR, "%s: unknown key '%s' in [%s]%s; budgets not set in the environment are 0",
+    say(s, GPC_LOG_ERROR, "%s: unknown key '%s' in [%s]%s; budgets not set in the environment are 0",
                  where, name, section, suggest(name, false, false, dev >= 0, hint, sizeof hint));
     return 1;
 }
@@ -511,7 +508,7 @@ static void load_file(struct gpc_settings *s, const char *env_path)
         if (env_path && *env_path) {
             s->errors++;
             s->config_bad = true;
-            say(GPC_LOG_ERROR, "GPUCAP_CONFIG=%s cannot be read (%s); budgets not set in the "
+            say(s, GPC_LOG_ERROR, "GPUCAP_CONFIG=%s cannot be read (%s); budgets not set in the "
                          "environment are 0", path, strerror(errno));
         }
         return;
@@ -525,17 +522,17 @@ static void load_file(struct gpc_settings *s, const char *env_path)
          * before any section come after a broken "[gpucap" line: the syntax error is the news. */
         s->errors++;
         s->config_bad = true;
-        say(GPC_LOG_ERROR, "%s:%d: syntax error: not an ini line (key = value, [section], ; comment); "
+        say(s, GPC_LOG_ERROR, "%s:%d: syntax error: not an ini line (key = value, [section], ; comment); "
                      "budgets not set in the environment are 0", path, rc);
     } else if (c.orphan_line && c.syntax_errors == 0) {
         s->errors++;
         s->config_bad = true;
-        say(GPC_LOG_ERROR, "%s:%d: key '%s' before any section (put it under [gpucap]); budgets not "
+        say(s, GPC_LOG_ERROR, "%s:%d: key '%s' before any section (put it under [gpucap]); budgets not "
                      "set in the environment are 0", path, c.orphan_line, c.orphan_key);
     } else if (rc < 0) {
         s->errors++;
         s->config_bad = true;
-        say(GPC_LOG_ERROR, "%s: cannot be parsed; budgets not set in the environment are 0", path);
+        say(s, GPC_LOG_ERROR, "%s: cannot be parsed; budgets not set in the environment are 0", path);
     }
 }
 
@@ -608,7 +605,7 @@ static void load_secure(struct gpc_settings *s, char *const *envp)
         ignored += strncmp(*e, "GPUCAP_", 7) == 0;
     load_file(s, NULL);
     set_threshold(gpc_opt_enum(s, GPC_OPT_LOG_LEVEL));
-    say_gated(GPC_LOG_WARN, "secure-execution process (setuid, setgid or file capabilities): %d GPUCAP_* "
+    say_gated(s, GPC_LOG_WARN, "secure-execution process (setuid, setgid or file capabilities): %d GPUCAP_* "
             "variable(s) ignored; settings from %s only", ignored, s->config_path);
 }
 
@@ -640,7 +637,7 @@ static bool apply_env(struct gpc_settings *s, const char *name, const char *valu
         }
         if (d->flags & GPC_OPTF_FILE_ONLY) {
             s->errors++;
-            say(GPC_LOG_ERROR, "%s: %s is read only from the platform file %s; ignored", name, d->key,
+            say(s, GPC_LOG_ERROR, "%s: %s is read only from the platform file %s; ignored", name, d->key,
                          GPC_SYSTEM_CONFIG);
             return true;
         }
@@ -704,7 +701,7 @@ static int size_cmp(enum gpc_opt opt, const struct gpc_value *a, const struct gp
 static void refuse(struct gpc_settings *s, const char *var, const char *text, const char *why)
 {
     s->refused++;
-    say(GPC_LOG_WARN, "%s=%s refused: the settings are locked by %s (%s)", var, text,
+    say(s, GPC_LOG_WARN, "%s=%s refused: the settings are locked by %s (%s)", var, text,
                  s->platform->config_path, why);
 }
 
@@ -724,7 +721,7 @@ static void lock_limit(struct gpc_settings *s, const char *var, struct gpc_value
         refuse(s, var, v->text, why);
         *v = *plat;
     } else if (c == 2) {
-        say(GPC_LOG_WARN, "%s=%s: the settings are locked by %s: it applies only on devices where it "
+        say(s, GPC_LOG_WARN, "%s=%s: the settings are locked by %s: it applies only on devices where it "
                      "is below memory_limit = %s", var, v->text, s->platform->config_path, plat->text);
     }
 }
@@ -732,7 +729,7 @@ static void lock_limit(struct gpc_settings *s, const char *var, struct gpc_value
 static void apply_lock(struct gpc_settings *s)
 {
     const struct gpc_settings *p = s->platform;
-    say_gated(GPC_LOG_INFO, "settings locked by %s: the environment may only tighten them", p->config_path);
+    say_gated(s, GPC_LOG_INFO, "settings locked by %s: the environment may only tighten them", p->config_path);
     for (int i = 0; i < GPC_OPT__COUNT; i++) {
         const struct gpc_option_def *d = &gpc_option_defs[i];
         struct gpc_value *v = &s->opt[i];
@@ -781,25 +778,26 @@ static void apply_lock(struct gpc_settings *s)
     }
 }
 
-static void load(struct gpc_settings *s, char *const *envp);
+static void load(struct gpc_settings *s, struct gpc_settings *platform, char *const *envp, gpc_settings_sink *to,
+                 void *arg);
 
-void gpc_settings_load(struct gpc_settings *s, char *const *envp)
+void gpc_settings_load(struct gpc_settings *s, struct gpc_settings *platform, char *const *envp)
 {
-    load(s, envp);
+    load(s, platform, envp, NULL, NULL);
 }
 
-void gpc_settings_load_to(struct gpc_settings *s, char *const *envp, gpc_settings_sink *to, void *arg)
+void gpc_settings_load_to(struct gpc_settings *s, struct gpc_settings *platform, char *const *envp,
+                          gpc_settings_sink *to, void *arg)
 {
-    sink = to;
-    sink_arg = arg;
-    load(s, envp);
-    sink = NULL;
-    sink_arg = NULL;
+    load(s, platform, envp, to, arg);
 }
 
-static void load(struct gpc_settings *s, char *const *envp)
+static void load(struct gpc_settings *s, struct gpc_settings *platform, char *const *envp, gpc_settings_sink *to,
+                 void *arg)
 {
     memset(s, 0, sizeof *s);
+    s->sink = to;
+    s->sink_arg = arg;
     for (int i = 0; i < GPC_OPT__COUNT; i++) {
         const struct gpc_option_def *d = &gpc_option_defs[i];
         if (d->def) {
@@ -809,6 +807,8 @@ static void load(struct gpc_settings *s, char *const *envp)
     }
     if (gpc_secure_execution()) {
         load_secure(s, envp);
+        s->sink = NULL;
+        s->sink_arg = NULL;
         return;
     }
     const char *config = NULL;
@@ -822,26 +822,28 @@ static void load(struct gpc_settings *s, char *const *envp)
      * rename the directory above the mount put another in its place: locked, every budget 0. */
     bool replaced = !s->platform_mounted && gpc_path_own_mount(GPC_PRELOAD_FILE, -1) == 1;
     if (lock != 0 || replaced) {
-        static struct gpc_settings platform;
         s->locked = true;
         load_file(s, NULL);
         if (replaced) {
             s->errors++;
             s->config_bad = true;
-            say(GPC_LOG_ERROR, "%s is not the file the platform mounted (%s is a mount of its own, it is not: a "
+            say(s, GPC_LOG_ERROR, "%s is not the file the platform mounted (%s is a mount of its own, it is not: a "
                          "directory above it was replaced); every budget is 0", GPC_SYSTEM_CONFIG, GPC_PRELOAD_FILE);
         } else if (lock < 0) {
             s->errors++;
             s->config_bad = true;
-            say(GPC_LOG_ERROR, "%s exists but cannot be read (%s); it may lock the settings, so "
+            say(s, GPC_LOG_ERROR, "%s exists but cannot be read (%s); it may lock the settings, so "
                          "budgets not set in the environment are 0", GPC_SYSTEM_CONFIG, strerror(-lock));
         }
-        platform = *s;
-        s->platform = &platform;
+        /* The caller's copy: the platform file's settings as this load read them. */
+        *platform = *s;
+        platform->sink = NULL;
+        platform->sink_arg = NULL;
+        s->platform = platform;
     } else {
         load_file(s, config);
         if (s->opt[GPC_OPT_LOCK].src == GPC_SRC_FILE && gpc_opt_bool(s, GPC_OPT_LOCK))
-            say(GPC_LOG_WARN, "%s: lock = true has no effect here: only the platform file %s locks "
+            say(s, GPC_LOG_WARN, "%s: lock = true has no effect here: only the platform file %s locks "
                          "the settings", s->config_path, GPC_SYSTEM_CONFIG);
     }
 
@@ -861,13 +863,15 @@ static void load(struct gpc_settings *s, char *const *envp)
             char hint[96];
             s->errors++;
             s->env_bad = true;
-            say(GPC_LOG_ERROR, "%s is not a gpucap setting%s (see `gpucap check`); every budget is 0 "
+            say(s, GPC_LOG_ERROR, "%s is not a gpucap setting%s (see `gpucap check`); every budget is 0 "
                          "until it is removed or corrected", name, suggest(name, true, false, false, hint, sizeof hint));
         }
     }
     set_threshold(gpc_opt_enum(s, GPC_OPT_LOG_LEVEL));
     if (s->locked)
         apply_lock(s);
+    s->sink = NULL;
+    s->sink_arg = NULL;
 }
 
 /* The per-UUID value from `src` whose configured text is a prefix of `uuid`, or NULL. */

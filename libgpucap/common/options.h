@@ -80,6 +80,7 @@ struct gpc_value {
     } u;
     char text[256];      /* as written (strings: the value) */
 };
+typedef void gpc_settings_sink(enum gpc_log_level level, const char *line, void *arg);
 struct gpc_settings {
     struct gpc_value opt[GPC_OPT__COUNT];
     struct gpc_value dev_limit[GPC_MAX_DEVICES]; /* per ordinal memory_limit */
@@ -97,25 +98,31 @@ struct gpc_settings {
     uid_t platform_uid;  /* under the lock: the platform file's owner, who alone makes ledgers */
     bool platform_mounted; /* the platform file is a mount of its own (the webhook's layout): so is the ledger */
     int refused;         /* overrides refused under the lock (one warning line each) */
-    /* Under the lock: the platform file's settings alone, which bound every limit here. */
+    /* Under the lock: the platform file's settings alone, which bound every limit here; the copy the
+     * caller of the load gave (NULL when not locked). */
     const struct gpc_settings *platform;
+    /* While a load runs: where its lines go (gpc_settings_load_to; NULL: the log). */
+    gpc_settings_sink *sink;
+    void *sink_arg;
 };
 /*
  * Fills *s from the ini file (GPUCAP_CONFIG, else /etc/gpucap/gpucap.ini if present) and then the
  * environment `envp`, which overrides it. Every malformed value is logged as one error line naming
  * the setting, the value and the accepted forms. Never fails: bad values are marked `bad`.
  * When the platform file (/etc/gpucap/gpucap.ini) says `lock = true`, GPUCAP_CONFIG is not read and
- * the environment may only tighten (GPC_OPTF_LOCK_*); each refused override is one warning line and
- * s->platform keeps the platform file's settings (static storage: the last locked load's).
+ * the environment may only tighten (GPC_OPTF_LOCK_*); each refused override is one warning line,
+ * and the platform file's own settings are kept in *platform, the caller's storage, which
+ * s->platform then points at (keep it as long as *s). Loads share no state but the log threshold
+ * (log.h), which each sets from the level its settings say.
  */
-void gpc_settings_load(struct gpc_settings *s, char *const *envp);
+void gpc_settings_load(struct gpc_settings *s, struct gpc_settings *platform, char *const *envp);
 /*
  * The same, with each line the loader would log (error and warning lines, without the "gpucap: "
  * prefix) handed to `to` instead: the CLI's way to read the settings quietly or to count. The
- * lines below the log threshold are not said. One load at a time.
+ * lines below the log threshold are not said.
  */
-typedef void gpc_settings_sink(enum gpc_log_level level, const char *line, void *arg);
-void gpc_settings_load_to(struct gpc_settings *s, char *const *envp, gpc_settings_sink *to, void *arg);
+void gpc_settings_load_to(struct gpc_settings *s, struct gpc_settings *platform, char *const *envp,
+                          gpc_settings_sink *to, void *arg);
 /*
  * True in a secure-execution process (getauxval(AT_SECURE): setuid, setgid, file capabilities).
  * There gpc_settings_load reads only the system settings file and no GPUCAP_* variable, and the

@@ -333,11 +333,6 @@ static void json_run(struct out *o, const struct gpc_report_run *run)
         (unsigned long long)(run->wall_ns / 1000u % 1000000u));
 }
 
-int gpc_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit)
-{
-    return gpc_report_write_run(fd, l, json, audit, NULL, 0, NULL);
-}
-
 int gpc_report_write_timeline(int fd, const struct gpc_ledger *l, bool json, bool audit,
                               const struct gpc_timeline *tl, int ntl)
 {

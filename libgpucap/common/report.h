@@ -11,11 +11,6 @@
 
 #include "common/ledger.h"
 
-/*
- * Writes the figures of every device entry of ledger `l` to `fd` with write(2) (no malloc, no
- * stdio), as text or one JSON object. `audit` says the run was in audit mode. 0, or -errno.
- */
-int gpc_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit);
 /* One bucket of a device's usage timeline: from t_ns (UTC, ns), the highest and the last figure. */
 struct gpc_tl_point {
     uint64_t t_ns, max, last;
@@ -27,7 +22,11 @@ struct gpc_timeline {
     int n;
     const struct gpc_tl_point *p;
 };
-/* gpc_report_write, with a "timeline" in each JSON device that one of `tl[0..ntl)` matches. */
+/*
+ * Writes the figures of every device entry of ledger `l` to `fd` with write(2) (no malloc, no
+ * stdio), as text or one JSON object, with a "timeline" in each JSON device that one of
+ * `tl[0..ntl)` matches. `audit` says the run was in audit mode. 0, or -errno.
+ */
 int gpc_report_write_timeline(int fd, const struct gpc_ledger *l, bool json, bool audit,
                               const struct gpc_timeline *tl, int ntl);
 /* What `gpucap run` adds to a report: a device's index and name (NVML's), the run's command,

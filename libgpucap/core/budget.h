@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * budget.h: reservation arithmetic (budget.c) over the ledger's device entries.
+ * budget.h: admission against the budgets, by leases (budget.c; the words are core/lease.c's).
+ *
+ * One verb gives bytes back: release. gpc_budget_release gives back what a free of the program's
+ * freed, gpc_budget_release_charge what was charged but was no allocation of the program (a
+ * context's reserve, memory the driver took unasked, the surplus of an estimate), and
+ * gpc_budget_release_refused an admission the driver then did not carry out.
  */
 #ifndef GPUCAP_CORE_BUDGET_H
 #define GPUCAP_CORE_BUDGET_H
@@ -10,83 +15,76 @@
 
 #include "common/ledger.h"
 
-/* In the crash-test copy of the library only: the process dies (SIGKILL) at step n of a locked
- * lease operation when GPC_TEST_CRASH_AT=n. Nothing in the real library. */
-#ifdef GPC_CRASH_POINTS
-void gpc_crash_point(int n);
-#define GPC_CRASH_POINT(n) gpc_crash_point(n)
-#else
-#define GPC_CRASH_POINT(n) ((void)0)
-#endif
 /* Budget ids are ledger device indices, or one of these. */
 #define GPC_BUDGET_NONE (-1) /* no limit for that device: nothing is counted */
 #define GPC_BUDGET_DENY (-2) /* a budget of 0 after a bad setting: everything is denied */
-/*
- * Admits `bytes` if what is admitted on the device stays within its limit: 0, or -ENOMEM (nothing
- * changed, denial counted). Inside this process's lease: one compare-and-swap. Otherwise the lease
- * grows under the device's robust lock; before denying, every process's spare and dead processes'
- * shares are taken back and admission is tried again.
- */
-int gpc_budget_reserve(int id, uint64_t bytes);
 /* How gpc_budget_admit admits (flags). */
-#define GPC_ADMIT_UNCHECKED 1u  /* audit mode: whatever the limit (see gpc_budget_reserve_unchecked) */
-#define GPC_ADMIT_CONTEXT 2u    /* a context reserve: counted apart, not a request (allocs, largest) */
-#define GPC_ADMIT_DEFER_PEAK 4u /* the peak and the timeline wait for gpc_budget_admitted (the driver may refuse) */
-#define GPC_UNDO_DRIVER 8u      /* gpc_budget_undo: the driver refused (counted as such) */
-/* gpc_budget_reserve with GPC_ADMIT_* flags. */
+#define GPC_ADMIT_UNCHECKED 1u   /* audit mode: whatever the limit (see gpc_budget_admit_unchecked) */
+#define GPC_ADMIT_CONTEXT 2u     /* a context reserve: counted apart, not a request (allocs, largest) */
+#define GPC_ADMIT_DEFER_PEAK 4u  /* the peak and the timeline wait for gpc_budget_admitted (the driver may refuse) */
+#define GPC_REFUSED_BY_DRIVER 8u /* gpc_budget_release_refused: the driver refused (counted as such) */
+/*
+ * Admits `bytes` on budget `id` if what is admitted on the device stays within its limit in force:
+ * 0, or -ENOMEM (nothing changed, denial counted). Inside this process's lease: one
+ * compare-and-swap. Otherwise the lease grows under the device's robust lock; before denying,
+ * every process's spare and dead processes' shares are taken back and admission is tried again.
+ * `how`: GPC_ADMIT_* flags.
+ */
 int gpc_budget_admit(int id, uint64_t bytes, unsigned how);
 /* The driver carried out an admission made with GPC_ADMIT_DEFER_PEAK: this process's peak follows. */
 void gpc_budget_admitted(int id);
+/* Gives back bytes admitted earlier that a free of the program's freed (no lock: into this
+ * process's lease; counted as a free). */
+void gpc_budget_release(int id, uint64_t bytes);
+/* Gives back bytes charged that were no allocation of the program (a context, memory the driver
+ * took, an estimate settled): no free is counted. */
+void gpc_budget_release_charge(int id, uint64_t bytes);
 /*
- * Takes back an admission the driver did not carry out (`how`: the admission's GPC_ADMIT_CONTEXT,
- * and GPC_UNDO_DRIVER when the driver refused it): the bytes back, the allocation uncounted, no free.
+ * Gives back an admission the driver did not carry out (`how`: the admission's GPC_ADMIT_CONTEXT,
+ * and GPC_REFUSED_BY_DRIVER when the driver refused it): the bytes back, the allocation uncounted,
+ * no free.
  */
-void gpc_budget_undo(int id, uint64_t bytes, unsigned how);
-/* Gives back bytes that were no allocation of the program (a context, an estimate settled): no free. */
-void gpc_budget_give_back(int id, uint64_t bytes);
+void gpc_budget_release_refused(int id, uint64_t bytes, unsigned how);
 /* At normal exit, before the ledger lets go: adds the allocations this process still holds (its
  * context reserves apart) to held_at_exit. */
 void gpc_budget_note_exit(void);
 /* The admission rule: `bytes` more on top of `used` stays within `limit` (computed without wrapping). */
 bool gpc_budget_fits(uint64_t used, uint64_t bytes, uint64_t limit);
-/* Gives back bytes admitted earlier (no lock: into this process's lease). */
-void gpc_budget_release(int id, uint64_t bytes);
 /* What the processes on budget `id` have in use (0 for none); the device's peak follows it. */
 uint64_t gpc_budget_in_use(int id);
 /* The device's peak of budget `id` (gpc_ledger_peak, and what is in use now). */
 uint64_t gpc_budget_peak(int id);
 /* Adds every thread's batched allocation and free counts to the ledger (for a report). */
 void gpc_budget_flush_counts(void);
-/* Registers the fork handler of the batched counts (at start-up). */
-void gpc_budget_atfork(void);
+/* In a fork child (the lifecycle's sequence, hooks/init.c): the parent's batched counts and what
+ * it holds are not the child's. */
+void gpc_budget_fork_child(void);
 /* Adds `delta` bytes to the part of a budget's use that context reserves make up (figures only). */
 void gpc_budget_note_contexts(int id, int64_t delta);
 /* The figures of a budget (NULL for GPC_BUDGET_NONE). */
 struct gpc_slot *gpc_budget_slot(int id);
-/*
- * Under the lock of entry d of ledger l: the entry's limit becomes `limit` at once. Lowered under
- * what is leased: every process's spare is closed to admission without the lock and taken back
- * (what the processes hold stays theirs; nothing more is admitted, with or without the lock, until
- * what is admitted plus the request fits), and the spares open again once the leases fit; raised:
- * admission up to the new limit at once. The one way a limit changes (registration, a process
- * leaving, gpc_budget_set_limit for a live change).
- */
-void gpc_budget_limit_locked(struct gpc_ledger *l, struct gpc_ledger_dev *d, uint64_t limit);
 /* What this process holds on budget `id` by its own count, kept outside the ledger (for a process
  * moved off a shrunk file: charged exactly that). */
 uint64_t gpc_budget_held(int id);
 /*
+ * Before a figure is read (a memory query, a report, the public API): a ledger file shrunk under
+ * this process is noticed and the process moved to a private budget; with `reap`, the shares of
+ * dead processes are taken back too (at most every 100 ms per process).
+ */
+void gpc_budget_refresh(bool reap);
+/*
  * Audit mode: admits `bytes` whatever the limit (used may pass it), so that the peak is what the
  * job really needs. 0, or -ENOMEM when the shared ledger cannot be locked (logged).
  */
-int gpc_budget_reserve_unchecked(int id, uint64_t bytes);
+int gpc_budget_admit_unchecked(int id, uint64_t bytes);
 /*
  * Charges `bytes` that the driver already took for this process without being asked (a context
  * grown past its reserve: context.c measures it), whatever the limit: the memory is on the card.
  * If what is leased then passes the limit, every spare on the entry is closed and taken back as
  * for a lowered limit, so nothing more is admitted until what is held fits. Noted as held by this
- * process (give it back with gpc_budget_give_back). 0, -EAGAIN when the lock was not obtained
- * (logged), -ENOMEM without a ledger entry, -EINVAL for a budget that is not a ledger entry.
+ * process (give it back with gpc_budget_release_charge). 0, -EAGAIN when the lock was not
+ * obtained (logged), -ENOMEM without a ledger entry, -EINVAL for a budget that is not a ledger
+ * entry.
  */
 int gpc_budget_force(int id, uint64_t bytes);
 /*
@@ -132,8 +130,9 @@ int gpc_budget_set_limit(int id, uint64_t limit, unsigned by, uint64_t *was, uin
 void gpc_budget_sync(int id);
 /*
  * The check for changed limits that budget.c runs at its locked steps (before a lease grows, and
- * once more before a denial with `now` true) and every 64 counted events per thread. Returns true
- * when a limit was changed. Registered by live.c at start-up (a lower layer calls up only this way).
+ * once more before a denial with `now` true) and every POLL_BATCHES batches of COUNT_BATCH
+ * counted events per thread (256 events). Returns true when a limit was changed. Registered by
+ * live.c at start-up (a lower layer calls up only this way).
  */
 typedef bool gpc_budget_poll_fn(bool now);
 void gpc_budget_set_poll(gpc_budget_poll_fn *fn);

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * ledger_map.h: this process's mapping of the ledger (ledger.c), the record of usage shared by the
- * processes of a container. The file's layout and its read side are common/ledger.h.
+ * ledger_map.h: the ledger module's contract (core/ledger_*.c, whose shared internals are
+ * core/ledger_int.h): this process's mapping of the ledger, the record of usage shared by the
+ * processes of a container, its entry there, the device entries and their locks. The file's layout
+ * and its read side are common/ledger.h; the lease and spare words are core/lease.c's.
  */
 #ifndef GPUCAP_CORE_LEDGER_MAP_H
 #define GPUCAP_CORE_LEDGER_MAP_H
@@ -12,6 +14,7 @@
 
 #include "common/defs.h"
 #include "common/ledger.h"
+#include "core/locks.h"
 
 extern struct gpc_ledger *gpc_ledger;
 /* True: a ledger file shared with other processes (locked admission, per-process accounting).
@@ -48,30 +51,32 @@ static inline struct gpc_ledger_proc *gpc_ledger_me(void)
     struct gpc_ledger_proc *p = atomic_load_explicit(&gpc_ledger_entry, memory_order_relaxed);
     return gpc_likely(p != NULL) ? p : gpc_ledger_claim();
 }
+/*
+ * The ledger's part of the fork sequence (hooks/init.c) for its locks (core/locks.h:
+ * LEDGER_CLAIM, LEDGER_REPAIR, LEDGER_RECOVER). In the child, at LEDGER_CLAIM, this process's
+ * entry is forgotten: a fork child is another process, which claims its own entry when it first
+ * needs one, carrying the limit in force for its parent then; a private budget's copy is emptied.
+ */
+void gpc_ledger_fork(enum gpc_fork_step step, enum gpc_lock_rank rank);
 /* Gives back the budget of dead processes (gone, zombies, images that exec'd) and recomputes the
  * limits they set; returns how many were reclaimed. */
 int gpc_ledger_reap(void);
 /*
  * Set by the SIGBUS guard when the ledger file was shrunk under this process (the mapping now holds
- * zero pages). gpc_ledger_recover() then moves the process to a private budget with the same entry
- * indices and its limits, charged exactly what it holds (gpc_budget_held: counted by budget.c
- * outside the mapping), and says so once. Budget calls check it on the shared path only.
+ * zero pages). gpc_ledger_recover(held) then moves the process to a private budget with the same
+ * entry indices and its limits, charged exactly what it holds (held(id): its own count, kept
+ * outside the mapping by the caller, core/budget.c), and says so once. Budget calls check the flag
+ * on the shared path only.
  */
 extern atomic_bool gpc_ledger_broken;
-void gpc_ledger_recover(void);
-static inline void gpc_ledger_check_broken(void)
-{
-    if (gpc_unlikely(gpc_ledger_shared && atomic_load_explicit(&gpc_ledger_broken, memory_order_relaxed)))
-        gpc_ledger_recover();
-}
-/* Touches the whole mapping, so that a file shrunk since is noticed (and this process moved to a
- * private budget) before a figure is read from it: for callers about to report one. */
+void gpc_ledger_recover(uint64_t (*held)(int id));
+/* Touches the whole mapping, so that a file shrunk since is noticed (gpc_ledger_broken) before a
+ * figure is read from it: for callers about to report one (core/budget.c's gpc_budget_refresh). */
 void gpc_ledger_probe(void);
-/* gpc_ledger_probe, then gpc_ledger_reap at most every 100 ms per process: for callers about to
- * report a figure. */
+/* gpc_ledger_reap at most every 100 ms per process (a shared ledger only): before a figure. */
 void gpc_ledger_reap_lazy(void);
 /*
- * Around an exec (hooks_exec.c): marks this process's entry "exec under way" (true if it marked
+ * Around an exec (hooks/exec.c): marks this process's entry "exec under way" (true if it marked
  * it: a process that never touched CUDA has none, and a vfork child must not mark its parent's),
  * then clears the mark when the exec returned, that is failed. See gpc_ledger_proc_alive.
  */
@@ -80,6 +85,13 @@ void gpc_ledger_exec_end(bool marked);
 /* A live change moved device entry d's limit: what this process keeps for a private budget after a
  * shrink, for a fork child's entry and for a move is the limit in force now (budget.c). */
 void gpc_ledger_note_limit(int d);
+/*
+ * Under entry `id`'s lock, a live change of the asks (the limit each process asked for, whose
+ * smallest is the entry's limit): the processes that asked for `old`, entry `me` (this process's,
+ * -1: none) and, with `all`, every process ask for `limit` now. Returns the smallest ask of the
+ * processes holding an entry, `limit` at most.
+ */
+uint64_t gpc_ledger_asks_set(struct gpc_ledger *l, int id, int me, uint64_t old, uint64_t limit, bool all);
 /*
  * Locks device entry `id` of the ledger (robust, bounded wait) and returns it, or NULL after
  * logging "...; <consequence>" (with the holder's pid when the wait timed out). A ledger whose lock

@@ -19,6 +19,7 @@
 #include "common/report.h"
 #include "common/units.h"
 #include "core/ledger_map.h"
+#include "core/locks.h"
 #include "core/state.h"
 
 #include <fcntl.h>
@@ -52,7 +53,11 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void after_fork_child(void) { pthread_mutex_init(&tl_lock, NULL); }
+void gpc_timeline_fork(enum gpc_fork_step step, enum gpc_lock_rank rank)
+{
+    if (rank == GPC_LOCK_TIMELINE)
+        gpc_fork_mutex(&tl_lock, step);
+}
 
 void gpc_timeline_start(void)
 {
@@ -61,7 +66,6 @@ void gpc_timeline_start(void)
     if (!(r && r[0]) && !(t && t[0]))
         return;
     t0 = now_ns();
-    pthread_atfork(NULL, NULL, after_fork_child);
     gpc_timeline_on = true;
 }
 
@@ -89,7 +93,7 @@ void gpc_timeline_record(int id, uint64_t used, bool denied)
     if (id < 0 || id >= TL_DEVICES)
         return;
     uint64_t t = now_ns();
-    pthread_mutex_lock(&tl_lock);
+    gpc_lock(&tl_lock, GPC_LOCK_TIMELINE);
     uint64_t at = t > t0 ? t - t0 : 0;
     while (at / width >= TL_BUCKETS)
         coarsen();
@@ -99,7 +103,7 @@ void gpc_timeline_record(int id, uint64_t used, bool denied)
     b->last = used;
     b->used = true;
     b->denials += denied;
-    pthread_mutex_unlock(&tl_lock);
+    gpc_unlock(&tl_lock, GPC_LOCK_TIMELINE);
 }
 
 int gpc_timeline_points(int id, struct gpc_tl_point *out, int max)
@@ -107,13 +111,13 @@ int gpc_timeline_points(int id, struct gpc_tl_point *out, int max)
     int n = 0;
     if (!gpc_timeline_on || id < 0 || id >= TL_DEVICES)
         return 0;
-    pthread_mutex_lock(&tl_lock);
+    gpc_lock(&tl_lock, GPC_LOCK_TIMELINE);
     for (int i = 0; i < TL_BUCKETS && n < max; i++) {
         const struct tl_bucket *b = &buckets[id][i];
         if (b->used)
             out[n++] = (struct gpc_tl_point){t0 + (uint64_t)i * width, b->max, b->last, b->denials};
     }
-    pthread_mutex_unlock(&tl_lock);
+    gpc_unlock(&tl_lock, GPC_LOCK_TIMELINE);
     return n;
 }
 

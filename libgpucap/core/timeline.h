@@ -10,6 +10,7 @@
 
 #include "common/defs.h"
 #include "common/report.h"
+#include "core/locks.h"
 
 extern bool gpc_timeline_on;
 /* At start-up: records from now on if GPUCAP_REPORT or GPUCAP_TIMELINE is set. */
@@ -22,5 +23,7 @@ int gpc_timeline_points(int id, struct gpc_tl_point *out, int max);
 int gpc_timeline_collect(const struct gpc_timeline **out);
 /* At exit, with GPUCAP_TIMELINE=DIR: writes DIR/timeline.<pid>. */
 void gpc_timeline_write_file(void);
+/* Its part of the fork sequence (hooks/init.c), for its lock (core/locks.h: TIMELINE). */
+void gpc_timeline_fork(enum gpc_fork_step step, enum gpc_lock_rank rank);
 
 #endif

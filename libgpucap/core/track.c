@@ -24,6 +24,7 @@
  * other case gives up before changing anything and starts again on the general path.
  */
 #include "core/track.h"
+#include "core/locks.h"
 
 #include "common/defs.h"
 
@@ -133,13 +134,28 @@ static void spin(atomic_flag *f)
 
 static inline void lock(struct shard *s)
 {
+    gpc_witness_take(GPC_LOCK_TRACK_SHARD, false);
     if (gpc_unlikely(atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire)))
         spin(&s->lock);
 }
 
 static inline void unlock(struct shard *s)
 {
+    gpc_witness_drop(GPC_LOCK_TRACK_SHARD);
     atomic_flag_clear_explicit(&s->lock, memory_order_release);
+}
+
+/* The side store's lock: after a shard lock, never before one. */
+static inline void wide_lock(struct wide *w)
+{
+    gpc_witness_take(GPC_LOCK_TRACK_WIDE, false);
+    spin(&w->lock);
+}
+
+static inline void wide_unlock(struct wide *w)
+{
+    gpc_witness_drop(GPC_LOCK_TRACK_WIDE);
+    atomic_flag_clear_explicit(&w->lock, memory_order_release);
 }
 
 static inline uint64_t hash(uint64_t key)
@@ -243,7 +259,7 @@ static struct gpc_track *wide_entry(struct wide *w, uint64_t i)
 static int64_t wide_put(struct wide *w, const struct gpc_track *t)
 {
     int64_t i;
-    spin(&w->lock);
+    wide_lock(w);
     if (w->free) {
         i = w->free - 1;
         w->free = (uint32_t)wide_entry(w, (uint64_t)i)->bytes;
@@ -263,16 +279,16 @@ static int64_t wide_put(struct wide *w, const struct gpc_track *t)
     }
     if (i >= 0)
         *wide_entry(w, (uint64_t)i) = *t;
-    atomic_flag_clear_explicit(&w->lock, memory_order_release);
+    wide_unlock(w);
     return i;
 }
 
 static void wide_drop(struct wide *w, uint64_t i)
 {
-    spin(&w->lock);
+    wide_lock(w);
     wide_entry(w, i)->bytes = w->free;
     w->free = (uint32_t)i + 1;
-    atomic_flag_clear_explicit(&w->lock, memory_order_release);
+    wide_unlock(w);
 }
 
 /* The record in slot words a, b, wherever it lives (under the slot's shard lock). */
@@ -617,28 +633,25 @@ int gpc_track_ref(enum gpc_map_kind kind, uint64_t key, int delta, struct gpc_tr
     return refs;
 }
 
-static void lock_all(void)
+void gpc_track_fork(enum gpc_fork_step step, enum gpc_lock_rank rank)
 {
-    for (int k = 0; k < GPC_MAP__COUNT; k++)
-        for (unsigned i = 0; i < NSHARDS; i++)
-            lock(&shards[k][i]);
-    for (int k = 0; k < GPC_MAP__COUNT; k++)
-        spin(&wides[k].lock);
-}
-
-static void unlock_all(void)
-{
-    for (int k = 0; k < GPC_MAP__COUNT; k++)
-        atomic_flag_clear_explicit(&wides[k].lock, memory_order_release);
-    for (int k = 0; k < GPC_MAP__COUNT; k++)
-        for (unsigned i = 0; i < NSHARDS; i++)
-            unlock(&shards[k][i]);
-}
-
-void gpc_track_atfork(void)
-{
-    /* A child must not inherit a shard lock that another thread of the parent held at fork(). */
-    pthread_atfork(lock_all, unlock_all, unlock_all);
+    /* A child must not inherit a lock that another thread of the parent held at fork(): the
+     * sequence takes them all (every shard, then every side store), and the child clears them. */
+    for (int k = 0; k < GPC_MAP__COUNT; k++) {
+        if (rank == GPC_LOCK_TRACK_SHARD) {
+            for (unsigned i = 0; i < NSHARDS; i++) {
+                if (step == GPC_FORK_PREPARE && atomic_flag_test_and_set_explicit(&shards[k][i].lock, memory_order_acquire))
+                    spin(&shards[k][i].lock);
+                else if (step != GPC_FORK_PREPARE)
+                    atomic_flag_clear_explicit(&shards[k][i].lock, memory_order_release);
+            }
+        } else if (rank == GPC_LOCK_TRACK_WIDE) {
+            if (step == GPC_FORK_PREPARE)
+                spin(&wides[k].lock);
+            else
+                atomic_flag_clear_explicit(&wides[k].lock, memory_order_release);
+        }
+    }
 }
 
 void gpc_track_drain_ctx(enum gpc_map_kind kind, uint64_t ctx, void (*fn)(const struct gpc_track *t, void *arg),
@@ -686,9 +699,9 @@ void gpc_track_stats(enum gpc_map_kind kind, uint64_t *records, uint64_t *bytes)
         unlock(s);
     }
     struct wide *w = &wides[kind];
-    spin(&w->lock);
+    wide_lock(w);
     for (unsigned c = 0; c < WIDE_CHUNKS; c++)
         if (atomic_load_explicit(&w->chunk[c], memory_order_relaxed))
             *bytes += sizeof(struct gpc_track) << (c + 6);
-    atomic_flag_clear_explicit(&w->lock, memory_order_release);
+    wide_unlock(w);
 }

@@ -1,15 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * nvml.c: the library's own reading of NVML, for one figure: what the card holds for this process
+ * nvml.c: NVML as the driver layer sees it: the real functions behind the NVML hooks (hooks/nvml.c),
+ * and the library's own reading of NVML for one figure, what the card holds for this process
  * (NVML's per-process list, nvmlDeviceGetComputeRunningProcesses), which includes what a context
  * takes that no allocation call reports (its own structures, and the modules it loads lazily at
  * launches). charge/context.c measures contexts with it.
+ *
+ * The real table is looked up, once, in a libnvidia-ml.so.1 that is already loaded: the handle a
+ * dlsym redirect was made on (hooks/dlsym.c hands it over), else one the loader has (RTLD_NOLOAD),
+ * else the definition after this library (a linked NVML). Only the figure below loads NVML.
  *
  * libnvidia-ml.so.1 is opened with the loader's own dlopen (gpc_real_dlopen_fn: a plain dlopen
  * from here would run through this library's hook) the first time a figure is asked for, which
  * is after a context was made: never in a process that does not use CUDA. The functions are
  * looked up on that handle with the real dlsym, so none of them is one of our NVML hooks (which a
- * program's own NVML calls reach: hooks_nvml.c). nvmlInit_v2 is reference-counted by NVML, so
+ * program's own NVML calls reach: hooks/nvml.c). nvmlInit_v2 is reference-counted by NVML, so
  * the program's own init and shutdown are unaffected; we never shut it down.
  *
  * The driver does not know PID namespaces: in a container without the host's, NVML lists host
@@ -23,11 +28,48 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <unistd.h>
 
-/* The few NVML types used here, as nvml.h defines them (not a toolkit header we build with). */
-typedef struct gpc_nvml_device *nvml_device;
+/* ---- the real functions behind the NVML hooks ---- */
+
+static struct gpc_real_nvml real_nvml;
+static _Atomic(void *) nvml_handle;
+static pthread_once_t real_once = PTHREAD_ONCE_INIT;
+
+void gpc_nvml_set_handle(void *handle)
+{
+    void *none = NULL;
+    atomic_compare_exchange_strong(&nvml_handle, &none, handle);
+}
+
+static void resolve_real(void)
+{
+    void *(*look)(void *, const char *) = gpc_real_dlsym_fn();
+    void *(*open_fn)(const char *, int) = gpc_real_dlopen_fn();
+    if (!look)
+        return;
+    void *h = atomic_load(&nvml_handle);
+    if (!h && open_fn)
+        h = open_fn("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD);
+    /* Called from this library, RTLD_NEXT finds the definition after ours (a linked NVML). */
+    void *where = h ? h : RTLD_NEXT;
+#define NV_RESOLVE(exp, pfn) real_nvml.exp = (pfn)look(where, #exp);
+    GPC_NVML_HOOKS(NV_RESOLVE)
+#undef NV_RESOLVE
+    real_nvml.nvmlDeviceGetUUID = (gpc_nvmlDeviceGetUUID_fn)look(where, "nvmlDeviceGetUUID");
+}
+
+const struct gpc_real_nvml *gpc_real_nvml(void)
+{
+    pthread_once(&real_once, resolve_real);
+    return &real_nvml;
+}
+
+/* ---- what the card holds for this process ---- */
+
+typedef nvmlDevice_t nvml_device;
 typedef struct {
     unsigned int pid;
     unsigned long long used; /* usedGpuMemory; NVML_VALUE_NOT_AVAILABLE when unknown */

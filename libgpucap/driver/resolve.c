@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * resolve.c: finding the real entry points, once.
+ * resolve.c: finding the real entry points, once (resolve.h is the contract).
  *
- * Two kinds: the dynamic loader's dlsym/dlvsym, which we interpose and so cannot simply call by
- * name, and the driver's functions in libcuda.so.1 (gpc_real).
+ * Three kinds: the dynamic loader's dlsym/dlvsym/dlopen/dlmopen, which we interpose and so cannot
+ * simply call by name; the driver's functions in libcuda.so.1 (gpc_real); libc's exec family,
+ * which we interpose too. NVML's are driver/nvml.c's.
  *
  * Why not `dlvsym(RTLD_NEXT, "dlsym", ...)`: this library exports dlvsym too, and a preloaded
  * unversioned definition matches every versioned reference, our own included, so that call would
@@ -174,20 +175,57 @@ dlvsym_fn gpc_real_dlvsym_fn(void)
     return atomic_load(&real_dlvsym);
 }
 
-typedef void *(*dlopen_fn)(const char *, int);
-static _Atomic(dlopen_fn) real_dlopen;
-
-dlopen_fn gpc_real_dlopen_fn(void)
+/*
+ * The definition of `name` after this library, looked up once into *cache (races are harmless:
+ * every thread finds the same answer). Asked from this library, RTLD_NEXT is the loader's (or the
+ * next interposer's), never our hook, which a plain call by name from here would reach.
+ */
+static void *next_after_gpucap(_Atomic(void *) *cache, const char *name)
 {
-    dlopen_fn f = atomic_load_explicit(&real_dlopen, memory_order_acquire);
+    void *f = atomic_load_explicit(cache, memory_order_acquire);
     if (gpc_likely(f != NULL))
         return f;
     dlsym_fn look = gpc_real_dlsym_fn();
-    /* Asked from this library, RTLD_NEXT is the loader's dlopen (or the next interposer's), never
-     * the hook in hooks/dlsym.c, which a plain call to dlopen from here would reach. */
-    f = look ? (dlopen_fn)look(RTLD_NEXT, "dlopen") : NULL;
-    atomic_store(&real_dlopen, f);
+    f = look ? look(RTLD_NEXT, name) : NULL;
+    atomic_store_explicit(cache, f, memory_order_release);
     return f;
+}
+
+typedef void *(*dlopen_fn)(const char *, int);
+typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
+static _Atomic(void *) real_dlopen, real_dlmopen;
+
+dlopen_fn gpc_real_dlopen_fn(void)
+{
+    return (dlopen_fn)next_after_gpucap(&real_dlopen, "dlopen");
+}
+
+dlmopen_fn gpc_real_dlmopen_fn(void)
+{
+    return (dlmopen_fn)next_after_gpucap(&real_dlmopen, "dlmopen");
+}
+
+/* ---- libc's exec family ---- */
+
+static struct gpc_real_exec real_exec;
+static pthread_once_t exec_once = PTHREAD_ONCE_INIT;
+
+static void resolve_exec(void)
+{
+    dlsym_fn look = gpc_real_dlsym_fn();
+    if (!look)
+        return;
+#define EXEC_RESOLVE(name) real_exec.name = (__typeof__(real_exec.name))look(RTLD_NEXT, #name);
+    EXEC_RESOLVE(execve) EXEC_RESOLVE(execv) EXEC_RESOLVE(execvp) EXEC_RESOLVE(execvpe) EXEC_RESOLVE(fexecve)
+    EXEC_RESOLVE(execveat)
+#undef EXEC_RESOLVE
+}
+
+const struct gpc_real_exec *gpc_real_exec(void)
+{
+    /* glibc's pthread_once starts over in a child forked while another thread was inside it. */
+    pthread_once(&exec_once, resolve_exec);
+    return &real_exec;
 }
 
 /* ---- libcuda ---- */
@@ -198,10 +236,11 @@ static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
 static void resolve_cuda(void)
 {
     void *h = cuda_handle;
-    if (!h)
-        h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-    if (!h)
-        h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    dlopen_fn open_fn = gpc_real_dlopen_fn();
+    if (!h && open_fn)
+        h = open_fn("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (!h && open_fn)
+        h = open_fn("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         gpc_log(GPC_LOG_INFO, "libcuda.so.1 is not loadable: %s", dlerror());
         return;

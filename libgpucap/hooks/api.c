@@ -25,7 +25,7 @@ GPC_EXPORT int gpucap_device_usage(int ordinal, struct gpucap_usage *out)
         return -EINVAL;
     gpc_init();
     /* Figures after a shrunk file is noticed and without processes that died (rate-limited). */
-    gpc_ledger_reap_lazy();
+    gpc_budget_refresh(true);
     int id = gpc_device_budget_if_ready(ordinal);
     struct gpc_slot *s = gpc_budget_slot(id);
     if (!s)

@@ -36,6 +36,7 @@
  * Nothing here allocates or takes a lock before the real dlsym is known (resolve.c).
  */
 #include "common/log.h"
+#include "driver/nvml.h"
 #include "driver/resolve.h"
 #include "hooks/init.h"
 #include "hooks/nvml.h"
@@ -106,7 +107,8 @@ static enum handle_kind defined_in(const void *addr, void **object)
     _Atomic(void *) *seen = kind == H_CUDA ? &cuda_handle_seen : &nvml_handle_seen;
     *object = atomic_load_explicit(seen, memory_order_relaxed);
     if (!*object && info.dli_fname) {
-        *object = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+        void *(*open_fn)(const char *, int) = gpc_real_dlopen_fn();
+        *object = open_fn ? open_fn(info.dli_fname, RTLD_NOW | RTLD_NOLOAD) : NULL;
         void *none = NULL;
         if (*object && !atomic_compare_exchange_strong(seen, &none, *object)) {
             dlclose(*object);
@@ -125,10 +127,11 @@ static enum handle_kind defined_in(const void *addr, void **object)
 static enum handle_kind loaded_definer(enum handle_kind want, const char *name, void **object)
 {
     *object = NULL;
-    for (const struct link_map *lm = _r_debug.r_map; lm; lm = lm->l_next) {
+    void *(*open_fn)(const char *, int) = gpc_real_dlopen_fn();
+    for (const struct link_map *lm = _r_debug.r_map; open_fn && lm; lm = lm->l_next) {
         if (object_kind(lm) != want || !lm->l_name || !lm->l_name[0])
             continue;
-        void *h = dlopen(lm->l_name, RTLD_NOW | RTLD_NOLOAD);
+        void *h = open_fn(lm->l_name, RTLD_NOW | RTLD_NOLOAD);
         if (!h)
             continue;
         if (gpc_real_dlsym_fn()(h, name)) {
@@ -201,17 +204,19 @@ void *gpc_dlsym_redirect(void *handle, const char *name)
     return hook;
 }
 
-/* Used by the trampolines after gpc_dlsym_redirect returned NULL. */
+/*
+ * The real dlsym, dlvsym, dlopen and dlmopen (driver/resolve.c: the loader's, or the next
+ * interposer's), for the trampolines: each tail-jumps to what its step returns (dlsym's and
+ * dlvsym's after gpc_dlsym_redirect returned NULL).
+ */
 __attribute__((visibility("hidden"))) void *gpc_real_dlsym_ptr(void);
 __attribute__((visibility("hidden"))) void *gpc_real_dlvsym_ptr(void);
-void *gpc_real_dlsym_ptr(void)
-{
-    return (void *)gpc_real_dlsym_fn();
-}
-void *gpc_real_dlvsym_ptr(void)
-{
-    return (void *)gpc_real_dlvsym_fn();
-}
+__attribute__((visibility("hidden"))) void *gpc_real_dlopen_ptr(void);
+__attribute__((visibility("hidden"))) void *gpc_real_dlmopen_ptr(void);
+void *gpc_real_dlsym_ptr(void) { return (void *)gpc_real_dlsym_fn(); }
+void *gpc_real_dlvsym_ptr(void) { return (void *)gpc_real_dlvsym_fn(); }
+void *gpc_real_dlopen_ptr(void) { return (void *)gpc_real_dlopen_fn(); }
+void *gpc_real_dlmopen_ptr(void) { return (void *)gpc_real_dlmopen_fn(); }
 
 /* The flags dlopen/dlmopen pass on: without RTLD_DEEPBIND (see the top). Used by the trampolines. */
 __attribute__((visibility("hidden"))) int gpc_dlopen_flags(const char *file, int flags);
@@ -226,30 +231,6 @@ int gpc_dlopen_flags(const char *file, int flags)
 
 typedef void *(*dlopen_fn)(const char *, int);
 typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
-static _Atomic(void *) real_dlopen, real_dlmopen;
-
-/* The next `name` after gpucap (glibc's), looked up once into *cache; NULL while dlsym is unknown. */
-static void *next_after_gpucap(_Atomic(void *) *cache, const char *name)
-{
-    void *f = atomic_load_explicit(cache, memory_order_acquire);
-    if (!f && gpc_real_dlsym_fn()) {
-        f = gpc_real_dlsym_fn()(RTLD_NEXT, name);
-        atomic_store(cache, f);
-    }
-    return f;
-}
-
-/* The real dlopen / dlmopen. Used by the trampolines. */
-__attribute__((visibility("hidden"))) void *gpc_real_dlopen_ptr(void);
-__attribute__((visibility("hidden"))) void *gpc_real_dlmopen_ptr(void);
-void *gpc_real_dlopen_ptr(void)
-{
-    return next_after_gpucap(&real_dlopen, "dlopen");
-}
-void *gpc_real_dlmopen_ptr(void)
-{
-    return next_after_gpucap(&real_dlmopen, "dlmopen");
-}
 
 #if defined(__x86_64__)
 /*

@@ -31,7 +31,8 @@ static inline bool gpc_enforcing(void)
     return gpc_counting();
 }
 
-/* hooks_ctx.c: registers the fork handlers of the context locks (at start-up). */
-void gpc_ctx_atfork(void);
+/* report_exit.c: the report at exit (GPUCAP_REPORT) and the timeline file (GPUCAP_TIMELINE), for
+ * the exit sequence (init.c). */
+void gpc_report_at_exit(void);
 
 #endif

@@ -1,13 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * nvml.h: the NVML hooks (hooks_nvml.c).
+ * nvml.h: the NVML hooks (nvml.c).
  */
 #ifndef GPUCAP_HOOKS_NVML_H
 #define GPUCAP_HOOKS_NVML_H
 
 /* Our hook for NVML export `name` (GPC_NVML_HOOKS), or NULL. */
 void *gpc_nvml_hook_for_export(const char *name);
-/* Remembers the libnvidia-ml handle a dlsym redirect was made on (the real functions live there). */
-void gpc_nvml_set_handle(void *handle);
 
 #endif

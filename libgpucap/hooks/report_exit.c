@@ -2,8 +2,8 @@
 /*
  * report_exit.c: the report that a process writes at exit when GPUCAP_REPORT is set.
  *
- * Written from a destructor, so only by processes that exit normally and that used CUDA under a
- * budget. The figures are the ledger's: with a shared ledger, those of every process that shares
+ * Written by the exit sequence (init.c), so only by processes that exit normally and that used
+ * CUDA under a budget. The figures are the ledger's: with a shared ledger, those of every process that shares
  * it, so the last process to exit writes the whole picture. `gpucap run` does not set
  * GPUCAP_REPORT for its command: it writes the one report of the run itself.
  */
@@ -33,7 +33,7 @@ static int write_report(int fd, void *arg)
     return gpc_report_write_timeline(fd, gpc_ledger, r->json, r->audit, r->tl, r->ntl);
 }
 
-__attribute__((destructor)) static void report_at_exit(void)
+void gpc_report_at_exit(void)
 {
     const char *path = gpc_opt_string(&gpc_config, GPC_OPT_REPORT);
     if (atomic_load(&gpc_initialized))

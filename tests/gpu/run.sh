@@ -27,7 +27,7 @@ gpu=${GPU:-0}
 uuid=$(nvidia-smi -i "$gpu" --query-gpu=uuid --format=csv,noheader | head -1 | tr -d ' ')
 card_mib=$(nvidia-smi -i "$uuid" --query-gpu=memory.total --format=csv,noheader,nounits | tr -d ' ')
 say "card $uuid, $card_mib MiB; budget $((BUDGET / MiB)) MiB; driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader -i "$uuid")"
-# The context reserve gpucap charges on this card (hooks_ctx.c's defaults), for the card-side check.
+# The context reserve gpucap charges on this card (hooks/ctx.c's defaults), for the card-side check.
 if [ "$card_mib" -ge $((60 * 1024)) ]; then ctx_mib=768; elif [ "$card_mib" -ge $((22 * 1024)) ]; then ctx_mib=384; else ctx_mib=256; fi
 
 # ---- build (or GPUCAP_LIB: a libgpucap.so built elsewhere, for a node without build dependencies) ----

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_lease.c: budget leases survive a process killed at every step of every locked lease
- * operation (libgpucap/core/budget.c, ledger.c), run with the crash-test copy of the library.
+ * operation (libgpucap/core/lease.c), run with the crash-test copy of the library.
  *
  * This process holds 1 MiB of a 64 MiB budget and some spare. For each step N, a child (this
  * program again, exec'd with GPC_TEST_CRASH_AT=N) asks for 63 MiB, which takes this process's

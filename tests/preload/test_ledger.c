@@ -10,7 +10,7 @@
  *             allocated again, the ledger returns to exactly zero in use and its total to the
  *             sum of the leases. With TEST_CRASH_STEPS set (and the crash-test copy of the
  *             library), each process also dies by itself at step 1 + seed % 13 of the locked
- *             lease operations the first time it gets there (libgpucap/core/budget.c, ledger.c), so
+ *             lease operations the first time it gets there (libgpucap/core/lease.c), so
  *             deaths inside the lock meet admissions and take-backs of the others;
  *   pidreuse  a ledger entry whose pid is alive but whose start time differs is a dead process:
  *             its share is reclaimed; a live one's is not;

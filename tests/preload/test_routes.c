@@ -160,7 +160,7 @@ static void case_async(bool from_pool)
     CHECK(usage(0).used == 48 * MiB, "used %llu", (unsigned long long)usage(0).used);
     EXPECT_DENIED(ALLOC(&q, 32 * MiB), from_pool ? "cuMemAllocFromPoolAsync" : "cuMemAllocAsync");
     CHECK_RC(api.cuMemFreeAsync(p, s), CUDA_SUCCESS);
-    /* The pool keeps freed memory until a synchronisation or a trim: it still counts (hooks_pool.c). */
+    /* The pool keeps freed memory until a synchronisation or a trim: it still counts (hooks/pool.c). */
     expect_usage(48 * MiB, "after cuMemFreeAsync, the pool keeps it");
     /* Served from what the pool keeps: nothing more is charged. */
     CHECK_RC(ALLOC(&q, 32 * MiB), CUDA_SUCCESS);

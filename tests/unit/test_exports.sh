@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # test_exports.sh LIB SRCDIR: the library exports exactly the names of its version script, and the
 # version script lists exactly the hooks of hooklist.h (GPC_HOOKS, GPC_NVML_HOOKS) plus dlsym, dlvsym, the
-# exec family (libgpucap/hooks_exec.c) and the public API.
+# exec family (libgpucap/hooks/exec.c) and the public API.
 set -u
 lib=$1 src=$2
 t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT

@@ -54,12 +54,12 @@ static void write_ini(const char *text)
     fclose(f);
 }
 
-static struct gpc_settings s;
+static struct gpc_settings s, platform;
 
 static void load(const char **env)
 {
     capture_begin();
-    gpc_settings_load(&s, (char *const *)env);
+    gpc_settings_load(&s, &platform, (char *const *)env);
     capture_end();
 }
 
@@ -349,7 +349,7 @@ static void test_sink(void)
 {
     const char *a[] = {"GPUCAP_CONFIG=", "GPUCAP_MEMORY_LIMIT=lots", "GPUCAP_MODE=loose", NULL};
     capture_begin();
-    gpc_settings_load_to(&s, (char *const *)a, count_lines, &sunk_errors);
+    gpc_settings_load_to(&s, &platform, (char *const *)a, count_lines, &sunk_errors);
     capture_end();
     CHECK(captured[0] == '\0', "the loader printed with a sink: %s", captured);
     CHECK(sunk_errors == 2 && s.errors == 2, "sink counted %d, loader %d", sunk_errors, s.errors);

@@ -318,17 +318,11 @@ void gpc_agent_use(const char *root, const char *uid, const char *container, con
     close(dir);
     if (fd < 0 || (!l && !(l = calloc(1, sizeof *l))) || gpc_parse_size(value, &size) != 0)
         goto out;
-    /* A copy, never a mapping: the tenant can shrink its file under a mapping (SIGBUS). The header
-     * and the devices first, then the process entries in use only. */
-    size_t head = offsetof(struct gpc_ledger, proc);
-    if (pread(fd, l, head, 0) != (ssize_t)head)
-        goto out;
-    uint32_t n = atomic_load(&l->procs_used);
-    n = n < GPC_LEDGER_PROCS ? n : GPC_LEDGER_PROCS;
-    size_t procs = n * sizeof l->proc[0];
-    if (procs && pread(fd, l->proc, procs, (off_t)head) != (ssize_t)procs)
-        goto out;
-    if (gpc_ledger_check(l, (uint64_t)st.st_size, why, sizeof why))
+    /* A copy, never a mapping (the tenant can shrink its file under a mapping: SIGBUS), by the
+     * readers' one routine: the header and the devices, then the process entries in use only; the
+     * figures are whole even when the identity block was torn. */
+    enum gpc_ledger_fault f = gpc_ledger_copy_used(fd, l, NULL);
+    if (f != GPC_LEDGER_USABLE && f != GPC_LEDGER_TORN)
         goto out;
     for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
         if (atomic_load(&l->dev[d].state) != 1)

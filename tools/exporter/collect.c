@@ -6,16 +6,17 @@
  * The ledgers belong to tenants and are read from the node, so every file is treated as hostile.
  * Each path step is opened with O_NOFOLLOW relative to the previous one (no symbolic link is ever
  * followed), the ledger with O_NONBLOCK (a FIFO put in its place cannot hang the scrape) and only
- * when fstat(2) says it is a regular file of a ledger's size (a huge sparse file is never read).
- * Only what is shown is read, with pread(2), never mapped (a file truncated under a mapping is
- * SIGBUS): the header, the identity and the device entries in one read (some 8 KiB), then the
+ * when fstat(2) says it is a regular file of at most a ledger's size (a huge sparse file is never
+ * read). Only what is shown is read, with pread(2), never mapped (a file truncated under a mapping
+ * is SIGBUS): gpc_ledger_copy_used, the readers' one copy routine (common/ledger.h), takes the
+ * header, the identity and the device entries in one read (some 8 KiB), checks them with
+ * gpc_ledger_check(), the same check the library runs, whose typed fault names the skip, then the
  * process entries below the header's procs_used (the ones that may hold a share), not the whole
- * 1 MiB file. The header is checked by gpc_ledger_check_fault(), the same check the library runs,
- * whose typed result names the skip; the identity block is taken only when its sequence number is
- * even and the same before and after the read (the writer holds the ledger's lock, we take none: a
- * scrape never blocks a tenant). Every loop is bounded by the layout's constants or the limits
- * below, never by a count from the file, and every string from the file is bounded by its field and
- * reduced to a name's characters.
+ * 1 MiB file; the identity block is taken only when its sequence number is even and the same before
+ * and after the copy (the writer holds the ledger's lock, we take none: a scrape never blocks a
+ * tenant). Every loop is bounded by the layout's constants or the limits below, never by a count
+ * from the file, and every string from the file is bounded by its field and reduced to a name's
+ * characters.
  *
  * Which labels are trusted: uid (the pod's) and container come from the path, which the kubelet made
  * and the tenant cannot rename; namespace and pod are what the tenant's library recorded (the webhook
@@ -67,9 +68,6 @@
 #define MAX_POD_ENTRIES 65536
 #define MAX_CONTAINERS_PER_POD 128
 #define MAX_CARDS 64
-/* What one read takes: the header, the identity and the device entries (all before `proc`). */
-#define LEDGER_HEAD offsetof(struct gpc_ledger, proc)
-#define COPY_TRIES 3
 /* What the steps of a scrape return when there is nothing to skip; else an enum gpc_skip. */
 #define NO_SKIP (-1)
 
@@ -114,82 +112,18 @@ struct scan {
     uint64_t now_s;
 };
 
-/* The skip of a ledger gpc_ledger_check_fault() refused. */
-static enum gpc_skip fault_skip(enum gpc_ledger_fault f)
-{
-    switch (f) {
-    case GPC_LEDGER_TRUNCATED:
-        return GPC_SKIP_TRUNCATED;
-    case GPC_LEDGER_NOT_LEDGER:
-        return GPC_SKIP_MAGIC;
-    case GPC_LEDGER_OTHER_VERSION:
-        return GPC_SKIP_VERSION;
-    default:
-        return GPC_SKIP_CORRUPT;
-    }
-}
-
-static int read_seq(int fd, uint32_t *seq)
-{
-    return pread(fd, seq, sizeof *seq, offsetof(struct gpc_ledger, identity.seq)) == sizeof *seq ? 0 : -EIO;
-}
-
-/* Reads len bytes at off into dst: 0, 1 when the file ends first, -1 on an error. */
-static int read_all(int fd, void *dst, size_t len, off_t off)
-{
-    size_t got = 0;
-    while (got < len) {
-        ssize_t n = pread(fd, (char *)dst + got, len - got, off + (off_t)got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -1;
-        if (n == 0)
-            return 1;
-        got += (size_t)n;
-    }
-    return 0;
-}
-
-/*
- * Reads the parts of the open ledger that the metrics show into sc->copy: the head (header,
- * identity, device entries), checked, then the process entries below its procs_used. Returns
- * NO_SKIP or the skip reason.
- */
+/* Copies what is shown of the open ledger into sc->copy (gpc_ledger_copy_used: the head, then the
+ * process entries below procs_used); returns NO_SKIP or the skip reason of its fault. */
 static int copy_ledger(struct scan *sc, int fd)
 {
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        return GPC_SKIP_OPEN;
-    if (!S_ISREG(st.st_mode))
-        return GPC_SKIP_NOT_REGULAR;
-    if ((uint64_t)st.st_size > sizeof *sc->copy)
-        return GPC_SKIP_TOO_LARGE;
-    for (int attempt = 0; attempt < COPY_TRIES; attempt++) {
-        uint32_t before = 1, after = 1;
-        bool have_seq = read_seq(fd, &before) == 0;
-        size_t head = (uint64_t)st.st_size < LEDGER_HEAD ? (size_t)st.st_size : LEDGER_HEAD;
-        memset(sc->copy, 0, LEDGER_HEAD);
-        int rc = read_all(fd, sc->copy, head, 0);
-        if (rc < 0)
-            return GPC_SKIP_READ;
-        char why[128];
-        enum gpc_ledger_fault fault;
-        if (rc > 0 || gpc_ledger_check_fault(sc->copy, rc > 0 ? 0 : (uint64_t)st.st_size, why, sizeof why, &fault))
-            return rc > 0 ? GPC_SKIP_TRUNCATED : fault_skip(fault);
-        uint32_t used = atomic_load(&sc->copy->procs_used);
-        if (used > GPC_LEDGER_PROCS)
-            used = GPC_LEDGER_PROCS;
-        atomic_store(&sc->copy->procs_used, used);
-        rc = used ? read_all(fd, sc->copy->proc, used * sizeof sc->copy->proc[0], (off_t)LEDGER_HEAD) : 0;
-        if (rc != 0)
-            return rc < 0 ? GPC_SKIP_READ : GPC_SKIP_TRUNCATED;
-        /* A whole head: its identity is whole when no write began or ended during the read. */
-        if (have_seq && read_seq(fd, &after) == 0 && before == after && !(before & 1) &&
-            atomic_load(&sc->copy->identity.seq) == before)
-            return NO_SKIP;
-    }
-    return GPC_SKIP_TORN;
+    static const int skip_of[] = {
+        [GPC_LEDGER_UNREADABLE] = GPC_SKIP_READ,    [GPC_LEDGER_NOT_REGULAR] = GPC_SKIP_NOT_REGULAR,
+        [GPC_LEDGER_TOO_LARGE] = GPC_SKIP_TOO_LARGE, [GPC_LEDGER_TRUNCATED] = GPC_SKIP_TRUNCATED,
+        [GPC_LEDGER_NOT_LEDGER] = GPC_SKIP_MAGIC,   [GPC_LEDGER_OTHER_VERSION] = GPC_SKIP_VERSION,
+        [GPC_LEDGER_CORRUPT] = GPC_SKIP_CORRUPT,    [GPC_LEDGER_TORN] = GPC_SKIP_TORN,
+    };
+    enum gpc_ledger_fault f = gpc_ledger_copy_used(fd, sc->copy, NULL);
+    return f == GPC_LEDGER_USABLE ? NO_SKIP : skip_of[f];
 }
 
 /* Room for one more element of `size` bytes in the array *p of *cap (doubling from 64); false

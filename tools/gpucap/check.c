@@ -179,11 +179,11 @@ int cmd_check(int argc, char **argv)
     }
 
     extern char **environ;
-    struct gpc_settings s;
+    struct gpc_settings s, platform;
     static struct said said;
     said.json = json;
     fflush(stdout);
-    gpc_settings_load_to(&s, environ, collect, &said);
+    gpc_settings_load_to(&s, &platform, environ, collect, &said);
     /* A rate is text in the table; it is parsed where it is used, and here with the same parser. */
     const struct gpc_value *rate = &s.opt[GPC_OPT_FAIL_RATE];
     uint64_t r;

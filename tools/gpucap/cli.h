@@ -83,15 +83,16 @@ void cli_timeline_clean(const char *dir);
  * looked.
  */
 int cli_find_lib(const char *given, char *buf, size_t len, char *tried, size_t tried_len);
-/* shared.c: reads settings from `envp` like the library does, without printing its error lines. */
-void cli_settings_quiet(struct gpc_settings *s, char *const *envp);
+/* shared.c: reads settings from `envp` like the library does, without printing its error lines;
+ * *platform is the storage for the platform file's settings (gpc_settings_load). */
+void cli_settings_quiet(struct gpc_settings *s, struct gpc_settings *platform, char *const *envp);
 /*
  * shared.c: reads a ledger file into a private copy, as a file someone else may write: opened with
  * O_NONBLOCK|O_NOFOLLOW (a FIFO or a link planted at the path cannot hang or redirect the read),
- * only a regular file no larger than a ledger, copied with pread (a file truncated meanwhile reads
- * short, never SIGBUS), then checked by gpc_ledger_check. Returns the copy (free() it), or NULL
- * with *why set: cannot be opened, not a regular file, truncated, or the check's reason. *age_ns
- * (optional) is how long ago the file was last written.
+ * then copied by gpc_ledger_copy (common/ledger.h: only a regular file no larger than a ledger,
+ * with pread, checked, its identity whole). Returns the copy (free() it), or NULL with *why set:
+ * cannot be opened, or the copy's fault. *age_ns (optional) is how long ago the file was last
+ * written.
  */
 struct gpc_ledger *cli_read_ledger(const char *path, char *why, size_t len, uint64_t *age_ns);
 /* The ledger of process `pid`: GPUCAP_LEDGER in /proc/PID/environ, else in one of its children's

@@ -140,9 +140,9 @@ enum { NV_ERROR_NOT_SUPPORTED = 3, NV_ERROR_FUNCTION_NOT_FOUND = 13 };
 static uint64_t ledger_physical(const char *uuid)
 {
     extern char **environ;
-    struct gpc_settings s;
+    struct gpc_settings s, platform;
     char path[512], why[256];
-    cli_settings_quiet(&s, environ);
+    cli_settings_quiet(&s, &platform, environ);
     gpc_ledger_path(&s, path, sizeof path);
     if (strcmp(path, "off") == 0)
         return 0;
@@ -248,8 +248,8 @@ static void check_preload(void)
              "LD_PRELOAD=/path/to/libgpucap.so (or use `gpucap run`), or install the admission webhook");
 
     extern char **environ;
-    struct gpc_settings s;
-    cli_settings_quiet(&s, environ);
+    struct gpc_settings s, platform;
+    cli_settings_quiet(&s, &platform, environ);
     if (s.errors)
         line("FAIL", "settings: %d error%s; run `gpucap check` to see them", s.errors, s.errors == 1 ? "" : "s");
     else if (!gpc_settings_any_limit(&s) && gpc_drv_declared(environ, NULL))

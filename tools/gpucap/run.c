@@ -331,8 +331,8 @@ int cmd_run(int argc, char **argv)
     /* The settings as CMD will read them: a mode or report format from the environment or the ini
      * file counts as given here (for the report), and GPUCAP_REPORT is taken as --report. */
     extern char **environ;
-    struct gpc_settings s;
-    cli_settings_quiet(&s, environ);
+    struct gpc_settings s, platform;
+    cli_settings_quiet(&s, &platform, environ);
     bool audit = gpc_opt_enum(&s, GPC_OPT_MODE) == GPC_MODE_AUDIT;
     bool json = o.given[F_JSON] != NULL || gpc_opt_enum(&s, GPC_OPT_REPORT_FORMAT) == GPC_REPORT_JSON;
     if (!report && o.report_fd < 0 && s.opt[GPC_OPT_REPORT].src == GPC_SRC_ENV)

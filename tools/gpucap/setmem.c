@@ -89,7 +89,7 @@ static int apply_here(struct gpc_ledger *l, struct gpc_ledger_dev *d, int id, ui
 {
     int rc = pthread_mutex_trylock(&d->lock);
     if (rc == EOWNERDEAD) {
-        /* Its settling is the library's (ledger.c): leave it to the next process. */
+        /* Its settling is the library's (core/lease.c, gpc_lease_settle): leave it to the next process. */
         pthread_mutex_consistent(&d->lock);
         pthread_mutex_unlock(&d->lock);
         return -EBUSY;
@@ -97,7 +97,7 @@ static int apply_here(struct gpc_ledger *l, struct gpc_ledger_dev *d, int id, ui
     if (rc != 0)
         return -EBUSY;
     /* Looked at again under the lock: a process that started since the first look may lease now,
-     * with spare open under the old limit, and only the library closes spares (budget.c). */
+     * with spare open under the old limit, and only the library closes spares (core/lease.c). */
     if (any_live(l)) {
         pthread_mutex_unlock(&d->lock);
         return -EBUSY;
@@ -148,8 +148,8 @@ int cmd_set_memory(int argc, char **argv)
         return TOOL_EXIT_USAGE;
     }
     extern char **environ;
-    struct gpc_settings s;
-    cli_settings_quiet(&s, environ);
+    struct gpc_settings s, platform;
+    cli_settings_quiet(&s, &platform, environ);
     if (s.locked) {
         fprintf(stderr, "gpucap set-memory: the settings are locked by %s: the budget is the platform's (on "
                 "Kubernetes, the pod's budget annotation, which the node agent applies); refused\n", s.config_path);
@@ -176,8 +176,10 @@ int cmd_set_memory(int argc, char **argv)
     }
     struct gpc_ledger *l = mmap(NULL, sizeof *l, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-    char why[256];
-    const char *bad = l == MAP_FAILED ? "cannot be mapped" : gpc_ledger_check(l, (uint64_t)st.st_size, why, sizeof why);
+    struct gpc_ledger_problem why;
+    const char *bad = l == MAP_FAILED                                          ? "cannot be mapped"
+                      : gpc_ledger_check(l, (uint64_t)st.st_size, &why) != 0 ? why.text
+                                                                             : NULL;
     if (bad) {
         fprintf(stderr, "gpucap set-memory: ledger %s %s\n", path, bad);
         return 1;

@@ -71,8 +71,8 @@ int cli_find_lib(const char *given, char *buf, size_t len, char *tried, size_t t
 {
     tried[0] = '\0';
     extern char **environ;
-    struct gpc_settings s;
-    cli_settings_quiet(&s, environ);
+    struct gpc_settings s, platform;
+    cli_settings_quiet(&s, &platform, environ);
     const char *env = gpc_opt_string(&s, GPC_OPT_LIB);
     const char *first[] = {given, env && *env ? env : NULL};
     for (int i = 0; i < 2; i++) {
@@ -118,10 +118,10 @@ static void discard(enum gpc_log_level level, const char *line, void *arg)
     (void)level, (void)line, (void)arg;
 }
 
-void cli_settings_quiet(struct gpc_settings *s, char *const *envp)
+void cli_settings_quiet(struct gpc_settings *s, struct gpc_settings *platform, char *const *envp)
 {
     int threshold = gpc_log_threshold;
-    gpc_settings_load_to(s, envp, discard, NULL);
+    gpc_settings_load_to(s, platform, envp, discard, NULL);
     gpc_log_threshold = threshold;
 }
 
@@ -140,33 +140,16 @@ struct gpc_ledger *cli_read_ledger(const char *path, char *why, size_t len, uint
         return NULL;
     }
     struct stat st;
-    struct gpc_ledger *l = NULL;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(why, len, "is not a regular file");
-    } else if ((uint64_t)st.st_size < sizeof(uint64_t) * 2) {
-        snprintf(why, len, "truncated (shorter than its header)");
-    } else if ((uint64_t)st.st_size > sizeof *l) {
-        snprintf(why, len, "is larger than a ledger (%llu bytes): not one", (unsigned long long)st.st_size);
-    } else if (!(l = calloc(1, sizeof *l))) {
+    struct gpc_ledger *l = calloc(1, sizeof *l);
+    struct gpc_ledger_problem problem;
+    if (!l) {
         snprintf(why, len, "cannot be read (out of memory)");
-    } else {
-        size_t got = 0;
-        while (got < sizeof *l) {
-            ssize_t n = pread(fd, (char *)l + got, sizeof *l - got, (off_t)got);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0)
-                break;
-            got += (size_t)n;
-        }
-        /* A file truncated while it is read reads short: the check says "truncated". */
-        const char *bad = gpc_ledger_check(l, got, why, (unsigned)len);
-        if (bad) {
-            if (bad != why)
-                snprintf(why, len, "%s", bad);
-            free(l);
-            l = NULL;
-        }
+    } else if (gpc_ledger_copy(fd, l, &problem) != GPC_LEDGER_USABLE) {
+        snprintf(why, len, "%s", problem.text);
+        free(l);
+        l = NULL;
+    } else if (fstat(fd, &st) != 0) {
+        st.st_mtim = (struct timespec){0, 0};
     }
     if (l && age_ns) {
         struct timespec now;

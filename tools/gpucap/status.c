@@ -13,6 +13,7 @@
  */
 #include "cli.h"
 #include "common/drvlimit.h"
+#include "common/proc.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -195,8 +196,8 @@ int cmd_status(int argc, char **argv)
     }
     if (!path) {
         extern char **environ;
-        struct gpc_settings s;
-        cli_settings_quiet(&s, environ);
+        struct gpc_settings s, platform;
+        cli_settings_quiet(&s, &platform, environ);
         gpc_ledger_path(&s, named, sizeof named);
         path = named;
         const struct gpc_value *v = &s.opt[GPC_OPT_LEDGER];

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * hooks_pool.c: stream-ordered allocation (cuMemAllocAsync, cuMemAllocFromPoolAsync, cuMemFreeAsync),
+ * pool.c: stream-ordered allocation (cuMemAllocAsync, cuMemAllocFromPoolAsync, cuMemFreeAsync),
  * the pool calls, and the synchronisations where pools give memory back. Each hook starts the
  * library and hands the call to the pools' accounting (charge/pool.c, whose head says how a pool
  * is counted).

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * hooks_mem.c: the allocation calls that return a device pointer, and their frees.
+ * mem.c: the allocation calls that return a device pointer, and their frees.
  *
  * Each hook is thin: charge (charge.c), call the driver, commit. The legacy unversioned exports
  * keep their 32-bit ABI (unsigned int sizes and pointers) and are budgeted like the _v2 ones.
@@ -99,4 +99,4 @@ GPC_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsign
     return rc;
 }
 
-/* Stream-ordered allocations (cuMemAllocAsync and friends): hooks_pool.c. */
+/* Stream-ordered allocations (cuMemAllocAsync and friends): hooks/pool.c. */

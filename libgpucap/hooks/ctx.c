@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * hooks_ctx.c: the memory contexts take, which no allocation call reports: the calls that make and
+ * ctx.c: the memory contexts take, which no allocation call reports: the calls that make and
  * tear down contexts. The accounting (the reserve, the count of primary retains, what a teardown
  * releases) is charge/context.c.
  *
@@ -19,8 +19,8 @@
  * context, and the last cuDevicePrimaryCtxRelease resets it. So every charge recorded with that
  * context (pointers, arrays, pool allocations, graph memory) is released with it, on every path.
  * A driver may give a destroyed context's handle to the next context made, maybe on another
- * device. So creations and teardowns run one at a time (life_lock, held across the driver call):
- * a teardown has released what was recorded with the handle before the handle can come back, and
+ * device. So creations and teardowns run one at a time (charge/context.c's life lock, held across
+ * the driver call): a teardown has released what was recorded with the handle before the handle can come back, and
  * each of them forgets the cached device of every context (device.c).
  * Default by device class, when the setting is unset: what a CUDA 12/13 context with lazy module
  * loading takes on such cards once a framework's kernels are loaded, rounded up: 768 MiB on cards
@@ -30,38 +30,19 @@
  * it is charged as well (charge/context.c); `context_reserve` overrides it (0 disables both).
  *
  * cuCtxSetLimit sizes two heaps of the current context that the driver takes on the card at the
- * call: the malloc heap (CU_LIMIT_MALLOC_HEAP_SIZE, 8 MiB by default) and the printf FIFO
- * (CU_LIMIT_PRINTF_FIFO_SIZE, 1 MiB). The reserve covers the defaults; what a setting asks beyond
- * them is charged like an allocation (a heap of 70 GiB would otherwise pass the budget untouched),
- * recorded under a key of the context (GPC_MAP_ARRAY, the context's address plus 1 or 3: no array
- * handle is odd), so a later setting charges or gives back the difference and the context's
- * teardown releases it. The stack size (per thread, taken at launch) is not charged.
+ * call; what a setting asks beyond the defaults the reserve covers is charged like an allocation
+ * (charge/context.c says how), one setting at a time and none across a teardown (the life lock).
  */
 #include "hooks/init.h"
 
-#include "core/fork.h"
 #include "charge/charge.h"
 #include "charge/context.h"
 #include "charge/device.h"
-#include "common/log.h"
-#include "core/budget.h"
 #include "driver/resolve.h"
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-/* Context creations and teardowns, one at a time (see the top). Taken before the primary-context
- * lock (context.c). */
-static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
-
-void gpc_ctx_atfork(void)
-{
-    /* Groups are taken in reverse order of registration: life_lock first, as the hooks take it. */
-    gpc_context_atfork();
-    gpc_fork_guard((pthread_mutex_t *const[]){&life_lock}, 1, NULL);
-}
 
 #define CTX_CREATE(name, params, args, dev)                                       \
     GPC_EXPORT CUresult name params                                               \
@@ -71,12 +52,12 @@ void gpc_ctx_atfork(void)
         CUresult rc = gpc_context_begin(&c, dev, #name);                          \
         if (rc != CUDA_SUCCESS)                                                   \
             return rc;                                                            \
-        pthread_mutex_lock(&life_lock);                                           \
+        gpc_context_life(true);                                                   \
         rc = GPC_CALL_REAL(name, args);                                           \
         if (rc == CUDA_SUCCESS)                                                   \
             gpc_ctx_devices_forget();                                             \
         gpc_charge_end(&c, rc, GPC_MAP_CTX, rc == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pctx : 0); \
-        pthread_mutex_unlock(&life_lock);                                         \
+        gpc_context_life(false);                                                  \
         if (rc == CUDA_SUCCESS)                                                   \
             gpc_context_measure_device(dev);                                      \
         return rc;                                                                \
@@ -94,7 +75,7 @@ CTX_CREATE(cuCtxCreate_v4, (CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
     {                                                                             \
         struct gpc_track t;                                                       \
         gpc_init();                                                               \
-        pthread_mutex_lock(&life_lock);                                           \
+        gpc_context_life(true);                                                   \
         bool known = gpc_free_begin(GPC_MAP_CTX, (uint64_t)(uintptr_t)ctx, &t);   \
         CUresult rc = GPC_CALL_REAL(name, (ctx));                                 \
         gpc_free_end(known, GPC_MAP_CTX, (uint64_t)(uintptr_t)ctx, &t, rc);       \
@@ -102,7 +83,7 @@ CTX_CREATE(cuCtxCreate_v4, (CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
             gpc_ctx_devices_forget();                                             \
             gpc_context_forget((CUcontext)ctx);                                   \
         }                                                                         \
-        pthread_mutex_unlock(&life_lock);                                         \
+        gpc_context_life(false);                                                  \
         if (rc == CUDA_SUCCESS && known)                                          \
             gpc_context_torn_down(t.device);                                      \
         return rc;                                                                \
@@ -119,12 +100,12 @@ GPC_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, 
     CUresult rc = gpc_context_begin(&c, dev, "cuGreenCtxCreate");
     if (rc != CUDA_SUCCESS)
         return rc;
-    pthread_mutex_lock(&life_lock);
+    gpc_context_life(true);
     rc = GPC_CALL_REAL(cuGreenCtxCreate, (phCtx, desc, dev, flags));
     if (rc == CUDA_SUCCESS)
         gpc_ctx_devices_forget();
     gpc_charge_end(&c, rc, GPC_MAP_CTX, rc == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*phCtx : 0);
-    pthread_mutex_unlock(&life_lock);
+    gpc_context_life(false);
     if (rc == CUDA_SUCCESS)
         gpc_context_measure_device(dev);
     return rc;
@@ -135,7 +116,7 @@ GPC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     if (!gpc_enforcing() || dev < 0 || dev >= GPC_MAX_DEVICES)
         return gpc_closed_now() ? CUDA_ERROR_OUT_OF_MEMORY : GPC_CALL_REAL(cuDevicePrimaryCtxRetain, (pctx, dev));
     /* Serialised per process: the first retain, and only it, charges; retains are rare. */
-    pthread_mutex_lock(&life_lock);
+    gpc_context_life(true);
     struct gpc_charge c;
     bool first = false;
     CUresult rc = gpc_context_primary_begin(&c, dev);
@@ -145,7 +126,7 @@ GPC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         if (first)
             gpc_ctx_devices_forget();
     }
-    pthread_mutex_unlock(&life_lock);
+    gpc_context_life(false);
     if (first)
         gpc_context_measure_device(dev);
     return rc;
@@ -155,14 +136,14 @@ GPC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     GPC_EXPORT CUresult name(CUdevice dev)                       \
     {                                                            \
         gpc_init();                                              \
-        pthread_mutex_lock(&life_lock);                          \
+        gpc_context_life(true);                                  \
         CUresult rc = GPC_CALL_REAL(name, (dev));                \
         bool gone = false;                                       \
         if (rc == CUDA_SUCCESS) {                                \
             gpc_ctx_devices_forget();                            \
             gone = gpc_context_primary_drop(dev, all);           \
         }                                                        \
-        pthread_mutex_unlock(&life_lock);                        \
+        gpc_context_life(false);                                 \
         if (gone)                                                \
             gpc_context_torn_down(dev);                          \
         return rc;                                               \
@@ -173,46 +154,20 @@ PRIMARY_DROP(cuDevicePrimaryCtxRelease_v2, false)
 PRIMARY_DROP(cuDevicePrimaryCtxReset, true)
 PRIMARY_DROP(cuDevicePrimaryCtxReset_v2, true)
 
-/* The driver's default of a heap cuCtxSetLimit sizes, or 0 for a limit that takes no charged memory. */
-static uint64_t heap_default(CUlimit limit)
-{
-    return limit == CU_LIMIT_MALLOC_HEAP_SIZE ? 8u << 20 : limit == CU_LIMIT_PRINTF_FIFO_SIZE ? 1u << 20 : 0;
-}
-
+/* The heaps a setting sizes are charged like allocations (charge/context.c); one setting at a time,
+ * and none across a teardown of the context. */
 GPC_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
 {
     gpc_init();
-    uint64_t given = heap_default(limit);
-    CUcontext ctx = NULL;
-    if (given && value > given && gpc_closed_now())
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    if (!given || !gpc_enforcing() || !gpc_real.cuCtxGetCurrent || gpc_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS ||
-        !ctx)
-        return GPC_CALL_REAL(cuCtxSetLimit, (limit, value));
-    uint64_t key = (uint64_t)(uintptr_t)ctx + (limit == CU_LIMIT_MALLOC_HEAP_SIZE ? 1 : 3);
-    uint64_t want = value > given ? value - given : 0;
-    /* One setting at a time, and none across a teardown of the context. */
-    pthread_mutex_lock(&life_lock);
-    struct gpc_track old = {0};
-    bool known = gpc_free_begin(GPC_MAP_ARRAY, key, &old);
-    uint64_t had = known ? old.bytes : 0;
-    struct gpc_charge c = {.budget = GPC_BUDGET_NONE, .device = known ? old.device : -1};
-    CUresult rc = want > had ? gpc_charge_begin(&c, -1, want - had, "cuCtxSetLimit") : CUDA_SUCCESS;
+    struct gpc_context_heap h;
+    CUresult rc = gpc_context_heap_begin(&h, limit, value);
+    if (rc != CUDA_SUCCESS || !h.counted)
+        return rc == CUDA_SUCCESS ? GPC_CALL_REAL(cuCtxSetLimit, (limit, value)) : rc;
+    gpc_context_life(true);
+    rc = gpc_context_heap_charge(&h);
     if (rc == CUDA_SUCCESS)
         rc = GPC_CALL_REAL(cuCtxSetLimit, (limit, value));
-    bool charged = gpc_charge_commit(&c, rc);
-    if (rc != CUDA_SUCCESS) {
-        if (known)
-            gpc_track_add(GPC_MAP_ARRAY, key, &old);
-    } else {
-        if (want < had)
-            gpc_uncharge(old.device, had - want, false);
-        struct gpc_track t = {.bytes = want, .device = known ? old.device : c.device, .refs = 1,
-                              .ctx = (uint64_t)(uintptr_t)ctx};
-        if (want && (known || charged) && gpc_track_add(GPC_MAP_ARRAY, key, &t) != 0)
-            gpc_log(GPC_LOG_ERROR, "out of memory for bookkeeping: the heap of %llu bytes stays charged for good",
-                    (unsigned long long)want);
-    }
-    pthread_mutex_unlock(&life_lock);
+    gpc_context_heap_end(&h, rc);
+    gpc_context_life(false);
     return rc;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * hooks_graph.c: graph instantiation, launch, upload and trim. Each hook starts the library and
+ * graph.c: graph instantiation, launch, upload and trim. Each hook starts the library and
  * hands the call to the accounting of graph memory (charge/graph.c, whose head says how it is
  * counted with launches left at full speed).
  */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * hooks_info.c: the calls that report memory, answered with the budget.
+ * info.c: the calls that report memory, answered with the budget.
  *
  * total = the budget (never above the physical size), free = min(budget - in use, physical free),
  * computed so that it can never go negative or wrap. Without a budget for the device, and whenever
@@ -60,7 +60,7 @@ static void info_begin(void)
 {
     gpc_init();
     gpc_pools_reconcile();
-    gpc_ledger_reap_lazy();
+    gpc_budget_refresh(true);
     gpc_live_check(true);
 }
 
@@ -107,7 +107,7 @@ GET_INFO(cuMemGetInfo, unsigned int)
     GPC_EXPORT CUresult name(type *bytes, CUdevice dev)           \
     {                                                             \
         gpc_init();                                               \
-        gpc_ledger_probe();                                       \
+        gpc_budget_refresh(false);                                \
         gpc_live_check(true);                                     \
         CUresult rc = GPC_CALL_REAL(name, (bytes, dev));          \
         if (rc != CUDA_SUCCESS || !bytes)                         \

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * hooks_array.c: CUDA arrays and mipmapped arrays (textures, surfaces).
+ * array.c: CUDA arrays and mipmapped arrays (textures, surfaces).
  *
  * The size of an array is the driver's business (block-linear layout, alignment), and it tells it
  * only after creation, through cuArrayGetMemoryRequirements / cuMipmappedArrayGetMemoryRequirements.

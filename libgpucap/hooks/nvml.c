@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * hooks_nvml.c: NVML's memory figures, answered with the budget, so that nvidia-smi, pynvml and
+ * nvml.c: NVML's memory figures, answered with the budget, so that nvidia-smi, pynvml and
  * PyTorch inside the container see the budget as the card.
  *
  * nvmlDeviceGetMemoryInfo and nvmlDeviceGetMemoryInfo_v2 call the real NVML first (its errors, and
@@ -15,13 +15,14 @@
  * a CUDA process would. A device CUDA cannot see (outside CUDA_VISIBLE_DEVICES) or a MIG instance
  * is answered unchanged. With GPUCAP_LEDGER=off the tenant's use is this process's.
  *
- * The real functions are looked up in a libnvidia-ml.so.1 that is already loaded (the handle a
- * dlsym redirect was made on, or RTLD_NOLOAD): gpucap never loads NVML into a process itself.
+ * The real functions are the driver layer's (driver/nvml.c: looked up in a libnvidia-ml.so.1 that
+ * is already loaded): gpucap never loads NVML into a process for these hooks.
  */
 #include "common/defs.h"
 #include "common/units.h"
 #include "core/budget.h"
 #include "core/ledger_map.h"
+#include "driver/nvml.h"
 #include "driver/resolve.h"
 #include "charge/device.h"
 #include "charge/live.h"
@@ -29,47 +30,14 @@
 #include "hooks/nvml.h"
 
 #include <ctype.h>
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-typedef struct nvmlDevice_st *nvmlDevice_t;
-typedef struct {
-    unsigned long long total, free, used;
-} nvmlMemory_t;
-typedef struct {
-    unsigned int version;
-    unsigned long long total, reserved, free, used;
-} nvmlMemory_v2_t;
-typedef int nvmlReturn_t;
-#define NVML_SUCCESS 0
-#define NVML_ERROR_FUNCTION_NOT_FOUND 13
-
-typedef nvmlReturn_t (*gpc_nvmlDeviceGetMemoryInfo_fn)(nvmlDevice_t, nvmlMemory_t *);
-typedef nvmlReturn_t (*gpc_nvmlDeviceGetMemoryInfo_v2_fn)(nvmlDevice_t, nvmlMemory_v2_t *);
-typedef nvmlReturn_t (*gpc_nvmlDeviceGetUUID_fn)(nvmlDevice_t, char *, unsigned int);
-
 GPC_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
 GPC_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory);
-
-static struct {
-#define NV_FIELD(exp, pfn) pfn exp;
-    GPC_NVML_HOOKS(NV_FIELD)
-#undef NV_FIELD
-    gpc_nvmlDeviceGetUUID_fn nvmlDeviceGetUUID;
-} real_nvml;
-
-static _Atomic(void *) nvml_handle;
-static pthread_once_t nvml_once = PTHREAD_ONCE_INIT;
-
-void gpc_nvml_set_handle(void *handle)
-{
-    void *none = NULL;
-    atomic_compare_exchange_strong(&nvml_handle, &none, handle);
-}
 
 void *gpc_nvml_hook_for_export(const char *name)
 {
@@ -81,22 +49,6 @@ void *gpc_nvml_hook_for_export(const char *name)
     GPC_NVML_HOOKS(NV_MATCH)
 #undef NV_MATCH
     return NULL;
-}
-
-static void resolve_nvml(void)
-{
-    void *(*look)(void *, const char *) = gpc_real_dlsym_fn();
-    if (!look)
-        return;
-    void *h = atomic_load(&nvml_handle);
-    if (!h)
-        h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD);
-    /* Called from this library, RTLD_NEXT finds the definition after ours (a linked NVML). */
-    void *where = h ? h : RTLD_NEXT;
-#define NV_RESOLVE(exp, pfn) real_nvml.exp = (pfn)look(where, #exp);
-    GPC_NVML_HOOKS(NV_RESOLVE)
-#undef NV_RESOLVE
-    real_nvml.nvmlDeviceGetUUID = (gpc_nvmlDeviceGetUUID_fn)look(where, "nvmlDeviceGetUUID");
 }
 
 /* ---- NVML device -> CUDA ordinal, by UUID ---- */
@@ -125,19 +77,19 @@ static void read_cuda_uuids(void)
 }
 
 /* The budget of an NVML device, or GPC_BUDGET_NONE when it has none we can tell. */
-static int nvml_budget(nvmlDevice_t device)
+static int nvml_budget(const struct gpc_real_nvml *nv, nvmlDevice_t device)
 {
-    /* Audit mode: the card as it is, as in hooks_info.c (a program sizes itself from it). */
-    if (!gpc_enforcing() || !real_nvml.nvmlDeviceGetUUID || gpc_opt_enum(&gpc_config, GPC_OPT_MODE) == GPC_MODE_AUDIT)
+    /* Audit mode: the card as it is, as in hooks/info.c (a program sizes itself from it). */
+    if (!gpc_enforcing() || !nv->nvmlDeviceGetUUID || gpc_opt_enum(&gpc_config, GPC_OPT_MODE) == GPC_MODE_AUDIT)
         return GPC_BUDGET_NONE;
     char uuid[96];
-    if (real_nvml.nvmlDeviceGetUUID(device, uuid, sizeof uuid) != NVML_SUCCESS)
+    if (nv->nvmlDeviceGetUUID(device, uuid, sizeof uuid) != NVML_SUCCESS)
         return GPC_BUDGET_NONE;
     pthread_once(&uuid_once, read_cuda_uuids);
     for (int i = 0; i < n_cuda; i++)
         if (cuda_uuid[i][0] && strcasecmp(cuda_uuid[i], uuid) == 0) {
             /* The tenant's use without processes that died since the last look (rate-limited). */
-            gpc_ledger_reap_lazy();
+            gpc_budget_refresh(true);
             gpc_live_check(true); /* a budget changed live is the one answered */
             return gpc_device_budget(i);
         }
@@ -160,12 +112,12 @@ static void figures(int id, unsigned long long card_total, unsigned long long *t
 #define MEMORY_INFO(name, type, more)                                                \
     GPC_EXPORT nvmlReturn_t name(nvmlDevice_t device, type *memory)                  \
     {                                                                                \
-        pthread_once(&nvml_once, resolve_nvml);                                      \
-        if (!real_nvml.name)                                                         \
+        const struct gpc_real_nvml *nv = gpc_real_nvml();                            \
+        if (!nv->name)                                                               \
             return NVML_ERROR_FUNCTION_NOT_FOUND;                                    \
-        nvmlReturn_t rc = real_nvml.name(device, memory);                            \
+        nvmlReturn_t rc = nv->name(device, memory);                                  \
         int id;                                                                      \
-        if (rc != NVML_SUCCESS || !memory || (id = nvml_budget(device)) == GPC_BUDGET_NONE) \
+        if (rc != NVML_SUCCESS || !memory || (id = nvml_budget(nv, device)) == GPC_BUDGET_NONE) \
             return rc;                                                               \
         figures(id, memory->total, &memory->total, &memory->used, &memory->free);    \
         more;                                                                        \

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * hooks_vmm.c: virtual memory management (cuMemCreate and friends).
+ * vmm.c: virtual memory management (cuMemCreate and friends).
  *
  * Physical memory is taken by cuMemCreate on a device location (host and host-NUMA locations are
  * host memory) and given back when the last reference goes: the creation, each

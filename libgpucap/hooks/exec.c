@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * hooks_exec.c: the exec family, so that the share of an image that execs is given back when its
+ * exec.c: the exec family, so that the share of an image that execs is given back when its
  * memory is: at the exec.
  *
  * The driver frees a process's memory at exec (its descriptors are close-on-exec), but the pid and
@@ -11,8 +11,8 @@
  * denial). An exec that fails returns here and the mark is cleared: the share stays.
  *
  * Every exported exec is hooked, because glibc's execvp, execl... call the kernel through an
- * internal alias, not through execve. A process that never touched CUDA only passes through (no
- * file read, no thread). The raw system call (a static program, Go's syscall package) is not seen:
+ * internal alias, not through execve; the real ones are the driver layer's (driver/resolve.c). A
+ * process that never touched CUDA only passes through (no file read, no thread). The raw system call (a static program, Go's syscall package) is not seen:
  * such an image's share stays charged until it exits (README).
  */
 #include "common/defs.h"
@@ -20,28 +20,16 @@
 #include "driver/resolve.h"
 #include "hooks/init.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <unistd.h>
 
-typedef int (*execve_fn)(const char *, char *const[], char *const[]);
-typedef int (*execv_fn)(const char *, char *const[]);
-typedef int (*fexecve_fn)(int, char *const[], char *const[]);
-typedef int (*execveat_fn)(int, const char *, char *const[], char *const[], int);
-
-/* The next definition of `name` after this library (libc's); NULL if there is none. */
-static void *real_exec(const char *name)
-{
-    void *(*look)(void *, const char *) = gpc_real_dlsym_fn();
-    return look ? look(RTLD_NEXT, name) : NULL;
-}
-
-#define CALL_REAL(type, name, args)                                \
+/* The real call (driver/resolve.c, libc's), around it the mark of this process's entry. */
+#define CALL_REAL(name, args)                                      \
     do {                                                           \
-        type real = (type)real_exec(name);                         \
+        __typeof__(gpc_real_exec()->name) real = gpc_real_exec()->name; \
         if (!real) {                                               \
             errno = ENOSYS;                                        \
             return -1;                                             \
@@ -56,32 +44,32 @@ static void *real_exec(const char *name)
 
 GPC_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-    CALL_REAL(execve_fn, "execve", (path, argv, envp));
+    CALL_REAL(execve, (path, argv, envp));
 }
 
 GPC_EXPORT int execv(const char *path, char *const argv[])
 {
-    CALL_REAL(execv_fn, "execv", (path, argv));
+    CALL_REAL(execv, (path, argv));
 }
 
 GPC_EXPORT int execvp(const char *file, char *const argv[])
 {
-    CALL_REAL(execv_fn, "execvp", (file, argv));
+    CALL_REAL(execvp, (file, argv));
 }
 
 GPC_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-    CALL_REAL(execve_fn, "execvpe", (file, argv, envp));
+    CALL_REAL(execvpe, (file, argv, envp));
 }
 
 GPC_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-    CALL_REAL(fexecve_fn, "fexecve", (fd, argv, envp));
+    CALL_REAL(fexecve, (fd, argv, envp));
 }
 
 GPC_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
 {
-    CALL_REAL(execveat_fn, "execveat", (dirfd, path, argv, envp, flags));
+    CALL_REAL(execveat, (dirfd, path, argv, envp, flags));
 }
 
 /* The list forms: their arguments gathered into an array on the stack, then the vector form. */
