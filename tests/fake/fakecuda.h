@@ -44,6 +44,16 @@ int fakecuda_physical_count(void);
 uint64_t fakecuda_alloc_count(int phys_dev);
 uint64_t fakecuda_free_count(int phys_dev);
 
+/* What a physical device is (its FAKECUDA_PROFILE), for the fake NVML and tests. */
+struct fakecuda_device {
+    char name[64], uuid[48], pci_bus_id[32]; /* as cuDeviceGetName, NVML's UUID, cuDeviceGetPCIBusId */
+    unsigned int pci_bus, pci_device_id;     /* bus number; product id << 16 | vendor 0x10de */
+    int cc_major, cc_minor, sm_count, clock_mhz, memory_clock_mhz, bus_width;
+    uint64_t l2_bytes;
+};
+/* Fills *out for a physical device: 0, or -1 for a bad index (or before the record is attached). */
+int fakecuda_device_info(int phys_dev, struct fakecuda_device *out);
+
 /* One live process on a device, as the record knows it (for the fake NVML). */
 struct fakecuda_process {
     unsigned int pid;

@@ -531,7 +531,12 @@ static void t_graphs(void)
 static void *proc(const char *name, int ver, cuuint64_t flags, CUdriverProcAddressQueryResult *st)
 {
     void *p = (void *)1;
-    OK(cuGetProcAddress_v2(name, &p, ver, flags, st));
+    CUdriverProcAddressQueryResult got = CU_GET_PROC_ADDRESS_SUCCESS;
+    CUresult rc = cuGetProcAddress_v2(name, &p, ver, flags, &got);
+    /* A name the driver lacks is CUDA_ERROR_NOT_FOUND; any other answer is CUDA_SUCCESS. */
+    IS(rc, got == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND ? CUDA_ERROR_NOT_FOUND : CUDA_SUCCESS);
+    if (st)
+        *st = got;
     return p;
 }
 
@@ -566,14 +571,18 @@ static void t_procaddr(void)
     IS(cuGetProcAddress_v2("cuMemAlloc", &p, 13010, 0, &st), CUDA_ERROR_INVALID_VALUE);
     IS(cuGetProcAddress_v2(NULL, &p, 12000, 0, &st), CUDA_ERROR_INVALID_VALUE);
     OK(cuGetProcAddress_v2("cuMemAlloc", &p, 12000, 0, NULL));
+    p = (void *)1;
+    IS(cuGetProcAddress_v2("cuNoSuchThing", &p, 12000, 0, NULL), CUDA_ERROR_NOT_FOUND);
+    CHECK(p == NULL);
+    IS(cuGetProcAddress("cuNoSuchThing", &p, 11030, 0), CUDA_ERROR_NOT_FOUND);
     OK(cuGetProcAddress("cuMemFree", &p, 11030, 0));
     CHECK(p == (void *)cuMemFree_v2);
     /* Calls through a resolved pointer count as calls of that export. */
     CUresult (*init)(unsigned) = (CUresult(*)(unsigned))proc("cuInit", 12000, 0, &st);
     OK(init(0));
     EQ(fakecuda_calls("cuInit"), 1);
-    EQ(fakecuda_calls("cuGetProcAddress_v2"), 27);
-    EQ(fakecuda_calls("cuGetProcAddress"), 1);
+    EQ(fakecuda_calls("cuGetProcAddress_v2"), 28);
+    EQ(fakecuda_calls("cuGetProcAddress"), 2);
 }
 
 static void t_visible(void)
