@@ -11,6 +11,7 @@
 #ifndef FAKECUDA_H
 #define FAKECUDA_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -53,6 +54,15 @@ struct fakecuda_device {
 };
 /* Fills *out for a physical device: 0, or -1 for a bad index (or before the record is attached). */
 int fakecuda_device_info(int phys_dev, struct fakecuda_device *out);
+
+/* The private tables the fake serves the CUDA runtime (export.c): calls of the table's slots in this
+ * process (UINT64_MAX for a table it does not serve), and the table itself with its UUID and slot
+ * count (NULL for an unknown name). Names: CUDART_INTERFACE, TOOLS_RUNTIME_CALLBACK_HOOKS, TOOLS_TLS,
+ * CONTEXT_LOCAL_STORAGE_V0301, CONTEXT_CHECKS, INTEGRITY_CHECK. */
+uint64_t fakecuda_table_calls(const char *table);
+const void *fakecuda_table(const char *table, unsigned char uuid[16], int *slots);
+/* MD2 (RFC 1319) of `len` bytes, the digest the integrity check's HMAC is built on. */
+void fakecuda_md2(const void *data, size_t len, unsigned char digest[16]);
 
 /* One live process on a device, as the record knows it (for the fake NVML). */
 struct fakecuda_process {

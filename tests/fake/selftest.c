@@ -25,29 +25,9 @@
 #include "fakecuda.h"
 #include "fakenvml.h"
 
-#define MiB ((uint64_t)1 << 20)
-#define GiB ((uint64_t)1 << 30)
+#include "selftest.h"
 
-#define CHECK(cond)                                                                          \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            fprintf(stderr, "%s:%d: %s: failed: %s\n", __FILE__, __LINE__, __func__, #cond); \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
-#define IS(call, want)                                                                       \
-    do {                                                                                     \
-        long got_ = (long)(call);                                                            \
-        if (got_ != (long)(want)) {                                                          \
-            fprintf(stderr, "%s:%d: %s: %s gave %ld, want %ld\n", __FILE__, __LINE__,         \
-                    __func__, #call, got_, (long)(want));                                    \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
-#define OK(call) IS(call, CUDA_SUCCESS)
-#define EQ(a, b) IS(a, b)
-
-static void init_primary(CUdevice dev)
+void init_primary(CUdevice dev)
 {
     CUcontext c;
     OK(cuInit(0));
@@ -626,7 +606,7 @@ static void t_visible_dup(void)
     EQ(n, 1);
 }
 
-static int wait_child(pid_t pid)
+int wait_child(pid_t pid)
 {
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
@@ -843,12 +823,6 @@ static void t_bench(void)
 
 /* ---- runner ---- */
 
-struct tcase {
-    const char *name;
-    void (*fn)(void);
-    const char *env[6]; /* NAME=VALUE; "@" in a value stands for a fresh record file */
-};
-
 static const struct tcase cases[] = {
     { "init", t_init, { 0 } },
     { "memory", t_memory, { "FAKECUDA_MEM=1GiB" } },
@@ -872,7 +846,8 @@ static const struct tcase cases[] = {
 };
 
 static const char *const cleared[] = { "FAKECUDA_DEVICES", "FAKECUDA_MEM", "FAKECUDA_RECORD", "FAKECUDA_CTX_BYTES",
-                                       "FAKECUDA_DRIVER_VERSION", "FAKECUDA_STUB", "FAKECUDA_MIG", "CUDA_VISIBLE_DEVICES" };
+                                       "FAKECUDA_DRIVER_VERSION", "FAKECUDA_STUB", "FAKECUDA_MIG", "CUDA_VISIBLE_DEVICES",
+                                       "FAKECUDA_PROFILE", "FAKECUDA_MODULE_BYTES", "FAKECUDA_TRACE" };
 
 static int run_case(const struct tcase *c, const char *self)
 {
@@ -910,21 +885,31 @@ static int run_case(const struct tcase *c, const char *self)
 int main(int argc, char **argv)
 {
     size_t ncases = sizeof cases / sizeof *cases;
+    const struct tcase *groups[] = { cases, selftest_rt_cases };
+    size_t counts[] = { ncases, selftest_rt_ncases };
+    if (argc > 1 && strcmp(argv[1], "rows") == 0) {
+        selftest_rows();
+        return 0;
+    }
     if (argc > 1) {
-        for (size_t i = 0; i < ncases; i++) {
-            if (strcmp(cases[i].name, argv[1]) == 0) {
-                cases[i].fn();
-                return 0;
+        for (size_t g = 0; g < 2; g++) {
+            for (size_t i = 0; i < counts[g]; i++) {
+                if (strcmp(groups[g][i].name, argv[1]) == 0) {
+                    groups[g][i].fn();
+                    return 0;
+                }
             }
         }
         fprintf(stderr, "no case %s\n", argv[1]);
         return 1;
     }
     int failed = 0, passed = 0;
-    for (size_t i = 0; i < ncases; i++) {
-        int rc = run_case(&cases[i], "/proc/self/exe");
-        failed += rc != 0 && rc != 77;
-        passed += rc == 0;
+    for (size_t g = 0; g < 2; g++) {
+        for (size_t i = 0; i < counts[g]; i++) {
+            int rc = run_case(&groups[g][i], "/proc/self/exe");
+            failed += rc != 0 && rc != 77;
+            passed += rc == 0;
+        }
     }
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : passed ? 0 : 77;
