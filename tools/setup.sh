@@ -4,7 +4,7 @@
 # The CUDA toolkit (cuda.h) is expected under /usr/local/cuda (or found by CMake's FindCUDAToolkit).
 set -euo pipefail
 pkgs=(cmake make gcc clang pkg-config uthash-dev libinih-dev libunwind-dev libmicrohttpd-dev libjansson-dev librsvg2-bin
-      libgnutls28-dev libcurl4-gnutls-dev python3 python3-jsonpatch python3-yaml python3-pip curl openssl strace wrk
+      libgnutls28-dev libcurl4-gnutls-dev python3 python3-jsonpatch python3-yaml python3-pip python3-venv curl openssl strace wrk
       prometheus dpkg-dev file lintian buildah gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 missing=()
 for p in "${pkgs[@]}"; do
@@ -28,3 +28,9 @@ if [ ! -f /usr/local/cuda/include/cuda.h ] && ! command -v nvcc >/dev/null; then
     echo "setup: the CUDA toolkit (cuda.h) is missing: install it under /usr/local/cuda" >&2
     exit 1
 fi
+if [ ! -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
+    echo "setup: the CUDA toolkit's nvcc is missing (the real CUDA runtime client of the tests is built with it)" >&2
+    exit 1
+fi
+# The real clients of the test suite (PyTorch, CuPy, JAX from PyPI, pinned): tests/clients.
+bash "$(dirname "$0")/setup_clients.sh"
