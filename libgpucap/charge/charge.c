@@ -31,10 +31,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The one line a denial is worth (audit mode: a would-be denial), then its call stack if asked. */
-static void log_denial(const char *call, int device, uint64_t bytes, int budget, bool audit)
+/* The one line a denial is worth (audit mode: a would-be denial), then its call stack if asked.
+ * A context's reserve that does not fit says so: the call denied then is the context's creation,
+ * which frameworks report as a generic CUDA error rather than an out-of-memory one. */
+static void log_denial(const char *call, int device, uint64_t bytes, int budget, bool audit, bool context)
 {
     char a[32], b[32], c[32];
+    if (context && !audit) {
+        gpc_log(GPC_LOG_WARN, "%s denied on device %d: the context reserve %s does not fit in the budget %s "
+                "(in use %s); raise the budget or set context_reserve (GPUCAP_CONTEXT_RESERVE) lower "
+                "-> CUDA_ERROR_OUT_OF_MEMORY", call, device, gpc_format_size(bytes, a, sizeof a),
+                gpc_format_size(gpc_budget_limit(budget), c, sizeof c),
+                gpc_format_size(gpc_budget_in_use(budget), b, sizeof b));
+        gpc_backtrace_log();
+        return;
+    }
     gpc_log(GPC_LOG_WARN, "%s%s %s on device %d: requested %s, in use %s, limit %s%s", audit ? "audit: " : "", call,
             audit ? "would be denied" : "denied", device, gpc_format_size(bytes, a, sizeof a),
             gpc_format_size(gpc_budget_in_use(budget), b, sizeof b), gpc_format_size(gpc_budget_limit(budget), c, sizeof c),
@@ -60,7 +71,7 @@ static void note_audit_denial(const char *call, int device, uint64_t bytes, int 
     atomic_store_explicit(&audit_device[budget], device, memory_order_relaxed);
     atomic_fetch_add_explicit(&audit_denials[budget], 1, memory_order_relaxed);
     if (!atomic_exchange(&audit_logged, true))
-        log_denial(call, device, bytes, budget, true);
+        log_denial(call, device, bytes, budget, true, false);
 }
 
 __attribute__((destructor)) static void audit_summary_at_exit(void)
@@ -150,7 +161,7 @@ static CUresult charge_begin(struct gpc_charge *c, int device, uint64_t bytes, c
             c->budget = budget;
             return CUDA_SUCCESS;
         }
-        log_denial(call, device, bytes, budget, false);
+        log_denial(call, device, bytes, budget, false, context);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     c->budget = budget;

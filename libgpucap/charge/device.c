@@ -20,6 +20,7 @@
  * runtime reads cuDeviceTotalMem first) looks again at the first call with one (state 2 below).
  */
 #include "charge/device.h"
+#include "charge/context.h"
 
 #include "common/defs.h"
 #include "common/drvlimit.h"
@@ -134,6 +135,29 @@ static void note_driver(int budget, int ordinal, uint64_t reported, uint64_t lim
             gpc_format_size(limit, b, sizeof b), gpc_enforced_by(reported));
 }
 
+/*
+ * Says once per process, at the set-up of a device, when the context reserve (charged for every
+ * context, before any allocation: context.c) takes half the budget or more: on small budgets the
+ * default reserve for the card class leaves little or nothing to allocate (a reserve above the
+ * budget denies the first context, which frameworks report as a generic CUDA error, not an
+ * out-of-memory one). Audit mode denies nothing: not said there.
+ */
+static void notice_reserve(int ordinal, uint64_t limit)
+{
+    static atomic_bool said;
+    if (limit == GPC_UNLIMITED || limit == 0 || gpc_opt_enum(&gpc_config, GPC_OPT_MODE) == GPC_MODE_AUDIT)
+        return;
+    uint64_t reserve = gpc_context_reserve(ordinal);
+    if (reserve < limit - limit / 2 || atomic_exchange(&said, true))
+        return;
+    char r[GPC_SIZE_TEXT], l[GPC_SIZE_TEXT];
+    unsigned long long pct = reserve >= limit ? 100 : (unsigned long long)(reserve / (limit / 100 ? limit / 100 : 1));
+    gpc_log(GPC_LOG_WARN, "device %d: the context reserve, %s charged for each context before any allocation, "
+            "takes %llu%% of the budget %s%s; set context_reserve (GPUCAP_CONTEXT_RESERVE) to what a context really "
+            "takes on this card (README, Settings), or raise the budget", ordinal, gpc_format_size(reserve, r, sizeof r),
+            pct, gpc_format_size(limit, l, sizeof l), reserve > limit ? ": the first context on it is denied" : "");
+}
+
 static int setup(int ordinal, bool current)
 {
     struct device *dev = &devices[ordinal];
@@ -212,6 +236,8 @@ static int setup(int ordinal, bool current)
     bool look_later = !current && budget != GPC_BUDGET_DENY;
     atomic_store_explicit(&dev->ready, look_later ? 2 : 1, memory_order_release);
     pthread_mutex_unlock(&setup_lock);
+    if (budget >= 0)
+        notice_reserve(ordinal, limit); /* after the unlock: the reserve may ask this device's size */
     return budget;
 }
 
