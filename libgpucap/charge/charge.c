@@ -30,6 +30,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* The one line a denial is worth (audit mode: a would-be denial), then its call stack if asked.
  * A context's reserve that does not fit says so: the call denied then is the context's creation,
@@ -100,6 +101,35 @@ static bool retry_after_trim(int budget, int device, uint64_t bytes, unsigned ho
     return gpc_reclaim(device) && gpc_budget_admit(budget, bytes, how) == 0;
 }
 
+/*
+ * A request denied again at once is one denial. PyTorch's caching allocator (and others built the
+ * same way) answers an out-of-memory by freeing its cache and asking for the same size again; a
+ * report that counted both, and two warning lines, would read as two failures. So a denial of the
+ * same size on the same device by the same thread, with nothing admitted to that thread in between
+ * and within a second of the last, is counted and said once. The allocation path reads one
+ * thread-local flag to clear it.
+ */
+#define RETRY_WINDOW_NS 1000000000ull
+static __thread struct {
+    bool armed; /* a denial happened and nothing was admitted since */
+    int device;
+    uint64_t bytes, at_ns;
+} last_denial __attribute__((tls_model("initial-exec")));
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Whether this request repeats the thread's last denial (see above). */
+static bool repeats_denial(int device, uint64_t bytes)
+{
+    return last_denial.armed && last_denial.device == device && last_denial.bytes == bytes &&
+           now_ns() - last_denial.at_ns < RETRY_WINDOW_NS;
+}
+
 /* A charge's admission: the peak waits for the driver (a request it refuses is no part of it). */
 static unsigned admit_how(const struct gpc_charge *c)
 {
@@ -151,6 +181,9 @@ static CUresult charge_begin(struct gpc_charge *c, int device, uint64_t bytes, c
     if (budget == GPC_BUDGET_NONE)
         return CUDA_SUCCESS;
     unsigned how = admit_how(c);
+    bool again = gpc_unlikely(last_denial.armed) && repeats_denial(device, bytes);
+    if (again)
+        how |= GPC_ADMIT_RETRY;
     if (gpc_budget_admit(budget, bytes, how) != 0 && !retry_after_trim(budget, device, bytes, how)) {
         /* Audit mode: the denial is counted and logged, and the bytes are admitted past the limit
          * so that the peak is what the job really needs. A broken setting (DENY) still denies. */
@@ -161,9 +194,16 @@ static CUresult charge_begin(struct gpc_charge *c, int device, uint64_t bytes, c
             c->budget = budget;
             return CUDA_SUCCESS;
         }
-        log_denial(call, device, bytes, budget, false, context);
+        if (!again)
+            log_denial(call, device, bytes, budget, false, context);
+        last_denial.armed = true;
+        last_denial.device = device;
+        last_denial.bytes = bytes;
+        last_denial.at_ns = now_ns();
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    if (gpc_unlikely(last_denial.armed))
+        last_denial.armed = false;
     c->budget = budget;
     return CUDA_SUCCESS;
 }

@@ -655,7 +655,8 @@ int gpc_budget_admit(int id, uint64_t bytes, unsigned how)
     if (gpc_unlikely(request && bytes > atomic_load_explicit(&slot->largest, memory_order_relaxed)))
         max_into(&slot->largest, bytes);
     if (gpc_unlikely(rc != 0)) {
-        count_denial(slot);
+        if (!(how & GPC_ADMIT_RETRY))
+            count_denial(slot);
         timeline_note(id, true);
         return rc;
     }

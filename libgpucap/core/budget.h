@@ -33,6 +33,7 @@ int gpc_budget_reserve(int id, uint64_t bytes);
 #define GPC_ADMIT_CONTEXT 2u    /* a context reserve: counted apart, not a request (allocs, largest) */
 #define GPC_ADMIT_DEFER_PEAK 4u /* the peak and the timeline wait for gpc_budget_admitted (the driver may refuse) */
 #define GPC_UNDO_DRIVER 8u      /* gpc_budget_undo: the driver refused (counted as such) */
+#define GPC_ADMIT_RETRY 16u     /* the same request again (charge.c): a denial of it is not counted twice */
 /* gpc_budget_reserve with GPC_ADMIT_* flags. */
 int gpc_budget_admit(int id, uint64_t bytes, unsigned how);
 /* The driver carried out an admission made with GPC_ADMIT_DEFER_PEAK: this process's peak follows. */

@@ -136,6 +136,17 @@ torch.train)
         pass torch.train "the report's peak $peak = the loop's max_memory_reserved $peak_torch + the reserve $RESERVE" ||
         fail torch.train "report peak ${peak:-?}, max_memory_reserved ${peak_torch:-?} (+ reserve $RESERVE): $(tail -3 <<< "$out")"
     ;;
+torch.denials)
+    # One OOM of PyTorch's is one denial and one warning line, though its allocator frees its cache
+    # and asks again before it raises.
+    need_py torch; need_cli
+    GPUCAP_LIB="$GPUCAP_LIB" GPUCAP_CONTEXT_RESERVE=$RESERVE timeout -k 5 200 "$CLI" run -m "$BUDGET" --json \
+        --report "$WORK/denials.json" -- "$PY_TORCH" "$here/torch_checks.py" fill > "$WORK/denials.out" 2>&1
+    n=$(report_field "$WORK/denials.json" denials); lines=$(grep -c 'denied on device' "$WORK/denials.out")
+    [ "${n:-x}" = 1 ] && [ "$lines" = 1 ] && grep -q "error=OutOfMemoryError" "$WORK/denials.out" &&
+        pass torch.denials "one OutOfMemoryError: 1 denial in the report, 1 warning line" ||
+        fail torch.denials "one OOM gave ${n:-?} denials and $lines warning lines: $(tail -3 "$WORK/denials.out")"
+    ;;
 torch.audit)
     # gpucap run --audit with a budget far too small: the report's "sufficient" budget is what the
     # job needed, and a run enforced at exactly that budget completes.
