@@ -54,7 +54,8 @@
  * is set again by the next lock holder's own pass. What is in use (the figures) is the sum of
  * lease - spare over the processes: exact, whatever is spare.
  *
- * The allocation and free counts are batched per thread (64 events) off the shared line.
+ * The allocation and free counts are batched per thread (64 events) off the shared line, after a
+ * thread's first 64, which go in one by one (a process killed loses no count of a short job).
  *
  * The figures count what the driver carried out: the charge steps admit with GPC_ADMIT_DEFER_PEAK
  * and note this process's peak and the timeline after the driver call (gpc_budget_admitted); a
@@ -142,6 +143,7 @@ struct counts {
     _Atomic uint32_t pending;
     bool registered;
     uint8_t batches;    /* batches flushed, for the check of changed limits every POLL_BATCHES */
+    uint8_t warmup;     /* events counted one by one so far (up to COUNT_BATCH), see count() */
     /* At most COUNT_BATCH events between flushes (an uncounted one takes allocs below 0): 16 bits. */
     _Atomic int16_t allocs[GPC_LEDGER_DEVICES], frees[GPC_LEDGER_DEVICES];
     /* Bytes this thread had admitted less those it gave back, since its last flush (gpc_budget_held). */
@@ -239,6 +241,15 @@ __attribute__((noinline, cold)) static void batch_done(struct counts *c, bool fr
     }
 }
 
+/* The first COUNT_BATCH events of a thread go into the ledger one by one: a process that ends without
+ * its exit handlers (SIGKILL, _exit) loses no count of a short job (PyTorch's caching allocator makes
+ * few driver allocations), and a long one loses at most a batch per thread. */
+__attribute__((noinline, cold)) static void warmup_done(struct counts *c)
+{
+    c->warmup++;
+    flush(c, true);
+}
+
 /* Counts an allocation or a free of `bytes` on budget id, and moves this thread's bytes held. */
 static inline void count(int id, bool freed, uint64_t bytes)
 {
@@ -252,6 +263,8 @@ static inline void count(int id, bool freed, uint64_t bytes)
                           memory_order_relaxed);
     if (gpc_unlikely(atomic_load_explicit(&c->pending, memory_order_relaxed) >= COUNT_BATCH))
         batch_done(c, freed);
+    else if (gpc_unlikely(c->warmup < COUNT_BATCH))
+        warmup_done(c);
 }
 
 /* An allocation counted at admission that the driver then refused (the batch may go below 0). */
@@ -260,6 +273,8 @@ static void uncount(int id)
     struct counts *c = &my_counts;
     atomic_store_explicit(&c->allocs[id], (int16_t)(atomic_load_explicit(&c->allocs[id], memory_order_relaxed) - 1),
                           memory_order_relaxed);
+    if (c->warmup < COUNT_BATCH) /* the count went in at once: so does its undoing */
+        flush(c, true);
 }
 
 void gpc_budget_flush_counts(void)
@@ -290,6 +305,7 @@ static void counts_after_fork(void)
         atomic_store(&own_contexts[id], 0);
     }
     my_counts.registered = false;
+    my_counts.warmup = 0;
 }
 
 uint64_t gpc_budget_held(int id)

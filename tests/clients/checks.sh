@@ -147,6 +147,19 @@ torch.denials)
         pass torch.denials "one OutOfMemoryError: 1 denial in the report, 1 warning line" ||
         fail torch.denials "one OOM gave ${n:-?} denials and $lines warning lines: $(tail -3 "$WORK/denials.out")"
     ;;
+torch.exit)
+    # A job that ends with os._exit (no exit handler runs): the report's counts are the driver
+    # allocations and frees PyTorch's allocator says it made.
+    need_py torch; need_cli
+    GPUCAP_LIB="$GPUCAP_LIB" GPUCAP_CONTEXT_RESERVE=$RESERVE timeout -k 5 200 "$CLI" run -m "$BUDGET" --json \
+        --report "$WORK/exit.json" -- "$PY_TORCH" "$here/torch_checks.py" exit_now > "$WORK/exit.out" 2>&1
+    out=$(cat "$WORK/exit.out")
+    want_a=$(field device_allocs "$out"); want_f=$(field device_frees "$out")
+    got_a=$(report_field "$WORK/exit.json" allocations); got_f=$(report_field "$WORK/exit.json" frees)
+    [ -n "$want_a" ] && [ "$got_a" = "$want_a" ] && [ "$got_f" = "$want_f" ] &&
+        pass torch.exit "after os._exit the report counts $got_a allocations and $got_f frees, as PyTorch does" ||
+        fail torch.exit "the report counts ${got_a:-?} allocations and ${got_f:-?} frees, PyTorch ${want_a:-?} and ${want_f:-?}: $(tail -2 <<< "$out")"
+    ;;
 torch.audit)
     # gpucap run --audit with a budget far too small: the report's "sufficient" budget is what the
     # job needed, and a run enforced at exactly that budget completes.

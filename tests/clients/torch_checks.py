@@ -13,6 +13,8 @@ budget (GPUCAP_MEMORY_LIMIT, bytes), the allocator's settings and the ledger. Ca
   hold MIB      holds MIB MiB, prints "holding", sleeps (the two-process and SIGKILL cases)
   train         a small training loop (elementwise model, autograd, SGD); prints peak_reserved=
   job MIB       allocates MIB MiB in 16 MiB tensors, frees half, exits (the audit case's job)
+  exit_now      allocates and frees (empty_cache) some, prints the caching allocator's own counts of
+                driver allocations and frees (device_allocs= device_frees=), ends with os._exit
 """
 import os
 import re
@@ -126,7 +128,17 @@ def case_job(n_mib):
     print(f"job done holding {len(held) * 16 * MiB}", flush=True)
 
 
-CASES = {"oom": case_oom, "fraction": case_fraction, "empty_cache": case_empty_cache, "props": case_props,
+def case_exit_now():
+    held = [torch.empty(16 * MiB, dtype=torch.uint8, device="cuda") for _ in range(6)]
+    del held[:4]
+    torch.cuda.empty_cache()
+    torch.cuda.synchronize()
+    st = torch.cuda.memory_stats()
+    print(f"device_allocs={st['num_device_alloc']} device_frees={st['num_device_free']}", flush=True)
+    os._exit(0)
+
+
+CASES = {"exit_now": case_exit_now, "oom": case_oom, "fraction": case_fraction, "empty_cache": case_empty_cache, "props": case_props,
          "fill": case_fill, "hold": case_hold, "train": case_train, "job": case_job}
 
 if __name__ == "__main__":
