@@ -228,6 +228,20 @@ static uint64_t current_ctx(void)
     return (uint64_t)(uintptr_t)ctx;
 }
 
+static gpc_charge_first_fn *first_cb;
+static atomic_bool first_seen;
+
+void gpc_charge_on_first(gpc_charge_first_fn *fn)
+{
+    first_cb = fn;
+}
+
+__attribute__((noinline, cold)) static void first_charge(void)
+{
+    if (!atomic_exchange(&first_seen, true) && first_cb)
+        first_cb();
+}
+
 /* gpc_charge_commit, inlined into gpc_charge_end: the allocation path pays no call for it. */
 static inline bool commit(struct gpc_charge *c, CUresult rc)
 {
@@ -237,6 +251,8 @@ static inline bool commit(struct gpc_charge *c, CUresult rc)
         gpc_charge_refused(c);
         return false;
     }
+    if (gpc_unlikely(!atomic_load_explicit(&first_seen, memory_order_relaxed)) && !c->context)
+        first_charge();
     gpc_budget_admitted(c->budget);
     if (c->context) /* a context's reserve */
         gpc_budget_note_contexts(c->budget, (int64_t)c->bytes);

@@ -287,6 +287,9 @@ void gpc_budget_flush_counts(void)
     }
 }
 
+/* What this process held on each device when exit began (gpc_budget_note_exit_begins). */
+static uint64_t held_when_exiting[GPC_LEDGER_DEVICES];
+
 /* This process's context reserves per device entry (gpc_budget_note_contexts): what it holds at exit
  * apart from its allocations. */
 static _Atomic uint64_t own_contexts[GPC_LEDGER_DEVICES];
@@ -303,6 +306,7 @@ static void counts_after_fork(void)
         /* The child holds none of its parent's memory. */
         atomic_store(&my_counts.held[id], 0), atomic_store(&held_flushed[id], 0);
         atomic_store(&own_contexts[id], 0);
+        held_when_exiting[id] = 0;
     }
     my_counts.registered = false;
     my_counts.warmup = 0;
@@ -777,13 +781,28 @@ void gpc_budget_undo(int id, uint64_t bytes, unsigned how)
         atomic_fetch_add_explicit(&gpc_ledger->dev[id].refused_driver, 1, memory_order_relaxed);
 }
 
+/* Allocations this process holds on device entry id: a context's reserve is no allocation the
+ * program failed to free. */
+static uint64_t allocations_held(const struct gpc_ledger_proc *me, int id)
+{
+    uint64_t held = gpc_ledger_share_in_use(&me->share[id]), ctx = atomic_load(&own_contexts[id]);
+    return held > ctx ? held - ctx : 0;
+}
+
+void gpc_budget_note_exit_begins(void)
+{
+    struct gpc_ledger_proc *me = atomic_load(&gpc_ledger_entry);
+    for (int id = 0; me && gpc_ledger && id < GPC_LEDGER_DEVICES; id++)
+        held_when_exiting[id] = allocations_held(me, id);
+}
+
 void gpc_budget_note_exit(void)
 {
     struct gpc_ledger_proc *me = atomic_load(&gpc_ledger_entry);
     for (int id = 0; me && gpc_ledger && id < GPC_LEDGER_DEVICES; id++) {
-        /* Allocations still held: a context's reserve is no allocation the program failed to free. */
-        uint64_t held = gpc_ledger_share_in_use(&me->share[id]), ctx = atomic_load(&own_contexts[id]);
-        held = held > ctx ? held - ctx : 0;
+        uint64_t held = allocations_held(me, id);
+        if (held_when_exiting[id] > held)
+            held = held_when_exiting[id];
         if (held)
             atomic_fetch_add_explicit(&gpc_ledger->dev[id].held_at_exit, held, memory_order_relaxed);
     }

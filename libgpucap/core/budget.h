@@ -46,8 +46,13 @@ void gpc_budget_undo(int id, uint64_t bytes, unsigned how);
 /* Gives back bytes that were no allocation of the program (a context, an estimate settled): no free. */
 void gpc_budget_give_back(int id, uint64_t bytes);
 /* At normal exit, before the ledger lets go: adds the allocations this process still holds (its
- * context reserves apart) to held_at_exit. */
+ * context reserves apart) to held_at_exit; or what it held when exit began
+ * (gpc_budget_note_exit_begins), when that was more: the CUDA runtime's own exit handlers release
+ * its primary contexts, and with them every allocation, before the library's destructor runs. */
 void gpc_budget_note_exit(void);
+/* At the start of exit (an exit handler that runs before the runtime's): notes what this process
+ * holds then, for gpc_budget_note_exit. */
+void gpc_budget_note_exit_begins(void);
 /* The admission rule: `bytes` more on top of `used` stays within `limit` (computed without wrapping). */
 bool gpc_budget_fits(uint64_t used, uint64_t bytes, uint64_t limit);
 /* Gives back bytes admitted earlier (no lock: into this process's lease). */

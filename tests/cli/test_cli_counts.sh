@@ -3,7 +3,10 @@
 # test_cli_counts.sh GPUCAP CLI_ALLOC: the report's allocation and free counts of a process that
 # ends without its exit handlers (SIGKILL, _exit) are what it did, as after a normal exit (they
 # were flushed only there: "allocations 0, frees 0" beside a right peak); a thread's first 64
-# events go in one by one, so a short job's are exact, on every thread.
+# events go in one by one, so a short job's are exact, on every thread. "Held at exit" is what a
+# process held when it began to exit, also when an exit handler of the CUDA runtime's (op R: one
+# registered before the first allocation, which releases the primary context) freed it all before
+# the library's destructor.
 set -u
 gpucap=$1 alloc=$2
 . "$(dirname "$0")/../common.sh"
@@ -19,4 +22,12 @@ done
 "$gpucap" run --memory 64MiB --report "$t/r.json" --json -- "$alloc" a2 c:a1,a1,K F > "$t/out" 2> "$t/err"
 [ "$(field allocations)" = 3 ] && [ "$(field frees)" = 1 ] ||
     bad "parent and killed child: allocations $(field allocations), frees $(field frees); want 3, 1"
+# Held at exit: what is still allocated when exit begins (a child's added), the runtime-like
+# handler releasing the context at exit or not.
+for case in "a8:8" "R a8:8" "R a1 a2 F a8:8" "R a8 c:R,a4:12"; do
+    ops=${case%:*}
+    "$gpucap" run --memory 64MiB --report "$t/r.json" --json -- "$alloc" $ops > "$t/out" 2> "$t/err"
+    [ "$(field held_at_exit)" = $((${case##*:} * MiB)) ] ||
+        bad "held at exit after '$ops': $(field held_at_exit), want $((${case##*:} * MiB))"
+done
 exit $fail

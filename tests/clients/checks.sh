@@ -160,6 +160,17 @@ torch.exit)
         pass torch.exit "after os._exit the report counts $got_a allocations and $got_f frees, as PyTorch does" ||
         fail torch.exit "the report counts ${got_a:-?} allocations and ${got_f:-?} frees, PyTorch ${want_a:-?} and ${want_f:-?}: $(tail -2 <<< "$out")"
     ;;
+torch.held)
+    # A job that exits normally holding memory: the report's "held at exit" is what its allocator
+    # held then, though the runtime releases its context (and so all of it) before gpucap's destructor.
+    need_py torch; need_cli
+    GPUCAP_LIB="$GPUCAP_LIB" GPUCAP_CONTEXT_RESERVE=$RESERVE timeout -k 5 200 "$CLI" run -m "$BUDGET" --json \
+        --report "$WORK/held.json" -- "$PY_TORCH" "$here/torch_checks.py" job 512 > "$WORK/held.out" 2>&1
+    want=$(field reserved "$(cat "$WORK/held.out")"); got=$(report_field "$WORK/held.json" held_at_exit)
+    [ -n "$want" ] && [ "$want" -gt 0 ] && [ "$got" = "$want" ] &&
+        pass torch.held "held at exit $((got / MiB)) MiB: what the caching allocator held when the job exited" ||
+        fail torch.held "held at exit ${got:-?}, the allocator held ${want:-?}: $(tail -2 "$WORK/held.out")"
+    ;;
 torch.audit)
     # gpucap run --audit with a budget far too small: the report's "sufficient" budget is what the
     # job needed, and a run enforced at exactly that budget completes.

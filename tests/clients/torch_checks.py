@@ -12,7 +12,8 @@ budget (GPUCAP_MEMORY_LIMIT, bytes), the allocator's settings and the ledger. Ca
   fill          64 MiB tensors until the OOM; prints allocated=<bytes>
   hold MIB      holds MIB MiB, prints "holding", sleeps (the two-process and SIGKILL cases)
   train         a small training loop (elementwise model, autograd, SGD); prints peak_reserved=
-  job MIB       allocates MIB MiB in 16 MiB tensors, frees half, exits (the audit case's job)
+  job MIB       allocates MIB MiB in 16 MiB tensors, frees half, exits; prints reserved= (what the
+                caching allocator still holds from the driver)
   exit_now      allocates and frees (empty_cache) some, prints the caching allocator's own counts of
                 driver allocations and frees (device_allocs= device_frees=), ends with os._exit
 """
@@ -125,7 +126,7 @@ def case_job(n_mib):
     held = [torch.empty(16 * MiB, dtype=torch.uint8, device="cuda") for _ in range(int(n_mib) // 16)]
     del held[len(held) // 2:]
     torch.cuda.synchronize()
-    print(f"job done holding {len(held) * 16 * MiB}", flush=True)
+    print(f"job done holding {len(held) * 16 * MiB} reserved={torch.cuda.memory_reserved()}", flush=True)
 
 
 def case_exit_now():

@@ -122,7 +122,7 @@ client() { # client CASE [MODULE]
     local c=$1 mod=${2:-}
     if [ -n "$mod" ] && ! python3 -c "import $mod" > /dev/null 2>&1; then skip "$c" "$mod is not installed"; return; fi
     case $c in cudart.*) [ -n "$cudart" ] || { skip "$c" "nvcc not available"; return; } ;; esac
-    case $c in torch.train | torch.audit | torch.denials | torch.exit) [ -n "$cli" ] || { skip "$c" "no gpucap command here"; return; } ;; esac
+    case $c in torch.train | torch.audit | torch.denials | torch.exit | torch.held) [ -n "$cli" ] || { skip "$c" "no gpucap command here"; return; } ;; esac
     local out line n=0
     out=$(GPUCAP_LIB=$lib CLI=$cli CUDART_CLIENT=$cudart BUDGET=$BUDGET RESERVE=$((ctx_mib * MiB)) WORK=$work \
           T 300 bash "$src/tests/clients/checks.sh" "$c" 2>&1)
@@ -136,7 +136,7 @@ client() { # client CASE [MODULE]
 }
 for c in cudart.family cudart.reset cudart.ipc; do client $c; done
 for c in torch.oom torch.expandable torch.async torch.fraction torch.empty_cache torch.props torch.two_procs \
-         torch.sigkill torch.train torch.audit torch.denials torch.exit; do client $c torch; done
+         torch.sigkill torch.train torch.audit torch.denials torch.exit torch.held; do client $c torch; done
 for c in cupy.default cupy.async cupy.pinned cupy.kernel; do client $c cupy; done
 client jax.prealloc jax
 

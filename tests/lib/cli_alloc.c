@@ -12,6 +12,8 @@
  *   i         print what the program is told: "info free=.. total=.." (cuMemGetInfo_v2)
  *   f<P>      size itself as a framework does: allocate P% of the free memory cuMemGetInfo_v2 reports
  *   K         die by SIGKILL here;  X  end with _exit(0) here (neither runs an exit handler)
+ *   R         register an exit handler that releases device 0's primary context, as the CUDA
+ *             runtime does at its start (it runs at exit before the library's destructor)
  * At the end prints "results=" and one character per allocation attempt: 0 admitted, 1 failed.
  * Exit 0, or the child's failure.
  */
@@ -65,6 +67,11 @@ static int run_child(const char *self, const char *ops)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+static void release_primary(void)
+{
+    cuDevicePrimaryCtxRelease_v2(0);
+}
+
 int main(int argc, char **argv)
 {
     make_context(0);
@@ -90,6 +97,9 @@ int main(int argc, char **argv)
             break;
         case 's':
             usleep((useconds_t)atoi(op + 1) * 100000);
+            break;
+        case 'R':
+            atexit(release_primary);
             break;
         case 'K':
             fflush(stdout);
