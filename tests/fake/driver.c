@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * driver.c: the fake driver's frame. It owns the configuration (FAKECUDA_* and
- * CUDA_VISIBLE_DEVICES, read once), the per-entry-point call counters, cuInit, device queries,
- * contexts (per-thread current-context stacks, primary and green contexts), streams, events,
- * the fake address space, fork() handling and cuGetProcAddress with its version table
- * (entries.h).
+ * CUDA_VISIBLE_DEVICES, read once), the per-entry-point call counters and the trace, cuInit,
+ * contexts (per-thread current-context stacks, primary and green contexts), the fake address
+ * space, fork() handling and cuGetProcAddress with its version table (entries.h). Devices are
+ * device.c's, streams and events stream.c's.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * memory.c: device allocations that are not VMM, arrays or graphs: linear (cuMemAlloc*, pitched,
- * managed, legacy 32-bit), stream-ordered pools, host memory, and the pointer queries.
+ * managed, legacy 32-bit), stream-ordered pools, and the pointer queries (host memory is host.c's;
+ * IPC mappings, extra.c's, and modules' variables, module.c's, are entries here that free nothing).
  *
  * Pools are modelled as the driver documents them: a pool's `reserved` is what it took from the
  * card and `used` what the application holds. An allocation that does not fit in reserved - used

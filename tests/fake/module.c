@@ -11,7 +11,8 @@
  * driver frees the modules of a context with it. A library (cuLibraryLoad*) is loaded into a
  * context lazily, as the driver does: charged in the current context at the load when there is one,
  * else in the context where one of its kernels or its module is first asked for or launched.
- * A load that does not fit answers CUDA_ERROR_OUT_OF_MEMORY.
+ * A load that does not fit answers CUDA_ERROR_OUT_OF_MEMORY. A module's variables (cuModuleGetGlobal)
+ * are address ranges that live until their context goes, also after the module's unload.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
