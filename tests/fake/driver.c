@@ -904,6 +904,17 @@ FK_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
     return proc_lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
 }
 
+FK_EXPORT int fakecuda_row(int i, const char **sym, const char **base, int *version, int *per_thread)
+{
+    if (i < 0 || i >= FK_NENTRIES)
+        return -1;
+    *sym = procs[i].sym;
+    *base = procs[i].base;
+    *version = procs[i].version;
+    *per_thread = procs[i].ptsz;
+    return 0;
+}
+
 FK_EXPORT uint64_t fakecuda_calls(const char *exported_name)
 {
     for (int i = 0; exported_name && i < FK_NENTRIES; i++)

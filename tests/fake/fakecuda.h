@@ -33,6 +33,9 @@ uint64_t fakecuda_container_used(int phys_dev);
 /* Calls of that exported entry point in this process (every call counts, failed ones too);
  * UINT64_MAX for a name the fake does not export, so a misspelt name cannot pass a test. */
 uint64_t fakecuda_calls(const char *exported_name);
+/* Entry row i of the fake (entries.h): exported symbol, base name, version, per-thread variant; 0,
+ * or -1 past the last. */
+int fakecuda_row(int i, const char **sym, const char **base, int *version, int *per_thread);
 /* Makes a context on CUDA ordinal `ordinal` and pushes it current, as cuCtxCreate does, but by a
  * route no interposer sees (a library's private entry into the driver); NULL before cuInit or on
  * failure. With FAKECUDA_CTX_REUSE=1 it may take the handle of a destroyed context. */

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #endif
 #include <cuda.h>
+#include <cudaProfiler.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -804,7 +805,179 @@ static void t_nvml_rt(void)
     CHECK(fakenvml_calls("nvmlNoSuchCall") == ~0ull);
 }
 
+/* ---- the rest of what the runtime and the frameworks call: each family once, answers checked ---- */
+
+static void log_cb(void *data, CUlogLevel level, char *message, size_t length)
+{
+    exit(3); /* the fake logs nothing */
+}
+
+static void t_misc(void)
+{
+    init_primary(0);
+    CUcontext ctx;
+    OK(cuCtxGetCurrent(&ctx));
+    /* Context queries and settings. */
+    unsigned v = 0;
+    unsigned long long id1 = 0, id2 = 0;
+    OK(cuCtxGetApiVersion(NULL, &v));
+    EQ(v, 3020);
+    OK(cuCtxGetId(ctx, &id1));
+    OK(cuCtxGetId(NULL, &id2));
+    CHECK(id1 == id2 && id1 != 0);
+    OK(cuCtxSetFlags(CU_CTX_SCHED_SPIN));
+    OK(cuCtxGetFlags(&v));
+    EQ(v, CU_CTX_SCHED_SPIN);
+    CUfunc_cache cc;
+    OK(cuCtxSetCacheConfig(CU_FUNC_CACHE_PREFER_L1));
+    OK(cuCtxGetCacheConfig(&cc));
+    EQ(cc, CU_FUNC_CACHE_PREFER_L1);
+    CUsharedconfig sc;
+    OK(cuCtxGetSharedMemConfig(&sc));
+    OK(cuCtxResetPersistingL2Cache());
+    OK(cuDevicePrimaryCtxSetFlags_v2(0, CU_CTX_SCHED_BLOCKING_SYNC));
+    int active;
+    OK(cuDevicePrimaryCtxGetState(0, &v, &active));
+    CHECK(v == CU_CTX_SCHED_BLOCKING_SYNC && active == 1);
+    IS(cuDevicePrimaryCtxSetFlags_v2(0, 1u << 30), CUDA_ERROR_INVALID_VALUE);
+    /* No peers. */
+    int can = 1, p2p = 1;
+    OK(cuDeviceCanAccessPeer(&can, 0, 0));
+    EQ(can, 0);
+    IS(cuDeviceGetP2PAttribute(&p2p, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 0, 0), CUDA_ERROR_INVALID_DEVICE);
+    IS(cuCtxEnablePeerAccess(ctx, 0), CUDA_ERROR_PEER_ACCESS_UNSUPPORTED);
+    IS(cuCtxDisablePeerAccess(ctx), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+    OK(cuDeviceGetExecAffinitySupport(&can, CU_EXEC_AFFINITY_TYPE_SM_COUNT, 0));
+    EQ(can, 0);
+    /* Memory advice, prefetch and range attributes: checked ranges, no effect. */
+    CUdeviceptr p;
+    OK(cuMemAllocManaged(&p, MiB, CU_MEM_ATTACH_GLOBAL));
+    CUmemLocation loc = { CU_MEM_LOCATION_TYPE_DEVICE, 0 };
+    OK(cuMemAdvise_v2(p, MiB, CU_MEM_ADVISE_SET_READ_MOSTLY, loc));
+    OK(cuMemPrefetchAsync_v2(p, MiB, loc, 0, NULL));
+    IS(cuMemPrefetchAsync_v2(p, 2 * MiB, loc, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+    int where = 7;
+    OK(cuMemRangeGetAttribute(&where, sizeof where, CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, p, MiB));
+    EQ(where, -1);
+    /* Stream attributes and memory operations in a batch. */
+    CUstreamAttrValue av;
+    OK(cuStreamGetAttribute(NULL, CU_LAUNCH_ATTRIBUTE_PRIORITY, &av));
+    OK(cuStreamSetAttribute(NULL, CU_LAUNCH_ATTRIBUTE_PRIORITY, &av));
+    uint64_t *word;
+    OK(cuMemAllocHost_v2((void **)&word, 64));
+    CUstreamBatchMemOpParams ops[2];
+    memset(ops, 0, sizeof ops);
+    ops[0].operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    ops[0].writeValue.address = (CUdeviceptr)(uintptr_t)word;
+    ops[0].writeValue.value64 = 99;
+    ops[1].operation = CU_STREAM_MEM_OP_BARRIER;
+    OK(cuStreamBatchMemOp_v2(NULL, 2, ops, 0));
+    EQ(*word, 99);
+    OK(cuStreamWriteValue64(NULL, (CUdeviceptr)(uintptr_t)word, 5, 0));
+    EQ(*word, 5);
+    CUstreamCaptureStatus cs;
+    OK(cuStreamGetCaptureInfo_v2(NULL, &cs, NULL, NULL, NULL, NULL));
+    EQ(cs, CU_STREAM_CAPTURE_STATUS_NONE);
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    OK(cuThreadExchangeStreamCaptureMode(&mode));
+    EQ(mode, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    /* Pools by location and their access. */
+    CUmemoryPool pool, dflt;
+    OK(cuMemGetMemPool(&pool, &loc, CU_MEM_ALLOCATION_TYPE_PINNED));
+    OK(cuDeviceGetDefaultMemPool(&dflt, 0));
+    CHECK(pool == dflt);
+    OK(cuMemSetMemPool(&loc, CU_MEM_ALLOCATION_TYPE_PINNED, dflt));
+    CUmemAccessDesc acc = { loc, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    OK(cuMemPoolSetAccess(pool, &acc, 1));
+    CUmemAccess_flags af;
+    OK(cuMemPoolGetAccess(&af, pool, &loc));
+    EQ(af, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    /* JIT linking, tensor maps, occupancy and thread-block clusters. */
+    CUlinkState ls;
+    void *cubin;
+    size_t cubin_size;
+    OK(cuLinkCreate_v2(0, NULL, NULL, &ls));
+    IS(cuLinkComplete(ls, &cubin, &cubin_size), CUDA_ERROR_INVALID_IMAGE);
+    OK(cuLinkAddData_v2(ls, CU_JIT_INPUT_PTX, "ptx", 3, "a.ptx", 0, NULL, NULL));
+    OK(cuLinkComplete(ls, &cubin, &cubin_size));
+    CUmodule m;
+    OK(cuModuleLoadData(&m, cubin));
+    OK(cuLinkDestroy(ls));
+    CUfunction f;
+    OK(cuModuleGetFunction(&f, m, "k"));
+    int blocks, grid, bs;
+    OK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, 256, 0));
+    EQ(blocks, 8);
+    OK(cuOccupancyMaxPotentialBlockSize(&grid, &bs, f, NULL, 0, 0));
+    CHECK(bs == 1024 && grid > 0);
+    CUlaunchAttribute cl;
+    memset(&cl, 0, sizeof cl);
+    cl.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cl.value.clusterDim.x = 4;
+    cl.value.clusterDim.y = cl.value.clusterDim.z = 1;
+    CUlaunchConfig cfg = { 4, 1, 1, 128, 1, 1, 0, NULL, &cl, 1 };
+    OK(cuOccupancyMaxActiveClusters(&blocks, f, &cfg));
+    EQ(blocks, 132 / 4);
+    OK(cuOccupancyMaxPotentialClusterSize(&blocks, f, &cfg));
+    EQ(blocks, 8);
+    OK(cuLaunchKernelEx(&cfg, f, NULL, NULL));
+    CUtensorMap tm;
+    cuuint64_t dims[2] = { 64, 64 }, strides[1] = { 256 };
+    cuuint32_t box[2] = { 16, 16 }, es[2] = { 1, 1 };
+    OK(cuTensorMapEncodeTiled(&tm, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void *)(uintptr_t)p, dims, strides, box, es,
+                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+    OK(cuTensorMapReplaceAddress(&tm, (void *)(uintptr_t)(p + 256)));
+    IS(cuTensorMapReplaceAddress(&tm, (void *)(uintptr_t)(p + 1)), CUDA_ERROR_INVALID_VALUE);
+    /* What the fake has no hardware for: multicast, SM partitions. Logs: registered, never called. */
+    CUmulticastObjectProp mp = { 0 };
+    CUmemGenericAllocationHandle mc;
+    IS(cuMulticastCreate(&mc, &mp), CUDA_ERROR_NOT_SUPPORTED);
+    CUdevResource res;
+    OK(cuDeviceGetDevResource(0, &res, CU_DEV_RESOURCE_TYPE_SM));
+    EQ(res.sm.smCount, 132);
+    unsigned groups = 1;
+    IS(cuDevSmResourceSplitByCount(NULL, &groups, &res, NULL, 0, 2), CUDA_ERROR_NOT_SUPPORTED);
+    CUlogsCallbackHandle lh;
+    OK(cuLogsRegisterCallback(log_cb, NULL, &lh));
+    OK(cuLogsUnregisterCallback(lh));
+    OK(cuProfilerStart());
+    OK(cuProfilerStop());
+    size_t off, size;
+    IS(cuFuncGetParamInfo(f, 0, &off, &size), CUDA_ERROR_INVALID_VALUE);
+    /* An event shared by IPC opens as an event. */
+    CUevent ev, ev2;
+    CUipcEventHandle eh;
+    OK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS));
+    OK(cuIpcGetEventHandle(&eh, ev));
+    OK(cuIpcOpenEventHandle(&ev2, eh));
+    OK(cuEventSynchronize(ev2));
+    EQ(fakecuda_outstanding(0), MiB);
+}
+
 /* ---- every exported cu* name is an entry row (names from `nm -D` on stdin) ---- */
+
+/* Every row resolves to itself: asked of cuGetProcAddress at its own version (per-thread rows with
+ * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), the answer is that very export. */
+static void t_resolve(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    CHECK(lib != NULL);
+    const char *sym, *base;
+    int version, pt, n = 0;
+    for (int i = 0; fakecuda_row(i, &sym, &base, &version, &pt) == 0; i++, n++) {
+        void *want = dlsym(lib, sym), *got = NULL;
+        CUdriverProcAddressQueryResult st;
+        CUresult rc = cuGetProcAddress_v2(base, &got, version, pt ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0,
+                                          &st);
+        if (!want || rc != CUDA_SUCCESS || got != want || st != CU_GET_PROC_ADDRESS_SUCCESS) {
+            fprintf(stderr, "row %s (%s at %d%s): resolves to %p, exported %p, rc %d\n", sym, base, version,
+                    pt ? ", per-thread" : "", got, want, (int)rc);
+            exit(1);
+        }
+    }
+    CHECK(n > 300);
+}
 
 void selftest_rows(void)
 {
@@ -826,6 +999,7 @@ void selftest_rows(void)
 
 const struct tcase selftest_rt_cases[] = {
     { "md2", t_md2, { 0 } },
+    { "resolve", t_resolve, { 0 } },
     { "tables", t_tables, { 0 } },
     { "cls", t_cls, { 0 } },
     { "integrity", t_integrity, { "FAKECUDA_DEVICES=2" } },
@@ -844,6 +1018,7 @@ const struct tcase selftest_rt_cases[] = {
     { "ipc", t_ipc, { "FAKECUDA_RECORD=@" } },
     { "share", t_share, { "FAKECUDA_RECORD=@" } },
     { "errors", t_errors, { 0 } },
+    { "misc", t_misc, { 0 } },
     { "nvml_rt", t_nvml_rt, { "FAKECUDA_DEVICES=2", "FAKECUDA_PROFILE=h200,l4", "FAKECUDA_MEM=1GiB", "FAKECUDA_RECORD=@" } },
 };
 const size_t selftest_rt_ncases = sizeof selftest_rt_cases / sizeof *selftest_rt_cases;
