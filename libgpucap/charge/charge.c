@@ -106,8 +106,8 @@ static bool retry_after_trim(int budget, int device, uint64_t bytes, unsigned ho
  * same way) answers an out-of-memory by freeing its cache and asking for the same size again; a
  * report that counted both, and two warning lines, would read as two failures. So a denial of the
  * same size on the same device by the same thread, with nothing admitted to that thread in between
- * and within a second of the last, is counted and said once. The allocation path reads one
- * thread-local flag to clear it.
+ * and within a second of the first such denial, is counted and said once. The allocation path reads one
+ * thread-local flag.
  */
 #define RETRY_WINDOW_NS 1000000000ull
 static __thread struct {
@@ -181,9 +181,13 @@ static CUresult charge_begin(struct gpc_charge *c, int device, uint64_t bytes, c
     if (budget == GPC_BUDGET_NONE)
         return CUDA_SUCCESS;
     unsigned how = admit_how(c);
-    bool again = gpc_unlikely(last_denial.armed) && repeats_denial(device, bytes);
-    if (again)
-        how |= GPC_ADMIT_RETRY;
+    bool again = false;
+    if (gpc_unlikely(last_denial.armed)) { /* the only cost on the allocation path: one flag read */
+        again = repeats_denial(device, bytes);
+        last_denial.armed = false;
+        if (again)
+            how |= GPC_ADMIT_RETRY;
+    }
     if (gpc_budget_admit(budget, bytes, how) != 0 && !retry_after_trim(budget, device, bytes, how)) {
         /* Audit mode: the denial is counted and logged, and the bytes are admitted past the limit
          * so that the peak is what the job really needs. A broken setting (DENY) still denies. */
@@ -194,16 +198,15 @@ static CUresult charge_begin(struct gpc_charge *c, int device, uint64_t bytes, c
             c->budget = budget;
             return CUDA_SUCCESS;
         }
-        if (!again)
+        if (!again) {
             log_denial(call, device, bytes, budget, false, context);
+            last_denial.device = device;
+            last_denial.bytes = bytes;
+            last_denial.at_ns = now_ns(); /* the first denial's time: repeats do not extend it */
+        }
         last_denial.armed = true;
-        last_denial.device = device;
-        last_denial.bytes = bytes;
-        last_denial.at_ns = now_ns();
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (gpc_unlikely(last_denial.armed))
-        last_denial.armed = false;
     c->budget = budget;
     return CUDA_SUCCESS;
 }
@@ -228,20 +231,6 @@ static uint64_t current_ctx(void)
     return (uint64_t)(uintptr_t)ctx;
 }
 
-static gpc_charge_first_fn *first_cb;
-static atomic_bool first_seen;
-
-void gpc_charge_on_first(gpc_charge_first_fn *fn)
-{
-    first_cb = fn;
-}
-
-__attribute__((noinline, cold)) static void first_charge(void)
-{
-    if (!atomic_exchange(&first_seen, true) && first_cb)
-        first_cb();
-}
-
 /* gpc_charge_commit, inlined into gpc_charge_end: the allocation path pays no call for it. */
 static inline bool commit(struct gpc_charge *c, CUresult rc)
 {
@@ -251,8 +240,6 @@ static inline bool commit(struct gpc_charge *c, CUresult rc)
         gpc_charge_refused(c);
         return false;
     }
-    if (gpc_unlikely(!atomic_load_explicit(&first_seen, memory_order_relaxed)) && !c->context)
-        first_charge();
     gpc_budget_admitted(c->budget);
     if (c->context) /* a context's reserve */
         gpc_budget_note_contexts(c->budget, (int64_t)c->bytes);

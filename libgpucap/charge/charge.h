@@ -66,12 +66,4 @@ void gpc_uncharge(int device, uint64_t bytes, bool context);
 typedef void gpc_keep_fn(const struct gpc_track *t);
 void gpc_charge_keeper(gpc_keep_fn *fn);
 
-/*
- * Registers `fn` to be called once, at the first allocation this process is charged for (not a
- * context's reserve): init.c's late exit handler (see there). Called at start-up, before anything
- * is charged.
- */
-typedef void gpc_charge_first_fn(void);
-void gpc_charge_on_first(gpc_charge_first_fn *fn);
-
 #endif

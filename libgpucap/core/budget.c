@@ -144,6 +144,7 @@ struct counts {
     bool registered;
     uint8_t batches;    /* batches flushed, for the check of changed limits every POLL_BATCHES */
     uint8_t warmup;     /* events counted one by one so far (up to COUNT_BATCH), see count() */
+    uint8_t flush_above; /* a batch goes in when pending passes this: 0 in the warm-up, then COUNT_BATCH - 1 */
     /* At most COUNT_BATCH events between flushes (an uncounted one takes allocs below 0): 16 bits. */
     _Atomic int16_t allocs[GPC_LEDGER_DEVICES], frees[GPC_LEDGER_DEVICES];
     /* Bytes this thread had admitted less those it gave back, since its last flush (gpc_budget_held). */
@@ -196,10 +197,20 @@ static void counts_key_make(void)
     atomic_store_explicit(&counts_key_ok, pthread_key_create(&counts_key, thread_gone) == 0, memory_order_release);
 }
 
+static gpc_budget_first_fn *first_cb;
+static atomic_bool first_seen;
+
+void gpc_budget_on_first(gpc_budget_first_fn *fn)
+{
+    first_cb = fn;
+}
+
 /* A thread's first count: its block joins the list that the flush at exit walks. */
 static void counts_register(struct counts *c)
 {
     c->registered = true;
+    if (!atomic_exchange(&first_seen, true) && first_cb)
+        first_cb();
     pthread_once(&counts_once, counts_key_make);
     if (!atomic_load_explicit(&counts_key_ok, memory_order_acquire))
         return; /* then its counts go in at every batch only */
@@ -230,24 +241,24 @@ static bool poll(bool now);
 
 /* A thread's batch is full: its counts go in, and every POLL_BATCHES batches (256 counted events
  * of the thread) the cheap check for a changed limit runs, at an allocation (applying a change
- * takes a lock, and a free never waits for one). */
+ * takes a lock, and a free never waits for one). A thread's first COUNT_BATCH events go in one by
+ * one (a batch of one): a process that ends without its exit handlers (SIGKILL, _exit) loses no
+ * count of a short job (PyTorch's caching allocator makes few driver allocations), and a long one
+ * loses at most a batch per thread. */
 #define POLL_BATCHES 4
 __attribute__((noinline, cold)) static void batch_done(struct counts *c, bool freed)
 {
+    if (c->warmup < COUNT_BATCH) {
+        if (++c->warmup == COUNT_BATCH)
+            c->flush_above = COUNT_BATCH - 1;
+        flush(c, true);
+        return;
+    }
     flush(c, true);
     if (++c->batches >= POLL_BATCHES && !freed) {
         c->batches = 0;
         poll(false);
     }
-}
-
-/* The first COUNT_BATCH events of a thread go into the ledger one by one: a process that ends without
- * its exit handlers (SIGKILL, _exit) loses no count of a short job (PyTorch's caching allocator makes
- * few driver allocations), and a long one loses at most a batch per thread. */
-__attribute__((noinline, cold)) static void warmup_done(struct counts *c)
-{
-    c->warmup++;
-    flush(c, true);
 }
 
 /* Counts an allocation or a free of `bytes` on budget id, and moves this thread's bytes held. */
@@ -261,10 +272,8 @@ static inline void count(int id, bool freed, uint64_t bytes)
     atomic_store_explicit(&c->held[id], freed ? h - (int64_t)bytes : h + (int64_t)bytes, memory_order_relaxed);
     atomic_store_explicit(&c->pending, atomic_load_explicit(&c->pending, memory_order_relaxed) + 1,
                           memory_order_relaxed);
-    if (gpc_unlikely(atomic_load_explicit(&c->pending, memory_order_relaxed) >= COUNT_BATCH))
+    if (gpc_unlikely(atomic_load_explicit(&c->pending, memory_order_relaxed) > c->flush_above))
         batch_done(c, freed);
-    else if (gpc_unlikely(c->warmup < COUNT_BATCH))
-        warmup_done(c);
 }
 
 /* An allocation counted at admission that the driver then refused (the batch may go below 0). */
@@ -310,6 +319,7 @@ static void counts_after_fork(void)
     }
     my_counts.registered = false;
     my_counts.warmup = 0;
+    my_counts.flush_above = 0;
 }
 
 uint64_t gpc_budget_held(int id)

@@ -53,6 +53,11 @@ void gpc_budget_note_exit(void);
 /* At the start of exit (an exit handler that runs before the runtime's): notes what this process
  * holds then, for gpc_budget_note_exit. */
 void gpc_budget_note_exit_begins(void);
+/* Registers `fn` to be called once per process, at its first counted allocation (not a context's
+ * reserve), off the allocation path (a thread's first count is a cold step): init.c's late exit
+ * handler. Called at start-up, before anything is counted. */
+typedef void gpc_budget_first_fn(void);
+void gpc_budget_on_first(gpc_budget_first_fn *fn);
 /* The admission rule: `bytes` more on top of `used` stays within `limit` (computed without wrapping). */
 bool gpc_budget_fits(uint64_t used, uint64_t bytes, uint64_t limit);
 /* Gives back bytes admitted earlier (no lock: into this process's lease). */

@@ -97,7 +97,7 @@ static void start(void)
     gpc_reclaim_register(gpc_graphs_trim);
     /* A freed pointer of a pool without a slot stays charged as memory its pool keeps. */
     gpc_charge_keeper(gpc_pools_keep);
-    gpc_charge_on_first(late_exit_handler);
+    gpc_budget_on_first(late_exit_handler);
     /* A limit the platform declared for the driver (NVIDIA_GPU_MEMORY_LIMIT) is a budget too:
      * gpucap then enforces min(its own, the driver's), and without its own, the driver's (device.c). */
     bool any = gpc_settings_any_limit(&gpc_config) || gpc_drv_declared(environ, NULL) != 0;
