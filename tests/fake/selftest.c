@@ -885,14 +885,14 @@ static int run_case(const struct tcase *c, const char *self)
 int main(int argc, char **argv)
 {
     size_t ncases = sizeof cases / sizeof *cases;
-    const struct tcase *groups[] = { cases, selftest_rt_cases };
-    size_t counts[] = { ncases, selftest_rt_ncases };
+    const struct tcase *groups[] = { cases, selftest_rt_cases, selftest_calls_cases };
+    size_t counts[] = { ncases, selftest_rt_ncases, selftest_calls_ncases };
     if (argc > 1 && strcmp(argv[1], "rows") == 0) {
         selftest_rows();
         return 0;
     }
     if (argc > 1) {
-        for (size_t g = 0; g < 2; g++) {
+        for (size_t g = 0; g < 3; g++) {
             for (size_t i = 0; i < counts[g]; i++) {
                 if (strcmp(groups[g][i].name, argv[1]) == 0) {
                     groups[g][i].fn();
@@ -904,7 +904,7 @@ int main(int argc, char **argv)
         return 1;
     }
     int failed = 0, passed = 0;
-    for (size_t g = 0; g < 2; g++) {
+    for (size_t g = 0; g < 3; g++) {
         for (size_t i = 0; i < counts[g]; i++) {
             int rc = run_case(&groups[g][i], "/proc/self/exe");
             failed += rc != 0 && rc != 77;

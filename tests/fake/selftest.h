@@ -40,9 +40,9 @@ struct tcase {
     const char *env[6]; /* NAME=VALUE; "@" in a value stands for a fresh record file */
 };
 
-/* selftest_rt.c's cases, run after selftest.c's. */
-extern const struct tcase selftest_rt_cases[];
-extern const size_t selftest_rt_ncases;
+/* selftest_rt.c's and selftest_calls.c's cases, run after selftest.c's. */
+extern const struct tcase selftest_rt_cases[], selftest_calls_cases[];
+extern const size_t selftest_rt_ncases, selftest_calls_ncases;
 
 /* Case "rows" (not in the run of all cases): every exported cu* name read from stdin is an entry row. */
 void selftest_rows(void);
