@@ -5,14 +5,15 @@
 #   test                 that, and what the test stages add (tools/test.sh: README command 2): the
 #                        sanitizer compiler, strace, promtool (prometheus), lintian and buildah for
 #                        the packages and the image, the aarch64 cross compiler and qemu-user, wrk,
-#                        the Python checks and the Kubernetes schemas (PyPI)
+#                        the Python checks and the Kubernetes schemas (PyPI), and the real CUDA
+#                        clients (PyTorch, CuPy, JAX wheels, pinned: tools/setup_clients.sh)
 # The CUDA toolkit (cuda.h) is expected under /usr/local/cuda (or found by CMake's FindCUDAToolkit);
 # only the library, its tests and examples need it (-DGPUCAP_LIBRARY=OFF builds the rest without).
 set -euo pipefail
 profile=${1:-build}
 build_pkgs=(cmake make gcc pkg-config uthash-dev libinih-dev libunwind-dev libmicrohttpd-dev libjansson-dev
             libgnutls28-dev libcurl4-gnutls-dev libyajl-dev)
-test_pkgs=(clang librsvg2-bin python3 python3-jsonpatch python3-yaml python3-pip curl openssl strace wrk prometheus
+test_pkgs=(clang librsvg2-bin python3 python3-jsonpatch python3-yaml python3-pip python3-venv curl openssl strace wrk prometheus
            dpkg-dev file lintian buildah gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 case $profile in
 build) pkgs=("${build_pkgs[@]}") ;;
@@ -45,4 +46,12 @@ if [ ! -f /usr/local/cuda/include/cuda.h ] && ! command -v nvcc >/dev/null; then
     echo "setup: the CUDA toolkit (cuda.h) is missing: install it under /usr/local/cuda (or configure with" \
          "-DGPUCAP_LIBRARY=OFF to build the webhook, the exporter, the agent and the CLI only)" >&2
     exit 1
+fi
+if [ "$profile" = test ]; then
+    if [ ! -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
+        echo "setup: the CUDA toolkit's nvcc is missing (the real CUDA runtime client of the tests is built with it)" >&2
+        exit 1
+    fi
+    # The real clients of the test suite (PyTorch, CuPy, JAX from PyPI, pinned): tests/clients.
+    bash "$(dirname "$0")/setup_clients.sh"
 fi

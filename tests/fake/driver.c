@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * driver.c: the fake driver's frame. It owns the configuration (FAKECUDA_* and
- * CUDA_VISIBLE_DEVICES, read once), the per-entry-point call counters, cuInit, device queries,
- * contexts (per-thread current-context stacks, primary and green contexts), streams, events,
- * the fake address space, fork() handling and cuGetProcAddress with its version table
- * (entries.h).
+ * CUDA_VISIBLE_DEVICES, read once), the per-entry-point call counters and the trace, cuInit,
+ * contexts (per-thread current-context stacks, primary and green contexts), the fake address
+ * space, fork() handling and cuGetProcAddress with its version table (entries.h). Devices are
+ * device.c's, streams and events stream.c's.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <cudaProfiler.h>
 
 #include "fake_internal.h"
 #include "common/units.h"
@@ -97,6 +99,32 @@ static bool parse_sizes(const char *name, const char *v, uint64_t *out)
     return true;
 }
 
+/* FAKECUDA_PROFILE: one profile for every device, or one per FAKECUDA_DEVICES device. */
+static void parse_profiles(const char *v)
+{
+    char buf[1024];
+    const struct fk_profile *vals[FK_MAX_DEV];
+    int count = 0;
+    snprintf(buf, sizeof buf, "%s", v);
+    for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (count == FK_MAX_DEV || !(vals[count] = fk_profile_find(tok))) {
+            char why[128];
+            snprintf(why, sizeof why, "want one of %s, or one per device", fk_profile_names());
+            bad_setting("FAKECUDA_PROFILE", v, why);
+            return;
+        }
+        count++;
+    }
+    if (count == 1) {
+        for (int d = 0; d < FK_MAX_DEV; d++)
+            cfg.profile[d] = vals[0];
+    } else if (count > 1 && count == cfg.ndev) {
+        memcpy(cfg.profile, vals, sizeof vals[0] * (size_t)count);
+    } else {
+        bad_setting("FAKECUDA_PROFILE", v, "a list needs exactly one profile per FAKECUDA_DEVICES device");
+    }
+}
+
 static void load_config(void)
 {
     const char *v;
@@ -111,6 +139,11 @@ static void load_config(void)
         else
             bad_setting("FAKECUDA_DEVICES", v, "want 0 to 16");
     }
+    if ((v = getenv("FAKECUDA_PROFILE")) && *v)
+        parse_profiles(v);
+    for (int d = 0; d < FK_MAX_DEV; d++)
+        if (cfg.profile[d])
+            cfg.mem[d] = cfg.profile[d]->mem;
     if ((v = getenv("FAKECUDA_MEM")) && *v)
         parse_sizes("FAKECUDA_MEM", v, cfg.mem);
     /* The driver's own per-container limit (cgroup v2, driver r615+): this process belongs to the
@@ -119,6 +152,9 @@ static void load_config(void)
         cfg.limited = true;
     if ((v = getenv("FAKECUDA_CTX_BYTES")) && *v && !parse_bytes(v, &cfg.ctx_bytes))
         bad_setting("FAKECUDA_CTX_BYTES", v, "not a size");
+    if ((v = getenv("FAKECUDA_MODULE_BYTES")) && *v && !parse_bytes(v, &cfg.module_bytes))
+        bad_setting("FAKECUDA_MODULE_BYTES", v, "not a size");
+    cfg.trace = (v = getenv("FAKECUDA_TRACE")) ? atoi(v) : 0;
     if ((v = getenv("FAKECUDA_DRIVER_VERSION")) && *v) {
         if (parse_int(v, 1000, 1000000, &n))
             cfg.driver_version = (int)n;
@@ -133,6 +169,16 @@ static void load_config(void)
     if ((v = getenv("FAKECUDA_RECORD")) && *v)
         cfg.record_path = strdup(v);
     pthread_atfork(after_fork_prepare, after_fork_parent, after_fork_child);
+}
+
+void fk_trace_call(const char *sym)
+{
+    fprintf(stderr, "fakecuda: %s\n", sym);
+}
+
+void fk_trace_result(const char *sym, CUresult rc)
+{
+    fprintf(stderr, "fakecuda: %s -> %d\n", sym, (int)rc);
 }
 
 const struct fk_config *fk_config(void)
@@ -156,18 +202,6 @@ bool fk_initialized(void)
 int fk_phys_of(CUdevice ordinal)
 {
     return ordinal >= 0 && ordinal < vis_n ? vis_phys[ordinal] : -1;
-}
-
-static void uuid_bytes(int phys, unsigned char out[16])
-{
-    static const unsigned char base[16] = { 0xfa, 0x4e, 0xc0, 0xda, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 0 };
-    memcpy(out, base, 16);
-    out[15] = (unsigned char)phys;
-}
-
-static void uuid_string(int phys, char out[48])
-{
-    snprintf(out, 48, "GPU-fa4ec0da-0000-4000-8000-0000000000%02x", phys);
 }
 
 /* CUDA_VISIBLE_DEVICES as the driver reads it: indices or (prefixes of) UUIDs, the first bad or
@@ -198,7 +232,7 @@ static void compute_visible(int ndev)
             int matches = 0;
             for (int p = 0; p < ndev; p++) {
                 char u[48];
-                uuid_string(p, u);
+                fk_uuid_string(p, u);
                 if (strncmp(u, tok, len) == 0) {
                     matches++;
                     phys = p;
@@ -241,109 +275,24 @@ FK_EXPORT CUresult cuInit(unsigned int Flags)
     return rc;
 }
 
-/* The answer of an entry point that reports one number: CUDA_ERROR_INVALID_VALUE for a NULL out. */
-static CUresult answer_int(int *out, int value)
-{
-    if (!out)
-        return CUDA_ERROR_INVALID_VALUE;
-    *out = value;
-    return CUDA_SUCCESS;
-}
-
 FK_EXPORT CUresult cuDriverGetVersion(int *driverVersion)
 {
     FK_ENTER(cuDriverGetVersion);
-    return answer_int(driverVersion, cfg.driver_version);
+    if (!driverVersion)
+        return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = cfg.driver_version;
+    return CUDA_SUCCESS;
 }
 
-/* ---- devices ---- */
+int fk_visible_count(void)
+{
+    return vis_n;
+}
 
 #define FK_DEVICE(dev, phys)                                                            \
     int phys = fk_phys_of(dev);                                                         \
     if (phys < 0)                                                                       \
         return CUDA_ERROR_INVALID_DEVICE
-
-FK_FORWARD(cuDeviceGetCount, (int *count), answer_int(count, vis_n))
-
-FK_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal)
-{
-    FK_ENTER_INIT(cuDeviceGet);
-    if (!device)
-        return CUDA_ERROR_INVALID_VALUE;
-    FK_DEVICE(ordinal, phys);
-    (void)phys;
-    *device = ordinal;
-    return CUDA_SUCCESS;
-}
-
-/* cuDeviceGetName and cuDeviceGetPCIBusId: `format` of the physical index into out[len]. */
-static CUresult device_string(char *out, int len, CUdevice dev, const char *format)
-{
-    if (!out || len <= 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    FK_DEVICE(dev, phys);
-    snprintf(out, (size_t)len, format, phys);
-    return CUDA_SUCCESS;
-}
-
-FK_FORWARD(cuDeviceGetName, (char *name, int len, CUdevice dev), device_string(name, len, dev, "Fake GPU %d"))
-
-static CUresult get_uuid(CUuuid *uuid, CUdevice dev)
-{
-    if (!uuid)
-        return CUDA_ERROR_INVALID_VALUE;
-    FK_DEVICE(dev, phys);
-    uuid_bytes(phys, (unsigned char *)uuid->bytes);
-    return CUDA_SUCCESS;
-}
-
-FK_FORWARD(cuDeviceGetUuid, (CUuuid *uuid, CUdevice dev), get_uuid(uuid, dev))
-FK_FORWARD(cuDeviceGetUuid_v2, (CUuuid *uuid, CUdevice dev), get_uuid(uuid, dev))
-
-/* cuDeviceTotalMem_v2 and the legacy cuDeviceTotalMem: one body, the answer clamped to the width of `type`. */
-#define FK_DEVICE_TOTAL_MEM(sym, type, max)                                             \
-    FK_EXPORT CUresult sym(type *bytes, CUdevice dev)                                   \
-    {                                                                                   \
-        FK_ENTER_INIT(sym);                                                             \
-        if (!bytes)                                                                     \
-            return CUDA_ERROR_INVALID_VALUE;                                            \
-        FK_DEVICE(dev, phys);                                                           \
-        uint64_t cap = fk_record_capacity(phys);                                        \
-        *bytes = (type)(cap < (max) ? cap : (max));                                     \
-        return CUDA_SUCCESS;                                                            \
-    }
-FK_DEVICE_TOTAL_MEM(cuDeviceTotalMem_v2, size_t, SIZE_MAX)
-FK_DEVICE_TOTAL_MEM(cuDeviceTotalMem, unsigned int, UINT_MAX)
-#undef FK_DEVICE_TOTAL_MEM
-
-FK_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
-{
-    FK_ENTER_INIT(cuDeviceGetAttribute);
-    if (!pi || attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX)
-        return CUDA_ERROR_INVALID_VALUE;
-    FK_DEVICE(dev, phys);
-    int v = 0;
-    switch (attrib) {
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: v = 9; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: v = phys; break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = 132; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: v = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: v = 32; break;
-    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
-    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
-    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
-    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
-    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
-    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: v = 1; break;
-    default: v = 0; break;
-    }
-    *pi = v;
-    return CUDA_SUCCESS;
-}
-
-FK_FORWARD(cuDeviceGetPCIBusId, (char *pciBusId, int len, CUdevice dev),
-           device_string(pciBusId, len, dev, "00000000:%02X:00.0"))
 
 /* ---- the fake address space ---- */
 
@@ -486,6 +435,7 @@ static void ctx_deactivate(struct fk_ctx *c)
     fk_graph_free_ctx(c);
     fk_free_ctx_allocs(c);
     fk_array_free_ctx(c);
+    fk_module_free_ctx(c);
     fk_uncharge(c->phys, c->charged);
     c->charged = 0;
     c->alive = false;
@@ -571,7 +521,13 @@ static CUresult ctx_destroy(CUcontext ctx)
 {
     fk_lock();
     struct fk_ctx *c = ctx_from_handle(ctx);
-    if (!c || c->primary || !c->alive) {
+    bool ok = c && !c->primary && c->alive;
+    fk_unlock();
+    if (!ok)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    fk_cls_run(c); /* the runtime's context-local storage goes first, outside the lock */
+    fk_lock();
+    if (!c->alive) {
         fk_unlock();
         return CUDA_ERROR_INVALID_CONTEXT;
     }
@@ -714,6 +670,34 @@ static CUresult ctx_sync(CUcontext ctx)
 FK_FORWARD(cuCtxSynchronize, (void), ctx_sync(NULL))
 FK_FORWARD(cuCtxSynchronize_v2, (CUcontext ctx), ctx_sync(ctx))
 
+/* The primary context of ordinal `dev`, registered on first use. Under fk_mu. */
+static struct fk_ctx *primary_of(CUdevice dev, int phys)
+{
+    struct fk_ctx *c = &primary[dev];
+    if (!c->primary) {
+        c->primary = true;
+        c->ordinal = dev;
+        c->phys = phys;
+        ctx_register(c);
+    }
+    return c;
+}
+
+CUresult fk_primary_handle(CUdevice dev, CUcontext *pctx)
+{
+    FK_DEVICE(dev, phys);
+    fk_lock();
+    *pctx = (CUcontext)primary_of(dev, phys);
+    fk_unlock();
+    return CUDA_SUCCESS;
+}
+
+struct fk_ctx *fk_ctx_lookup(CUcontext h)
+{
+    struct fk_ctx *c = ctx_from_handle(h);
+    return c && c->alive ? c : NULL;
+}
+
 /* Primary contexts are static, one per ordinal, registered at first retain; the handle stays
  * the same across retain/release cycles, as the driver's does. */
 FK_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
@@ -723,14 +707,8 @@ FK_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         return CUDA_ERROR_INVALID_VALUE;
     FK_DEVICE(dev, phys);
     fk_lock();
-    struct fk_ctx *c = &primary[dev];
+    struct fk_ctx *c = primary_of(dev, phys);
     CUresult rc = CUDA_SUCCESS;
-    if (!c->primary) {
-        c->primary = true;
-        c->ordinal = dev;
-        c->phys = phys;
-        ctx_register(c);
-    }
     if (c->refs == 0)
         rc = ctx_activate(c);
     if (rc == CUDA_SUCCESS) {
@@ -741,10 +719,23 @@ FK_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     return rc;
 }
 
+/* Before the last reference of a primary context goes (`all`: a reset): its context-local storage
+ * destructors run, outside the lock (they may call the driver). */
+static void primary_cls(CUdevice dev, bool all)
+{
+    fk_lock();
+    struct fk_ctx *c = &primary[dev];
+    bool last = c->refs > 0 && (all || c->refs == 1);
+    fk_unlock();
+    if (last)
+        fk_cls_run(c);
+}
+
 static CUresult primary_release(CUdevice dev)
 {
     FK_DEVICE(dev, phys);
     (void)phys;
+    primary_cls(dev, false);
     fk_lock();
     struct fk_ctx *c = &primary[dev];
     CUresult rc = c->refs > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
@@ -761,6 +752,7 @@ static CUresult primary_reset(CUdevice dev)
 {
     FK_DEVICE(dev, phys);
     (void)phys;
+    primary_cls(dev, true);
     fk_lock();
     struct fk_ctx *c = &primary[dev];
     if (c->refs > 0) {
@@ -788,6 +780,22 @@ FK_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags,
     return CUDA_SUCCESS;
 }
 
+static CUresult primary_set_flags(CUdevice dev, unsigned flags)
+{
+    FK_DEVICE(dev, phys);
+    (void)phys;
+    if (flags & ~(unsigned)(CU_CTX_SCHED_MASK | CU_CTX_LMEM_RESIZE_TO_MAX | CU_CTX_COREDUMP_ENABLE |
+                            CU_CTX_USER_COREDUMP_ENABLE | CU_CTX_SYNC_MEMOPS))
+        return CUDA_ERROR_INVALID_VALUE;
+    fk_lock();
+    primary[dev].flags = flags;
+    fk_unlock();
+    return CUDA_SUCCESS;
+}
+
+FK_FORWARD(cuDevicePrimaryCtxSetFlags, (CUdevice dev, unsigned int flags), primary_set_flags(dev, flags))
+FK_FORWARD(cuDevicePrimaryCtxSetFlags_v2, (CUdevice dev, unsigned int flags), primary_set_flags(dev, flags))
+
 FK_FORWARD(cuGreenCtxCreate,
            (CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags),
            ctx_create((CUcontext *)phCtx, dev, true))
@@ -803,113 +811,6 @@ FK_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
     fk_unlock();
     return rc;
 }
-
-/* ---- streams and events: handles only; every operation completes at once ---- */
-
-struct fk_handle_key {
-    void *h;
-    UT_hash_handle hh;
-};
-
-static struct fk_handle_key *streams, *events;
-
-/* The key of handle `h` in `set`; NULL for NULL or an unknown handle. Under fk_mu. */
-static struct fk_handle_key *handle_find(struct fk_handle_key *set, const void *h)
-{
-    struct fk_handle_key *k = NULL;
-    if (h)
-        HASH_FIND_PTR(set, &h, k);
-    return k;
-}
-
-bool fk_stream_ok(CUstream s)
-{
-    if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
-        return fk_current_ctx() != NULL;
-    return handle_find(streams, s) != NULL;
-}
-
-static CUresult handle_new(struct fk_handle_key **set, void **out)
-{
-    if (!out)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct fk_ctx *c;
-    CUresult rc;
-    struct fk_handle_key *k = fk_entry_begin(sizeof *k, 0, &c, &rc);
-    if (!k)
-        return rc;
-    k->h = k; /* the key's own address is a unique handle value */
-    HASH_ADD_PTR(*set, h, k);
-    *out = k;
-    fk_unlock();
-    return CUDA_SUCCESS;
-}
-
-static CUresult handle_del(struct fk_handle_key **set, void *h)
-{
-    fk_lock();
-    struct fk_handle_key *k = handle_find(*set, h);
-    if (k) {
-        HASH_DEL(*set, k);
-        free(k);
-    }
-    fk_unlock();
-    return k ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-}
-
-FK_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
-{
-    FK_ENTER_INIT(cuStreamCreate);
-    if (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING)
-        return CUDA_ERROR_INVALID_VALUE;
-    return handle_new(&streams, (void **)phStream);
-}
-
-FK_FORWARD(cuStreamDestroy, (CUstream hStream), handle_del(&streams, hStream))
-FK_FORWARD(cuStreamDestroy_v2, (CUstream hStream), handle_del(&streams, hStream))
-
-static CUresult stream_sync(CUstream s)
-{
-    fk_lock();
-    CUresult rc = CUDA_SUCCESS;
-    if (!fk_stream_ok(s))
-        rc = s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD ? CUDA_ERROR_INVALID_HANDLE
-                                                                    : CUDA_ERROR_INVALID_CONTEXT;
-    else
-        fk_pools_sync();
-    fk_unlock();
-    return rc;
-}
-
-FK_FORWARD(cuStreamSynchronize, (CUstream hStream), stream_sync(hStream))
-FK_FORWARD(cuStreamSynchronize_ptsz, (CUstream hStream), stream_sync(hStream))
-
-FK_FORWARD(cuEventCreate, (CUevent *phEvent, unsigned int Flags), handle_new(&events, (void **)phEvent))
-
-static CUresult event_record(CUevent ev, CUstream s)
-{
-    fk_lock();
-    bool ok = handle_find(events, ev) && fk_stream_ok(s);
-    fk_unlock();
-    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-}
-
-FK_FORWARD(cuEventRecord, (CUevent hEvent, CUstream hStream), event_record(hEvent, hStream))
-FK_FORWARD(cuEventRecord_ptsz, (CUevent hEvent, CUstream hStream), event_record(hEvent, hStream))
-
-FK_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
-{
-    FK_ENTER_INIT(cuEventSynchronize);
-    fk_lock();
-    bool ok = handle_find(events, hEvent) != NULL;
-    if (ok)
-        fk_pools_sync();
-    fk_unlock();
-    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-}
-
-FK_FORWARD(cuEventDestroy, (CUevent hEvent), handle_del(&events, hEvent))
-FK_FORWARD(cuEventDestroy_v2, (CUevent hEvent), handle_del(&events, hEvent))
 
 /* ---- fork(): the child starts with nothing of its parent's on the card ---- */
 
@@ -930,6 +831,8 @@ static void after_fork_child(void)
     fk_graph_forget();
     fk_vmm_forget();
     fk_array_forget();
+    fk_module_forget();
+    fk_cls_forget();
     for (struct fk_ctx *c = all_ctx; c; c = c->next)
         c->charged = 0;
     for (int d = 0; d < FK_MAX_DEV; d++)
@@ -978,7 +881,14 @@ static CUresult proc_lookup(const char *symbol, void **pfn, int cudaVersion, cuu
     if (status)
         *status = pick ? CU_GET_PROC_ADDRESS_SUCCESS
                        : known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    return CUDA_SUCCESS;
+    if (cfg.trace > 2)
+        fprintf(stderr, "fakecuda: cuGetProcAddress(%s, %d, %llu): %s\n", symbol, cudaVersion,
+                (unsigned long long)flags, pick ? pick->sym : "none");
+    if (!known && cfg.trace && *symbol)
+        fprintf(stderr, "fakecuda: cuGetProcAddress: no %s (version %d)\n", symbol, cudaVersion);
+    /* A name the driver lacks is CUDA_ERROR_NOT_FOUND with NULL, as drivers answer it (cuda.h says
+     * CUDA_SUCCESS): the runtime treats its optional entry points as absent only on that answer. */
+    return known ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 
 FK_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
@@ -992,6 +902,17 @@ FK_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
 {
     FK_ENTER(cuGetProcAddress_v2);
     return proc_lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
+}
+
+FK_EXPORT int fakecuda_row(int i, const char **sym, const char **base, int *version, int *per_thread)
+{
+    if (i < 0 || i >= FK_NENTRIES)
+        return -1;
+    *sym = procs[i].sym;
+    *base = procs[i].base;
+    *version = procs[i].version;
+    *per_thread = procs[i].ptsz;
+    return 0;
 }
 
 FK_EXPORT uint64_t fakecuda_calls(const char *exported_name)

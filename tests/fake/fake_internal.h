@@ -36,6 +36,9 @@ struct fk_config {
     int ndev;                        /* physical devices (FAKECUDA_DEVICES) */
     uint64_t mem[FK_MAX_DEV];        /* FAKECUDA_MEM per physical device */
     uint64_t ctx_bytes;              /* FAKECUDA_CTX_BYTES */
+    uint64_t module_bytes;           /* FAKECUDA_MODULE_BYTES: what each module or library load takes */
+    const struct fk_profile *profile[FK_MAX_DEV]; /* FAKECUDA_PROFILE per physical device, NULL: "fake" */
+    int trace;                       /* FAKECUDA_TRACE: 1 names the fake lacks are said on stderr, 2 every call too */
     uint64_t driver_limit[FK_MAX_DEV]; /* FAKECUDA_DRIVER_LIMIT per physical device, 0: not limited */
     bool limited;                    /* some device has a driver limit: this process is in the container */
     int driver_version;              /* FAKECUDA_DRIVER_VERSION */
@@ -59,9 +62,14 @@ bool fk_initialized(void);
 #define FK_ENTER(sym)                                                                   \
     do {                                                                                \
         atomic_fetch_add_explicit(&fk_calls[FK_##sym], 1, memory_order_relaxed);        \
+        if (fk_config()->trace > 1)                                                     \
+            fk_trace_call(#sym);                                                        \
         if (fk_config()->stub)                                                          \
             return CUDA_ERROR_STUB_LIBRARY;                                             \
     } while (0)
+/* FAKECUDA_TRACE=2: says each call on stderr. */
+void fk_trace_call(const char *sym);
+void fk_trace_result(const char *sym, CUresult rc);
 /* FK_ENTER, then CUDA_ERROR_NOT_INITIALIZED before a successful cuInit. */
 #define FK_ENTER_INIT(sym)                                                              \
     do {                                                                                \
@@ -75,11 +83,33 @@ bool fk_initialized(void);
     FK_EXPORT CUresult sym params                                                       \
     {                                                                                   \
         FK_ENTER_INIT(sym);                                                             \
-        return call;                                                                    \
+        CUresult rc_ = call;                                                            \
+        if (rc_ != CUDA_SUCCESS && fk_config()->trace > 1)                              \
+            fk_trace_result(#sym, rc_);                                                 \
+        return rc_;                                                                     \
     }
 
 /* Physical index of a CUDA ordinal (after CUDA_VISIBLE_DEVICES), or -1 for a bad ordinal. */
 int fk_phys_of(CUdevice ordinal);
+/* How many devices CUDA_VISIBLE_DEVICES leaves (the ordinals 0 .. n-1); 0 before cuInit. */
+int fk_visible_count(void);
+
+/* ---- device.c: the cards' profiles and identities ---- */
+
+struct fk_profile {
+    const char *key, *name; /* FAKECUDA_PROFILE's name for it; the device name (a %d: the physical index) */
+    int cc_major, cc_minor, sms;
+    uint64_t mem, l2;
+    int clock_khz, mem_clock_khz, bus_width, threads_per_sm, blocks_per_sm, smem_optin, smem_per_sm, async_engines;
+    uint16_t pci_device, uuid_tag; /* the PCI product id (vendor 10de); the UUID's second group */
+    int bus;                       /* the PCI bus of physical device 0; device n is on bus + n */
+};
+/* The profile named `key`, or NULL; fk_profile_names lists the names for an error message. */
+const struct fk_profile *fk_profile_find(const char *key);
+const char *fk_profile_names(void);
+/* A physical device's UUID, as cuDeviceGetUuid_v2 gives it and as text ("GPU-..."). */
+void fk_uuid_bytes(int phys, unsigned char out[16]);
+void fk_uuid_string(int phys, char out[48]);
 
 /* The in-process lock over every handle table (allocations, pools, VMM, arrays, graphs). */
 extern pthread_mutex_t fk_mu;
@@ -94,10 +124,15 @@ struct fk_ctx {
     unsigned flags;      /* primary: flags for cuDevicePrimaryCtxGetState */
     uint64_t charged;    /* FAKECUDA_CTX_BYTES this context holds on the record */
     size_t limits[3];    /* cuCtxSetLimit's stack size, printf FIFO, malloc heap (0: the default) */
+    unsigned settings[3]; /* extra.c: cuCtxSetFlags, cuCtxSetCacheConfig, cuCtxSetSharedMemConfig */
     struct fk_ctx *next; /* all contexts ever made, never freed (stale handles stay checkable;
                             FAKECUDA_CTX_REUSE=1: a destroyed one is made again, as a driver may) */
 };
 
+/* A live context by its handle (primary ones once retained), else NULL. Under fk_mu. */
+struct fk_ctx *fk_ctx_lookup(CUcontext h);
+/* The handle of ordinal `dev`'s primary context, without retaining it (CUDART_INTERFACE slot 2). */
+CUresult fk_primary_handle(CUdevice dev, CUcontext *pctx);
 /* The calling thread's current context if alive, else NULL. Under fk_mu. */
 struct fk_ctx *fk_current_ctx(void);
 /* fk_current_ctx as a CUresult: CUDA_ERROR_INVALID_CONTEXT when there is none. Under fk_mu. */
@@ -143,7 +178,10 @@ void fk_record_forget_slot(void);
 
 /* ---- memory.c: linear allocations, host memory, pools, pointer queries ---- */
 
-enum fk_kind { FK_LINEAR, FK_LEGACY32, FK_MANAGED, FK_POOL, FK_GRAPH };
+/* FK_IPC: another process's allocation opened here (cuIpcOpenMemHandle): charged to the exporter.
+ * FK_GLOBAL: a module's __device__ variable (module.c): part of the module's load. Neither is freed
+ * by cuMemFree. */
+enum fk_kind { FK_LINEAR, FK_LEGACY32, FK_MANAGED, FK_POOL, FK_GRAPH, FK_IPC, FK_GLOBAL };
 
 struct fk_alloc {
     CUdeviceptr ptr;
@@ -162,6 +200,11 @@ struct fk_alloc *fk_alloc_find(CUdeviceptr p, bool interior);
 void fk_alloc_insert(struct fk_alloc *a);
 /* Removes and frees an entry (does not touch the record). Under fk_mu. */
 void fk_alloc_remove(struct fk_alloc *a);
+/* What an address is: 1 device memory (an allocation or a VMM mapping), 0 host memory the driver
+ * knows (pinned, registered), -1 unknown. Under fk_mu. */
+int fk_ptr_kind(CUdeviceptr p);
+/* host.c: the pinned or registered host range holding `p` (*base, *size), if any. Under fk_mu. */
+bool fk_host_range(uintptr_t p, uint64_t *base, uint64_t *size);
 /* Frees every linear allocation of a context being destroyed. Under fk_mu. */
 void fk_free_ctx_allocs(struct fk_ctx *c);
 /* Releases pool memory above each pool's threshold, as at a synchronisation. Under fk_mu. */
@@ -183,6 +226,28 @@ void fk_graph_free_ctx(struct fk_ctx *c);
 bool fk_graph_capturing(CUstream s);
 CUresult fk_graph_capture_alloc(CUstream s, int ordinal, uint64_t bytes, CUdeviceptr *dptr);
 CUresult fk_graph_capture_free(CUstream s, CUdeviceptr p);
+
+/* ---- export.c and md2.c: the runtime's private tables ---- */
+/* Runs and drops the context-local storage destructors of a context that goes. Not under fk_mu. */
+void fk_cls_run(struct fk_ctx *c);
+void fk_cls_forget(void);
+struct fk_md2 {
+    uint8_t state[16], checksum[16], buf[16];
+    unsigned n; /* bytes in buf */
+};
+void fk_md2_init(struct fk_md2 *m);
+void fk_md2_update(struct fk_md2 *m, const void *data, size_t len);
+void fk_md2_final(struct fk_md2 *m, uint8_t digest[16]);
+/* HMAC-MD2 with a 16-byte key (one MD2 block). */
+void fk_hmac_md2(const uint8_t key[16], const void *msg, size_t len, uint8_t mac[16]);
+
+/* ---- module.c: modules, libraries, functions, launches ---- */
+/* Loads a module from an image (a fat binary, cubin or PTX: not parsed) in the current context,
+ * charging FAKECUDA_MODULE_BYTES there. */
+CUresult fk_module_load_image(CUmodule *module, const void *image);
+/* Gives back what modules and libraries took in a context being destroyed. Under fk_mu. */
+void fk_module_free_ctx(struct fk_ctx *c);
+void fk_module_forget(void);
 
 /* ---- vmm.c / array.c ---- */
 /* Device ordinal of a VMM-mapped address, or -1. Under fk_mu. */

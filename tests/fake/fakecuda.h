@@ -11,6 +11,7 @@
 #ifndef FAKECUDA_H
 #define FAKECUDA_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -32,6 +33,9 @@ uint64_t fakecuda_container_used(int phys_dev);
 /* Calls of that exported entry point in this process (every call counts, failed ones too);
  * UINT64_MAX for a name the fake does not export, so a misspelt name cannot pass a test. */
 uint64_t fakecuda_calls(const char *exported_name);
+/* Entry row i of the fake (entries.h): exported symbol, base name, version, per-thread variant; 0,
+ * or -1 past the last. */
+int fakecuda_row(int i, const char **sym, const char **base, int *version, int *per_thread);
 /* Makes a context on CUDA ordinal `ordinal` and pushes it current, as cuCtxCreate does, but by a
  * route no interposer sees (a library's private entry into the driver); NULL before cuInit or on
  * failure. With FAKECUDA_CTX_REUSE=1 it may take the handle of a destroyed context. */
@@ -47,6 +51,25 @@ int fakecuda_physical_count(void);
 /* Allocations and frees the record counted on the device (all processes). */
 uint64_t fakecuda_alloc_count(int phys_dev);
 uint64_t fakecuda_free_count(int phys_dev);
+
+/* What a physical device is (its FAKECUDA_PROFILE), for the fake NVML and tests. */
+struct fakecuda_device {
+    char name[64], uuid[48], pci_bus_id[32]; /* as cuDeviceGetName, NVML's UUID, cuDeviceGetPCIBusId */
+    unsigned int pci_bus, pci_device_id;     /* bus number; product id << 16 | vendor 0x10de */
+    int cc_major, cc_minor, sm_count, clock_mhz, memory_clock_mhz, bus_width;
+    uint64_t l2_bytes;
+};
+/* Fills *out for a physical device: 0, or -1 for a bad index (or before the record is attached). */
+int fakecuda_device_info(int phys_dev, struct fakecuda_device *out);
+
+/* The private tables the fake serves the CUDA runtime (export.c): calls of the table's slots in this
+ * process (UINT64_MAX for a table it does not serve), and the table itself with its UUID and slot
+ * count (NULL for an unknown name). Names: CUDART_INTERFACE, TOOLS_RUNTIME_CALLBACK_HOOKS, TOOLS_TLS,
+ * CONTEXT_LOCAL_STORAGE_V0301, CONTEXT_CHECKS, INTEGRITY_CHECK. */
+uint64_t fakecuda_table_calls(const char *table);
+const void *fakecuda_table(const char *table, unsigned char uuid[16], int *slots);
+/* MD2 (RFC 1319) of `len` bytes, the digest the integrity check's HMAC is built on. */
+void fakecuda_md2(const void *data, size_t len, unsigned char digest[16]);
 
 /* One live process on a device, as the record knows it (for the fake NVML). */
 struct fakecuda_process {

@@ -43,6 +43,19 @@ typedef struct nvmlProcessInfo_st {
     unsigned int computeInstanceId; /* 0xFFFFFFFF outside MIG */
 } nvmlProcessInfo_t;
 
+typedef struct nvmlProcessInfo_v1_st {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+} nvmlProcessInfo_v1_t; /* the unversioned nvmlDeviceGetComputeRunningProcesses */
+
+typedef struct nvmlPciInfo_st {
+    char busIdLegacy[16]; /* "%04X:%02X:%02X.0" */
+    unsigned int domain, bus, device;
+    unsigned int pciDeviceId;    /* product id << 16 | vendor id */
+    unsigned int pciSubSystemId;
+    char busId[32];              /* "%08X:%02X:%02X.0" */
+} nvmlPciInfo_t;
+
 #define NVML_DEVICE_UUID_BUFFER_SIZE 80
 #define NVML_DEVICE_NAME_BUFFER_SIZE 64
 #define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
@@ -67,6 +80,17 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
                                                      nvmlProcessInfo_t *infos);
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode);
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
+                                                  nvmlProcessInfo_v1_t *infos);
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device);
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci);
+nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, int p2pIndex, int *p2pStatus);
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, int *isActive);
+nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link, int *pNvLinkDeviceType);
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci);
+nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, void *gpuFabricInfo);
+/* The fake's own: calls of an entry point in this process, ~0 for a name it does not export. */
+unsigned long long fakenvml_calls(const char *name);
 
 #ifdef __cplusplus
 }

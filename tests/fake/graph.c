@@ -708,3 +708,46 @@ CUresult fk_graph_capture_free(CUstream s, CUdeviceptr p)
     CUgraphNode n;
     return add_node(&n, (CUgraph)c->g, NULL, 0, &proto);
 }
+
+/* ---- kernel nodes' parameters: the function is kept, the rest the fake does not read ---- */
+
+/* `n` is a kernel node of a live graph (`exec`: and `e` a live executable graph). Under fk_mu. */
+static struct fk_gnode *kernel_node(CUgraphNode h, const void *exec)
+{
+    struct fk_gnode *n;
+    FIND(nodes, h, n);
+    if (exec) {
+        struct fk_gexec *e;
+        FIND(execs, exec, e);
+        if (!e)
+            return NULL;
+    }
+    return n && n->type == CU_GRAPH_NODE_TYPE_KERNEL ? n : NULL;
+}
+
+static CUresult kernel_params(CUgraphNode h, const void *exec, void *params, size_t size, bool set)
+{
+    if (!params)
+        return CUDA_ERROR_INVALID_VALUE;
+    fk_lock();
+    struct fk_gnode *n = kernel_node(h, exec);
+    if (n && !set)
+        memset(params, 0, size);
+    fk_unlock();
+    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+FK_FORWARD(cuGraphKernelNodeGetParams, (CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams),
+           kernel_params(hNode, NULL, nodeParams, sizeof *nodeParams, false))
+FK_FORWARD(cuGraphKernelNodeGetParams_v2, (CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams),
+           kernel_params(hNode, NULL, nodeParams, sizeof *nodeParams, false))
+FK_FORWARD(cuGraphKernelNodeSetParams, (CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams),
+           kernel_params(hNode, NULL, (void *)nodeParams, sizeof *nodeParams, true))
+FK_FORWARD(cuGraphKernelNodeSetParams_v2, (CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams),
+           kernel_params(hNode, NULL, (void *)nodeParams, sizeof *nodeParams, true))
+FK_FORWARD(cuGraphExecKernelNodeSetParams,
+           (CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams),
+           kernel_params(hNode, hGraphExec, (void *)nodeParams, sizeof *nodeParams, true))
+FK_FORWARD(cuGraphExecKernelNodeSetParams_v2,
+           (CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams),
+           kernel_params(hNode, hGraphExec, (void *)nodeParams, sizeof *nodeParams, true))

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * memory.c: device allocations that are not VMM, arrays or graphs: linear (cuMemAlloc*, pitched,
- * managed, legacy 32-bit), stream-ordered pools, host memory, and the pointer queries.
+ * managed, legacy 32-bit), stream-ordered pools, and the pointer queries (host memory is host.c's;
+ * IPC mappings, extra.c's, and modules' variables, module.c's, are entries here that free nothing).
  *
  * Pools are modelled as the driver documents them: a pool's `reserved` is what it took from the
  * card and `used` what the application holds. An allocation that does not fit in reserved - used
@@ -14,7 +15,6 @@
 #endif
 #include <limits.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 
 #include "fake_internal.h"
 
@@ -95,9 +95,9 @@ static CUresult linear_free(CUdeviceptr p)
     struct fk_ctx *c;
     CUresult rc = fk_require_ctx(&c);
     struct fk_alloc *a = rc == CUDA_SUCCESS ? fk_alloc_find(p, false) : NULL;
-    if (rc == CUDA_SUCCESS && !a)
+    if (rc == CUDA_SUCCESS && (!a || a->kind >= FK_IPC)) /* an opened handle is closed, a variable unloaded */
         rc = CUDA_ERROR_INVALID_VALUE;
-    if (a)
+    if (rc == CUDA_SUCCESS)
         free_entry(a, true); /* cuMemFree synchronises, so a pool pointer's pool trims too */
     fk_unlock();
     return rc;
@@ -234,76 +234,6 @@ FK_MEM_GET_INFO(cuMemGetInfo_v2, size_t, SIZE_MAX)
 FK_MEM_GET_INFO(cuMemGetInfo, unsigned int, UINT_MAX)
 #undef FK_MEM_GET_INFO
 
-/* ---- host memory: real, page-backed, never charged to a device ---- */
-
-struct fk_host {
-    void *p;
-    size_t size;
-    UT_hash_handle hh;
-};
-
-static struct fk_host *hosts;
-
-static CUresult host_alloc(void **pp, size_t bytes)
-{
-    if (!pp || bytes == 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct fk_ctx *c;
-    CUresult rc;
-    struct fk_host *h = fk_entry_begin(sizeof *h, 0, &c, &rc); /* host memory: no device charge */
-    if (!h)
-        return rc;
-    /* mmap rather than malloc: a failed huge request is an error code, also under sanitizers. */
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) {
-        fk_entry_abort(h, c, 0);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    h->p = p;
-    h->size = bytes;
-    HASH_ADD_PTR(hosts, p, h);
-    *pp = p;
-    fk_unlock();
-    return CUDA_SUCCESS;
-}
-
-FK_FORWARD(cuMemAllocHost_v2, (void **pp, size_t bytesize), host_alloc(pp, bytesize))
-FK_FORWARD(cuMemAllocHost, (void **pp, unsigned int bytesize), host_alloc(pp, bytesize))
-
-FK_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
-{
-    FK_ENTER_INIT(cuMemHostAlloc);
-    if (Flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED))
-        return CUDA_ERROR_INVALID_VALUE;
-    return host_alloc(pp, bytesize);
-}
-
-FK_EXPORT CUresult cuMemFreeHost(void *p)
-{
-    FK_ENTER_INIT(cuMemFreeHost);
-    fk_lock();
-    struct fk_host *h = NULL;
-    if (p)
-        HASH_FIND_PTR(hosts, &p, h);
-    if (h)
-        HASH_DEL(hosts, h);
-    fk_unlock();
-    if (!h)
-        return CUDA_ERROR_INVALID_VALUE;
-    munmap(h->p, h->size);
-    free(h);
-    return CUDA_SUCCESS;
-}
-
-static struct fk_host *host_find(uintptr_t p)
-{
-    struct fk_host *h, *tmp;
-    HASH_ITER(hh, hosts, h, tmp)
-        if (p >= (uintptr_t)h->p && p - (uintptr_t)h->p < h->size)
-            return h;
-    return NULL;
-}
-
 /* ---- pointer queries ---- */
 
 /* What the fake knows of an address: a device allocation, a VMM mapping or host memory. */
@@ -324,12 +254,20 @@ static bool ptr_info(CUdeviceptr p, struct fk_ptrinfo *pi)
     pi->alloc = NULL;
     if ((pi->ordinal = fk_vmm_ordinal(p, &pi->base, &pi->size)) >= 0)
         return true;
-    struct fk_host *h = host_find((uintptr_t)p);
-    if (h) {
-        *pi = (struct fk_ptrinfo){ (CUdeviceptr)(uintptr_t)h->p, h->size, -1, NULL };
+    uint64_t base, size;
+    if (fk_host_range((uintptr_t)p, &base, &size)) {
+        *pi = (struct fk_ptrinfo){ base, size, -1, NULL };
         return true;
     }
     return false;
+}
+
+int fk_ptr_kind(CUdeviceptr p)
+{
+    struct fk_ptrinfo pi;
+    if (!ptr_info(p, &pi))
+        return -1;
+    return pi.ordinal >= 0 ? 1 : 0;
 }
 
 static CUresult address_range(CUdeviceptr *pbase, uint64_t *psize, CUdeviceptr dptr)
@@ -611,9 +549,9 @@ static CUresult free_async(CUdeviceptr p, CUstream s)
         return rc;
     }
     struct fk_alloc *a = rc == CUDA_SUCCESS ? fk_alloc_find(p, false) : NULL;
-    if (rc == CUDA_SUCCESS && !a)
+    if (rc == CUDA_SUCCESS && (!a || a->kind >= FK_IPC))
         rc = CUDA_ERROR_INVALID_VALUE;
-    if (a)
+    if (rc == CUDA_SUCCESS)
         free_entry(a, false);
     fk_unlock();
     return rc;
@@ -663,6 +601,63 @@ FK_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
         current_pool[dev] = p;
     fk_unlock();
     return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* CUDA 13's location-addressed forms of cuDeviceGetMemPool / cuDeviceSetMemPool (devices only). */
+static CUresult location_device(const CUmemLocation *location, CUmemAllocationType type, CUdevice *dev)
+{
+    if (!location || type != CU_MEM_ALLOCATION_TYPE_PINNED)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (location->type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return location->type == CU_MEM_LOCATION_TYPE_INVALID ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
+    *dev = location->id;
+    return CUDA_SUCCESS;
+}
+
+FK_EXPORT CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type)
+{
+    FK_ENTER_INIT(cuMemGetMemPool);
+    CUdevice dev;
+    CUresult rc = location_device(location, type, &dev);
+    return rc == CUDA_SUCCESS ? device_pool(pool, dev, true) : rc;
+}
+
+FK_EXPORT CUresult cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool)
+{
+    FK_ENTER_INIT(cuMemSetMemPool);
+    CUdevice dev;
+    CUresult rc = location_device(location, type, &dev);
+    return rc == CUDA_SUCCESS ? cuDeviceSetMemPool(dev, pool) : rc;
+}
+
+/* Access from other devices: the pool's own device always has it; no fake card is a peer. */
+FK_EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
+{
+    FK_ENTER_INIT(cuMemPoolSetAccess);
+    if (!map && count)
+        return CUDA_ERROR_INVALID_VALUE;
+    fk_lock();
+    struct fk_pool *p = pool_find(pool);
+    CUresult rc = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; p && i < count; i++)
+        if (map[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || map[i].location.id != p->ordinal)
+            rc = CUDA_ERROR_INVALID_DEVICE;
+    fk_unlock();
+    return rc;
+}
+
+FK_EXPORT CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location)
+{
+    FK_ENTER_INIT(cuMemPoolGetAccess);
+    if (!flags || !location)
+        return CUDA_ERROR_INVALID_VALUE;
+    fk_lock();
+    struct fk_pool *p = pool_find(memPool);
+    if (p)
+        *flags = location->type == CU_MEM_LOCATION_TYPE_DEVICE && location->id == p->ordinal
+                     ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    fk_unlock();
+    return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 FK_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)

@@ -3,12 +3,16 @@
  * nvml.c: the fake libnvidia-ml.so.1. It reads the same record as the fake libcuda (through the
  * exported fakecuda_* functions), so with FAKECUDA_RECORD set it sees one card with every
  * process's usage, like nvidia-smi. Devices are physical indices: CUDA_VISIBLE_DEVICES is
- * ignored, as real NVML ignores it.
+ * ignored, as real NVML ignores it; their names, UUIDs and PCI identities are the fake driver's
+ * (its FAKECUDA_PROFILE). Every entry point is a row of NV_ENTRIES, counted (fakenvml_calls).
+ * No fake card has NvLink or a fabric: those queries answer NVML_ERROR_NOT_SUPPORTED, as on a
+ * PCIe card.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +23,40 @@
 
 #define NV_EXPORT __attribute__((visibility("default")))
 #define NV_MAX_DEV 16
+
+/* The entry points, each counted. */
+#define NV_ENTRIES(X)                                                                                   \
+    X(nvmlInitWithFlags) X(nvmlInit_v2) X(nvmlShutdown) X(nvmlErrorString) X(nvmlSystemGetDriverVersion)  \
+    X(nvmlSystemGetNVMLVersion) X(nvmlSystemGetCudaDriverVersion) X(nvmlSystemGetCudaDriverVersion_v2)   \
+    X(nvmlDeviceGetCount_v2) X(nvmlDeviceGetHandleByIndex_v2) X(nvmlDeviceGetHandleByUUID)                \
+    X(nvmlDeviceGetHandleByPciBusId_v2) X(nvmlDeviceGetUUID) X(nvmlDeviceGetName) X(nvmlDeviceGetIndex)   \
+    X(nvmlDeviceGetPciInfo_v3) X(nvmlDeviceGetMemoryInfo) X(nvmlDeviceGetMemoryInfo_v2)                   \
+    X(nvmlDeviceGetComputeRunningProcesses) X(nvmlDeviceGetComputeRunningProcesses_v3)                    \
+    X(nvmlDeviceGetMigMode) X(nvmlDeviceGetP2PStatus) X(nvmlDeviceGetNvLinkState)                         \
+    X(nvmlDeviceGetNvLinkRemoteDeviceType) X(nvmlDeviceGetNvLinkRemotePciInfo_v2)                         \
+    X(nvmlDeviceGetGpuFabricInfoV)
+
+enum nv_entry {
+#define NV_ENUM(name) NV_##name,
+    NV_ENTRIES(NV_ENUM)
+#undef NV_ENUM
+    NV_NENTRIES
+};
+static const char *const nv_names[NV_NENTRIES] = {
+#define NV_NAME(name) #name,
+    NV_ENTRIES(NV_NAME)
+#undef NV_NAME
+};
+static _Atomic unsigned long long nv_calls[NV_NENTRIES];
+#define NV_COUNT(name) atomic_fetch_add_explicit(&nv_calls[NV_##name], 1, memory_order_relaxed)
+
+NV_EXPORT unsigned long long fakenvml_calls(const char *name)
+{
+    for (int i = 0; name && i < NV_NENTRIES; i++)
+        if (strcmp(nv_names[i], name) == 0)
+            return atomic_load_explicit(&nv_calls[i], memory_order_relaxed);
+    return ~0ull;
+}
 
 struct nvmlDevice_st {
     unsigned int index;
@@ -44,8 +82,9 @@ static int dev_index(nvmlDevice_t d)
     return (int)d->index;
 }
 
-#define NV_ENTER()                          \
+#define NV_ENTER(name)                      \
     do {                                    \
+        NV_COUNT(name);                     \
         if (!inited())                      \
             return NVML_ERROR_UNINITIALIZED; \
     } while (0)
@@ -67,6 +106,7 @@ static nvmlReturn_t put_string(char *out, unsigned int len, const char *s)
 
 NV_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
 {
+    NV_COUNT(nvmlInitWithFlags);
     fakecuda_physical_count(); /* attaches the record now rather than in a later query */
     pthread_mutex_lock(&mu);
     for (unsigned i = 0; i < NV_MAX_DEV; i++)
@@ -78,11 +118,13 @@ NV_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
 
 NV_EXPORT nvmlReturn_t nvmlInit_v2(void)
 {
+    NV_COUNT(nvmlInit_v2);
     return nvmlInitWithFlags(0);
 }
 
 NV_EXPORT nvmlReturn_t nvmlShutdown(void)
 {
+    NV_COUNT(nvmlShutdown);
     pthread_mutex_lock(&mu);
     nvmlReturn_t rc = init_count > 0 ? NVML_SUCCESS : NVML_ERROR_UNINITIALIZED;
     if (init_count > 0)
@@ -93,6 +135,7 @@ NV_EXPORT nvmlReturn_t nvmlShutdown(void)
 
 NV_EXPORT const char *nvmlErrorString(nvmlReturn_t result)
 {
+    NV_COUNT(nvmlErrorString);
     switch (result) {
     case NVML_SUCCESS: return "Success";
     case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
@@ -109,13 +152,13 @@ NV_EXPORT const char *nvmlErrorString(nvmlReturn_t result)
 
 NV_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
 {
-    NV_ENTER();
+    NV_ENTER(nvmlSystemGetDriverVersion);
     return put_string(version, length, "580.00.fake");
 }
 
 NV_EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length)
 {
-    NV_ENTER();
+    NV_ENTER(nvmlSystemGetNVMLVersion);
     return put_string(version, length, "13.580.00.fake");
 }
 
@@ -128,7 +171,7 @@ static int cuda_version(void)
 
 NV_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *cudaDriverVersion)
 {
-    NV_ENTER();
+    NV_ENTER(nvmlSystemGetCudaDriverVersion);
     if (!cudaDriverVersion)
         return NVML_ERROR_INVALID_ARGUMENT;
     *cudaDriverVersion = cuda_version();
@@ -137,12 +180,13 @@ NV_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *cudaDriverVersion)
 
 NV_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersion)
 {
+    NV_COUNT(nvmlSystemGetCudaDriverVersion_v2);
     return nvmlSystemGetCudaDriverVersion(cudaDriverVersion);
 }
 
 NV_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)
 {
-    NV_ENTER();
+    NV_ENTER(nvmlDeviceGetCount_v2);
     if (!deviceCount)
         return NVML_ERROR_INVALID_ARGUMENT;
     *deviceCount = (unsigned)fakecuda_physical_count();
@@ -151,7 +195,7 @@ NV_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)
 
 NV_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
 {
-    NV_ENTER();
+    NV_ENTER(nvmlDeviceGetHandleByIndex_v2);
     if (!device || index >= (unsigned)fakecuda_physical_count())
         return NVML_ERROR_INVALID_ARGUMENT;
     *device = &devs[index];
@@ -160,12 +204,16 @@ NV_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDev
 
 static void uuid_of(int idx, char out[48])
 {
-    snprintf(out, 48, "GPU-fa4ec0da-0000-4000-8000-0000000000%02x", idx);
+    struct fakecuda_device d;
+    if (fakecuda_device_info(idx, &d) == 0)
+        snprintf(out, 48, "%s", d.uuid);
+    else
+        out[0] = 0;
 }
 
 NV_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
 {
-    NV_ENTER();
+    NV_ENTER(nvmlDeviceGetHandleByUUID);
     if (!uuid || !device)
         return NVML_ERROR_INVALID_ARGUMENT;
     for (int i = 0; i < fakecuda_physical_count(); i++) {
@@ -181,7 +229,7 @@ NV_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t 
 
 NV_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
 {
-    NV_ENTER();
+    NV_ENTER(nvmlDeviceGetUUID);
     NV_DEVICE(device, idx);
     char u[48];
     uuid_of(idx, u);
@@ -190,16 +238,17 @@ NV_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsign
 
 NV_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
 {
-    NV_ENTER();
+    NV_ENTER(nvmlDeviceGetName);
     NV_DEVICE(device, idx);
-    char n[32];
-    snprintf(n, sizeof n, "Fake GPU %d", idx);
-    return put_string(name, length, n);
+    struct fakecuda_device d;
+    if (fakecuda_device_info(idx, &d) != 0)
+        return NVML_ERROR_UNKNOWN;
+    return put_string(name, length, d.name);
 }
 
 NV_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
 {
-    NV_ENTER();
+    NV_ENTER(nvmlDeviceGetIndex);
     NV_DEVICE(device, idx);
     if (!index)
         return NVML_ERROR_INVALID_ARGUMENT;
@@ -227,7 +276,7 @@ static void mem_figures(int idx, uint64_t *total, uint64_t *used, uint64_t *free
 
 NV_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
-    NV_ENTER();
+    NV_ENTER(nvmlDeviceGetMemoryInfo);
     NV_DEVICE(device, idx);
     if (!memory)
         return NVML_ERROR_INVALID_ARGUMENT;
@@ -239,7 +288,7 @@ NV_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t
 
 NV_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
-    NV_ENTER();
+    NV_ENTER(nvmlDeviceGetMemoryInfo_v2);
     NV_DEVICE(device, idx);
     if (!memory)
         return NVML_ERROR_INVALID_ARGUMENT;
@@ -254,11 +303,10 @@ NV_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemor
     return NVML_SUCCESS;
 }
 
-/* As NVML: with *infoCount too small (0 to ask), NVML_ERROR_INSUFFICIENT_SIZE and the count. */
-NV_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
-                                                               nvmlProcessInfo_t *infos)
+/* As NVML: with *infoCount too small (0 to ask), NVML_ERROR_INSUFFICIENT_SIZE and the count. `v1`:
+ * the unversioned export's layout, { pid, usedGpuMemory } (16 bytes); else _v3's (24 bytes). */
+static nvmlReturn_t running_processes(nvmlDevice_t device, unsigned int *infoCount, void *infos, bool v1)
 {
-    NV_ENTER();
     NV_DEVICE(device, idx);
     if (!infoCount || (*infoCount && !infos))
         return NVML_ERROR_INVALID_ARGUMENT;
@@ -276,15 +324,96 @@ NV_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t devi
      * host's), N above the caller's own. */
     const char *off = getenv("FAKECUDA_NVML_PID_OFFSET");
     unsigned shift = off ? (unsigned)strtoul(off, NULL, 10) : 0;
-    for (int i = 0; i < n; i++)
-        infos[i] = (nvmlProcessInfo_t){ p[i].pid + shift, p[i].bytes, 0xFFFFFFFFu, 0xFFFFFFFFu };
+    for (int i = 0; i < n; i++) {
+        if (v1)
+            ((nvmlProcessInfo_v1_t *)infos)[i] = (nvmlProcessInfo_v1_t){ p[i].pid + shift, p[i].bytes };
+        else
+            ((nvmlProcessInfo_t *)infos)[i] = (nvmlProcessInfo_t){ p[i].pid + shift, p[i].bytes, 0xFFFFFFFFu, 0xFFFFFFFFu };
+    }
     *infoCount = (unsigned)n;
     return NVML_SUCCESS;
 }
 
+NV_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+                                                               nvmlProcessInfo_t *infos)
+{
+    NV_ENTER(nvmlDeviceGetComputeRunningProcesses_v3);
+    return running_processes(device, infoCount, infos, false);
+}
+
+NV_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
+                                                            nvmlProcessInfo_v1_t *infos)
+{
+    NV_ENTER(nvmlDeviceGetComputeRunningProcesses);
+    return running_processes(device, infoCount, infos, true);
+}
+
+/* "dddd:bb:dd.f" or "dddddddd:bb:dd.f", hex, any case, as nvidia-smi and the CUDA driver print them. */
+NV_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device)
+{
+    NV_ENTER(nvmlDeviceGetHandleByPciBusId_v2);
+    unsigned domain, bus, dev, fn;
+    if (!pciBusId || !device || sscanf(pciBusId, "%x:%x:%x.%x", &domain, &bus, &dev, &fn) != 4)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (int i = 0; i < fakecuda_physical_count(); i++) {
+        struct fakecuda_device d;
+        if (fakecuda_device_info(i, &d) == 0 && domain == 0 && bus == d.pci_bus && dev == 0 && fn == 0) {
+            *device = &devs[i];
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+NV_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    NV_ENTER(nvmlDeviceGetPciInfo_v3);
+    NV_DEVICE(device, idx);
+    struct fakecuda_device d;
+    if (!pci)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (fakecuda_device_info(idx, &d) != 0)
+        return NVML_ERROR_UNKNOWN;
+    memset(pci, 0, sizeof *pci);
+    snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:00.0", 0, d.pci_bus);
+    snprintf(pci->busId, sizeof pci->busId, "%s", d.pci_bus_id);
+    pci->bus = d.pci_bus;
+    pci->pciDeviceId = d.pci_device_id;
+    pci->pciSubSystemId = 0x100010de;
+    return NVML_SUCCESS;
+}
+
+/* No two fake cards are peers (the fake driver's cuDeviceCanAccessPeer says 0). */
+NV_EXPORT nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, int p2pIndex,
+                                              int *p2pStatus)
+{
+    NV_ENTER(nvmlDeviceGetP2PStatus);
+    NV_DEVICE(device1, a);
+    NV_DEVICE(device2, b);
+    if (!p2pStatus)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *p2pStatus = a == b ? 0 /* OK */ : 4 /* NVML_P2P_STATUS_NOT_SUPPORTED */;
+    return NVML_SUCCESS;
+}
+
+/* NvLink and the fabric: a PCIe card's answers. */
+#define NV_NOT_SUPPORTED(name, params)                  \
+    NV_EXPORT nvmlReturn_t name params                  \
+    {                                                   \
+        NV_ENTER(name);                                 \
+        NV_DEVICE(device, idx);                         \
+        (void)idx;                                      \
+        return NVML_ERROR_NOT_SUPPORTED;                \
+    }
+NV_NOT_SUPPORTED(nvmlDeviceGetNvLinkState, (nvmlDevice_t device, unsigned int link, int *isActive))
+NV_NOT_SUPPORTED(nvmlDeviceGetNvLinkRemoteDeviceType, (nvmlDevice_t device, unsigned int link, int *pNvLinkDeviceType))
+NV_NOT_SUPPORTED(nvmlDeviceGetNvLinkRemotePciInfo_v2, (nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci))
+NV_NOT_SUPPORTED(nvmlDeviceGetGpuFabricInfoV, (nvmlDevice_t device, void *gpuFabricInfo))
+#undef NV_NOT_SUPPORTED
+
 NV_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode)
 {
-    NV_ENTER();
+    NV_ENTER(nvmlDeviceGetMigMode);
     NV_DEVICE(device, idx);
     (void)idx;
     if (!currentMode || !pendingMode)

@@ -25,29 +25,9 @@
 #include "fakecuda.h"
 #include "fakenvml.h"
 
-#define MiB ((uint64_t)1 << 20)
-#define GiB ((uint64_t)1 << 30)
+#include "selftest.h"
 
-#define CHECK(cond)                                                                          \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            fprintf(stderr, "%s:%d: %s: failed: %s\n", __FILE__, __LINE__, __func__, #cond); \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
-#define IS(call, want)                                                                       \
-    do {                                                                                     \
-        long got_ = (long)(call);                                                            \
-        if (got_ != (long)(want)) {                                                          \
-            fprintf(stderr, "%s:%d: %s: %s gave %ld, want %ld\n", __FILE__, __LINE__,         \
-                    __func__, #call, got_, (long)(want));                                    \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
-#define OK(call) IS(call, CUDA_SUCCESS)
-#define EQ(a, b) IS(a, b)
-
-static void init_primary(CUdevice dev)
+void init_primary(CUdevice dev)
 {
     CUcontext c;
     OK(cuInit(0));
@@ -531,7 +511,12 @@ static void t_graphs(void)
 static void *proc(const char *name, int ver, cuuint64_t flags, CUdriverProcAddressQueryResult *st)
 {
     void *p = (void *)1;
-    OK(cuGetProcAddress_v2(name, &p, ver, flags, st));
+    CUdriverProcAddressQueryResult got = CU_GET_PROC_ADDRESS_SUCCESS;
+    CUresult rc = cuGetProcAddress_v2(name, &p, ver, flags, &got);
+    /* A name the driver lacks is CUDA_ERROR_NOT_FOUND; any other answer is CUDA_SUCCESS. */
+    IS(rc, got == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND ? CUDA_ERROR_NOT_FOUND : CUDA_SUCCESS);
+    if (st)
+        *st = got;
     return p;
 }
 
@@ -566,14 +551,18 @@ static void t_procaddr(void)
     IS(cuGetProcAddress_v2("cuMemAlloc", &p, 13010, 0, &st), CUDA_ERROR_INVALID_VALUE);
     IS(cuGetProcAddress_v2(NULL, &p, 12000, 0, &st), CUDA_ERROR_INVALID_VALUE);
     OK(cuGetProcAddress_v2("cuMemAlloc", &p, 12000, 0, NULL));
+    p = (void *)1;
+    IS(cuGetProcAddress_v2("cuNoSuchThing", &p, 12000, 0, NULL), CUDA_ERROR_NOT_FOUND);
+    CHECK(p == NULL);
+    IS(cuGetProcAddress("cuNoSuchThing", &p, 11030, 0), CUDA_ERROR_NOT_FOUND);
     OK(cuGetProcAddress("cuMemFree", &p, 11030, 0));
     CHECK(p == (void *)cuMemFree_v2);
     /* Calls through a resolved pointer count as calls of that export. */
     CUresult (*init)(unsigned) = (CUresult(*)(unsigned))proc("cuInit", 12000, 0, &st);
     OK(init(0));
     EQ(fakecuda_calls("cuInit"), 1);
-    EQ(fakecuda_calls("cuGetProcAddress_v2"), 27);
-    EQ(fakecuda_calls("cuGetProcAddress"), 1);
+    EQ(fakecuda_calls("cuGetProcAddress_v2"), 28);
+    EQ(fakecuda_calls("cuGetProcAddress"), 2);
 }
 
 static void t_visible(void)
@@ -617,7 +606,7 @@ static void t_visible_dup(void)
     EQ(n, 1);
 }
 
-static int wait_child(pid_t pid)
+int wait_child(pid_t pid)
 {
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
@@ -834,12 +823,6 @@ static void t_bench(void)
 
 /* ---- runner ---- */
 
-struct tcase {
-    const char *name;
-    void (*fn)(void);
-    const char *env[6]; /* NAME=VALUE; "@" in a value stands for a fresh record file */
-};
-
 static const struct tcase cases[] = {
     { "init", t_init, { 0 } },
     { "memory", t_memory, { "FAKECUDA_MEM=1GiB" } },
@@ -863,7 +846,8 @@ static const struct tcase cases[] = {
 };
 
 static const char *const cleared[] = { "FAKECUDA_DEVICES", "FAKECUDA_MEM", "FAKECUDA_RECORD", "FAKECUDA_CTX_BYTES",
-                                       "FAKECUDA_DRIVER_VERSION", "FAKECUDA_STUB", "FAKECUDA_MIG", "CUDA_VISIBLE_DEVICES" };
+                                       "FAKECUDA_DRIVER_VERSION", "FAKECUDA_STUB", "FAKECUDA_MIG", "CUDA_VISIBLE_DEVICES",
+                                       "FAKECUDA_PROFILE", "FAKECUDA_MODULE_BYTES", "FAKECUDA_TRACE" };
 
 static int run_case(const struct tcase *c, const char *self)
 {
@@ -901,21 +885,31 @@ static int run_case(const struct tcase *c, const char *self)
 int main(int argc, char **argv)
 {
     size_t ncases = sizeof cases / sizeof *cases;
+    const struct tcase *groups[] = { cases, selftest_rt_cases, selftest_calls_cases };
+    size_t counts[] = { ncases, selftest_rt_ncases, selftest_calls_ncases };
+    if (argc > 1 && strcmp(argv[1], "rows") == 0) {
+        selftest_rows();
+        return 0;
+    }
     if (argc > 1) {
-        for (size_t i = 0; i < ncases; i++) {
-            if (strcmp(cases[i].name, argv[1]) == 0) {
-                cases[i].fn();
-                return 0;
+        for (size_t g = 0; g < 3; g++) {
+            for (size_t i = 0; i < counts[g]; i++) {
+                if (strcmp(groups[g][i].name, argv[1]) == 0) {
+                    groups[g][i].fn();
+                    return 0;
+                }
             }
         }
         fprintf(stderr, "no case %s\n", argv[1]);
         return 1;
     }
     int failed = 0, passed = 0;
-    for (size_t i = 0; i < ncases; i++) {
-        int rc = run_case(&cases[i], "/proc/self/exe");
-        failed += rc != 0 && rc != 77;
-        passed += rc == 0;
+    for (size_t g = 0; g < 3; g++) {
+        for (size_t i = 0; i < counts[g]; i++) {
+            int rc = run_case(&groups[g][i], "/proc/self/exe");
+            failed += rc != 0 && rc != 77;
+            passed += rc == 0;
+        }
     }
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : passed ? 0 : 77;

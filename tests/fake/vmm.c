@@ -10,12 +10,14 @@
 #endif
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "fake_internal.h"
 
 struct fk_handle {
     CUmemGenericAllocationHandle id;
-    uint64_t size, charged;
+    uint64_t size, charged; /* charged 0: imported, another process's memory */
     int phys;             /* -1: host memory */
     int refs, maps;
     CUmemAllocationProp prop;
@@ -181,6 +183,74 @@ FK_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *han
     }
     fk_unlock();
     return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/*
+ * Shareable handles (POSIX file descriptors only): the descriptor is a memfd holding what the
+ * importer needs to know (the exporter, the device, the size). An imported handle maps the
+ * exporter's memory and charges nothing: the memory stays the exporter's, as on a card.
+ */
+#define FK_SHARE_MAGIC 0x4552414853464b31ull /* "1KFSHARE" */
+
+struct share_info {
+    uint64_t magic;
+    int32_t pid, phys;
+    uint64_t size;
+    CUmemAllocationProp prop;
+};
+
+FK_EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                                CUmemAllocationHandleType handleType, unsigned long long flags)
+{
+    FK_ENTER_INIT(cuMemExportToShareableHandle);
+    if (!shareableHandle || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    fk_lock();
+    struct fk_handle *h = handle_find(handle);
+    struct share_info si = { FK_SHARE_MAGIC, (int32_t)getpid(), h ? h->phys : -1, h ? h->size : 0, { 0 } };
+    if (h)
+        si.prop = h->prop;
+    fk_unlock();
+    if (!h || !(h->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+        return CUDA_ERROR_INVALID_VALUE;
+    int fd = memfd_create("fakecuda-share", MFD_CLOEXEC);
+    if (fd < 0)
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    if (pwrite(fd, &si, sizeof si, 0) != (ssize_t)sizeof si) {
+        close(fd);
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    }
+    *(int *)shareableHandle = fd;
+    return CUDA_SUCCESS;
+}
+
+FK_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                                  CUmemAllocationHandleType shHandleType)
+{
+    FK_ENTER_INIT(cuMemImportFromShareableHandle);
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    struct share_info si;
+    int fd = (int)(intptr_t)osHandle;
+    if (pread(fd, &si, sizeof si, 0) != (ssize_t)sizeof si || si.magic != FK_SHARE_MAGIC)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fk_handle *h = calloc(1, sizeof *h);
+    if (!h)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    h->size = si.size;
+    h->prop = si.prop;
+    h->refs = 1;
+    h->phys = si.phys;
+    fk_lock();
+    h->id = next_id++;
+    HASH_ADD(hh, handles, id, sizeof h->id, h);
+    *handle = h->id;
+    fk_unlock();
+    return CUDA_SUCCESS;
 }
 
 FK_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)

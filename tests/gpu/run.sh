@@ -3,6 +3,8 @@
 # tests/gpu/run.sh: gpucap against a real NVIDIA driver. Builds the project, then runs each check
 # with libgpucap.so preloaded and a 2 GiB budget on one card, printing "PASS name: figures",
 # "FAIL name: ..." or "SKIP name: reason" (a tool that is not installed: torch, cupy, jax, nvcc).
+# The real-client checks (CUDA runtime, PyTorch, CuPy, JAX) are tests/clients/checks.sh's, the
+# same ones the fake-driver suite runs in CI.
 # Bounded: each check has a timeout, the whole script stays within about 5 minutes. The log goes to
 # $OUT/gpu-suite.log when OUT is set. Exit 1 if any check failed.
 #   GPU=<index or UUID>   the card to use (default: nvidia-smi's index 0)
@@ -53,11 +55,11 @@ field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" <<< "$2" | tail -1; }
 proc_mib() { nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -i "$uuid" |
              awk -F', *' -v p="$1" '$1 == p { print $2 }'; }
 
-# ---- CUDA runtime ----
-cudart=$work/cudart_loop
+# ---- CUDA runtime (the client the fake-driver suite runs too: tests/clients/cudart_client.cu) ----
+cudart=$work/cudart_client
 if command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
     nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-    T 120 "$nvcc" -O2 -o "$cudart" "$here/cudart_loop.cu" > "$work/nvcc.log" 2>&1 || cudart=
+    T 120 "$nvcc" -O2 -o "$cudart" "$src/tests/clients/cudart_client.cu" > "$work/nvcc.log" 2>&1 || cudart=
 else
     cudart=
 fi
@@ -164,7 +166,31 @@ smi_total=$(cut -d, -f1 <<< "$out" | tr -d ' ')
 [ "$smi_total" = $((BUDGET / MiB)) ] && pass nvidia-smi "total/used/free under the library: $out MiB" ||
     fail nvidia-smi "nvidia-smi under the library says '$out', want total $((BUDGET / MiB)) MiB"
 
-# ---- Python frameworks ----
+# ---- the real-client checks, shared with the fake-driver suite (tests/clients/checks.sh) ----
+# Each case prints PASS/FAIL lines with figures; a framework that is not installed here is skipped.
+client() { # client CASE [MODULE]
+    local c=$1 mod=${2:-}
+    if [ -n "$mod" ] && ! python3 -c "import $mod" > /dev/null 2>&1; then skip "$c" "$mod is not installed"; return; fi
+    case $c in cudart.*) [ -n "$cudart" ] || { skip "$c" "nvcc not available"; return; } ;; esac
+    case $c in torch.train | torch.audit | torch.denials | torch.exit | torch.held) [ -n "$cli" ] || { skip "$c" "no gpucap command here"; return; } ;; esac
+    local out line n=0
+    out=$(GPUCAP_LIB=$lib CLI=$cli CUDART_CLIENT=$cudart BUDGET=$BUDGET RESERVE=$((ctx_mib * MiB)) WORK=$work \
+          T 300 bash "$src/tests/clients/checks.sh" "$c" 2>&1)
+    while IFS= read -r line; do
+        case "$line" in
+        PASS\ *) line=${line#PASS }; pass "${line%%: *}" "${line#*: }"; n=$((n + 1)) ;;
+        FAIL\ *) line=${line#FAIL }; fail "${line%%: *}" "${line#*: }"; n=$((n + 1)) ;;
+        esac
+    done <<< "$out"
+    [ $n -gt 0 ] || fail "$c" "no verdict: $(tail -3 <<< "$out")"
+}
+for c in cudart.family cudart.reset cudart.ipc; do client $c; done
+for c in torch.oom torch.expandable torch.async torch.fraction torch.empty_cache torch.props torch.two_procs \
+         torch.sigkill torch.train torch.audit torch.denials torch.exit torch.held; do client $c torch; done
+for c in cupy.default cupy.async cupy.pinned cupy.kernel; do client $c cupy; done
+client jax.prealloc jax
+
+# ---- this suite's own framework checks (card-side figures, numba) ----
 py() { # NAME MODULE LEDGER [ENV=...] -- python code
     local name=$1 mod=$2 l=$3; shift 3
     if ! python3 -c "import $mod" > /dev/null 2>&1; then skip "$name" "$mod is not installed"; return; fi
@@ -180,48 +206,6 @@ py() { # NAME MODULE LEDGER [ENV=...] -- python code
     *) fail "$name" "no verdict: $(tail -3 <<< "$out")" ;;
     esac
 }
-TORCH='
-import os, torch
-B = int(os.environ["GPUCAP_MEMORY_LIMIT"])
-free, total = torch.cuda.mem_get_info()
-held, n = [], 0
-try:
-    while n < 100000:
-        held.append(torch.empty(64 << 20, dtype=torch.uint8, device="cuda")); n += 1
-except torch.cuda.OutOfMemoryError:
-    pass
-got = n * (64 << 20)
-ok = total == B and got <= B and n > 0
-print(("PASS" if ok else "FAIL"), f"mem_get_info total={total} (budget {B}); OutOfMemoryError after {got >> 20} MiB")
-'
-py torch.default torch torch1 -- "$TORCH"
-py torch.expandable torch torch2 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True -- "$TORCH"
-CUPY='
-import os, cupy
-B = int(os.environ["GPUCAP_MEMORY_LIMIT"])
-if os.environ.get("CUPY_ASYNC"):
-    cupy.cuda.set_allocator(cupy.cuda.MemoryAsyncPool().malloc)
-held, n = [], 0
-try:
-    while n < 100000:
-        held.append(cupy.empty(64 << 20, dtype=cupy.uint8)); n += 1
-except cupy.cuda.memory.OutOfMemoryError:
-    pass
-got = n * (64 << 20)
-print(("PASS" if 0 < got <= B else "FAIL"), f"OutOfMemoryError after {got >> 20} MiB of {B >> 20}")
-'
-py cupy.default cupy cupy1 -- "$CUPY"
-py cupy.async cupy cupy2 CUPY_ASYNC=1 -- "$CUPY"
-JAX='
-import os, jax, jax.numpy as jnp
-B = int(os.environ["GPUCAP_MEMORY_LIMIT"])
-x = jnp.ones((1024, 1024)); x.block_until_ready()
-d = jax.devices()[0]
-lim = (d.memory_stats() or {}).get("bytes_limit", 0)
-ok = 0 < lim <= 0.75 * B * 1.02
-print(("PASS" if ok else "FAIL"), f"XLA preallocated bytes_limit={lim >> 20} MiB for a {B >> 20} MiB budget (0.75 = {int(0.75 * B) >> 20})")
-'
-py jax.prealloc jax jax1 -- "$JAX"
 # What the card holds for a PyTorch process at its OOM, cuBLAS loaded, read outside the library.
 TORCH_CARD='
 import os, subprocess, torch

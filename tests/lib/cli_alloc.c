@@ -11,11 +11,15 @@
  *   m         print "unwind=1" if libunwind is mapped into this process, else "unwind=0"
  *   i         print what the program is told: "info free=.. total=.." (cuMemGetInfo_v2)
  *   f<P>      size itself as a framework does: allocate P% of the free memory cuMemGetInfo_v2 reports
+ *   K         die by SIGKILL here;  X  end with _exit(0) here (neither runs an exit handler)
+ *   R         register an exit handler that releases device 0's primary context, as the CUDA
+ *             runtime does at its start (it runs at exit before the library's destructor)
  * At the end prints "results=" and one character per allocation attempt: 0 admitted, 1 failed.
  * Exit 0, or the child's failure.
  */
 #include "common.h"
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -63,6 +67,11 @@ static int run_child(const char *self, const char *ops)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+static void release_primary(void)
+{
+    cuDevicePrimaryCtxRelease_v2(0);
+}
+
 int main(int argc, char **argv)
 {
     make_context(0);
@@ -89,6 +98,16 @@ int main(int argc, char **argv)
         case 's':
             usleep((useconds_t)atoi(op + 1) * 100000);
             break;
+        case 'R':
+            atexit(release_primary);
+            break;
+        case 'K':
+            fflush(stdout);
+            raise(SIGKILL);
+            break;
+        case 'X':
+            fflush(stdout);
+            _exit(0);
         case 'c':
             if (run_child(argv[0], op + 2) != 0)
                 rc = 1;

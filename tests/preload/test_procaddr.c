@@ -72,12 +72,13 @@ int main(void)
     CHECK_RC(gpa("cuCtxCreate", &p, 12050, 0, &st), CUDA_SUCCESS);
     CHECK(p == (void *)cuCtxCreate_v4, "cuCtxCreate@12050 is not the driver's _v4");
 
-    /* Unknown and empty names, a version that is not sufficient, a version above the driver's. */
+    /* Unknown and empty names (the driver's answer, CUDA_ERROR_NOT_FOUND, passed on unchanged), a
+     * version that is not sufficient, a version above the driver's. */
     p = (void *)1;
-    CHECK_RC(gpa("cuNoSuchFunction", &p, 12000, 0, &st), CUDA_SUCCESS);
+    CHECK_RC(gpa("cuNoSuchFunction", &p, 12000, 0, &st), CUDA_ERROR_NOT_FOUND);
     CHECK(p == NULL && st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, "unknown name: %p status %d", p, (int)st);
     p = (void *)1;
-    CHECK_RC(gpa("", &p, 12000, 0, &st), CUDA_SUCCESS);
+    CHECK_RC(gpa("", &p, 12000, 0, &st), CUDA_ERROR_NOT_FOUND);
     CHECK(p == NULL && st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, "empty name: %p status %d", p, (int)st);
     p = (void *)1;
     CHECK_RC(gpa("cuMemAllocAsync", &p, 11000, 0, &st), CUDA_SUCCESS);
