@@ -30,11 +30,23 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
-/* The one line a denial is worth (audit mode: a would-be denial), then its call stack if asked. */
-static void log_denial(const char *call, int device, uint64_t bytes, int budget, bool audit)
+/* The one line a denial is worth (audit mode: a would-be denial), then its call stack if asked.
+ * A context's reserve that does not fit says so: the call denied then is the context's creation,
+ * which frameworks report as a generic CUDA error rather than an out-of-memory one. */
+static void log_denial(const char *call, int device, uint64_t bytes, int budget, bool audit, bool context)
 {
     char a[32], b[32], c[32];
+    if (context && !audit) {
+        gpc_log(GPC_LOG_WARN, "%s denied on device %d: the context reserve %s does not fit in the budget %s "
+                "(in use %s); raise the budget or set context_reserve (GPUCAP_CONTEXT_RESERVE) lower "
+                "-> CUDA_ERROR_OUT_OF_MEMORY", call, device, gpc_format_size(bytes, a, sizeof a),
+                gpc_format_size(gpc_budget_limit(budget), c, sizeof c),
+                gpc_format_size(gpc_budget_in_use(budget), b, sizeof b));
+        gpc_backtrace_log();
+        return;
+    }
     gpc_log(GPC_LOG_WARN, "%s%s %s on device %d: requested %s, in use %s, limit %s%s", audit ? "audit: " : "", call,
             audit ? "would be denied" : "denied", device, gpc_format_size(bytes, a, sizeof a),
             gpc_format_size(gpc_budget_in_use(budget), b, sizeof b), gpc_format_size(gpc_budget_limit(budget), c, sizeof c),
@@ -60,7 +72,7 @@ static void note_audit_denial(const char *call, int device, uint64_t bytes, int 
     atomic_store_explicit(&audit_device[budget], device, memory_order_relaxed);
     atomic_fetch_add_explicit(&audit_denials[budget], 1, memory_order_relaxed);
     if (!atomic_exchange(&audit_logged, true))
-        log_denial(call, device, bytes, budget, true);
+        log_denial(call, device, bytes, budget, true, false);
 }
 
 void gpc_charge_audit_summary(void)
@@ -89,10 +101,67 @@ static bool retry_after_trim(int budget, int device, uint64_t bytes, unsigned ho
     return gpc_reclaim(device) && gpc_budget_admit(budget, bytes, how) == 0;
 }
 
+/*
+ * A request denied again at once is one denial. PyTorch's caching allocator (and others built the
+ * same way) answers an out-of-memory by freeing its cache and asking for the same size again; a
+ * report that counted both, and two warning lines, would read as two failures. So a denial of the
+ * same size on the same device by the same thread, with nothing admitted to that thread in between
+ * (its admission mark, budget.c, did not move) and within a second of the first such denial, is
+ * counted and said once. All of it runs at a denial: the allocation path pays nothing for it.
+ */
+#define RETRY_WINDOW_NS 1000000000ull
+static __thread struct {
+    bool armed; /* a denial happened */
+    int device, budget;
+    uint32_t mark; /* the thread's admission mark then */
+    uint64_t bytes, at_ns;
+} last_denial __attribute__((tls_model("initial-exec")));
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Whether a denied request repeats the thread's last denial (see above). */
+static bool repeats_denial(int device, int budget, uint64_t bytes)
+{
+    return last_denial.armed && last_denial.device == device && last_denial.budget == budget &&
+           last_denial.bytes == bytes && last_denial.mark == gpc_budget_thread_mark(budget) &&
+           now_ns() - last_denial.at_ns < RETRY_WINDOW_NS;
+}
+
 /* A charge's admission: the peak waits for the driver (a request it refuses is no part of it). */
 static unsigned admit_how(const struct gpc_charge *c)
 {
     return GPC_ADMIT_DEFER_PEAK | (c->context ? GPC_ADMIT_CONTEXT : 0);
+}
+
+/* After a denial (counted, unless it repeats the last one: `again`): audit mode admits it past the
+ * limit, enforcement logs it (once for repeats) and answers CUDA_ERROR_OUT_OF_MEMORY. */
+static CUresult deny(struct gpc_charge *c, const char *call, int device, int budget, uint64_t bytes, unsigned how,
+                 bool again)
+{
+    /* Audit mode: the denial is counted and logged, and the bytes are admitted past the limit
+     * so that the peak is what the job really needs. A broken setting (DENY) still denies. */
+    if (gpc_opt_enum(&gpc_config, GPC_OPT_MODE) == GPC_MODE_AUDIT && budget >= 0) {
+        note_audit_denial(call, device, bytes, budget);
+        if (gpc_budget_admit(budget, bytes, how | GPC_ADMIT_UNCHECKED) != 0)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        c->budget = budget;
+        return CUDA_SUCCESS;
+    }
+    if (!again) {
+        log_denial(call, device, bytes, budget, false, c->context);
+        last_denial.device = device;
+        last_denial.budget = budget;
+        last_denial.bytes = bytes;
+        last_denial.at_ns = now_ns(); /* the first denial's time: repeats do not extend it */
+    }
+    last_denial.mark = gpc_budget_thread_mark(budget);
+    last_denial.armed = true;
+    return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 static CUresult charge_begin(struct gpc_charge *c, int device, uint64_t bytes, const char *call, bool context)
@@ -140,18 +209,15 @@ static CUresult charge_begin(struct gpc_charge *c, int device, uint64_t bytes, c
     if (budget == GPC_BUDGET_NONE)
         return CUDA_SUCCESS;
     unsigned how = admit_how(c);
-    if (gpc_budget_admit(budget, bytes, how) != 0 && !retry_after_trim(budget, device, bytes, how)) {
-        /* Audit mode: the denial is counted and logged, and the bytes are admitted past the limit
-         * so that the peak is what the job really needs. A broken setting (DENY) still denies. */
-        if (gpc_opt_enum(&gpc_config, GPC_OPT_MODE) == GPC_MODE_AUDIT && budget >= 0) {
-            note_audit_denial(call, device, bytes, budget);
-            if (gpc_budget_admit(budget, bytes, how | GPC_ADMIT_UNCHECKED) != 0)
-                return CUDA_ERROR_OUT_OF_MEMORY;
+    if (gpc_unlikely(gpc_budget_admit(budget, bytes, how | GPC_ADMIT_QUIET) != 0)) {
+        bool again = repeats_denial(device, budget, bytes);
+        if (!again)
+            gpc_budget_count_denial(budget);
+        if (retry_after_trim(budget, device, bytes, how | GPC_ADMIT_QUIET)) {
             c->budget = budget;
             return CUDA_SUCCESS;
         }
-        log_denial(call, device, bytes, budget, false);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return deny(c, call, device, budget, bytes, how, again);
     }
     c->budget = budget;
     return CUDA_SUCCESS;

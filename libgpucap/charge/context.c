@@ -89,6 +89,30 @@ void gpc_context_forget(CUcontext ctx)
     gpc_graphs_forget_ctx(ctx);
 }
 
+/*
+ * Says once per process, at its first context on a device with a budget, when the context reserve
+ * (charged for every context, before any allocation) takes half the budget or more: on small
+ * budgets the default reserve for the card class leaves little or nothing to allocate (a reserve
+ * above the budget denies the first context, which frameworks report as a generic CUDA error, not
+ * an out-of-memory one). Audit mode denies nothing: not said there.
+ */
+static void notice_reserve(int ordinal, uint64_t reserve)
+{
+    static atomic_bool said;
+    int id = gpc_device_budget(ordinal);
+    uint64_t limit = id == GPC_BUDGET_NONE ? GPC_UNLIMITED : gpc_budget_limit(id);
+    if (limit == GPC_UNLIMITED || limit == 0 || gpc_opt_enum(&gpc_config, GPC_OPT_MODE) == GPC_MODE_AUDIT)
+        return;
+    if (reserve < limit - limit / 2 || atomic_exchange(&said, true))
+        return;
+    char r[GPC_SIZE_TEXT], l[GPC_SIZE_TEXT];
+    unsigned long long pct = reserve >= limit ? 100 : (unsigned long long)(reserve / (limit / 100 ? limit / 100 : 1));
+    gpc_log(GPC_LOG_WARN, "device %d: the context reserve, %s charged for each context before any allocation, "
+            "takes %llu%% of the budget %s%s; set context_reserve (GPUCAP_CONTEXT_RESERVE) to what a context really "
+            "takes on this card (README, Settings), or raise the budget", ordinal, gpc_format_size(reserve, r, sizeof r),
+            pct, gpc_format_size(limit, l, sizeof l), reserve > limit ? ": the first context on it is denied" : "");
+}
+
 CUresult gpc_context_begin(struct gpc_charge *c, CUdevice dev, const char *call)
 {
     c->budget = GPC_BUDGET_NONE;
@@ -101,6 +125,8 @@ CUresult gpc_context_begin(struct gpc_charge *c, CUdevice dev, const char *call)
     uint64_t bytes = gpc_context_reserve(dev);
     if (bytes == 0)
         return CUDA_SUCCESS;
+    if (dev < GPC_MAX_DEVICES)
+        notice_reserve(dev, bytes);
     return gpc_charge_begin_context(c, dev, bytes, call);
 }
 
@@ -119,7 +145,7 @@ static int misses;
 
 /* Under measure_lock: reads the card's figure for device `ordinal` (budget `id`) and charges what
  * it shows beyond this process's charges. */
-static void measure_locked(int ordinal, int id)
+static void measure_locked(int ordinal, int id, uint64_t in_flight)
 {
     const char *uuid = gpc_device_uuid(ordinal);
     uint64_t card = 0;
@@ -135,7 +161,9 @@ static void measure_locked(int ordinal, int id)
         return;
     }
     atomic_store(&measurable, 1);
+    /* What is admitted and not yet on the card (the request being counted) is no context's. */
     uint64_t charged = gpc_budget_held(id);
+    charged = charged > in_flight ? charged - in_flight : 0;
     if (card <= charged + MEASURE_SLACK)
         return;
     uint64_t extra = card - charged, had = atomic_load(&measured[ordinal]);
@@ -157,7 +185,7 @@ static void measure_locked(int ordinal, int id)
 /* Measures every device of budget `id` (its ordinals); `now`: waits for a measurement in progress
  * (after a context was made), else leaves it to the thread doing it (the allocation path never
  * waits). One NVML query per locked admission, which already takes a file lock. */
-static void measure(int id, bool now)
+static void measure(int id, bool now, uint64_t in_flight)
 {
     if (id < 0 || atomic_load_explicit(&measurable, memory_order_relaxed) < 0 || !gpc_counting())
         return;
@@ -167,19 +195,19 @@ static void measure(int id, bool now)
         return;
     for (int o = 0; o < GPC_MAX_DEVICES; o++)
         if (gpc_device_budget_if_ready(o) == id)
-            measure_locked(o, id);
+            measure_locked(o, id, in_flight);
     gpc_unlock(&measure_lock, GPC_LOCK_MEASURE);
 }
 
-void gpc_context_measure(int id)
+void gpc_context_measure(int id, uint64_t in_flight)
 {
-    measure(id, false);
+    measure(id, false, in_flight);
 }
 
 void gpc_context_measure_device(int ordinal)
 {
     if (ordinal >= 0 && ordinal < GPC_MAX_DEVICES)
-        measure(gpc_device_budget_if_ready(ordinal), true);
+        measure(gpc_device_budget_if_ready(ordinal), true, 0);
 }
 
 /* A teardown on device `ordinal` freed its modules: what was measured goes back, and the

@@ -50,7 +50,7 @@ bool gpc_context_primary_drop(CUdevice dev, bool all);
  * after a teardown there and measures again. None of them may be called holding the
  * primary-context lock or a ledger lock.
  */
-void gpc_context_measure(int id);
+void gpc_context_measure(int id, uint64_t in_flight);
 void gpc_context_measure_device(int ordinal);
 void gpc_context_torn_down(int ordinal);
 /*

@@ -14,7 +14,8 @@
  * once, if the lock is free (a free never waits).
  *
  * The allocation and free counts are batched per thread (COUNT_BATCH events) off the shared line,
- * and every POLL_BATCHES batches (256 counted events of a thread) the cheap check for a changed
+ * after a thread's first COUNT_BATCH, which go in one by one (a process killed loses no count of a
+ * short job), and every POLL_BATCHES batches (256 counted events of a thread) the cheap check for a changed
  * limit runs. The figures count what the driver carried out: the charge steps admit with
  * GPC_ADMIT_DEFER_PEAK and note this process's peak and the timeline after the driver call
  * (gpc_budget_admitted); a request the driver refuses is taken back by gpc_budget_release_refused,
@@ -115,7 +116,9 @@ struct counts {
     _Atomic uint32_t pending;
     bool registered;
     uint8_t batches;    /* batches flushed, for the check of changed limits every POLL_BATCHES */
-    bool measure_due;   /* measure at the next admission the driver carried out (gpc_budget_admitted) */
+    uint16_t flushes;   /* this thread's own flushes (gpc_budget_thread_mark) */
+    uint8_t warmup;     /* events counted one by one so far (up to COUNT_BATCH), see count() */
+    uint8_t flush_above; /* a batch goes in when pending passes this: 0 in the warm-up, then COUNT_BATCH - 1 */
     /* At most COUNT_BATCH events between flushes (an uncounted one takes allocs below 0): 16 bits. */
     _Atomic int16_t allocs[GPC_LEDGER_DEVICES], frees[GPC_LEDGER_DEVICES];
     /* Bytes this thread had admitted less those it gave back, since its last flush (gpc_budget_held). */
@@ -135,6 +138,8 @@ static _Atomic int64_t held_flushed[GPC_LEDGER_DEVICES];
 static void flush(struct counts *c, bool own)
 {
     atomic_store_explicit(&c->pending, 0, memory_order_relaxed);
+    if (own)
+        c->flushes++;
     struct gpc_ledger *l = gpc_ledger;
     for (int id = 0; l && id < GPC_LEDGER_DEVICES; id++) {
         if (own)
@@ -168,10 +173,20 @@ static void counts_key_make(void)
     atomic_store_explicit(&counts_key_ok, pthread_key_create(&counts_key, thread_gone) == 0, memory_order_release);
 }
 
+static gpc_budget_first_fn *first_cb;
+static atomic_bool first_seen;
+
+void gpc_budget_on_first(gpc_budget_first_fn *fn)
+{
+    first_cb = fn;
+}
+
 /* A thread's first count: its block joins the list that the flush at exit walks. */
 static void counts_register(struct counts *c)
 {
     c->registered = true;
+    if (!atomic_exchange(&first_seen, true) && first_cb)
+        first_cb();
     pthread_once(&counts_once, counts_key_make);
     if (!atomic_load_explicit(&counts_key_ok, memory_order_acquire))
         return; /* then its counts go in at every batch only */
@@ -199,22 +214,32 @@ static inline void hold(int id, int64_t delta)
 
 
 static bool poll(bool now);
-static void measure(int id);
+static void measure(int id, uint64_t in_flight);
+static void measure_all(int id, uint64_t in_flight);
 static _Atomic uint32_t bound_mask; /* (below, with the live limits) */
 
 /* A thread's batch is full: its counts go in, and every POLL_BATCHES batches (256 counted events
  * of the thread) the cheap check for a changed limit runs, at an allocation (applying a change
- * takes a lock, and a free never waits for one). */
+ * takes a lock, and a free never waits for one). A thread's first COUNT_BATCH events go in one by
+ * one (a batch of one): a process that ends without its exit handlers (SIGKILL, _exit) loses no
+ * count of a short job (PyTorch's caching allocator makes few driver allocations), and a long one
+ * loses at most a batch per thread. */
 #define POLL_BATCHES 4
-__attribute__((noinline, cold)) static void batch_done(struct counts *c, bool freed)
+__attribute__((noinline, cold)) static void batch_done(struct counts *c, bool freed, int id, uint64_t bytes)
 {
     flush(c, true);
+    /* The warm-up's COUNT_BATCH events are one batch for the checks below, as before it. */
+    if (c->warmup < COUNT_BATCH) {
+        if (++c->warmup < COUNT_BATCH)
+            return;
+        c->flush_above = COUNT_BATCH - 1;
+    }
     if (++c->batches >= POLL_BATCHES && !freed) {
         c->batches = 0;
         poll(false);
         /* A private budget leases its whole limit at once and so has no locked step to measure
-         * at: it measures here, once the allocation being counted is on the card. */
-        c->measure_due = true;
+         * at: it measures here, the allocation being counted (not on the card yet) left out. */
+        measure_all(id, bytes);
     }
 }
 
@@ -229,8 +254,8 @@ static inline void count(int id, bool freed, uint64_t bytes)
     atomic_store_explicit(&c->held[id], freed ? h - (int64_t)bytes : h + (int64_t)bytes, memory_order_relaxed);
     atomic_store_explicit(&c->pending, atomic_load_explicit(&c->pending, memory_order_relaxed) + 1,
                           memory_order_relaxed);
-    if (gpc_unlikely(atomic_load_explicit(&c->pending, memory_order_relaxed) >= COUNT_BATCH))
-        batch_done(c, freed);
+    if (gpc_unlikely(atomic_load_explicit(&c->pending, memory_order_relaxed) > c->flush_above))
+        batch_done(c, freed, id, bytes);
 }
 
 /* An allocation counted at admission that the driver then refused (the batch may go below 0). */
@@ -239,6 +264,8 @@ static void uncount(int id)
     struct counts *c = &my_counts;
     atomic_store_explicit(&c->allocs[id], (int16_t)(atomic_load_explicit(&c->allocs[id], memory_order_relaxed) - 1),
                           memory_order_relaxed);
+    if (c->warmup < COUNT_BATCH) /* the count went in at once: so does its undoing */
+        flush(c, true);
 }
 
 void gpc_budget_flush_counts(void)
@@ -250,6 +277,9 @@ void gpc_budget_flush_counts(void)
             flush(c, false);
     }
 }
+
+/* What this process held on each device when exit began (gpc_budget_note_exit_begins). */
+static uint64_t held_when_exiting[GPC_LEDGER_DEVICES];
 
 /* This process's context reserves per device entry (gpc_budget_note_contexts): what it holds at exit
  * apart from its allocations. */
@@ -267,8 +297,11 @@ void gpc_budget_fork_child(void)
         /* The child holds none of its parent's memory. */
         atomic_store(&my_counts.held[id], 0), atomic_store(&held_flushed[id], 0);
         atomic_store(&own_contexts[id], 0);
+        held_when_exiting[id] = 0;
     }
     my_counts.registered = false;
+    my_counts.warmup = 0;
+    my_counts.flush_above = 0;
 }
 
 uint64_t gpc_budget_held(int id)
@@ -329,12 +362,23 @@ void gpc_budget_set_measure(gpc_budget_measure_fn *fn)
     atomic_store(&measure_fn, fn);
 }
 
-/* The registered measure of what the driver took unasked (context.c), before a locked step. */
-static void measure(int id)
+/* The registered measure of what the driver took unasked (context.c), before a locked step:
+ * `in_flight` bytes of this process on budget `id` are admitted and not yet on the card. */
+static void measure(int id, uint64_t in_flight)
 {
     gpc_budget_measure_fn *fn = atomic_load_explicit(&measure_fn, memory_order_relaxed);
     if (fn && id >= 0)
-        fn(id);
+        fn(id, in_flight);
+}
+
+/* The measuring step of every budget of this process (a batch made it due; `in_flight` bytes on
+ * budget `id` are the allocation being counted). */
+static void measure_all(int id, uint64_t in_flight)
+{
+    for (uint32_t m = atomic_load_explicit(&bound_mask, memory_order_relaxed); m; m &= m - 1) {
+        int b = __builtin_ctz(m);
+        measure(b, b == id ? in_flight : 0);
+    }
 }
 
 /* ---- admission ---- */
@@ -395,7 +439,7 @@ static int reserve_slow(int id, uint64_t bytes, unsigned how)
 {
     poll(false);
     if (!(how & GPC_ADMIT_CONTEXT))
-        measure(id);
+        measure(id, 0);
     uint64_t limit = gpc_budget_limit(id);
     int rc = reserve_locked(id, bytes, how);
     /* Tried again when the limit in force moved meanwhile, whichever thread applied it. */
@@ -438,7 +482,8 @@ int gpc_budget_admit(int id, uint64_t bytes, unsigned how)
     if (gpc_unlikely(request && bytes > atomic_load_explicit(&slot->largest, memory_order_relaxed)))
         gpc_atomic_max(&slot->largest, bytes);
     if (gpc_unlikely(rc != 0)) {
-        count_denial(slot);
+        if (!(how & GPC_ADMIT_QUIET))
+            count_denial(slot);
         timeline_note(id, true);
         return rc;
     }
@@ -454,18 +499,8 @@ int gpc_budget_admit(int id, uint64_t bytes, unsigned how)
     return 0;
 }
 
-/* The measuring step of every budget of this process (a batch made it due). */
-__attribute__((noinline, cold)) static void measure_all(void)
-{
-    my_counts.measure_due = false;
-    for (uint32_t m = atomic_load_explicit(&bound_mask, memory_order_relaxed); m; m &= m - 1)
-        measure(__builtin_ctz(m));
-}
-
 void gpc_budget_admitted(int id)
 {
-    if (gpc_unlikely(my_counts.measure_due))
-        measure_all();
     struct gpc_ledger_proc *me = id >= 0 ? gpc_ledger_me() : NULL;
     if (gpc_unlikely(!me))
         return;
@@ -540,13 +575,28 @@ void gpc_budget_release_refused(int id, uint64_t bytes, unsigned how)
         atomic_fetch_add_explicit(&gpc_ledger->dev[id].refused_driver, 1, memory_order_relaxed);
 }
 
+/* Allocations this process holds on device entry id: a context's reserve is no allocation the
+ * program failed to free. */
+static uint64_t allocations_held(const struct gpc_ledger_proc *me, int id)
+{
+    uint64_t held = gpc_ledger_share_in_use(&me->share[id]), ctx = atomic_load(&own_contexts[id]);
+    return held > ctx ? held - ctx : 0;
+}
+
+void gpc_budget_note_exit_begins(void)
+{
+    struct gpc_ledger_proc *me = atomic_load(&gpc_ledger_entry);
+    for (int id = 0; me && gpc_ledger && id < GPC_LEDGER_DEVICES; id++)
+        held_when_exiting[id] = allocations_held(me, id);
+}
+
 void gpc_budget_note_exit(void)
 {
     struct gpc_ledger_proc *me = atomic_load(&gpc_ledger_entry);
     for (int id = 0; me && gpc_ledger && id < GPC_LEDGER_DEVICES; id++) {
-        /* Allocations still held: a context's reserve is no allocation the program failed to free. */
-        uint64_t held = gpc_ledger_share_in_use(&me->share[id]), ctx = atomic_load(&own_contexts[id]);
-        held = held > ctx ? held - ctx : 0;
+        uint64_t held = allocations_held(me, id);
+        if (held_when_exiting[id] > held)
+            held = held_when_exiting[id];
         if (held)
             atomic_fetch_add_explicit(&gpc_ledger->dev[id].held_at_exit, held, memory_order_relaxed);
     }
@@ -671,6 +721,21 @@ int gpc_budget_force(int id, uint64_t bytes)
         timeline_note(id, false);
     }
     return rc;
+}
+
+uint32_t gpc_budget_thread_mark(int id)
+{
+    if (id < 0 || id >= GPC_LEDGER_DEVICES)
+        return 0;
+    const struct counts *c = &my_counts;
+    return (uint32_t)c->flushes << 16 | (uint16_t)atomic_load_explicit(&c->allocs[id], memory_order_relaxed);
+}
+
+void gpc_budget_count_denial(int id)
+{
+    struct gpc_slot *s = gpc_budget_slot(id);
+    if (s)
+        count_denial(s);
 }
 
 void gpc_budget_note_denial(int id, uint64_t bytes)

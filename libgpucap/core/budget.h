@@ -23,6 +23,7 @@
 #define GPC_ADMIT_CONTEXT 2u     /* a context reserve: counted apart, not a request (allocs, largest) */
 #define GPC_ADMIT_DEFER_PEAK 4u  /* the peak and the timeline wait for gpc_budget_admitted (the driver may refuse) */
 #define GPC_REFUSED_BY_DRIVER 8u /* gpc_budget_release_refused: the driver refused (counted as such) */
+#define GPC_ADMIT_QUIET 16u      /* a denial is not counted: the caller counts it (gpc_budget_count_denial) */
 /*
  * Admits `bytes` on budget `id` if what is admitted on the device stays within its limit in force:
  * 0, or -ENOMEM (nothing changed, denial counted). Inside this process's lease: one
@@ -46,8 +47,18 @@ void gpc_budget_release_charge(int id, uint64_t bytes);
  */
 void gpc_budget_release_refused(int id, uint64_t bytes, unsigned how);
 /* At normal exit, before the ledger lets go: adds the allocations this process still holds (its
- * context reserves apart) to held_at_exit. */
+ * context reserves apart) to held_at_exit; or what it held when exit began
+ * (gpc_budget_note_exit_begins), when that was more: the CUDA runtime's own exit handlers release
+ * its primary contexts, and with them every allocation, before the library's destructor runs. */
 void gpc_budget_note_exit(void);
+/* At the start of exit (an exit handler that runs before the runtime's): notes what this process
+ * holds then, for gpc_budget_note_exit. */
+void gpc_budget_note_exit_begins(void);
+/* Registers `fn` to be called once per process, at its first counted allocation (not a context's
+ * reserve), off the allocation path (a thread's first count is a cold step): init.c's late exit
+ * handler. Called at start-up, before anything is counted. */
+typedef void gpc_budget_first_fn(void);
+void gpc_budget_on_first(gpc_budget_first_fn *fn);
 /* The admission rule: `bytes` more on top of `used` stays within `limit` (computed without wrapping). */
 bool gpc_budget_fits(uint64_t used, uint64_t bytes, uint64_t limit);
 /* What the processes on budget `id` have in use (0 for none); the device's peak follows it. */
@@ -93,8 +104,13 @@ int gpc_budget_force(int id, uint64_t bytes);
  * request and every POLL_BATCHES batches of a thread. Registered by context.c at start-up (a lower
  * layer calls up only this way); it never waits for another thread measuring.
  */
-typedef void gpc_budget_measure_fn(int id);
+typedef void gpc_budget_measure_fn(int id, uint64_t in_flight);
 void gpc_budget_set_measure(gpc_budget_measure_fn *fn);
+/* This thread's admissions on budget `id` as a mark: it moves with every allocation counted (and
+ * back with one the driver refused), never with a free; what a repeated denial is told by (charge.c). */
+uint32_t gpc_budget_thread_mark(int id);
+/* Counts a denial of budget `id` that an admission with GPC_ADMIT_QUIET left to its caller. */
+void gpc_budget_count_denial(int id);
 /* Counts a denial decided elsewhere (an injected fault) in the budget's figures. */
 void gpc_budget_note_denial(int id, uint64_t bytes);
 

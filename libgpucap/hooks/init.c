@@ -72,6 +72,26 @@ static void note_exit(void *unused)
     atomic_store(&exiting, true);
 }
 
+/*
+ * The CUDA runtime registers its own exit handler when it starts, after ours, so exit() runs it
+ * first: it releases the runtime's primary contexts, and with them (rightly: the driver frees
+ * them then) every allocation made in them. What the process held when it began to exit, the
+ * report's "held at exit", would read 0 for every job that uses the runtime. So a second handler is
+ * registered at the first allocation (the runtime has started by then): it runs before the
+ * runtime's and notes what is held; the destructor reports that figure when it is the larger.
+ */
+static void note_exit_begins(void *unused)
+{
+    (void)unused;
+    if (atomic_load(&gpc_initialized) && !atomic_load(&gpc_passthrough) && gpc_ledger)
+        gpc_budget_note_exit_begins();
+}
+
+static void late_exit_handler(void)
+{
+    __cxa_atexit(note_exit_begins, NULL, NULL);
+}
+
 /* ---- the fork sequence ---- */
 
 /* The owner of each rank's locks (core/locks.h): its part of the sequence. NULL for the ledger's
@@ -139,6 +159,7 @@ static void start(void)
     gpc_budget_set_measure(gpc_context_measure);
     /* A freed pointer of a pool without a slot stays charged as memory its pool keeps. */
     gpc_charge_keeper(gpc_pools_keep);
+    gpc_budget_on_first(late_exit_handler);
     /* A limit the platform declared for the driver (NVIDIA_GPU_MEMORY_LIMIT) is a budget too:
      * gpucap then enforces min(its own, the driver's), and without its own, the driver's (device.c). */
     bool any = gpc_settings_any_limit(&gpc_config) || gpc_drv_declared(environ, NULL) != 0;

@@ -181,9 +181,16 @@ void fk_trace_result(const char *sym, CUresult rc)
     fprintf(stderr, "fakecuda: %s -> %d\n", sym, (int)rc);
 }
 
+/* Read once; every later call is one load (entry points call it on each call: FK_ENTER). */
+static const struct fk_config *_Atomic cfg_ready;
+
 const struct fk_config *fk_config(void)
 {
+    const struct fk_config *c = atomic_load_explicit(&cfg_ready, memory_order_acquire);
+    if (__builtin_expect(c != NULL, 1))
+        return c;
     pthread_once(&cfg_once, load_config);
+    atomic_store_explicit(&cfg_ready, &cfg, memory_order_release);
     return &cfg;
 }
 

@@ -61,11 +61,14 @@ bool fk_initialized(void);
 /* Counts a call of `sym`; in stub mode returns CUDA_ERROR_STUB_LIBRARY from the caller. */
 #define FK_ENTER(sym)                                                                   \
     do {                                                                                \
+        const struct fk_config *cfg_ = fk_config();                                     \
         atomic_fetch_add_explicit(&fk_calls[FK_##sym], 1, memory_order_relaxed);        \
-        if (fk_config()->trace > 1)                                                     \
-            fk_trace_call(#sym);                                                        \
-        if (fk_config()->stub)                                                          \
-            return CUDA_ERROR_STUB_LIBRARY;                                             \
+        if (__builtin_expect(cfg_->trace > 1 || cfg_->stub, 0)) {                       \
+            if (cfg_->trace > 1)                                                        \
+                fk_trace_call(#sym);                                                    \
+            if (cfg_->stub)                                                             \
+                return CUDA_ERROR_STUB_LIBRARY;                                         \
+        }                                                                               \
     } while (0)
 /* FAKECUDA_TRACE=2: says each call on stderr. */
 void fk_trace_call(const char *sym);
