@@ -31,6 +31,7 @@
 #include "core/locks.h"
 #include "core/ledger_map.h"
 #include "core/state.h"
+#include "driver/nvml.h"
 #include "driver/resolve.h"
 
 #include <errno.h>
@@ -161,6 +162,13 @@ static int setup(int ordinal, bool current)
     if (why)
         gpc_log(GPC_LOG_WARN, "device %d: the driver's limit: %s", ordinal, why);
     uint64_t reported = driver_reported(current);
+    /* No context on the card yet (the runtime reads cuDeviceTotalMem before it makes one): NVML's
+     * total, which needs none, shows a driver limit in force all the same, so that the figure the
+     * runtime keeps as totalGlobalMem is the budget in force from the start. */
+    uint64_t nvml_total = 0;
+    if (!reported && have_uuid && have_physical && gpc_nvml_total_bytes(uuid_text, &nvml_total) == 0 &&
+        nvml_total < physical)
+        reported = nvml_total;
     const struct gpc_value *from;
     bool in_force;
     uint64_t limit = resolve_limit(d, ordinal, reported, &from, &in_force);

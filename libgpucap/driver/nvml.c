@@ -83,6 +83,7 @@ static struct {
     int (*init)(void);
     int (*by_uuid)(const char *, nvml_device *);
     int (*processes)(nvml_device, unsigned int *, nvml_process_v2 *);
+    int (*memory)(nvml_device, nvmlMemory_t *);
     int ok; /* 1 usable, -1 not */
 } nv;
 static pthread_once_t nv_once = PTHREAD_ONCE_INIT;
@@ -101,8 +102,26 @@ static void nv_load(void)
     nv.processes = (int (*)(nvml_device, unsigned int *, nvml_process_v2 *))look(h, "nvmlDeviceGetComputeRunningProcesses_v3");
     if (!nv.processes)
         nv.processes = (int (*)(nvml_device, unsigned int *, nvml_process_v2 *))look(h, "nvmlDeviceGetComputeRunningProcesses_v2");
+    nv.memory = (int (*)(nvml_device, nvmlMemory_t *))look(h, "nvmlDeviceGetMemoryInfo");
     if (nv.init && nv.by_uuid && nv.processes && nv.init() == NVML_OK)
         nv.ok = 1;
+}
+
+int gpc_nvml_total_bytes(const char *uuid, uint64_t *total)
+{
+    if (!uuid || !total)
+        return -EINVAL;
+    pthread_once(&nv_once, nv_load);
+    if (nv.ok != 1 || !nv.memory)
+        return -ENOSYS;
+    nvml_device dev;
+    if (nv.by_uuid(uuid, &dev) != NVML_OK)
+        return -ENODEV;
+    nvmlMemory_t m;
+    if (nv.memory(dev, &m) != NVML_OK || m.total == 0)
+        return -EIO;
+    *total = m.total;
+    return 0;
 }
 
 /* Processes listed at most; a card runs few more (NVML's own cap is per device as well). */

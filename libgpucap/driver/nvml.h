@@ -54,5 +54,11 @@ void gpc_nvml_set_handle(void *handle);
  * for a UUID NVML does not know, -EIO when NVML failed. Loads NVML on first use. Thread-safe.
  */
 int gpc_nvml_own_bytes(const char *uuid, uint64_t *bytes);
+/*
+ * The total NVML reports for the card `uuid`, which needs no context: inside a container the
+ * NVIDIA driver limits, the limit. 0 and *total, or -ENOSYS / -ENODEV / -EIO as above. Loads NVML
+ * on first use (the real function, never the hook, which would answer gpucap's budget).
+ */
+int gpc_nvml_total_bytes(const char *uuid, uint64_t *total);
 
 #endif
