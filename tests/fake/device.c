@@ -65,6 +65,13 @@ static const struct fk_profile *profile_of(int phys)
     return p ? p : &profiles[0];
 }
 
+void fk_device_cc(int phys, int *major, int *minor)
+{
+    bool ok = phys >= 0 && phys < FK_MAX_DEV;
+    *major = ok ? profile_of(phys)->cc_major : 0;
+    *minor = ok ? profile_of(phys)->cc_minor : 0;
+}
+
 void fk_uuid_bytes(int phys, unsigned char out[16])
 {
     uint16_t tag = profile_of(phys)->uuid_tag;

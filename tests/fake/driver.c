@@ -410,11 +410,17 @@ void fk_entry_abort(void *entry, struct fk_ctx *c, uint64_t bytes)
     free(entry);
 }
 
+/* Ids of contexts (cuCtxGetId: "unique for the life of the program"): a context made alive again
+ * (a destroyed handle made again with FAKECUDA_CTX_REUSE, a primary context retained after its
+ * reset) is a new context, with nothing of the old one's, so it gets a new id. Under fk_mu. */
+static uint64_t last_ctx_id;
+
 static CUresult ctx_activate(struct fk_ctx *c)
 {
     CUresult rc = fk_charge(c->phys, cfg.ctx_bytes);
     if (rc != CUDA_SUCCESS)
         return rc;
+    c->id = ++last_ctx_id;
     c->charged = cfg.ctx_bytes;
     c->alive = true;
     fk_record_ctx(c->phys, +1);
@@ -571,12 +577,17 @@ FK_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
     return CUDA_SUCCESS;
 }
 
+CUcontext fk_current_handle(void)
+{
+    return tls_depth ? (CUcontext)tls_stack[tls_depth - 1] : NULL;
+}
+
 FK_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)
 {
     FK_ENTER_INIT(cuCtxGetCurrent);
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
-    *pctx = tls_depth ? (CUcontext)tls_stack[tls_depth - 1] : NULL;
+    *pctx = fk_current_handle();
     return CUDA_SUCCESS;
 }
 
@@ -597,13 +608,16 @@ FK_FORWARD(cuCtxGetDevice, (CUdevice *device), ctx_get_device(device, NULL))
 FK_FORWARD(cuCtxGetDevice_v2, (CUdevice *device, CUcontext ctx), ctx_get_device(device, ctx))
 
 /*
- * cuCtxSetLimit of the current context. The printf FIFO and the malloc heap take memory on the card
- * at the call beyond their defaults (CUDA_ERROR_OUT_OF_MEMORY when it does not fit), given back by a
- * smaller setting or the context's end; the stack size is kept, with no memory modelled.
+ * cuCtxSetLimit and cuCtxGetLimit of the current context. The printf FIFO and the malloc heap take
+ * memory on the card at the call beyond their defaults (CUDA_ERROR_OUT_OF_MEMORY when it does not
+ * fit), given back by a smaller setting or the context's end; the stack size is kept, with no
+ * memory modelled. CU_LIMIT_CIG_ENABLED (cuda.h: "a non-zero value indicates this CUDA context is
+ * a CIG-enabled context. Can only be queried") reads 0: the fake makes no CIG (CUDA in graphics)
+ * contexts. cuBLASLt 13 asks it at cublasLtCreate and fails the handle (CUBLAS_STATUS_NOT_INITIALIZED)
+ * when the query fails. Every other limit is CUDA_ERROR_UNSUPPORTED_LIMIT.
  */
-FK_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
+static CUresult set_limit(CUlimit limit, size_t value)
 {
-    FK_ENTER_INIT(cuCtxSetLimit);
     if ((unsigned)limit > CU_LIMIT_MALLOC_HEAP_SIZE)
         return CUDA_ERROR_UNSUPPORTED_LIMIT;
     int i = (int)limit;
@@ -623,21 +637,25 @@ FK_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
     return rc;
 }
 
-FK_EXPORT CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
+static CUresult get_limit(size_t *pvalue, CUlimit limit)
 {
-    FK_ENTER_INIT(cuCtxGetLimit);
-    if ((unsigned)limit > CU_LIMIT_MALLOC_HEAP_SIZE)
+    if ((unsigned)limit > CU_LIMIT_MALLOC_HEAP_SIZE && limit != CU_LIMIT_CIG_ENABLED)
         return CUDA_ERROR_UNSUPPORTED_LIMIT;
     if (!pvalue)
         return CUDA_ERROR_INVALID_VALUE;
     fk_lock();
     struct fk_ctx *c;
     CUresult rc = fk_require_ctx(&c);
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS && limit == CU_LIMIT_CIG_ENABLED)
+        *pvalue = 0;
+    else if (rc == CUDA_SUCCESS)
         *pvalue = c->limits[limit] ? c->limits[limit] : limit_default[limit];
     fk_unlock();
     return rc;
 }
+
+FK_FORWARD(cuCtxSetLimit, (CUlimit limit, size_t value), set_limit(limit, value))
+FK_FORWARD(cuCtxGetLimit, (size_t *pvalue, CUlimit limit), get_limit(pvalue, limit))
 
 static CUresult ctx_push(CUcontext ctx)
 {
@@ -817,6 +835,15 @@ FK_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
         ctx_deactivate(k->c);
     fk_unlock();
     return rc;
+}
+
+int fk_green_ordinal(CUgreenCtx h)
+{
+    fk_lock();
+    struct fk_ctx_key *k = h ? ctx_key(h) : NULL;
+    int ordinal = k && k->c->green && k->c->alive ? k->c->ordinal : -1;
+    fk_unlock();
+    return ordinal;
 }
 
 /* ---- fork(): the child starts with nothing of its parent's on the card ---- */

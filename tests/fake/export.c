@@ -12,7 +12,11 @@
  *    registration of the kernels linked into the program), 2 the primary context of a device
  *    without retaining it, 7 a no-op, 12 "load the compilers" (success);
  *  - TOOLS_RUNTIME_CALLBACK_HOOKS (7): 2 and 6 hand out scratch buffers and their sizes;
- *  - TOOLS_TLS (4): the size word only;
+ *  - TOOLS_TLS (4): 2 the calling thread's current context (what cuCtxGetCurrent answers);
+ *  - TOOLS_CONTEXT (95, 21318c60-9714-3248-8ca6-41ff7324c8f2): 4 the context's number, what
+ *    cuCtxGetId answers for it; 51 a stream of the context as an object and 39 that object's
+ *    number (cuStreamGetId's); every other slot is a stub that says it is not modelled
+ *    (FAKECUDA_TRACE=1) and answers CUDA_ERROR_NOT_SUPPORTED;
  *  - CONTEXT_LOCAL_STORAGE_INTERFACE_V0301 (4, no size word): 0 put (context, key, value,
  *    destructor), 1 delete, 2 get (CUDA_ERROR_INVALID_HANDLE when absent); a NULL context means the
  *    current one; the destructors run when the context is destroyed or the primary context reset
@@ -26,6 +30,20 @@
  *    function in slot 1, the time the runtime passed, then per device (in ordinal order) its UUID
  *    and PCI domain, bus and device numbers.
  * Every call of a slot counts under the table's row in the call counters (fakecuda_table_calls).
+ *
+ * TOOLS_TLS slot 2 and TOOLS_CONTEXT are what cuBLASLt (13.1 in the toolkit, 13.4 in PyTorch's
+ * wheels) and cuDNN through it need for any GEMM: cublasLtMatmulAlgoGetHeuristic (and so every
+ * cuBLAS GEMM, and XLA's cuDNN handle) asks TOOLS_TLS slot 2 for the thread's context with one
+ * out-pointer, then TOOLS_CONTEXT slot 4 for that context's number (context, unsigned long long *),
+ * and keys its per-context set-up by the number; without them every GEMM is refused
+ * (CUBLAS_STATUS_NOT_SUPPORTED, or ARCH_MISMATCH through cublasGemmEx). Where the facts come from:
+ * the call sites seen under gdb in cuBLASLt (the arguments, and that a failed call makes the
+ * lookup fail); a public survey of the driver's tables that names TOOLS_TLS's entry at byte 0x10
+ * cuexp_get_thread_context and calls 21318c60 CUEXP_CONTEXT (CU_ETID_ToolsContext) with
+ * cuexpContext_getContextNumber at byte 0x20; a published probe on a real driver that found slot
+ * 2 equal to cuCtxGetCurrent and slot 4 equal to cuCtxGetId, and driver 595 serving TOOLS_CONTEXT
+ * with a size word and 94 slots, none NULL (hence the stubs: a caller never finds a NULL there).
+ * Slots 39 and 51 are the call sites' facts alone (below); the survey lists 39 unnamed.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -44,6 +62,7 @@
     X(CUDART_INTERFACE, 13, 0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a, 0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d, 0xf9) \
     X(TOOLS_RUNTIME_CALLBACK_HOOKS, 7, 0xa0, 0x94, 0x79, 0x8c, 0x2e, 0x74, 0x2e, 0x74, 0x93, 0xf2, 0x08, 0x00, 0x20, 0x0c, 0x0a, 0x66) \
     X(TOOLS_TLS, 4, 0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47, 0x82, 0x98, 0xf6, 0xe7, 0x8a, 0x3a, 0xec, 0xdc) \
+    X(TOOLS_CONTEXT, 95, 0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2) \
     X(CONTEXT_LOCAL_STORAGE_V0301, 4, 0xc6, 0x93, 0x33, 0x6e, 0x11, 0x21, 0xdf, 0x11, 0xa8, 0xc3, 0x68, 0xf3, 0x55, 0xd8, 0x95, 0x93) \
     X(CONTEXT_CHECKS, 4, 0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43, 0x92, 0xf6, 0xbb, 0xd5, 0x00, 0x6d, 0xfa, 0x7e) \
     X(INTEGRITY_CHECK, 3, 0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2)
@@ -132,7 +151,104 @@ static const void *tools_runtime_callback_hooks[7] = {
     (void *)(7 * sizeof(void *)), NULL, (void *)hooks_buffer1, NULL, NULL, NULL, (void *)hooks_buffer2,
 };
 
-static const void *tools_tls[4] = { (void *)(4 * sizeof(void *)) };
+/* Slot 2: the calling thread's current context, as cuCtxGetCurrent (NULL when there is none). */
+static CUresult tls_current_ctx(CUcontext *pctx)
+{
+    TABLE_CALL(TOOLS_TLS);
+    if (!fk_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = fk_current_handle();
+    return CUDA_SUCCESS;
+}
+
+static const void *tools_tls[4] = { (void *)(4 * sizeof(void *)), NULL, (void *)tls_current_ctx };
+
+/* ---- TOOLS_CONTEXT ---- */
+
+/* Slot 4: the context's number (cuCtxGetId's id); CUDA_ERROR_INVALID_CONTEXT for NULL or a dead one. */
+static CUresult tctx_number(CUcontext ctx, unsigned long long *number)
+{
+    TABLE_CALL(TOOLS_CONTEXT);
+    if (!fk_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return ctx ? fk_ctx_id(ctx, number) : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+/*
+ * Slots 51 and 39: a stream of a context as the driver's own stream object, and that object's
+ * number. cuBLAS 13 (its per-stream workspace pool, used where a kernel needs workspace and the
+ * handle has none of its own, e.g. an SGEMM on compute capability 8.9) calls 51 with (context,
+ * stream, out, stream == CU_STREAM_PER_THREAD), then 39 with (context, what 51 gave, out) and keys
+ * its pool by the number (and by the thread for the per-thread stream); the runtime 13.5 calls the
+ * same pair for its API callbacks. The object is the stream's handle itself and the number
+ * cuStreamGetId's id (the fake's 0, 1 and 2 for the NULL, legacy and per-thread streams).
+ */
+static CUresult tctx_stream(CUcontext ctx, CUstream stream, CUstream *object, int per_thread)
+{
+    TABLE_CALL(TOOLS_CONTEXT);
+    if (!fk_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!object)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = ctx ? fk_stream_id(ctx, stream, NULL) : CUDA_ERROR_INVALID_CONTEXT;
+    if (rc == CUDA_SUCCESS)
+        *object = stream;
+    return rc;
+}
+
+static CUresult tctx_stream_number(CUcontext ctx, CUstream object, unsigned long long *number)
+{
+    TABLE_CALL(TOOLS_CONTEXT);
+    if (!fk_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!number)
+        return CUDA_ERROR_INVALID_VALUE;
+    return ctx ? fk_stream_id(ctx, object, number) : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+static _Atomic uint64_t unmodelled_calls;
+
+/* A slot whose meaning no source gives: counted, said, refused. */
+static CUresult unmodelled(int slot)
+{
+    TABLE_CALL(TOOLS_CONTEXT);
+    atomic_fetch_add_explicit(&unmodelled_calls, 1, memory_order_relaxed);
+    if (fk_config()->trace)
+        fprintf(stderr, "fakecuda: TOOLS_CONTEXT slot %d is not modelled: CUDA_ERROR_NOT_SUPPORTED\n", slot);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+#define TCTX_UNMODELLED(X)                                                                             \
+    X(1) X(2) X(3) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19) \
+    X(20) X(21) X(22) X(23) X(24) X(25) X(26) X(27) X(28) X(29) X(30) X(31) X(32) X(33) X(34) X(35)     \
+    X(36) X(37) X(38) X(40) X(41) X(42) X(43) X(44) X(45) X(46) X(47) X(48) X(49) X(50)           \
+    X(52) X(53) X(54) X(55) X(56) X(57) X(58) X(59) X(60) X(61) X(62) X(63) X(64) X(65) X(66) X(67)     \
+    X(68) X(69) X(70) X(71) X(72) X(73) X(74) X(75) X(76) X(77) X(78) X(79) X(80) X(81) X(82) X(83)     \
+    X(84) X(85) X(86) X(87) X(88) X(89) X(90) X(91) X(92) X(93) X(94)
+#define TCTX_STUB(n)                                                                                   \
+    static CUresult tctx_slot##n(void)                                                                 \
+    {                                                                                                  \
+        return unmodelled(n);                                                                          \
+    }
+TCTX_UNMODELLED(TCTX_STUB)
+#undef TCTX_STUB
+
+static const void *tools_context[95] = {
+    [0] = (void *)(95 * sizeof(void *)),
+    [4] = (void *)tctx_number,
+    [39] = (void *)tctx_stream_number,
+    [51] = (void *)tctx_stream,
+#define TCTX_SLOT(n) [n] = (void *)tctx_slot##n,
+    TCTX_UNMODELLED(TCTX_SLOT)
+#undef TCTX_SLOT
+};
+
+FK_EXPORT uint64_t fakecuda_table_unmodelled_calls(void)
+{
+    return atomic_load_explicit(&unmodelled_calls, memory_order_relaxed);
+}
 
 /* ---- CONTEXT_LOCAL_STORAGE_V0301 ---- */
 
@@ -343,6 +459,7 @@ static const struct fk_table_row tables[FK_NTABLES] = {
     { "CUDART_INTERFACE", cudart_interface, 13 },
     { "TOOLS_RUNTIME_CALLBACK_HOOKS", tools_runtime_callback_hooks, 7 },
     { "TOOLS_TLS", tools_tls, 4 },
+    { "TOOLS_CONTEXT", tools_context, 95 },
     { "CONTEXT_LOCAL_STORAGE_V0301", context_local_storage, 4 },
     { "CONTEXT_CHECKS", context_checks, 4 },
     { "INTEGRITY_CHECK", integrity_table, 3 },

@@ -45,18 +45,19 @@ FK_EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
     return CUDA_SUCCESS;
 }
 
-FK_EXPORT CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
+CUresult fk_ctx_id(CUcontext ctx, unsigned long long *ctxId)
 {
-    FK_ENTER_INIT(cuCtxGetId);
     if (!ctxId)
         return CUDA_ERROR_INVALID_VALUE;
     struct fk_ctx *c = ctx_locked(ctx);
     if (!c)
         return CUDA_ERROR_INVALID_CONTEXT;
-    *ctxId = (unsigned long long)(uintptr_t)c;
+    *ctxId = c->id;
     fk_unlock();
     return CUDA_SUCCESS;
 }
+
+FK_FORWARD(cuCtxGetId, (CUcontext ctx, unsigned long long *ctxId), fk_ctx_id(ctx, ctxId))
 
 /* Context flags and cache/shared-memory preferences: kept, with no effect. */
 static CUresult ctx_setting(int which, bool set, unsigned *value)
@@ -466,9 +467,9 @@ FK_FORWARD(cuMulticastGetGranularity, (size_t *granularity, const CUmulticastObj
 
 /* ---- device resources for green contexts: a device's SMs, not partitioned by the fake ---- */
 
-FK_EXPORT CUresult cuDeviceGetDevResource(CUdevice device, CUdevResource *resource, CUdevResourceType type)
+/* A device's SMs as one resource (the fake partitions nothing). */
+static CUresult sm_resource(CUdevice device, CUdevResource *resource, CUdevResourceType type)
 {
-    FK_ENTER_INIT(cuDeviceGetDevResource);
     if (!resource || type != CU_DEV_RESOURCE_TYPE_SM)
         return CUDA_ERROR_INVALID_VALUE;
     int sms;
@@ -482,6 +483,21 @@ FK_EXPORT CUresult cuDeviceGetDevResource(CUdevice device, CUdevResource *resour
     resource->sm.smCoscheduledAlignment = 2;
     return CUDA_SUCCESS;
 }
+
+FK_FORWARD(cuDeviceGetDevResource, (CUdevice device, CUdevResource *resource, CUdevResourceType type),
+           sm_resource(device, resource, type))
+
+/* A green context's resources: its device's SMs, all of them (cuGreenCtxCreate's description is not
+ * applied). cuBLASLt 13.10 binds it (and cuStreamGetGreenCtx) by dlsym at start and fails its
+ * cublasLtCtxInit ("Driver API initialization failed") when either is missing. */
+static CUresult green_resource(CUgreenCtx h, CUdevResource *resource, CUdevResourceType type)
+{
+    int ordinal = fk_green_ordinal(h);
+    return ordinal < 0 ? CUDA_ERROR_INVALID_CONTEXT : sm_resource(ordinal, resource, type);
+}
+
+FK_FORWARD(cuGreenCtxGetDevResource, (CUgreenCtx hCtx, CUdevResource *resource, CUdevResourceType type),
+           green_resource(hCtx, resource, type))
 
 FK_FORWARD(cuDevSmResourceSplitByCount, (CUdevResource *result, unsigned int *nbGroups, const CUdevResource *input,
                                          CUdevResource *remaining, unsigned int useFlags, unsigned int minCount),

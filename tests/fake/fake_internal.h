@@ -110,6 +110,8 @@ struct fk_profile {
 /* The profile named `key`, or NULL; fk_profile_names lists the names for an error message. */
 const struct fk_profile *fk_profile_find(const char *key);
 const char *fk_profile_names(void);
+/* A physical device's compute capability (its profile's; 0.0 for a bad index). */
+void fk_device_cc(int phys, int *major, int *minor);
 /* A physical device's UUID, as cuDeviceGetUuid_v2 gives it and as text ("GPU-..."). */
 void fk_uuid_bytes(int phys, unsigned char out[16]);
 void fk_uuid_string(int phys, char out[48]);
@@ -127,6 +129,7 @@ struct fk_ctx {
     unsigned flags;      /* primary: flags for cuDevicePrimaryCtxGetState */
     uint64_t charged;    /* FAKECUDA_CTX_BYTES this context holds on the record */
     size_t limits[3];    /* cuCtxSetLimit's stack size, printf FIFO, malloc heap (0: the default) */
+    uint64_t id;         /* cuCtxGetId's answer: fresh each time the context becomes alive */
     unsigned settings[3]; /* extra.c: cuCtxSetFlags, cuCtxSetCacheConfig, cuCtxSetSharedMemConfig */
     struct fk_ctx *next; /* all contexts ever made, never freed (stale handles stay checkable;
                             FAKECUDA_CTX_REUSE=1: a destroyed one is made again, as a driver may) */
@@ -138,6 +141,14 @@ struct fk_ctx *fk_ctx_lookup(CUcontext h);
 CUresult fk_primary_handle(CUdevice dev, CUcontext *pctx);
 /* The calling thread's current context if alive, else NULL. Under fk_mu. */
 struct fk_ctx *fk_current_ctx(void);
+/* The CUDA ordinal of a live green context (cuGreenCtxCreate), else -1. Takes fk_mu. */
+int fk_green_ordinal(CUgreenCtx h);
+/* The handle cuCtxGetCurrent answers (the top of the calling thread's stack, NULL when empty),
+ * without counting a call of it (TOOLS_TLS slot 2). */
+CUcontext fk_current_handle(void);
+/* cuCtxGetId's answer for context `h` (NULL: the current one) without counting a call of it
+ * (TOOLS_CONTEXT slot 4): CUDA_ERROR_INVALID_CONTEXT when it is not alive. */
+CUresult fk_ctx_id(CUcontext h, unsigned long long *id);
 /* fk_current_ctx as a CUresult: CUDA_ERROR_INVALID_CONTEXT when there is none. Under fk_mu. */
 CUresult fk_require_ctx(struct fk_ctx **out);
 /*
@@ -157,6 +168,10 @@ void fk_entry_abort(void *entry, struct fk_ctx *c, uint64_t bytes);
 CUdeviceptr fk_addr_alloc(int phys, uint64_t size, bool legacy32);
 /* Whether a stream handle is acceptable (0, legacy, per-thread or a live stream). */
 bool fk_stream_ok(CUstream s);
+/* cuStreamGetId's answer for stream `h` of context `ctx` (the special handles: ctx's own), without
+ * counting a call (TOOLS_CONTEXT slots 39 and 51): CUDA_ERROR_INVALID_CONTEXT for a context not
+ * alive, CUDA_ERROR_INVALID_HANDLE for a stream that is not ctx's. `id` may be NULL. Takes fk_mu. */
+CUresult fk_stream_id(CUcontext ctx, CUstream h, unsigned long long *id);
 
 /* ---- record.c: the physical truth shared between processes ---- */
 
@@ -243,6 +258,27 @@ void fk_md2_update(struct fk_md2 *m, const void *data, size_t len);
 void fk_md2_final(struct fk_md2 *m, uint8_t digest[16]);
 /* HMAC-MD2 with a 16-byte key (one MD2 block). */
 void fk_hmac_md2(const uint8_t key[16], const void *msg, size_t len, uint8_t mac[16]);
+
+/* ---- image.c: the code an image holds ---- */
+
+#define FK_IMAGE_MAX 32
+struct fk_code {
+    bool ptx;          /* PTX (compiled at the load) or a cubin */
+    uint16_t arch;     /* 86 for sm_86 */
+    uint16_t ptx_arch; /* the PTX version a cubin was compiled from (its arch where unknown) */
+};
+struct fk_image {
+    int n;
+    bool any;          /* a form or part the fake does not read: it claims nothing about it */
+    struct fk_code code[FK_IMAGE_MAX];
+};
+/* Reads the architectures of the code in `image` (a fat binary or its runtime wrapper, a CUDA ELF
+ * file, PTX text; anything else: `any`) at its load, while the caller's bytes are there. */
+void fk_image_read(const void *image, struct fk_image *img);
+/* The code a device of compute capability major.minor runs from the image: its binary and PTX
+ * versions (the answers of CU_FUNC_ATTRIBUTE_BINARY_VERSION and PTX_VERSION), or
+ * CUDA_ERROR_NO_BINARY_FOR_GPU when it can run none of it. */
+CUresult fk_image_select(const struct fk_image *img, int major, int minor, int *binary, int *ptx);
 
 /* ---- module.c: modules, libraries, functions, launches ---- */
 /* Loads a module from an image (a fat binary, cubin or PTX: not parsed) in the current context,

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * module.c: modules, libraries, functions and kernels, and kernel launches: accepted and recorded,
- * never run (a kernel's results are wrong, the memory path around it is real). Nothing is parsed:
- * any image loads, any name is found in it.
+ * never run (a kernel's results are wrong, the memory path around it is real). Of an image only
+ * the headers are read (image.c: which architectures it holds code for); any name is found in it.
+ * A module whose image holds no code the context's device runs is refused at its load
+ * (CUDA_ERROR_NO_BINARY_FOR_GPU); a library, which needs no context, loads, and is refused so in
+ * each context it is then used in (cuKernelGetFunction, cuLibraryGetModule, a launch).
  *
  * What loading code takes on the card: each load (cuModuleLoad*, the runtime's fat binaries through
  * its private table, and each context a library is used in) takes FAKECUDA_MODULE_BYTES (default
@@ -27,6 +30,7 @@ struct fk_mod {
     bool library;
     struct fk_ctx *ctx;   /* a module: the context it was loaded in (NULL for a library's module) */
     struct fk_mod *lib;   /* a library's module (cuLibraryGetModule): the library */
+    struct fk_image img;  /* the code its image holds (a library's module: see lib) */
     UT_hash_handle hh;
 };
 
@@ -75,11 +79,24 @@ static struct fk_load *load_find(struct fk_mod *m, struct fk_ctx *c)
     return NULL;
 }
 
+/* The code of `m`'s image that ordinal `dev` runs: its binary and PTX versions, or
+ * CUDA_ERROR_NO_BINARY_FOR_GPU. */
+static CUresult code_for(const struct fk_mod *m, CUdevice dev, int *binary, int *ptx)
+{
+    int major = 0, minor = 0;
+    fk_device_cc(fk_phys_of(dev), &major, &minor);
+    return fk_image_select(m->lib ? &m->lib->img : &m->img, major, minor, binary, ptx);
+}
+
 /* Charges a load of `m` in context `c` once. Under fk_mu. */
 static CUresult load_in(struct fk_mod *m, struct fk_ctx *c)
 {
     if (load_find(m, c))
         return CUDA_SUCCESS;
+    int binary, ptx;
+    CUresult code = code_for(m, c->ordinal, &binary, &ptx);
+    if (code != CUDA_SUCCESS)
+        return code;
     struct fk_load *l = calloc(1, sizeof *l);
     if (!l)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -161,6 +178,7 @@ CUresult fk_module_load_image(CUmodule *module, const void *image)
         return rc;
     m->h = m;
     m->ctx = c;
+    fk_image_read(image, &m->img);
     rc = load_in(m, c);
     if (rc != CUDA_SUCCESS) {
         fk_entry_abort(m, c, 0);
@@ -294,9 +312,12 @@ static CUresult library_load(CUlibrary *library, const void *code)
         return CUDA_ERROR_OUT_OF_MEMORY;
     m->h = m;
     m->library = true;
+    fk_image_read(code, &m->img);
     fk_lock();
     struct fk_ctx *c = fk_current_ctx();
     CUresult rc = c ? load_in(m, c) : CUDA_SUCCESS;
+    if (rc == CUDA_ERROR_NO_BINARY_FOR_GPU)
+        rc = CUDA_SUCCESS; /* refused where it is used, not loaded here */
     if (rc == CUDA_SUCCESS) {
         HASH_ADD_PTR(mods, h, m);
         *library = (CUlibrary)m;
@@ -402,9 +423,10 @@ FK_FORWARD(cuKernelGetFunction, (CUfunction *pFunc, CUkernel kernel), kernel_get
 /* ---- attributes of functions and kernels ---- */
 
 /*
- * A function's attribute; set ones are kept. The image's code and PTX versions are those of the
- * device asked about (`dev`, or the current context's): the image is taken to hold code for every
- * architecture, as libraries built for all of them do (cuBLAS refuses a kernel built for another).
+ * A function's attribute; set ones are kept. The binary and PTX versions are those of the code the
+ * device asked about (`dev`, or the current context's) runs from the function's image (image.c;
+ * CUDA_ERROR_NO_BINARY_FOR_GPU where it runs none); cuBLAS refuses a kernel built for another
+ * architecture, CUB picks its tuning by the PTX version.
  */
 static CUresult func_attr(int *pi, CUfunction_attribute attrib, const void *h, bool kernel, bool set, int value,
                           CUdevice dev)
@@ -421,10 +443,10 @@ static CUresult func_attr(int *pi, CUfunction_attribute attrib, const void *h, b
         f->attrs[attrib] = value;
     } else if (rc == CUDA_SUCCESS && (attrib == CU_FUNC_ATTRIBUTE_PTX_VERSION ||
                                       attrib == CU_FUNC_ATTRIBUTE_BINARY_VERSION)) {
-        int major = 0, minor = 0;
-        if (dev >= 0)
-            cuDeviceComputeCapability(&major, &minor, dev);
-        *pi = major * 10 + minor;
+        int binary = 0, ptx = 0;
+        rc = dev >= 0 ? code_for(f->mod, dev, &binary, &ptx) : CUDA_ERROR_INVALID_CONTEXT;
+        if (rc == CUDA_SUCCESS)
+            *pi = attrib == CU_FUNC_ATTRIBUTE_BINARY_VERSION ? binary : ptx;
     } else if (rc == CUDA_SUCCESS) {
         *pi = f->attrs[attrib];
     }

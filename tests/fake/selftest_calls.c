@@ -41,7 +41,7 @@ static uint64_t my_bytes(int phys)
 static void t_modules(void)
 {
     const uint64_t M = 8 * MiB;
-    static const char image[] = "any image: the fake parses none";
+    static const char image[] = "an image of no form the fake reads: code for every architecture";
     CUmodule m, m2;
     OK(cuInit(0));
     IS(cuModuleLoadData(&m, image), CUDA_ERROR_INVALID_CONTEXT);
@@ -114,6 +114,129 @@ static void t_modules(void)
     OK(cuMemAlloc_v2(&p, 60 * MiB));
     IS(cuModuleLoadData(&m, image), CUDA_ERROR_OUT_OF_MEMORY);
     EQ(fakecuda_outstanding(0), 60 * MiB);
+}
+
+/* ---- what code an image holds, and which of it a device runs ---- */
+
+/* A fat binary of `n` entries (kind 1 PTX, 2 cubin; architecture), without payloads. */
+static size_t make_fatbin(unsigned char *buf, int n, const int *kinds, const int *archs)
+{
+    memset(buf, 0, 16 + 64 * (size_t)n);
+    uint32_t magic = 0xba55ed50u, arch, head = 64;
+    uint16_t version = 1, hsize = 16, kind, ev = 0x101;
+    uint64_t size = 64 * (uint64_t)n;
+    memcpy(buf, &magic, 4);
+    memcpy(buf + 4, &version, 2);
+    memcpy(buf + 6, &hsize, 2);
+    memcpy(buf + 8, &size, 8);
+    for (int i = 0; i < n; i++) {
+        unsigned char *e = buf + 16 + 64 * i;
+        kind = (uint16_t)kinds[i];
+        arch = (uint32_t)archs[i];
+        memcpy(e, &kind, 2);
+        memcpy(e + 2, &ev, 2);
+        memcpy(e + 4, &head, 4);
+        memcpy(e + 28, &arch, 4);
+    }
+    return 16 + 64 * (size_t)n;
+}
+
+/* A CUDA ELF header of ELF ABI version `abi` with e_flags `flags`. */
+static void make_elf(unsigned char *buf, int abi, uint32_t flags)
+{
+    memset(buf, 0, 64);
+    memcpy(buf, "\x7f" "ELF", 4);
+    buf[4] = 2;
+    buf[5] = 1;
+    buf[7] = abi >= 8 ? 0x41 : 0x33;
+    buf[8] = (unsigned char)abi;
+    uint16_t machine = 190;
+    memcpy(buf + 18, &machine, 2);
+    memcpy(buf + 48, &flags, 4);
+}
+
+/* The binary and PTX versions the current context's device runs of `image`'s function "k" (a
+ * module loaded there and unloaded), or the load's error. */
+static CUresult versions(const void *image, int *binary, int *ptx)
+{
+    CUmodule m;
+    CUresult rc = cuModuleLoadData(&m, image);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    CUfunction f;
+    OK(cuModuleGetFunction(&f, m, "k"));
+    OK(cuFuncGetAttribute(binary, CU_FUNC_ATTRIBUTE_BINARY_VERSION, f));
+    OK(cuFuncGetAttribute(ptx, CU_FUNC_ATTRIBUTE_PTX_VERSION, f));
+    OK(cuModuleUnload(m));
+    return CUDA_SUCCESS;
+}
+
+/* Device 0 is an L4 (8.9), device 1 a T4 (7.5). */
+static void t_images(void)
+{
+    static unsigned char fat[16 + 64 * 8], hopper[16 + 64], ptx80[16 + 64], elf[64];
+    static const int kinds[] = { 2, 2, 2, 2, 2, 2 }, archs[] = { 75, 80, 86, 90, 100, 120 };
+    make_fatbin(fat, 6, kinds, archs);
+    make_fatbin(hopper, 1, kinds, (const int[]){ 90 });
+    make_fatbin(ptx80, 1, (const int[]){ 1 }, (const int[]){ 80 });
+    int b = 0, p = 0;
+    CUcontext t4;
+    init_primary(0);
+    /* The L4 runs a cubin of its major revision and the highest minor one below its own: sm_86. */
+    OK(versions(fat, &b, &p));
+    CHECK(b == 86 && p == 86);
+    /* The runtime's wrapper (version 1) around the same fat binary. */
+    struct {
+        uint32_t magic, version;
+        const void *data, *rest;
+    } wrapper = { 0x466243b1u, 1, fat, NULL };
+    OK(versions(&wrapper, &b, &p));
+    CHECK(b == 86 && p == 86);
+    /* PTX only: compiled for the device at the load. */
+    OK(versions(ptx80, &b, &p));
+    CHECK(b == 89 && p == 80);
+    OK(versions(".version 9.0\n.target sm_75\n.address_size 64\n", &b, &p));
+    CHECK(b == 89 && p == 75);
+    IS(versions(".version 9.0\n.target sm_90\n", &b, &p), CUDA_ERROR_NO_BINARY_FOR_GPU);
+    /* A Hopper-only fat binary, an sm_90 cubin: no code the L4 runs. */
+    IS(versions(hopper, &b, &p), CUDA_ERROR_NO_BINARY_FOR_GPU);
+    make_elf(elf, 8, 0x6005a04); /* what nvcc 13 writes for sm_90 */
+    IS(versions(elf, &b, &p), CUDA_ERROR_NO_BINARY_FOR_GPU);
+    make_elf(elf, 8, 0x6005904); /* sm_89 */
+    OK(versions(elf, &b, &p));
+    CHECK(b == 89 && p == 89);
+    make_elf(elf, 7, 0x500550); /* ABI 7 (cuBLAS 13's cubins): sm_80 from compute_80 */
+    OK(versions(elf, &b, &p));
+    CHECK(b == 80 && p == 80);
+    /* An image of no form the fake reads holds code for every architecture. */
+    OK(versions("an image of no known form", &b, &p));
+    CHECK(b == 89 && p == 89);
+    EQ(fakecuda_outstanding(0), 0);
+    /* A library with no code for the device loads (it needs no context) and is refused where used. */
+    CUlibrary lib;
+    CUkernel k;
+    CUfunction f;
+    OK(cuLibraryLoadData(&lib, hopper, NULL, NULL, 0, NULL, NULL, 0));
+    OK(cuLibraryGetKernel(&k, lib, "k"));
+    IS(cuKernelGetFunction(&f, k), CUDA_ERROR_NO_BINARY_FOR_GPU);
+    IS(cuLaunchKernel((CUfunction)k, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL), CUDA_ERROR_NO_BINARY_FOR_GPU);
+    CUmodule lm;
+    IS(cuLibraryGetModule(&lm, lib), CUDA_ERROR_NO_BINARY_FOR_GPU);
+    IS(cuKernelGetAttribute(&b, CU_FUNC_ATTRIBUTE_BINARY_VERSION, k, 0), CUDA_ERROR_NO_BINARY_FOR_GPU);
+    OK(cuLibraryUnload(lib));
+    /* Per device: the same library's kernel is sm_86 code on the L4, sm_75 on the T4. */
+    OK(cuLibraryLoadData(&lib, fat, NULL, NULL, 0, NULL, NULL, 0));
+    OK(cuLibraryGetKernel(&k, lib, "k"));
+    OK(cuKernelGetAttribute(&b, CU_FUNC_ATTRIBUTE_BINARY_VERSION, k, 0));
+    EQ(b, 86);
+    OK(cuKernelGetAttribute(&b, CU_FUNC_ATTRIBUTE_BINARY_VERSION, k, 1));
+    EQ(b, 75);
+    OK(cuCtxCreate_v2(&t4, 0, 1));
+    OK(cuKernelGetFunction(&f, k));
+    OK(cuFuncGetAttribute(&p, CU_FUNC_ATTRIBUTE_PTX_VERSION, f));
+    EQ(p, 75);
+    OK(cuLibraryUnload(lib));
+    OK(cuCtxDestroy_v2(t4));
 }
 
 /* FAKECUDA_MODULE_BYTES's figure is the process's in the fake NVML. */
@@ -573,6 +696,26 @@ static void t_misc(void)
     EQ(res.sm.smCount, 132);
     unsigned groups = 1;
     IS(cuDevSmResourceSplitByCount(NULL, &groups, &res, NULL, 0, 2), CUDA_ERROR_NOT_SUPPORTED);
+    /* A green context holds its device's SMs (not partitioned); no stream is a green context's. */
+    CUgreenCtx gc, none = (CUgreenCtx)&res;
+    OK(cuGreenCtxCreate(&gc, NULL, 0, 0));
+    memset(&res, 0, sizeof res);
+    OK(cuGreenCtxGetDevResource(gc, &res, CU_DEV_RESOURCE_TYPE_SM));
+    CHECK(res.type == CU_DEV_RESOURCE_TYPE_SM && res.sm.smCount == 132);
+    IS(cuGreenCtxGetDevResource(gc, NULL, CU_DEV_RESOURCE_TYPE_SM), CUDA_ERROR_INVALID_VALUE);
+    IS(cuGreenCtxGetDevResource((CUgreenCtx)ctx, &res, CU_DEV_RESOURCE_TYPE_SM), CUDA_ERROR_INVALID_CONTEXT);
+    OK(cuGreenCtxDestroy(gc));
+    IS(cuGreenCtxGetDevResource(gc, &res, CU_DEV_RESOURCE_TYPE_SM), CUDA_ERROR_INVALID_CONTEXT);
+    CUstream gs;
+    OK(cuStreamCreate(&gs, 0));
+    OK(cuStreamGetGreenCtx(gs, &none));
+    CHECK(none == NULL);
+    none = (CUgreenCtx)&res;
+    OK(cuStreamGetGreenCtx(NULL, &none));
+    CHECK(none == NULL);
+    IS(cuStreamGetGreenCtx(gs, NULL), CUDA_ERROR_INVALID_VALUE);
+    IS(cuStreamGetGreenCtx((CUstream)&res, &none), CUDA_ERROR_INVALID_HANDLE);
+    OK(cuStreamDestroy_v2(gs));
     CUlogsCallbackHandle lh;
     OK(cuLogsRegisterCallback(log_cb, NULL, &lh));
     OK(cuLogsUnregisterCallback(lh));
@@ -635,6 +778,7 @@ void selftest_rows(void)
 const struct tcase selftest_calls_cases[] = {
     { "resolve", t_resolve, { 0 } },
     { "modules", t_modules, { "FAKECUDA_MEM=64MiB", "FAKECUDA_MODULE_BYTES=8MiB", "FAKECUDA_RECORD=@" } },
+    { "images", t_images, { "FAKECUDA_DEVICES=2", "FAKECUDA_PROFILE=l4,t4" } },
     { "modules_nvml", t_modules_nvml, { "FAKECUDA_CTX_BYTES=32MiB", "FAKECUDA_MODULE_BYTES=5MiB", "FAKECUDA_RECORD=@" } },
     { "streams", t_streams, { 0 } },
     { "copies", t_copies, { 0 } },

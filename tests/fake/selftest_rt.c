@@ -86,9 +86,9 @@ static void t_tables(void)
 
     /* Slot 0: the table's size in bytes (all but context-local storage, whose slot 0 is a function). */
     const char *sized[] = { "CUDART_INTERFACE", "TOOLS_RUNTIME_CALLBACK_HOOKS", "TOOLS_TLS", "CONTEXT_CHECKS",
-                            "INTEGRITY_CHECK" };
-    int want_slots[] = { 13, 7, 4, 4, 3 };
-    for (int i = 0; i < 5; i++) {
+                            "INTEGRITY_CHECK", "TOOLS_CONTEXT" };
+    int want_slots[] = { 13, 7, 4, 4, 3, 95 };
+    for (int i = 0; i < 6; i++) {
         int n;
         const void *const *tb = table(sized[i], &n);
         EQ(n, want_slots[i]);
@@ -96,7 +96,7 @@ static void t_tables(void)
     }
     int n;
     const void *const *tls = table("TOOLS_TLS", &n);
-    CHECK(tls[1] == NULL && tls[2] == NULL && tls[3] == NULL);
+    CHECK(tls[1] == NULL && tls[2] != NULL && tls[3] == NULL);
 
     /* CUDART_INTERFACE: slot 2 names the primary context without retaining it. */
     const void *const *rt = table("CUDART_INTERFACE", &n);
@@ -141,7 +141,134 @@ static void t_tables(void)
     EQ(fakecuda_table_calls("TOOLS_RUNTIME_CALLBACK_HOOKS"), 2);
     EQ(fakecuda_table_calls("CONTEXT_CHECKS"), 2);
     EQ(fakecuda_table_calls("TOOLS_TLS"), 0);
-    EQ(fakecuda_calls("cuGetExportTable"), 11);
+    EQ(fakecuda_calls("cuGetExportTable"), 12);
+}
+
+/* ---- TOOLS_TLS slot 2 and TOOLS_CONTEXT: the thread's context, context and stream numbers ---- */
+
+typedef CUresult tls_ctx_fn(CUcontext *);
+typedef CUresult ctx_number_fn(CUcontext, unsigned long long *);
+typedef CUresult ctx_stream_fn(CUcontext, CUstream, CUstream *, int);
+typedef CUresult stream_number_fn(CUcontext, CUstream, unsigned long long *);
+
+/* The number TOOLS_CONTEXT gives stream `s` of context `c` through slots 51 and 39 (what cuBLAS asks). */
+static unsigned long long stream_number(const void *const *tc, CUcontext c, CUstream s)
+{
+    CUstream object = (CUstream)(uintptr_t)0x5a5a;
+    unsigned long long number = 77;
+    OK(((ctx_stream_fn *)tc[51])(c, s, &object, s == CU_STREAM_PER_THREAD));
+    OK(((stream_number_fn *)tc[39])(c, object, &number));
+    unsigned long long id = 99;
+    OK(cuStreamGetId(s, &id));
+    EQ(number, id);
+    return number;
+}
+
+static void t_tools_context(void)
+{
+    int n;
+    tls_ctx_fn *tls_ctx = (tls_ctx_fn *)table("TOOLS_TLS", &n)[2];
+    const void *const *tc = table("TOOLS_CONTEXT", &n);
+    ctx_number_fn *number = (ctx_number_fn *)tc[4];
+    /* No slot is NULL (a caller of a real driver's table never finds one). */
+    for (int i = 1; i < n; i++)
+        CHECK(tc[i] != NULL);
+    CUcontext cur = (CUcontext)1;
+    unsigned long long id = 0, id2 = 0;
+    IS(tls_ctx(&cur), CUDA_ERROR_NOT_INITIALIZED);
+    IS(number(NULL, &id), CUDA_ERROR_NOT_INITIALIZED);
+    OK(cuInit(0));
+    /* No context current: slot 2 answers NULL, as cuCtxGetCurrent, and slot 4 refuses it. */
+    OK(tls_ctx(&cur));
+    CHECK(cur == NULL);
+    IS(tls_ctx(NULL), CUDA_ERROR_INVALID_VALUE);
+    IS(number(NULL, &id), CUDA_ERROR_INVALID_CONTEXT);
+    /* The primary context: slot 2 is cuCtxGetCurrent, slot 4 cuCtxGetId. */
+    init_primary(0);
+    CUcontext pc;
+    OK(cuCtxGetCurrent(&pc));
+    OK(tls_ctx(&cur));
+    CHECK(cur == pc);
+    OK(number(cur, &id));
+    OK(cuCtxGetId(pc, &id2));
+    CHECK(id == id2 && id != 0);
+    IS(number(cur, NULL), CUDA_ERROR_INVALID_VALUE);
+    /* A created context is current and has a number of its own; once destroyed it has none. */
+    CUcontext c;
+    OK(cuCtxCreate_v2(&c, 0, 0));
+    OK(tls_ctx(&cur));
+    CHECK(cur == c);
+    unsigned long long idc = 0;
+    OK(number(c, &idc));
+    CHECK(idc != id);
+    /* Streams: the special handles and a created stream, each its cuStreamGetId number. */
+    CUstream s;
+    OK(cuStreamCreate(&s, 0));
+    unsigned long long sn = stream_number(tc, c, s);
+    CHECK(sn != stream_number(tc, c, NULL) && sn != stream_number(tc, c, CU_STREAM_LEGACY) &&
+          sn != stream_number(tc, c, CU_STREAM_PER_THREAD));
+    CUstream object = NULL;
+    IS(((ctx_stream_fn *)tc[51])(pc, s, &object, 0), CUDA_ERROR_INVALID_HANDLE); /* not pc's stream */
+    IS(((ctx_stream_fn *)tc[51])(NULL, s, &object, 0), CUDA_ERROR_INVALID_CONTEXT);
+    IS(((ctx_stream_fn *)tc[51])(c, (CUstream)&object, &object, 0), CUDA_ERROR_INVALID_HANDLE);
+    IS(((ctx_stream_fn *)tc[51])(c, s, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    IS(((stream_number_fn *)tc[39])(c, s, NULL), CUDA_ERROR_INVALID_VALUE);
+    OK(cuStreamDestroy_v2(s));
+    IS(((stream_number_fn *)tc[39])(c, s, &sn), CUDA_ERROR_INVALID_HANDLE);
+    OK(cuCtxDestroy_v2(c));
+    IS(number(c, &idc), CUDA_ERROR_INVALID_CONTEXT);
+    OK(tls_ctx(&cur));
+    CHECK(cur == pc);
+    /* A context made again at the same handle (FAKECUDA_CTX_REUSE=1) is a new context: a new number. */
+    CUcontext again;
+    OK(cuCtxCreate_v2(&again, 0, 0));
+    CHECK(again == c);
+    unsigned long long ida = 0;
+    OK(number(again, &ida));
+    CHECK(ida != idc && ida != id);
+    OK(cuCtxDestroy_v2(again));
+    /* Every other slot is a stub: counted, NOT_SUPPORTED. */
+    EQ(fakecuda_table_unmodelled_calls(), 0);
+    IS(((CUresult(*)(void))tc[3])(), CUDA_ERROR_NOT_SUPPORTED);
+    IS(((CUresult(*)(void))tc[94])(), CUDA_ERROR_NOT_SUPPORTED);
+    EQ(fakecuda_table_unmodelled_calls(), 2);
+    EQ(fakecuda_table_calls("TOOLS_TLS"), 6);
+    EQ(fakecuda_table_calls("TOOLS_CONTEXT"), 23);
+}
+
+/* ---- context limits ---- */
+
+static void t_limits(void)
+{
+    size_t v = 1;
+    OK(cuInit(0));
+    IS(cuCtxGetLimit(&v, CU_LIMIT_CIG_ENABLED), CUDA_ERROR_INVALID_CONTEXT);
+    init_primary(0);
+    /* Not a CIG context (the fake makes none); the limit can only be queried. */
+    OK(cuCtxGetLimit(&v, CU_LIMIT_CIG_ENABLED));
+    EQ(v, 0);
+    IS(cuCtxSetLimit(CU_LIMIT_CIG_ENABLED, 1), CUDA_ERROR_UNSUPPORTED_LIMIT);
+    IS(cuCtxGetLimit(NULL, CU_LIMIT_CIG_ENABLED), CUDA_ERROR_INVALID_VALUE);
+    IS(cuCtxGetLimit(&v, CU_LIMIT_SHMEM_SIZE), CUDA_ERROR_UNSUPPORTED_LIMIT);
+    IS(cuCtxGetLimit(&v, CU_LIMIT_MAX), CUDA_ERROR_UNSUPPORTED_LIMIT);
+    /* The defaults, and the heaps on the record beyond them. */
+    OK(cuCtxGetLimit(&v, CU_LIMIT_STACK_SIZE));
+    EQ(v, 1024);
+    OK(cuCtxGetLimit(&v, CU_LIMIT_PRINTF_FIFO_SIZE));
+    EQ(v, MiB);
+    OK(cuCtxGetLimit(&v, CU_LIMIT_MALLOC_HEAP_SIZE));
+    EQ(v, 8 * MiB);
+    uint64_t before = fakecuda_outstanding(0);
+    OK(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 72 * MiB));
+    EQ(fakecuda_outstanding(0) - before, 64 * MiB);
+    OK(cuCtxGetLimit(&v, CU_LIMIT_MALLOC_HEAP_SIZE));
+    EQ(v, 72 * MiB);
+    OK(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 4096));
+    EQ(fakecuda_outstanding(0) - before, 64 * MiB);
+    OK(cuDevicePrimaryCtxReset_v2(0));
+    EQ(fakecuda_outstanding(0), before);
+    EQ(fakecuda_calls("cuCtxGetLimit"), 9);
+    EQ(fakecuda_calls("cuCtxSetLimit"), 3);
 }
 
 /* ---- context-local storage ---- */
@@ -395,6 +522,8 @@ const struct tcase selftest_rt_cases[] = {
     { "md2", t_md2, { 0 } },
     { "tables", t_tables, { 0 } },
     { "cls", t_cls, { 0 } },
+    { "tools_context", t_tools_context, { "FAKECUDA_CTX_REUSE=1" } },
+    { "limits", t_limits, { 0 } },
     { "integrity", t_integrity, { "FAKECUDA_DEVICES=2" } },
     { "profile_h200", t_profile, { "FAKECUDA_PROFILE=h200" } },
     { "profile_a100", t_profile, { "FAKECUDA_PROFILE=a100-40gb" } },

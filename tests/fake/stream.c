@@ -184,6 +184,35 @@ FK_FORWARD(cuStreamGetCtx_v2, (CUstream hStream, CUcontext *pCtx, CUgreenCtx *pG
            stream_get_ctx_v2(hStream, pCtx, pGreenCtx))
 FK_FORWARD(cuStreamGetCtx_v2_ptsz, (CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx),
            stream_get_ctx_v2(hStream, pCtx, pGreenCtx))
+/* The green context of a stream: none (cuda.h: NULL for a stream not made in a context converted
+ * from a green one; the fake's cuCtxFromGreenCtx and cuGreenCtxStreamCreate are not supported). */
+static CUresult stream_green(CUstream h, CUgreenCtx *phCtx)
+{
+    if (!phCtx)
+        return CUDA_ERROR_INVALID_VALUE;
+    fk_lock();
+    CUresult rc = stream_check(h);
+    fk_unlock();
+    if (rc == CUDA_SUCCESS)
+        *phCtx = NULL;
+    return rc;
+}
+
+FK_FORWARD(cuStreamGetGreenCtx, (CUstream hStream, CUgreenCtx *phCtx), stream_green(hStream, phCtx))
+
+CUresult fk_stream_id(CUcontext ctx, CUstream h, unsigned long long *id)
+{
+    fk_lock();
+    struct fk_ctx *c = fk_ctx_lookup(ctx);
+    struct fk_stream *s = stream_find(h);
+    CUresult rc = !c ? CUDA_ERROR_INVALID_CONTEXT : special_stream(h) || (s && s->ctx == c) ? CUDA_SUCCESS
+                                                                                           : CUDA_ERROR_INVALID_HANDLE;
+    if (rc == CUDA_SUCCESS && id)
+        *id = s ? s->id : h == CU_STREAM_LEGACY ? 1 : h == CU_STREAM_PER_THREAD ? 2 : 0;
+    fk_unlock();
+    return rc;
+}
+
 FK_FORWARD(cuStreamGetId, (CUstream hStream, unsigned long long *streamId), stream_get(hStream, 3, streamId))
 FK_FORWARD(cuStreamGetId_ptsz, (CUstream hStream, unsigned long long *streamId), stream_get(hStream, 3, streamId))
 
