@@ -186,9 +186,11 @@ client() { # client CASE [MODULE]
 }
 for c in cudart.family cudart.reset cudart.ipc; do client $c; done
 for c in torch.oom torch.expandable torch.async torch.fraction torch.empty_cache torch.props torch.two_procs \
-         torch.sigkill torch.train torch.audit torch.denials torch.exit torch.held; do client $c torch; done
+         torch.sigkill torch.train torch.train_oom torch.kernels torch.audit torch.denials torch.exit torch.held; do
+    client $c torch
+done
 for c in cupy.default cupy.async cupy.pinned cupy.kernel; do client $c cupy; done
-client jax.prealloc jax
+for c in jax.prealloc jax.jit jax.platform; do client $c jax; done
 
 # ---- this suite's own framework checks (card-side figures, numba) ----
 py() { # NAME MODULE LEDGER [ENV=...] -- python code
