@@ -22,6 +22,7 @@
  *    current one; the destructors run when the context is destroyed or the primary context reset
  *    (fk_cls_run, called by driver.c);
  *  - CONTEXT_CHECKS (4): 2 answers 0 in its first out-word, 3 returns 0;
+ *  - UNKNOWN_1734DC26 (14, 1734dc26-800d-4745-8726-c0f1e7dd8bca): all stubs (below);
  *  - INTEGRITY_CHECK (3): 1 computes a 16-byte answer that the runtime compares with its own; a
  *    wrong one is cudaErrorSoftwareValidityNotEstablished (103). For a version asked ending in 0
  *    or 1 the answer is a fixed pair; otherwise it is HMAC-MD2 (md2.c), keyed with a 16-byte
@@ -65,7 +66,8 @@
     X(TOOLS_CONTEXT, 95, 0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2) \
     X(CONTEXT_LOCAL_STORAGE_V0301, 4, 0xc6, 0x93, 0x33, 0x6e, 0x11, 0x21, 0xdf, 0x11, 0xa8, 0xc3, 0x68, 0xf3, 0x55, 0xd8, 0x95, 0x93) \
     X(CONTEXT_CHECKS, 4, 0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43, 0x92, 0xf6, 0xbb, 0xd5, 0x00, 0x6d, 0xfa, 0x7e) \
-    X(INTEGRITY_CHECK, 3, 0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2)
+    X(INTEGRITY_CHECK, 3, 0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2) \
+    X(UNKNOWN_1734DC26, 14, 0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca)
 
 enum fk_table {
 #define FK_TABLE_ENUM(name, len, ...) FK_T_##name,
@@ -209,41 +211,66 @@ static CUresult tctx_stream_number(CUcontext ctx, CUstream object, unsigned long
 }
 
 static _Atomic uint64_t unmodelled_calls;
+static const char *const table_names[FK_NTABLES];
 
-/* A slot whose meaning no source gives: counted, said, refused. */
-static CUresult unmodelled(int slot)
+/* A slot whose meaning no source gives: counted (under its table and as unmodelled), said under
+ * FAKECUDA_TRACE=1, refused. */
+static CUresult unmodelled(enum fk_table t, int slot)
 {
-    TABLE_CALL(TOOLS_CONTEXT);
+    atomic_fetch_add_explicit(&table_calls[t], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&unmodelled_calls, 1, memory_order_relaxed);
     if (fk_config()->trace)
-        fprintf(stderr, "fakecuda: TOOLS_CONTEXT slot %d is not modelled: CUDA_ERROR_NOT_SUPPORTED\n", slot);
+        fprintf(stderr, "fakecuda: %s slot %d is not modelled: CUDA_ERROR_NOT_SUPPORTED\n", table_names[t], slot);
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-#define TCTX_UNMODELLED(X)                                                                             \
-    X(1) X(2) X(3) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19) \
-    X(20) X(21) X(22) X(23) X(24) X(25) X(26) X(27) X(28) X(29) X(30) X(31) X(32) X(33) X(34) X(35)     \
-    X(36) X(37) X(38) X(40) X(41) X(42) X(43) X(44) X(45) X(46) X(47) X(48) X(49) X(50)           \
-    X(52) X(53) X(54) X(55) X(56) X(57) X(58) X(59) X(60) X(61) X(62) X(63) X(64) X(65) X(66) X(67)     \
-    X(68) X(69) X(70) X(71) X(72) X(73) X(74) X(75) X(76) X(77) X(78) X(79) X(80) X(81) X(82) X(83)     \
-    X(84) X(85) X(86) X(87) X(88) X(89) X(90) X(91) X(92) X(93) X(94)
-#define TCTX_STUB(n)                                                                                   \
-    static CUresult tctx_slot##n(void)                                                                 \
+#define FK_STUB(t, n)                                                                                  \
+    static CUresult t##_slot##n(void)                                                                  \
     {                                                                                                  \
-        return unmodelled(n);                                                                          \
+        return unmodelled(FK_T_##t, n);                                                                \
     }
-TCTX_UNMODELLED(TCTX_STUB)
-#undef TCTX_STUB
+#define FK_STUB_ENTRY(t, n) [n] = (void *)t##_slot##n,
+
+#define TCTX_UNMODELLED(X, t)                                                                          \
+    X(t, 1) X(t, 2) X(t, 3) X(t, 5) X(t, 6) X(t, 7) X(t, 8) X(t, 9) X(t, 10) X(t, 11) X(t, 12) X(t, 13)  \
+    X(t, 14) X(t, 15) X(t, 16) X(t, 17) X(t, 18) X(t, 19) X(t, 20) X(t, 21) X(t, 22) X(t, 23) X(t, 24)  \
+    X(t, 25) X(t, 26) X(t, 27) X(t, 28) X(t, 29) X(t, 30) X(t, 31) X(t, 32) X(t, 33) X(t, 34) X(t, 35)  \
+    X(t, 36) X(t, 37) X(t, 38) X(t, 40) X(t, 41) X(t, 42) X(t, 43) X(t, 44) X(t, 45) X(t, 46) X(t, 47)  \
+    X(t, 48) X(t, 49) X(t, 50) X(t, 52) X(t, 53) X(t, 54) X(t, 55) X(t, 56) X(t, 57) X(t, 58) X(t, 59)  \
+    X(t, 60) X(t, 61) X(t, 62) X(t, 63) X(t, 64) X(t, 65) X(t, 66) X(t, 67) X(t, 68) X(t, 69) X(t, 70)  \
+    X(t, 71) X(t, 72) X(t, 73) X(t, 74) X(t, 75) X(t, 76) X(t, 77) X(t, 78) X(t, 79) X(t, 80) X(t, 81)  \
+    X(t, 82) X(t, 83) X(t, 84) X(t, 85) X(t, 86) X(t, 87) X(t, 88) X(t, 89) X(t, 90) X(t, 91) X(t, 92)  \
+    X(t, 93) X(t, 94)
+TCTX_UNMODELLED(FK_STUB, TOOLS_CONTEXT)
 
 static const void *tools_context[95] = {
     [0] = (void *)(95 * sizeof(void *)),
     [4] = (void *)tctx_number,
     [39] = (void *)tctx_stream_number,
     [51] = (void *)tctx_stream,
-#define TCTX_SLOT(n) [n] = (void *)tctx_slot##n,
-    TCTX_UNMODELLED(TCTX_SLOT)
-#undef TCTX_SLOT
+    TCTX_UNMODELLED(FK_STUB_ENTRY, TOOLS_CONTEXT)
 };
+
+/*
+ * ---- UNKNOWN_1734DC26 ----
+ * A table no public source names. cuBLASLt 13.4 (PyTorch's) fetches it in one function on its
+ * half-precision GEMM heuristics path (H200: cublasLtHSHMatmulAlgoGetHeuristic) and calls slot 4
+ * with two out-pointers (a byte array it then reads, and a handle it gives to slot 13); when slot 4
+ * fails it takes its other path, but a missing table is a NULL it calls (a crash). So the table is
+ * served with every slot a stub (CUDA_ERROR_NOT_SUPPORTED), 14 slots (13 is the highest called),
+ * slot 0 a size word as in the documented tables.
+ */
+#define U1734_UNMODELLED(X, t) \
+    X(t, 1) X(t, 2) X(t, 3) X(t, 4) X(t, 5) X(t, 6) X(t, 7) X(t, 8) X(t, 9) X(t, 10) X(t, 11) X(t, 12) X(t, 13)
+U1734_UNMODELLED(FK_STUB, UNKNOWN_1734DC26)
+
+static const void *unknown_1734dc26[14] = {
+    [0] = (void *)(14 * sizeof(void *)),
+    U1734_UNMODELLED(FK_STUB_ENTRY, UNKNOWN_1734DC26)
+};
+
+#undef FK_STUB
+#undef FK_STUB_ENTRY
 
 FK_EXPORT uint64_t fakecuda_table_unmodelled_calls(void)
 {
@@ -463,6 +490,13 @@ static const struct fk_table_row tables[FK_NTABLES] = {
     { "CONTEXT_LOCAL_STORAGE_V0301", context_local_storage, 4 },
     { "CONTEXT_CHECKS", context_checks, 4 },
     { "INTEGRITY_CHECK", integrity_table, 3 },
+    { "UNKNOWN_1734DC26", unknown_1734dc26, 14 },
+};
+
+static const char *const table_names[FK_NTABLES] = {
+#define FK_TABLE_NAME(name, len, ...) #name,
+    FK_TABLES(FK_TABLE_NAME)
+#undef FK_TABLE_NAME
 };
 
 static const unsigned char uuids[FK_NTABLES][16] = {

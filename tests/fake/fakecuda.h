@@ -65,11 +65,12 @@ int fakecuda_device_info(int phys_dev, struct fakecuda_device *out);
 /* The private tables the fake serves the CUDA runtime (export.c): calls of the table's slots in this
  * process (UINT64_MAX for a table it does not serve), and the table itself with its UUID and slot
  * count (NULL for an unknown name). Names: CUDART_INTERFACE, TOOLS_RUNTIME_CALLBACK_HOOKS, TOOLS_TLS,
- * TOOLS_CONTEXT, CONTEXT_LOCAL_STORAGE_V0301, CONTEXT_CHECKS, INTEGRITY_CHECK. */
+ * TOOLS_CONTEXT, CONTEXT_LOCAL_STORAGE_V0301, CONTEXT_CHECKS, INTEGRITY_CHECK, UNKNOWN_1734DC26. */
 uint64_t fakecuda_table_calls(const char *table);
 const void *fakecuda_table(const char *table, unsigned char uuid[16], int *slots);
 /* Calls in this process of table slots the fake serves as stubs that answer CUDA_ERROR_NOT_SUPPORTED
- * (TOOLS_CONTEXT's all but 4): a client that needed one got an error the real driver would not give. */
+ * (TOOLS_CONTEXT's all but 4, 39 and 51; all of UNKNOWN_1734DC26's): each answered an error a real
+ * driver would not give. */
 uint64_t fakecuda_table_unmodelled_calls(void);
 /* MD2 (RFC 1319) of `len` bytes, the digest the integrity check's HMAC is built on. */
 void fakecuda_md2(const void *data, size_t len, unsigned char digest[16]);

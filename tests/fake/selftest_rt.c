@@ -86,9 +86,9 @@ static void t_tables(void)
 
     /* Slot 0: the table's size in bytes (all but context-local storage, whose slot 0 is a function). */
     const char *sized[] = { "CUDART_INTERFACE", "TOOLS_RUNTIME_CALLBACK_HOOKS", "TOOLS_TLS", "CONTEXT_CHECKS",
-                            "INTEGRITY_CHECK", "TOOLS_CONTEXT" };
-    int want_slots[] = { 13, 7, 4, 4, 3, 95 };
-    for (int i = 0; i < 6; i++) {
+                            "INTEGRITY_CHECK", "TOOLS_CONTEXT", "UNKNOWN_1734DC26" };
+    int want_slots[] = { 13, 7, 4, 4, 3, 95, 14 };
+    for (int i = 0; i < 7; i++) {
         int n;
         const void *const *tb = table(sized[i], &n);
         EQ(n, want_slots[i]);
@@ -141,7 +141,7 @@ static void t_tables(void)
     EQ(fakecuda_table_calls("TOOLS_RUNTIME_CALLBACK_HOOKS"), 2);
     EQ(fakecuda_table_calls("CONTEXT_CHECKS"), 2);
     EQ(fakecuda_table_calls("TOOLS_TLS"), 0);
-    EQ(fakecuda_calls("cuGetExportTable"), 12);
+    EQ(fakecuda_calls("cuGetExportTable"), 13);
 }
 
 /* ---- TOOLS_TLS slot 2 and TOOLS_CONTEXT: the thread's context, context and stream numbers ---- */
@@ -234,6 +234,15 @@ static void t_tools_context(void)
     EQ(fakecuda_table_unmodelled_calls(), 2);
     EQ(fakecuda_table_calls("TOOLS_TLS"), 6);
     EQ(fakecuda_table_calls("TOOLS_CONTEXT"), 23);
+    /* UNKNOWN_1734DC26: a stub in every slot (cuBLASLt takes its other path on slot 4's error). */
+    const void *const *u = table("UNKNOWN_1734DC26", &n);
+    void *array = NULL, *handle = NULL;
+    for (int i = 1; i < n; i++)
+        CHECK(u[i] != NULL);
+    IS(((CUresult(*)(void **, void **))u[4])(&array, &handle), CUDA_ERROR_NOT_SUPPORTED);
+    IS(((CUresult(*)(void *, void *))u[13])(NULL, handle), CUDA_ERROR_NOT_SUPPORTED);
+    EQ(fakecuda_table_unmodelled_calls(), 4);
+    EQ(fakecuda_table_calls("UNKNOWN_1734DC26"), 2);
 }
 
 /* ---- context limits ---- */
