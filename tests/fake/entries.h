@@ -329,6 +329,7 @@
     X(cuCtxFromGreenCtx, cuCtxFromGreenCtx, 12040, 0) \
     X(cuGreenCtxStreamCreate, cuGreenCtxStreamCreate, 12050, 0) \
     X(cuGreenCtxGetDevResource, cuGreenCtxGetDevResource, 12040, 0) \
+    X(cuCtxGetDevResource, cuCtxGetDevResource, 12040, 0) \
     X(cuStreamGetGreenCtx, cuStreamGetGreenCtx, 12040, 0) \
     X(cuLogsRegisterCallback, cuLogsRegisterCallback, 12090, 0) \
     X(cuLogsUnregisterCallback, cuLogsUnregisterCallback, 12090, 0) \

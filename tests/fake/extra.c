@@ -499,6 +499,21 @@ static CUresult green_resource(CUgreenCtx h, CUdevResource *resource, CUdevResou
 FK_FORWARD(cuGreenCtxGetDevResource, (CUgreenCtx hCtx, CUdevResource *resource, CUdevResourceType type),
            green_resource(hCtx, resource, type))
 
+/* A context's resources (NULL: the current one): its device's SMs. cuSOLVER 12.4 (JAX's) asks it of
+ * a stream's context in cusolverDnSetStream and fails ("cuSolver internal error") without it. */
+static CUresult ctx_resource(CUcontext h, CUdevResource *resource, CUdevResourceType type)
+{
+    struct fk_ctx *c = ctx_locked(h);
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    int ordinal = c->ordinal;
+    fk_unlock();
+    return sm_resource(ordinal, resource, type);
+}
+
+FK_FORWARD(cuCtxGetDevResource, (CUcontext hCtx, CUdevResource *resource, CUdevResourceType type),
+           ctx_resource(hCtx, resource, type))
+
 FK_FORWARD(cuDevSmResourceSplitByCount, (CUdevResource *result, unsigned int *nbGroups, const CUdevResource *input,
                                          CUdevResource *remaining, unsigned int useFlags, unsigned int minCount),
            nbGroups && input ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE)

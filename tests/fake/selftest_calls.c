@@ -696,7 +696,14 @@ static void t_misc(void)
     EQ(res.sm.smCount, 132);
     unsigned groups = 1;
     IS(cuDevSmResourceSplitByCount(NULL, &groups, &res, NULL, 0, 2), CUDA_ERROR_NOT_SUPPORTED);
-    /* A green context holds its device's SMs (not partitioned); no stream is a green context's. */
+    /* A context, and a green context, hold their device's SMs (not partitioned); no stream is a green
+     * context's. */
+    memset(&res, 0, sizeof res);
+    OK(cuCtxGetDevResource(NULL, &res, CU_DEV_RESOURCE_TYPE_SM));
+    CHECK(res.type == CU_DEV_RESOURCE_TYPE_SM && res.sm.smCount == 132);
+    OK(cuCtxGetDevResource(ctx, &res, CU_DEV_RESOURCE_TYPE_SM));
+    IS(cuCtxGetDevResource(ctx, &res, (CUdevResourceType)99), CUDA_ERROR_INVALID_VALUE);
+    IS(cuCtxGetDevResource((CUcontext)&res, &res, CU_DEV_RESOURCE_TYPE_SM), CUDA_ERROR_INVALID_CONTEXT);
     CUgreenCtx gc, none = (CUgreenCtx)&res;
     OK(cuGreenCtxCreate(&gc, NULL, 0, 0));
     memset(&res, 0, sizeof res);
