@@ -7,7 +7,8 @@
  * documents each table's UUID, length and the slots the runtime calls; slot 0 of most tables holds
  * the table's size in bytes. Runtimes 13.0 and 13.2 ask for seven tables; the first one,
  * f8cff951-2146-8b4e-b9e2-fb469e7c0dd9, may be refused (CUDA_ERROR_INVALID_VALUE, as for any UUID
- * the fake does not know), the six below are required:
+ * the fake does not know), the other six are required (all below but TOOLS_CONTEXT and
+ * UNKNOWN_1734DC26, which cuBLAS and cuBLASLt need, and the runtime 13.5 requires TOOLS_CONTEXT):
  *  - CUDART_INTERFACE (13 slots): 1, 6, 8 load a module from a fat binary (the runtime's own
  *    registration of the kernels linked into the program), 2 the primary context of a device
  *    without retaining it, 7 a no-op, 12 "load the compilers" (success);
