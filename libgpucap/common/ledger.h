@@ -18,9 +18,10 @@
 #include "common/defs.h"
 
 #define GPC_LEDGER_MAGIC 0x5247444c43504721ULL /* "!GPCLDGR" */
-#define GPC_LEDGER_VERSION 7u
+#define GPC_LEDGER_VERSION 8u
 #define GPC_LEDGER_DEVICES 32
 #define GPC_LEDGER_PROCS 1024
+#define GPC_LEDGER_CHANGES 8 /* live changes of a device's budget kept for the report */
 
 /*
  * A budget: what admission works on, one per device entry, in the shared ledger and in a private
@@ -71,7 +72,25 @@ struct gpc_ledger_dev {
     _Atomic uint32_t limit_changed_s;   /* CLOCK_REALTIME seconds of the last change; 0: never changed */
     _Atomic uint16_t limit_changes;     /* how many changes (mod 2^16): a process that sees it move looks again */
     _Atomic uint16_t limit_by;          /* who made the last change: GPC_LIMIT_BY_*, and GPC_LIMIT_HELD */
+    /* v8: a request of `gpucap set-memory` (limit_asked: GPC_ASK_* encoded) is posted with
+     * ask_seq + 1; the process that applies it, under `lock`, sets ask_done to that seq: the change
+     * is in force then, and the command says so. */
+    _Atomic uint32_t ask_seq, ask_done;
+    /* v8: the highest in use seen since the last live change (the peak of the budget period now). */
+    _Atomic uint64_t period_peak;
+    /* v8: the last GPC_LEDGER_CHANGES live changes, change number n (limit_changes counts them) at
+     * changes[(n - 1) % GPC_LEDGER_CHANGES]: for the report and `gpucap status`. Under `lock`. */
+    struct gpc_limit_change {
+        _Atomic uint64_t t_ns;          /* CLOCK_REALTIME */
+        _Atomic uint64_t from, to;      /* the limit in force before and after */
+        _Atomic uint64_t peak;          /* the peak of the budget period that the change ended */
+        _Atomic uint32_t by;            /* GPC_LIMIT_BY_* */
+        uint32_t pad;
+    } changes[GPC_LEDGER_CHANGES];
 };
+/* limit_asked: a size in bytes, or with GPC_ASK_PERCENT a share of the card in parts per million
+ * (resolved by the library as at start-up: against the driver's limit where it is in force). */
+#define GPC_ASK_PERCENT (UINT64_C(1) << 63)
 /* Who changed a limit while processes ran (gpc_ledger_dev.limit_by). */
 #define GPC_LIMIT_BY_PLATFORM 1u /* the platform settings file was rewritten (the node agent) */
 #define GPC_LIMIT_BY_CLI 2u      /* `gpucap set-memory` on a ledger of unlocked settings */
@@ -107,12 +126,20 @@ struct gpc_ledger_proc {
      * then checks whether the image that held the share is gone (gpc_ledger_proc_alive). */
     _Atomic uint32_t execing;
     _Atomic uint64_t start_time; /* /proc/<pid>/stat field 22: tells a reused pid from its owner */
-    /* A close-on-exec descriptor the process keeps open (its ledger file), and the identity of the
-     * file it names: gone from /proc/<pid>/fd once an exec went through, as the driver's are. */
+    /* The process's token (v8: a pipe of its own; before, its ledger file): a close-on-exec
+     * descriptor it keeps open, and the identity of the file it names. It goes where the driver's
+     * device files go: away at an exec or an exit, along into a fork or a raw clone child, which then
+     * holds the process's device memory too (gpc_ledger_proc_alive: the entry is alive while some
+     * process holds it). */
     _Atomic int32_t exec_fd;
     _Atomic uint32_t took_set; /* v7: 1 when it took a budget held by `gpucap set-memory` (GPC_LIMIT_HELD) */
     _Atomic uint64_t exec_fd_dev, exec_fd_ino;
-    char pad2[24];              /* the shares start on a cache line of their own */
+    /* v8: the last process seen holding the token after its owner was gone (a hint, looked at
+     * first: a fork child that keeps its parent's device files). Written by the library's reaper. */
+    _Atomic int32_t holder_pid;
+    uint32_t pad3;
+    _Atomic uint64_t holder_start;
+    char pad2[8];               /* the shares start on a cache line of their own */
     struct gpc_ledger_share share[GPC_LEDGER_DEVICES];
 } __attribute__((aligned(64)));
 
@@ -149,7 +176,10 @@ struct gpc_ledger {
     _Atomic uint32_t broken;    /* 1: a lock of this file was left unrecoverable and the ledger was
                                  * rebuilt under a fresh file at the same path: move there */
     _Atomic uint32_t procs_used; /* entries below this index may be held: readers scan no further */
-    char reserved[120];
+    /* v8: bumped by `gpucap set-memory` once it posted a request: every process on the ledger
+     * compares it with the value it last saw before each admission (core/budget.c) and looks. */
+    _Atomic uint64_t live_gen;
+    char reserved[112];
     struct gpc_ledger_identity identity;
     struct gpc_ledger_dev dev[GPC_LEDGER_DEVICES];
     struct gpc_ledger_proc proc[GPC_LEDGER_PROCS];
@@ -167,14 +197,17 @@ struct gpc_ledger {
     X(slot.limit) X(slot.leased) X(slot.peak) X(slot.allocs) X(slot.frees) X(slot.denials)             \
     X(slot.largest) X(slot.first_denial_ns) X(slot.contexts) X(victim_spare) X(victim_spare_after)    \
     X(victim_lease) X(victim) X(limit_was) X(limit_changed_s) X(limit_asked) X(limit_changes)         \
-    X(limit_by) X(closed) X(driver_limit) X(refused_driver) X(context_count) X(held_at_exit)
-/* Set by the rebuild: the card (copied whole), a fresh lock, the state last (it publishes the entry). */
-#define GPC_LEDGER_DEV_SET(X) X(uuid) X(physical) X(lock) X(pad2) X(state)
+    X(limit_by) X(closed) X(driver_limit) X(refused_driver) X(context_count) X(held_at_exit)          \
+    X(ask_seq) X(ask_done) X(period_peak)
+/* Set by the rebuild: the card and the record of changes (copied whole), a fresh lock, the state last
+ * (it publishes the entry). */
+#define GPC_LEDGER_DEV_SET(X) X(uuid) X(physical) X(changes) X(lock) X(pad2) X(state)
 /* Who holds a process entry: carried by a rebuild and by a move. */
-#define GPC_LEDGER_PROC_CARRIED(X) X(start_time) X(exec_fd) X(exec_fd_dev) X(exec_fd_ino) X(took_set)
+#define GPC_LEDGER_PROC_CARRIED(X)                                                                      \
+    X(start_time) X(exec_fd) X(exec_fd_dev) X(exec_fd_ino) X(took_set) X(holder_pid) X(holder_start)
 /* Set apart: the shares (GPC_LEDGER_SHARE_CARRIED, each under its device's lock in a move), the exec
  * mark (a rebuild only: a process that moves is not in an exec), the pid last (it publishes the entry). */
-#define GPC_LEDGER_PROC_SET(X) X(share) X(execing) X(pad2) X(pid)
+#define GPC_LEDGER_PROC_SET(X) X(share) X(execing) X(pad3) X(pad2) X(pid)
 #define GPC_LEDGER_SHARE_CARRIED(X) X(lease) X(spare) X(peak) X(limit)
 
 #define GPC_LEDGER_FIELD_SIZE_(type, f) +sizeof(((type *)0)->f)

@@ -62,7 +62,10 @@ struct gpc_slot *gpc_budget_slot(int id)
 }
 
 /* A file shrunk under this process (core/ledger_map.h): it moves to a private budget charged what it
- * holds by its own count (gpc_budget_held). Checked on the shared path only. */
+ * holds by its own count (gpc_budget_held). Checked on the shared path only, and never on the fast
+ * path: the zero pages that replace a shrunk file hold a closed spare, so an admission there takes
+ * the slow path, which checks; a release that lands there is lost to a mapping nobody counts, and
+ * the private budget is charged by the count, which the free already lowered. */
 static inline void check_broken(void)
 {
     if (gpc_unlikely(gpc_ledger_shared && atomic_load_explicit(&gpc_ledger_broken, memory_order_relaxed)))
@@ -337,6 +340,32 @@ static void measure(int id)
         fn(id);
 }
 
+/* ---- the live signal ---- */
+
+/* No writer: a word that never moves. */
+static const _Atomic uint64_t no_signal;
+struct gpc_budget_signal gpc_budget_signal = {.word = &no_signal};
+
+void gpc_budget_signal_watch(const _Atomic uint64_t *word)
+{
+    word = word ? word : &no_signal;
+    /* Moved for the next admission: it looks once, whatever the word says now. */
+    atomic_store(&gpc_budget_signal.seen, ~atomic_load(word));
+    atomic_store(&gpc_budget_signal.word, word);
+}
+
+bool gpc_budget_signal_moved(uint64_t *now)
+{
+    *now = atomic_load_explicit(atomic_load_explicit(&gpc_budget_signal.word, memory_order_relaxed),
+                                memory_order_acquire);
+    return *now != atomic_load_explicit(&gpc_budget_signal.seen, memory_order_relaxed);
+}
+
+void gpc_budget_signal_seen(uint64_t value)
+{
+    atomic_store_explicit(&gpc_budget_signal.seen, value, memory_order_relaxed);
+}
+
 /* ---- admission ---- */
 
 static inline int entry_index(const struct gpc_ledger *l, const struct gpc_ledger_proc *p)
@@ -372,10 +401,10 @@ static int reserve_locked(int id, uint64_t bytes, unsigned how)
             if (ok && peak)
                 gpc_lease_note_peak(s, after);
             if (!ok)
-                ok = gpc_lease_grow(d, s, id, bytes, unchecked, peak, gpc_ledger_shared);
+                ok = gpc_lease_grow(d, s, id, bytes, unchecked, peak);
             if (!ok) {
                 gpc_lease_take_all(l, d);
-                ok = gpc_lease_grow(d, s, id, bytes, false, peak, gpc_ledger_shared);
+                ok = gpc_lease_grow(d, s, id, bytes, false, peak);
             }
             gpc_lease_reopen(l, d);
         }
@@ -393,7 +422,12 @@ static int reserve_locked(int id, uint64_t bytes, unsigned how)
  * and before a denial at once (a raise not seen yet admits now). */
 static int reserve_slow(int id, uint64_t bytes, unsigned how)
 {
+    check_broken();
     poll(false);
+    /* Nothing new (a pool serving from what it keeps): admitted whatever the limit, above a
+     * lowered one too. */
+    if (gpc_unlikely(bytes == 0))
+        return 0;
     if (!(how & GPC_ADMIT_CONTEXT))
         measure(id);
     uint64_t limit = gpc_budget_limit(id);
@@ -410,12 +444,13 @@ int gpc_budget_admit(int id, uint64_t bytes, unsigned how)
         return 0;
     int rc = -ENOMEM;
     if (id >= 0) {
-        check_broken();
         struct gpc_ledger_proc *me = gpc_ledger_me();
         uint64_t after;
         if (gpc_likely(me != NULL)) {
             struct gpc_ledger_share *s = &me->share[id];
-            if (gpc_likely(gpc_lease_take(s, bytes, &after))) {
+            /* One load for the live signal: a limit that may have changed is looked at (the slow
+             * path) before anything more is admitted, from the spare too. */
+            if (gpc_likely(gpc_budget_signal_quiet() && gpc_lease_take(s, bytes, &after))) {
                 if (!(how & GPC_ADMIT_DEFER_PEAK))
                     gpc_lease_note_peak(s, after);
                 rc = 0;
@@ -492,7 +527,7 @@ static void release_spare(int id)
         bool over = gpc_lease_keep(id) == 0;
         gpc_lease_take_back(d, s, entry_index(l, me), over ? 0 : gpc_lease_chunk(limit));
         if (over && atomic_load_explicit(&d->slot.leased, memory_order_relaxed) <= limit)
-            gpc_lease_keep_set(id, limit, gpc_ledger_shared, false);
+            gpc_lease_keep_set(id, limit, false);
         gpc_lease_reopen(l, d);
     }
     gpc_ledger_unlock(d);
@@ -501,7 +536,6 @@ static void release_spare(int id)
 /* Bytes back into this process's lease (no lock), `freed`: a free of the program's (counted). */
 static inline __attribute__((always_inline)) void release(int id, uint64_t bytes, bool freed)
 {
-    check_broken();
     struct gpc_ledger_proc *me = gpc_ledger_me();
     if (!me)
         return; /* logged; this process holds no lease */
@@ -574,6 +608,9 @@ int gpc_budget_set_limit(int id, uint64_t limit, unsigned by, uint64_t *was, uin
 {
     if (id < 0 || id >= GPC_LEDGER_DEVICES || !gpc_ledger)
         return -EINVAL;
+    /* Dead processes' shares out first: what the change is compared with (above a lowered budget
+     * or not) is what the live processes hold, as `gpucap status` and the exporter then show. */
+    gpc_ledger_reap();
     gpc_ledger_me(); /* before the lock: a claim may take device locks */
     struct gpc_ledger_dev *d = gpc_ledger_lock_dev(id, "the budget changes at the next check");
     if (!d)
@@ -593,16 +630,17 @@ int gpc_budget_set_limit(int id, uint64_t limit, unsigned by, uint64_t *was, uin
     /* Applied at once: lowered, every spare is closed and taken back before anything more is
      * admitted (lease.c, point 4); raised, closed spares open if the leases fit. */
     gpc_lease_set_limit(l, d, lowest);
-    uint64_t after = gpc_lease_limit(d, id);
-    if (lowest != ledger_before || after != before)
-        gpc_lease_note_change(d, before, by);
+    uint64_t after = gpc_lease_limit(d, id), ledger_after = atomic_load(&d->slot.limit);
+    /* One record per change of the limit in force, whichever process applied it first. */
+    if (ledger_after != ledger_before)
+        gpc_lease_note_change(d, ledger_before, ledger_after, by, gpc_ledger_in_use(l, id));
     if (by == GPC_LIMIT_BY_CLI)
-        atomic_store(&d->limit_by, GPC_LIMIT_BY_CLI | GPC_LIMIT_HELD);
+        atomic_store(&d->limit_by, (uint16_t)(GPC_LIMIT_BY_CLI | GPC_LIMIT_HELD));
     if (after < before) {
         /* No lock-free admission is left above the new limit; what is held stays. */
         gpc_lease_take_all(l, d);
-        gpc_lease_keep_set(id, after, gpc_ledger_shared, atomic_load(&d->slot.leased) > after);
     }
+    gpc_lease_keep_set(id, after, atomic_load(&d->slot.leased) > after);
     atomic_store(&seen_changes[id], atomic_load(&d->limit_changes));
     gpc_ledger_note_limit(id);
     gpc_ledger_unlock(d);
@@ -626,7 +664,7 @@ void gpc_budget_sync(int id)
     /* Lowered below what is leased: what this process frees goes back to the total. */
     uint64_t limit = gpc_lease_limit(d, id);
     if (atomic_load(&d->slot.leased) > limit)
-        gpc_lease_keep_set(id, limit, gpc_ledger_shared, true);
+        gpc_lease_keep_set(id, limit, true);
 }
 
 /* ---- audit mode and memory the driver took (asked for by `gpucap`; see charge.c, context.c) ---- */
@@ -653,7 +691,7 @@ int gpc_budget_force(int id, uint64_t bytes)
     if (me && entry_index(l, me) >= 0 && entry_index(l, me) < GPC_LEDGER_PROCS) {
         struct gpc_ledger_share *s = &me->share[id];
         uint64_t after;
-        if (gpc_lease_take(s, bytes, &after) || gpc_lease_grow(d, s, id, bytes, true, true, gpc_ledger_shared))
+        if (gpc_lease_take(s, bytes, &after) || gpc_lease_grow(d, s, id, bytes, true, true))
             rc = 0;
         uint64_t limit = gpc_lease_limit(d, id);
         if (rc == 0 && atomic_load_explicit(&d->slot.leased, memory_order_relaxed) > limit) {
@@ -661,7 +699,7 @@ int gpc_budget_force(int id, uint64_t bytes)
              * and taken back, and nothing more is admitted until what is held fits again. */
             gpc_lease_close(l, d);
             gpc_lease_take_all(l, d);
-            gpc_lease_keep_set(id, limit, gpc_ledger_shared, true);
+            gpc_lease_keep_set(id, limit, true);
         }
         gpc_lease_reopen(l, d);
     }
@@ -702,6 +740,7 @@ uint64_t gpc_budget_in_use(int id)
         return 0;
     uint64_t in_use = gpc_ledger_in_use(gpc_ledger, id);
     gpc_atomic_max(&gpc_ledger->dev[id].slot.peak, in_use); /* the device's peak: the sums seen */
+    gpc_atomic_max(&gpc_ledger->dev[id].period_peak, in_use); /* and its budget period's */
     return in_use;
 }
 

@@ -430,6 +430,7 @@ static void copy_figures(struct gpc_ledger *l, const struct gpc_ledger *old)
             continue;
         memcpy(n->uuid, o->uuid, sizeof n->uuid);
         n->physical = o->physical;
+        memcpy((void *)n->changes, (const void *)o->changes, sizeof n->changes);
         GPC_LEDGER_DEV_CARRIED(CARRY)
         atomic_store(&n->state, 1);
     }
@@ -446,6 +447,7 @@ static void copy_figures(struct gpc_ledger *l, const struct gpc_ledger *old)
         atomic_store(&n->pid, atomic_load(&o->pid));
     }
     atomic_store(&l->procs_used, atomic_load(&old->procs_used));
+    atomic_store(&l->live_gen, atomic_load(&old->live_gen));
     /* Whatever the broken locks were in the middle of is settled in the copy. */
     for (int d = 0; d < GPC_LEDGER_DEVICES; d++)
         gpc_lease_settle(l, &l->dev[d]);
