@@ -298,12 +298,24 @@ uint64_t gpc_ledger_in_use_live(const struct gpc_ledger *l, int dev);
 uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev);
 
 /*
- * True if the process of a ledger entry still holds what it was charged: pid and start time both
- * match (an entry without a start time is not alive), it is not dead waiting to be reaped (a
- * zombie: its device files are closed, so is its memory), and, when `p` says an exec is under way,
- * the image that held the share still has its close-on-exec descriptor. Unknowable is alive.
+ * True if the process of a ledger entry still holds what it was charged, that is, if some process
+ * still holds its device files: its owner runs (pid and start time both match; an entry without a
+ * start time is not alive; a zombie has closed its files) and still holds its token (`p`'s
+ * close-on-exec descriptor, gone after an exec, a raw one too), or else another process holds that
+ * token (a fork or raw clone child that neither exited nor exec'd: gpc_ledger_token_holder).
+ * Unknowable is alive.
  */
 int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time, const struct gpc_ledger_proc *p);
+/* gpc_ledger_proc_alive, and who holds the token when it is not the owner (*holder: its pid, 0 for
+ * the owner or none; *holder_start: its start time), for the library to note as a hint. */
+int gpc_ledger_proc_holder(int32_t pid, uint64_t start_time, const struct gpc_ledger_proc *p, int32_t *holder,
+                           uint64_t *holder_start);
+/*
+ * A process other than entry p's owner that holds p's token, at its descriptor number: the hint
+ * the entry names first (p->holder_pid), else every process in /proc. 1 found (*pid, *start set),
+ * 0 none (or /proc unreadable). One stat per process: for an entry whose owner is gone.
+ */
+int gpc_ledger_token_holder(const struct gpc_ledger_proc *p, int32_t *pid, uint64_t *start);
 
 struct gpc_settings;
 /*

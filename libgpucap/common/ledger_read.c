@@ -11,6 +11,7 @@
 #include "common/options.h"
 #include "common/proc.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -213,13 +215,11 @@ uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev)
     return in_use > peak ? in_use : peak;
 }
 
-int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time, const struct gpc_ledger_proc *p)
+/* Whether process `pid` started at `start` runs (its own start time, not a zombie without threads):
+ * 1, 0, or -1 when /proc cannot tell (alive then: the safe side). */
+static int runs(int32_t pid, uint64_t start)
 {
-    if (pid <= 0)
-        return 0;
-    /* No start time: a claim in progress, or an entry forged to look alive forever (pid 1). The
-     * library gives claims a grace period of its own (ledger.c); nothing else counts it alive. */
-    if (start_time == 0)
+    if (pid <= 0 || start == 0)
         return 0;
     if (kill(pid, 0) != 0 && errno == ESRCH)
         return 0;
@@ -227,15 +227,86 @@ int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time, const struct gpc_led
     long threads = 1;
     uint64_t now = 0;
     if (gpc_proc_stat(pid, &state, &threads, &now) != 0)
-        return 1; /* unknown: alive, the safe side (charged, never over-admitted) */
-    if (now != start_time)
+        return -1;
+    if (now != start)
         return 0;
     /* A zombie has closed its files: its memory went with them. A thread-group leader that ended
      * while other threads run is a zombie too, with more than one thread: alive. */
-    if ((state == 'Z' || state == 'X') && threads <= 1)
+    return (state == 'Z' || state == 'X') && threads <= 1 ? 0 : 1;
+}
+
+/* Whether running process `pid` holds the token of entry p at the entry's descriptor number. */
+static bool holds(int32_t pid, const struct gpc_ledger_proc *p)
+{
+    return gpc_proc_fd_names(pid, atomic_load(&p->exec_fd), atomic_load(&p->exec_fd_dev),
+                             atomic_load(&p->exec_fd_ino)) == 1;
+}
+
+int gpc_ledger_token_holder(const struct gpc_ledger_proc *p, int32_t *pid_out, uint64_t *start_out)
+{
+    int32_t owner = atomic_load(&p->pid), hint = atomic_load(&p->holder_pid);
+    uint64_t hint_start = atomic_load(&p->holder_start);
+    if (atomic_load(&p->exec_fd) < 0 || !atomic_load(&p->exec_fd_ino))
+        return 0; /* no token recorded: nobody can be found holding it */
+    /* The last holder seen first: a fork child keeps its parent's device files for its whole life. */
+    if (hint > 0 && hint != owner && runs(hint, hint_start) == 1 && holds(hint, p)) {
+        *pid_out = hint;
+        *start_out = hint_start;
+        return 1;
+    }
+    /* Else every process this reader can see, at the descriptor's number (a fork or a clone copies
+     * the descriptor table: the number stays). */
+    DIR *dir = opendir("/proc");
+    if (!dir)
         return 0;
-    if (p && atomic_load_explicit(&p->execing, memory_order_acquire) &&
-        gpc_proc_fd_names(pid, atomic_load(&p->exec_fd), atomic_load(&p->exec_fd_dev), atomic_load(&p->exec_fd_ino)) == 0)
-        return 0; /* the exec went through: the old image and its memory are gone */
-    return 1;
+    int found = 0;
+    for (struct dirent *e; !found && (e = readdir(dir));) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 0 || pid > INT32_MAX || pid == owner)
+            continue;
+        uint64_t start = 0;
+        char state;
+        long threads;
+        if (holds((int32_t)pid, p) && gpc_proc_stat((int32_t)pid, &state, &threads, &start) == 0 &&
+            !((state == 'Z' || state == 'X') && threads <= 1)) {
+            *pid_out = (int32_t)pid;
+            *start_out = start;
+            found = 1;
+        }
+    }
+    closedir(dir);
+    return found;
+}
+
+int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time, const struct gpc_ledger_proc *p)
+{
+    int32_t holder;
+    uint64_t holder_start;
+    return gpc_ledger_proc_holder(pid, start_time, p, &holder, &holder_start);
+}
+
+int gpc_ledger_proc_holder(int32_t pid, uint64_t start_time, const struct gpc_ledger_proc *p, int32_t *holder,
+                           uint64_t *holder_start)
+{
+    *holder = 0;
+    *holder_start = 0;
+    if (pid <= 0)
+        return 0;
+    /* No start time: a claim in progress, or an entry forged to look alive forever (pid 1). The
+     * library gives claims a grace period of its own (ledger.c); nothing else counts it alive. */
+    if (start_time == 0)
+        return 0;
+    int owner = runs(pid, start_time);
+    if (owner < 0)
+        return 1; /* unknown: alive, the safe side (charged, never over-admitted) */
+    /* The owner runs and still holds its token (an image that exec'd, or that a raw execve
+     * replaced, holds it no more: the driver's device files went with it). Unknowable is held. */
+    if (owner == 1 && (!p || atomic_load(&p->exec_fd) < 0 || !atomic_load(&p->exec_fd_ino) ||
+                       gpc_proc_fd_names(pid, atomic_load(&p->exec_fd), atomic_load(&p->exec_fd_dev),
+                                         atomic_load(&p->exec_fd_ino)) != 0))
+        return 1;
+    /* The owner is gone: its device memory stays while another process holds its device files,
+     * which its token follows (a fork child that neither exited nor exec'd, a raw clone child). */
+    return p ? gpc_ledger_token_holder(p, holder, holder_start) : 0;
 }

@@ -274,6 +274,15 @@ void gpc_budget_fork_child(void)
     my_counts.registered = false;
 }
 
+void gpc_budget_check_pid(void)
+{
+    if (gpc_unlikely(gpc_ledger_pid_changed())) {
+        /* A raw clone child: another process, as a fork child is (its counts start from zero). */
+        gpc_ledger_forget();
+        gpc_budget_fork_child();
+    }
+}
+
 uint64_t gpc_budget_held(int id)
 {
     if (id < 0 || id >= GPC_LEDGER_DEVICES)

@@ -60,6 +60,10 @@ void gpc_budget_flush_counts(void);
 /* In a fork child (the lifecycle's sequence, hooks/init.c): the parent's batched counts and what
  * it holds are not the child's. */
 void gpc_budget_fork_child(void);
+/* A process made by a raw clone (no fork handler ran: it uses its parent's entry and counts) is
+ * made another process here, as the fork sequence makes a fork child. One getpid(): for a check
+ * that runs at most once a second (charge/live.c). */
+void gpc_budget_check_pid(void);
 /* Adds `delta` bytes to the part of a budget's use that context reserves make up (figures only). */
 void gpc_budget_note_contexts(int id, int64_t delta);
 /* The figures of a budget (NULL for GPC_BUDGET_NONE). */

@@ -26,25 +26,25 @@
 #include <time.h>
 
 /*
- * Whether the last process that took a figure set by `gpucap set-memory` on entry d of l has left:
- * no live process is on it, and a dead one (not reaped yet: a share stays until its process is
- * dead) ran under that figure. Then a new run's own settings apply again.
+ * Whether every process that a figure set by `gpucap set-memory` on ledger l held for has left: no
+ * process but this one is on the ledger alive (dead ones not reaped yet are gone: a share stays
+ * until its process is dead, its memory went), and this one is not an image that continues a
+ * process that was there (an exec keeps the run going). Then a new run's own settings apply again.
  */
-static bool held_figure_left(struct gpc_ledger *l, int d)
+static bool held_figure_left(struct gpc_ledger *l)
 {
-    bool took = false;
+    if (gpc_ledger_continued)
+        return false;
     uint32_t used = atomic_load(&l->procs_used);
     for (uint32_t i = 0; i < used && i < GPC_LEDGER_PROCS; i++) {
         struct gpc_ledger_proc *p = &l->proc[i];
         int32_t pid = atomic_load(&p->pid);
-        uint64_t theirs = atomic_load(&p->share[d].limit);
-        if ((int)i == gpc_ledger_my_proc || pid == 0 || theirs == 0)
+        if ((int)i == gpc_ledger_my_proc || pid == 0)
             continue;
         if (gpc_ledger_entry_alive((int)i, pid, atomic_load(&p->start_time), p))
             return false;
-        took |= atomic_load(&p->took_set) != 0;
     }
-    return took;
+    return true;
 }
 
 int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit, int ordinal)
@@ -97,7 +97,7 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
      * ledger leaves (unlocked settings only; under the lock the platform file, which the later
      * process read, is the authority). */
     if (!created && !gpc_config.locked && (atomic_load(&l->dev[found].limit_by) & GPC_LIMIT_HELD) &&
-        held_figure_left(l, found))
+        held_figure_left(l))
         atomic_fetch_and(&l->dev[found].limit_by, ~GPC_LIMIT_HELD);
     if (!created && !gpc_config.locked && (atomic_load(&l->dev[found].limit_by) & GPC_LIMIT_HELD)) {
         uint64_t set = atomic_load(&l->dev[found].slot.limit);
@@ -120,6 +120,7 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
     gpc_ledger_mine[found].physical = physical;
     gpc_ledger_mine[found].limit = now < limit ? now : limit;
     gpc_ledger_mine[found].own = limit;
+    atomic_store(&gpc_ledger_mine[found].changes, atomic_load(&l->dev[found].limit_changes));
     gpc_ledger_mine[found].known = true;
     if (created)
         return found;

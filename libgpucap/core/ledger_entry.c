@@ -31,10 +31,19 @@ uint64_t gpc_ledger_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-bool gpc_ledger_entry_alive(int i, int32_t pid, uint64_t start, const struct gpc_ledger_proc *p)
+bool gpc_ledger_entry_alive(int i, int32_t pid, uint64_t start, struct gpc_ledger_proc *p)
 {
-    if (start != 0)
-        return gpc_ledger_proc_alive(pid, start, p);
+    if (start != 0) {
+        int32_t holder;
+        uint64_t holder_start;
+        int alive = gpc_ledger_proc_holder(pid, start, p, &holder, &holder_start);
+        /* Another process holds the owner's device files: the next look tries it first. */
+        if (alive && holder && p && atomic_load(&p->holder_pid) != holder) {
+            atomic_store(&p->holder_start, holder_start);
+            atomic_store(&p->holder_pid, holder);
+        }
+        return alive;
+    }
     uint64_t now = gpc_ledger_now_ms();
     if (atomic_load(&zero_pid[i]) != pid) {
         atomic_store(&zero_pid[i], pid);
@@ -56,10 +65,21 @@ void gpc_ledger_fill_entry(struct gpc_ledger *l, int i, uint64_t start)
         struct gpc_ledger_share *s = &p->share[d];
         gpc_lease_share_start(s); /* nothing leased, closed */
         atomic_store(&s->peak, 0);
-        atomic_store(&s->limit, gpc_ledger_mine[d].known ? gpc_ledger_mine[d].own : 0);
+        /* A fork child's copy of its parent's ask, unless a live change came after the copy: then
+         * the limit that change left in force (no older value comes back through a late claim). */
+        uint64_t ask = gpc_ledger_mine[d].known ? gpc_ledger_mine[d].own : 0;
+        if (ask && atomic_load(&l->dev[d].limit_changes) != atomic_load(&gpc_ledger_mine[d].changes)) {
+            uint64_t now = atomic_load(&l->dev[d].slot.limit);
+            if (now && now != GPC_UNLIMITED)
+                ask = now;
+        }
+        atomic_store(&s->limit, ask);
     }
     atomic_store(&p->execing, 0);
     atomic_store(&p->took_set, 0);
+    atomic_store(&p->holder_pid, 0);
+    atomic_store(&p->holder_start, 0);
+    gpc_ledger_token();
     atomic_store(&p->exec_fd, gpc_ledger_keep_fd);
     atomic_store(&p->exec_fd_dev, gpc_ledger_keep_dev);
     atomic_store(&p->exec_fd_ino, gpc_ledger_keep_ino);

@@ -60,12 +60,17 @@ struct gpc_ledger_proc *_Atomic gpc_ledger_entry;
 atomic_bool gpc_ledger_broken;
 atomic_bool gpc_ledger_refused;
 struct gpc_ledger_mine gpc_ledger_mine[GPC_LEDGER_DEVICES];
+bool gpc_ledger_continued;
 int gpc_ledger_keep_fd = -1;
 uint64_t gpc_ledger_keep_dev, gpc_ledger_keep_ino;
 _Atomic uint64_t gpc_ledger_mapped_dev, gpc_ledger_mapped_ino;
 /* The mapping the SIGBUS handler repairs (0: none), and the handler that was there before. */
 static _Atomic uintptr_t guarded;
 static struct sigaction prev_sigbus;
+/* A second mapping guarded alike (gpc_ledger_guard_also), its length and the flag a fault sets. */
+static _Atomic uintptr_t also_base;
+static _Atomic size_t also_len;
+static atomic_bool *_Atomic also_hit;
 /* One move to a private budget at a time. */
 static pthread_mutex_t recover_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -115,6 +120,19 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
             return;
         }
     }
+    uintptr_t also = atomic_load(&also_base);
+    size_t len = atomic_load(&also_len);
+    if (also && (uintptr_t)si->si_addr - also < len) {
+        int saved = errno;
+        void *m = mmap((void *)also, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+        errno = saved;
+        atomic_bool *hit = atomic_load(&also_hit);
+        if (m != MAP_FAILED) {
+            if (hit)
+                atomic_store(hit, true);
+            return;
+        }
+    }
     if (prev_sigbus.sa_flags & SA_SIGINFO) {
         prev_sigbus.sa_sigaction(sig, si, uc);
     } else if (prev_sigbus.sa_handler == SIG_DFL || prev_sigbus.sa_handler == SIG_IGN) {
@@ -126,19 +144,33 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
     }
 }
 
-/* Guards the mapping at `l`, installing the handler; NULL (at attach only): puts the old one back. */
-void gpc_ledger_guard(struct gpc_ledger *l)
+/* Installs the handler (want) or puts the old one back (once neither mapping is guarded). */
+static void install(bool want)
 {
     static bool installed;
-    atomic_store(&guarded, (uintptr_t)l);
-    if (!l && installed) {
+    if (!want && installed && !atomic_load(&guarded) && !atomic_load(&also_base)) {
         sigaction(SIGBUS, &prev_sigbus, NULL);
         installed = false;
-    } else if (l && !installed) {
+    } else if (want && !installed) {
         struct sigaction sa = {.sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO | SA_RESTART};
         sigemptyset(&sa.sa_mask);
         installed = sigaction(SIGBUS, &sa, &prev_sigbus) == 0;
     }
+}
+
+/* Guards the mapping at `l`, installing the handler; NULL (at attach only): puts the old one back. */
+void gpc_ledger_guard(struct gpc_ledger *l)
+{
+    atomic_store(&guarded, (uintptr_t)l);
+    install(l != NULL);
+}
+
+void gpc_ledger_guard_also(const void *base, size_t len, atomic_bool *hit)
+{
+    atomic_store(&also_hit, hit);
+    atomic_store(&also_len, len);
+    atomic_store(&also_base, (uintptr_t)base);
+    install(base != NULL);
 }
 
 void gpc_ledger_recover(uint64_t (*held_of)(int id))
@@ -403,12 +435,41 @@ void gpc_ledger_attach(void)
         unusable(bad);
         return;
     }
-    /* Kept open (close-on-exec): its absence after an exec tells readers the image is gone. */
+    gpc_ledger_mapped_dev = (uint64_t)st.st_dev;
+    gpc_ledger_mapped_ino = (uint64_t)st.st_ino;
+    /* The file itself as the token until this process has one of its own (a pipe cannot be made). */
     gpc_ledger_keep_fd = fd;
-    gpc_ledger_keep_dev = gpc_ledger_mapped_dev = (uint64_t)st.st_dev;
-    gpc_ledger_keep_ino = gpc_ledger_mapped_ino = (uint64_t)st.st_ino;
+    gpc_ledger_keep_dev = (uint64_t)st.st_dev;
+    gpc_ledger_keep_ino = (uint64_t)st.st_ino;
+    if (gpc_ledger_token() != fd)
+        close(fd);
     gpc_ledger = l;
     gpc_ledger_shared = true;
+}
+
+int gpc_ledger_token(void)
+{
+    static pid_t owner;
+    pid_t me = getpid();
+    if (owner == me && gpc_ledger_keep_fd >= 0)
+        return gpc_ledger_keep_fd;
+    /* A pipe's read end: a file of this process alone, which goes where its device files go (an
+     * exec closes both, a fork child keeps both). Another process's token that this one inherited
+     * stays open: it holds that process's device files as long as this one does. */
+    int p[2];
+    struct stat st;
+    if (pipe2(p, O_CLOEXEC) != 0)
+        return gpc_ledger_keep_fd; /* the one inherited or the file: this entry then lives longer (over-charged) */
+    close(p[1]);
+    if (fstat(p[0], &st) != 0) {
+        close(p[0]);
+        return gpc_ledger_keep_fd;
+    }
+    gpc_ledger_keep_fd = p[0];
+    gpc_ledger_keep_dev = (uint64_t)st.st_dev;
+    gpc_ledger_keep_ino = (uint64_t)st.st_ino;
+    owner = me;
+    return p[0];
 }
 
 /* ---- fresh files, and the copy of a broken one ---- */

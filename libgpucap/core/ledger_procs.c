@@ -184,7 +184,9 @@ static void apply_own_limits(void)
         if (!dev)
             continue;
         struct gpc_ledger *l = gpc_ledger;
-        uint64_t lowest = gpc_ledger_lowest_limit(l, d, gpc_ledger_my_proc, gpc_ledger_mine[d].own, true);
+        /* What the entry asks (gpc_ledger_fill_entry: the copy, or the limit a later change left). */
+        uint64_t ask = atomic_load(&l->proc[gpc_ledger_my_proc].share[d].limit);
+        uint64_t lowest = gpc_ledger_lowest_limit(l, d, gpc_ledger_my_proc, ask ? ask : gpc_ledger_mine[d].own, true);
         if (lowest != atomic_load(&dev->slot.limit))
             gpc_lease_set_limit(l, dev, lowest);
         gpc_ledger_unlock(dev);
@@ -203,9 +205,13 @@ struct gpc_ledger_proc *gpc_ledger_claim(void)
         struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
         if (atomic_load(&p->pid) != pid || atomic_load(&p->start_time) != start)
             continue;
-        if (clear_share(i, pid, start, true, "the share of the image before exec stays charged") >= 0) {
+        /* Its share only: the process did not leave the ledger, so the limits stay as they are
+         * (the new image asks its own when it registers a device; a figure `gpucap set-memory`
+         * holds for the ledger holds for it too). */
+        if (clear_share(i, pid, start, false, "the share of the image before exec stays charged") >= 0) {
             gpc_ledger_fill_entry(gpc_ledger, i, start);
             gpc_ledger_my_proc = i;
+            gpc_ledger_continued = true;
         }
     }
     for (int pass = 0; pass < 3 && gpc_ledger_my_proc < 0; pass++) {
@@ -321,4 +327,19 @@ void gpc_ledger_note_limit(int d)
     uint64_t now = atomic_load(&gpc_ledger->dev[d].slot.limit);
     atomic_store(&gpc_ledger_mine[d].own, own);
     atomic_store(&gpc_ledger_mine[d].limit, now < own ? now : own);
+    atomic_store(&gpc_ledger_mine[d].changes, atomic_load(&gpc_ledger->dev[d].limit_changes));
+}
+
+bool gpc_ledger_pid_changed(void)
+{
+    int i = gpc_ledger_my_proc;
+    struct gpc_ledger_proc *p = atomic_load(&gpc_ledger_entry);
+    return gpc_ledger_shared && p && i >= 0 && atomic_load(&p->pid) != getpid();
+}
+
+void gpc_ledger_forget(void)
+{
+    gpc_lock(&me_lock, GPC_LOCK_LEDGER_CLAIM);
+    forget_me();
+    gpc_unlock(&me_lock, GPC_LOCK_LEDGER_CLAIM);
 }

@@ -357,7 +357,7 @@ static void case_tenant(void)
     for (int i = 0; i < GPC_LEDGER_PROCS; i++)
         if (atomic_load(&l->proc[i].pid))
             atomic_store(&l->proc[i].share[0].limit, 1 * GiB);
-    atomic_store(&l->dev[0].limit_asked, 1 * GiB);
+    post_ask(l, 0, 1 * GiB);
     atomic_fetch_add(&l->dev[0].limit_changes, 1);
     CHECK(alloc(&q, 16 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "the ledger's limit field lifted the budget");
     size_t f, t;
@@ -392,17 +392,17 @@ static void case_asked(void)
     CUdeviceptr p, q;
     REQUIRE(alloc(&p, 16 * MiB) == CUDA_SUCCESS, "16 MiB");
     struct gpc_ledger *l = map_ledger();
-    atomic_store(&l->dev[0].limit_asked, 128 * MiB);
+    uint32_t seq = post_ask(l, 0, 128 * MiB);
     size_t f, t;
     info(&f, &t);
     CHECK(t == 128 * MiB && f == 112 * MiB, "after a raise asked: total %zu free %zu", t, f);
-    CHECK(atomic_load(&l->dev[0].limit_asked) == 0, "the request is cleared once applied");
+    CHECK(ask_done(l, 0, seq), "the request is acknowledged once applied");
     CHECK((atomic_load(&l->dev[0].limit_by) & GPC_LIMIT_BY_MASK) == GPC_LIMIT_BY_CLI &&
               atomic_load(&l->dev[0].limit_was) == 64 * MiB,
           "recorded: by %u was %llu", atomic_load(&l->dev[0].limit_by),
           (unsigned long long)atomic_load(&l->dev[0].limit_was));
     CHECK(alloc(&q, 100 * MiB) == CUDA_SUCCESS, "up to the raised budget");
-    atomic_store(&l->dev[0].limit_asked, 32 * MiB);
+    post_ask(l, 0, 32 * MiB);
     info(&f, &t);
     CHECK(t == 32 * MiB && f == 0, "after a lowering asked: total %zu free %zu", t, f);
     CHECK(alloc(&q, 1 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "above a lowered budget");
@@ -430,7 +430,7 @@ static struct gpc_ledger *hold_then_ask(CUdeviceptr *p, uint64_t asked)
     make_context(0);
     REQUIRE(alloc(p, 16 * MiB) == CUDA_SUCCESS, "16 MiB");
     struct gpc_ledger *l = map_ledger();
-    atomic_store(&l->dev[0].limit_asked, asked);
+    post_ask(l, 0, asked);
     size_t f, t;
     info(&f, &t);
     REQUIRE(t == asked, "the change applied: total %zu", t);

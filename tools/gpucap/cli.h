@@ -103,6 +103,9 @@ int cli_ledger_of_pid(long pid, char *out, size_t len);
  * libnvidia-ml.so.1 (as doctor does). 0, or -ENOENT (no NVML, or no such card): *index -1, name "".
  */
 int cli_device_name(const char *uuid, int *index, char *name, size_t len);
+/* shared.c: the UUID NVML gives the card of index `index` (its order, which `gpucap status` shows as
+ * "GPU N"): 0, or -ENOENT (no NVML, or no such card). */
+int cli_device_uuid(int index, char *uuid, size_t len);
 /*
  * shared.c: how many of NVML's cards have a UUID that starts with `prefix` (case aside), the way the
  * per-UUID settings match; -1 when NVML lists no card (not there: nothing can be said).

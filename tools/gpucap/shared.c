@@ -219,6 +219,16 @@ int cli_device_name(const char *uuid, int *index, char *name, size_t len)
     return -ENOENT;
 }
 
+int cli_device_uuid(int index, char *uuid, size_t len)
+{
+    if (n_named < 0)
+        load_names();
+    if (index < 0 || index >= n_named || !named[index].uuid[0])
+        return -ENOENT;
+    snprintf(uuid, len, "%s", named[index].uuid);
+    return 0;
+}
+
 int cli_devices_matching(const char *prefix)
 {
     if (n_named < 0)
