@@ -126,20 +126,15 @@ struct gpc_ledger_proc {
      * then checks whether the image that held the share is gone (gpc_ledger_proc_alive). */
     _Atomic uint32_t execing;
     _Atomic uint64_t start_time; /* /proc/<pid>/stat field 22: tells a reused pid from its owner */
-    /* The process's token (v8: a pipe of its own; before, its ledger file): a close-on-exec
-     * descriptor it keeps open, and the identity of the file it names. It goes where the driver's
-     * device files go: away at an exec or an exit, along into a fork or a raw clone child, which then
-     * holds the process's device memory too (gpc_ledger_proc_alive: the entry is alive while some
-     * process holds it). */
-    _Atomic int32_t exec_fd;
+    /* v8: 1 when the entry is held by its lock (gpc_ledger_entry_live): the process holds an open
+     * file description of the ledger file, close-on-exec, with an OFD lock on byte
+     * GPC_LEDGER_LOCK_AT(index). The lock lives exactly as long as the driver's device files do: it
+     * goes at an exit, a kill or an exec (a raw one too), and a fork or raw clone child that keeps
+     * the descriptor keeps it, as it keeps its parent's device memory. 0: pid and start time say
+     * (a kernel without OFD locks, a file just rebuilt). */
+    _Atomic uint32_t locked;
     _Atomic uint32_t took_set; /* v7: 1 when it took a budget held by `gpucap set-memory` (GPC_LIMIT_HELD) */
-    _Atomic uint64_t exec_fd_dev, exec_fd_ino;
-    /* v8: the last process seen holding the token after its owner was gone (a hint, looked at
-     * first: a fork child that keeps its parent's device files). Written by the library's reaper. */
-    _Atomic int32_t holder_pid;
-    uint32_t pad3;
-    _Atomic uint64_t holder_start;
-    char pad2[8];               /* the shares start on a cache line of their own */
+    char pad2[40];              /* the shares start on a cache line of their own */
     struct gpc_ledger_share share[GPC_LEDGER_DEVICES];
 } __attribute__((aligned(64)));
 
@@ -203,11 +198,12 @@ struct gpc_ledger {
  * (it publishes the entry). */
 #define GPC_LEDGER_DEV_SET(X) X(uuid) X(physical) X(changes) X(lock) X(pad2) X(state)
 /* Who holds a process entry: carried by a rebuild and by a move. */
-#define GPC_LEDGER_PROC_CARRIED(X)                                                                      \
-    X(start_time) X(exec_fd) X(exec_fd_dev) X(exec_fd_ino) X(took_set) X(holder_pid) X(holder_start)
+#define GPC_LEDGER_PROC_CARRIED(X) X(start_time) X(took_set)
 /* Set apart: the shares (GPC_LEDGER_SHARE_CARRIED, each under its device's lock in a move), the exec
- * mark (a rebuild only: a process that moves is not in an exec), the pid last (it publishes the entry). */
-#define GPC_LEDGER_PROC_SET(X) X(share) X(execing) X(pad3) X(pad2) X(pid)
+ * mark (a rebuild only: a process that moves is not in an exec), the lock's flag (0 in a rebuilt
+ * file, whose locks nobody holds yet: each process that moves there locks its entry and sets it),
+ * the pid last (it publishes the entry). */
+#define GPC_LEDGER_PROC_SET(X) X(share) X(execing) X(locked) X(pad2) X(pid)
 #define GPC_LEDGER_SHARE_CARRIED(X) X(lease) X(spare) X(peak) X(limit)
 
 #define GPC_LEDGER_FIELD_SIZE_(type, f) +sizeof(((type *)0)->f)
@@ -290,33 +286,51 @@ enum gpc_ledger_fault gpc_ledger_copy_used(int fd, struct gpc_ledger *copy, stru
 uint64_t gpc_ledger_share_in_use(const struct gpc_ledger_share *s);
 /* What the processes of ledger `l` have in use on device entry `dev`: the sum of their shares. */
 uint64_t gpc_ledger_in_use(const struct gpc_ledger *l, int dev);
-/* The same, without the shares of processes that are dead (gpc_ledger_proc_alive: /proc reads;
- * for a reader in the processes' PID namespace, at a report) but that no library reaped yet. */
-uint64_t gpc_ledger_in_use_live(const struct gpc_ledger *l, int dev);
+/* The same, without the shares of processes that are dead (gpc_ledger_entry_live, `fd` as there) but
+ * that no library reaped yet. */
+uint64_t gpc_ledger_in_use_live(const struct gpc_ledger *l, int dev, int fd);
+/*
+ * The figure a request of `gpucap set-memory` that no process applied yet asks for on device entry
+ * d, resolved as the library resolves it (a share of the driver's limit where one is recorded, else
+ * of the card; never above that limit); 0 when none is pending.
+ */
+uint64_t gpc_ledger_pending_limit(const struct gpc_ledger_dev *d);
 /* The peak of device entry `dev`: the highest of the sums seen, of each process's own peak and of
  * what is in use now (a lower bound when several processes share it: see the README). */
 uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev);
 
+/* The byte of a ledger file whose OFD lock holds process entry i (past the file's end: no data). */
+#define GPC_LEDGER_LOCK_AT(i) ((int64_t)sizeof(struct gpc_ledger) + (int64_t)(i))
 /*
- * True if the process of a ledger entry still holds what it was charged, that is, if some process
- * still holds its device files: its owner runs (pid and start time both match; an entry without a
- * start time is not alive; a zombie has closed its files) and still holds its token (`p`'s
- * close-on-exec descriptor, gone after an exec, a raw one too), or else another process holds that
- * token (a fork or raw clone child that neither exited nor exec'd: gpc_ledger_token_holder).
+ * Whether byte GPC_LEDGER_LOCK_AT(i) of the ledger file is locked by an open file description other
+ * than `fd`'s (fd: a descriptor of the ledger file that holds no lock itself): 1 yes, 0 no, -1 the
+ * kernel cannot tell (no OFD locks).
+ */
+int gpc_ledger_lock_held(int fd, int i);
+/*
+ * True if the process of entry i of ledger l still holds what it was charged, that is, if some
+ * process still holds its device files. An entry held by its lock (p->locked) is alive exactly
+ * while the lock is (`fd`: a descriptor of the ledger's file that holds no lock, -1: none): that is
+ * a fork or raw clone child that keeps its parent's descriptors as much as the process itself, in
+ * any PID namespace. Otherwise, and where the lock cannot be asked, gpc_ledger_proc_alive.
+ */
+int gpc_ledger_entry_live(const struct gpc_ledger *l, int i, int fd);
+/*
+ * For a reader outside the processes' PID namespace (the exporter, on the node): entry i is held
+ * when its lock is (asked through fd), or, not held by a lock (or the lock not to be asked), when it
+ * has a pid: as the ledger records it, since a pid cannot be checked from another namespace.
+ */
+int gpc_ledger_entry_held(const struct gpc_ledger *l, int i, int fd);
+/* What the entries so held have in use on device entry `dev`. */
+uint64_t gpc_ledger_in_use_held(const struct gpc_ledger *l, int dev, int fd);
+/*
+ * The rules by pid, for an entry not held by its lock: pid and start time both match (an entry
+ * without a start time is not alive), it is not dead waiting to be reaped (a zombie: its device
+ * files are closed, so is its memory), and, when `p` says an exec is under way, the image that held
+ * the share still runs (the entry of a process before its exec is gone once that went through).
  * Unknowable is alive.
  */
 int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time, const struct gpc_ledger_proc *p);
-/* gpc_ledger_proc_alive, and who holds the token when it is not the owner (*holder: its pid, 0 for
- * the owner or none; *holder_start: its start time), for the library to note as a hint. */
-int gpc_ledger_proc_holder(int32_t pid, uint64_t start_time, const struct gpc_ledger_proc *p, int32_t *holder,
-                           uint64_t *holder_start);
-/*
- * A process other than entry p's owner that holds p's token, at its descriptor number: the hint
- * the entry names first (p->holder_pid), else every process in /proc. 1 found (*pid, *start set),
- * 0 none (or /proc unreadable). One stat per process: for an entry whose owner is gone.
- */
-int gpc_ledger_token_holder(const struct gpc_ledger_proc *p, int32_t *pid, uint64_t *start);
-
 struct gpc_settings;
 /*
  * The ledger's path by the settings `s` (GPUCAP_LEDGER, ini `ledger`), else

@@ -11,8 +11,8 @@
 #include "common/options.h"
 #include "common/proc.h"
 
-#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -189,17 +189,32 @@ uint64_t gpc_ledger_in_use(const struct gpc_ledger *l, int dev)
     return sum;
 }
 
-uint64_t gpc_ledger_in_use_live(const struct gpc_ledger *l, int dev)
+uint64_t gpc_ledger_in_use_live(const struct gpc_ledger *l, int dev, int fd)
 {
     uint64_t sum = 0;
     for (uint32_t i = 0, n = procs_used(l); i < n; i++) {
         const struct gpc_ledger_proc *p = &l->proc[i];
         int32_t pid = atomic_load_explicit(&p->pid, memory_order_relaxed);
         uint64_t in_use = pid ? gpc_ledger_share_in_use(&p->share[dev]) : 0;
-        if (in_use && gpc_ledger_proc_alive(pid, atomic_load(&p->start_time), p))
+        if (in_use && gpc_ledger_entry_live(l, (int)i, fd))
             sum += in_use;
     }
     return sum;
+}
+
+uint64_t gpc_ledger_pending_limit(const struct gpc_ledger_dev *d)
+{
+    if (atomic_load(&d->ask_seq) == atomic_load(&d->ask_done))
+        return 0;
+    uint64_t asked = atomic_load(&d->limit_asked), drv = atomic_load(&d->driver_limit);
+    if (drv >= d->physical && d->physical)
+        drv = 0; /* a "limit" at or above the card limits nothing */
+    uint64_t base = drv ? drv : d->physical, want = asked;
+    if (asked & GPC_ASK_PERCENT) {
+        uint64_t ppm = asked & ~GPC_ASK_PERCENT;
+        want = ppm > 1000000 ? 0 : (uint64_t)((unsigned __int128)base * ppm / 1000000);
+    }
+    return drv && want > drv ? drv : want;
 }
 
 uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev)
@@ -215,11 +230,60 @@ uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev)
     return in_use > peak ? in_use : peak;
 }
 
-/* Whether process `pid` started at `start` runs (its own start time, not a zombie without threads):
- * 1, 0, or -1 when /proc cannot tell (alive then: the safe side). */
-static int runs(int32_t pid, uint64_t start)
+int gpc_ledger_lock_held(int fd, int i)
 {
+    if (fd < 0)
+        return -1;
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)GPC_LEDGER_LOCK_AT(i), .l_len = 1};
+    if (fcntl(fd, F_OFD_GETLK, &fl) != 0)
+        return -1;
+    return fl.l_type != F_UNLCK;
+}
+
+int gpc_ledger_entry_live(const struct gpc_ledger *l, int i, int fd)
+{
+    const struct gpc_ledger_proc *p = &l->proc[i];
+    int32_t pid = atomic_load(&p->pid);
+    uint64_t start = atomic_load(&p->start_time);
     if (pid <= 0 || start == 0)
+        return gpc_ledger_proc_alive(pid, start, p);
+    if (atomic_load(&p->locked)) {
+        int held = gpc_ledger_lock_held(fd, i);
+        if (held >= 0)
+            return held;
+    }
+    return gpc_ledger_proc_alive(pid, start, p);
+}
+
+int gpc_ledger_entry_held(const struct gpc_ledger *l, int i, int fd)
+{
+    const struct gpc_ledger_proc *p = &l->proc[i];
+    if (atomic_load(&p->pid) == 0)
+        return 0;
+    int held = atomic_load(&p->locked) ? gpc_ledger_lock_held(fd, i) : -1;
+    return held != 0;
+}
+
+uint64_t gpc_ledger_in_use_held(const struct gpc_ledger *l, int dev, int fd)
+{
+    uint64_t sum = 0;
+    for (uint32_t i = 0, n = procs_used(l); i < n; i++) {
+        uint64_t in_use = atomic_load_explicit(&l->proc[i].pid, memory_order_relaxed)
+                              ? gpc_ledger_share_in_use(&l->proc[i].share[dev])
+                              : 0;
+        if (in_use && gpc_ledger_entry_held(l, (int)i, fd))
+            sum += in_use;
+    }
+    return sum;
+}
+
+int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time, const struct gpc_ledger_proc *p)
+{
+    if (pid <= 0)
+        return 0;
+    /* No start time: a claim in progress, or an entry forged to look alive forever (pid 1). The
+     * library gives claims a grace period of its own (ledger.c); nothing else counts it alive. */
+    if (start_time == 0)
         return 0;
     if (kill(pid, 0) != 0 && errno == ESRCH)
         return 0;
@@ -227,86 +291,12 @@ static int runs(int32_t pid, uint64_t start)
     long threads = 1;
     uint64_t now = 0;
     if (gpc_proc_stat(pid, &state, &threads, &now) != 0)
-        return -1;
-    if (now != start)
+        return 1; /* unknown: alive, the safe side (charged, never over-admitted) */
+    if (now != start_time)
         return 0;
     /* A zombie has closed its files: its memory went with them. A thread-group leader that ended
-     * while other threads run is a zombie too, with more than one thread: alive. */
+     * while other threads run is a zombie too, with more than one thread: alive. An entry marked
+     * "exec under way" stays alive here (whether the exec went through only its lock can tell). */
+    (void)p;
     return (state == 'Z' || state == 'X') && threads <= 1 ? 0 : 1;
-}
-
-/* Whether running process `pid` holds the token of entry p at the entry's descriptor number. */
-static bool holds(int32_t pid, const struct gpc_ledger_proc *p)
-{
-    return gpc_proc_fd_names(pid, atomic_load(&p->exec_fd), atomic_load(&p->exec_fd_dev),
-                             atomic_load(&p->exec_fd_ino)) == 1;
-}
-
-int gpc_ledger_token_holder(const struct gpc_ledger_proc *p, int32_t *pid_out, uint64_t *start_out)
-{
-    int32_t owner = atomic_load(&p->pid), hint = atomic_load(&p->holder_pid);
-    uint64_t hint_start = atomic_load(&p->holder_start);
-    if (atomic_load(&p->exec_fd) < 0 || !atomic_load(&p->exec_fd_ino))
-        return 0; /* no token recorded: nobody can be found holding it */
-    /* The last holder seen first: a fork child keeps its parent's device files for its whole life. */
-    if (hint > 0 && hint != owner && runs(hint, hint_start) == 1 && holds(hint, p)) {
-        *pid_out = hint;
-        *start_out = hint_start;
-        return 1;
-    }
-    /* Else every process this reader can see, at the descriptor's number (a fork or a clone copies
-     * the descriptor table: the number stays). */
-    DIR *dir = opendir("/proc");
-    if (!dir)
-        return 0;
-    int found = 0;
-    for (struct dirent *e; !found && (e = readdir(dir));) {
-        char *end;
-        long pid = strtol(e->d_name, &end, 10);
-        if (*end || pid <= 0 || pid > INT32_MAX || pid == owner)
-            continue;
-        uint64_t start = 0;
-        char state;
-        long threads;
-        if (holds((int32_t)pid, p) && gpc_proc_stat((int32_t)pid, &state, &threads, &start) == 0 &&
-            !((state == 'Z' || state == 'X') && threads <= 1)) {
-            *pid_out = (int32_t)pid;
-            *start_out = start;
-            found = 1;
-        }
-    }
-    closedir(dir);
-    return found;
-}
-
-int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time, const struct gpc_ledger_proc *p)
-{
-    int32_t holder;
-    uint64_t holder_start;
-    return gpc_ledger_proc_holder(pid, start_time, p, &holder, &holder_start);
-}
-
-int gpc_ledger_proc_holder(int32_t pid, uint64_t start_time, const struct gpc_ledger_proc *p, int32_t *holder,
-                           uint64_t *holder_start)
-{
-    *holder = 0;
-    *holder_start = 0;
-    if (pid <= 0)
-        return 0;
-    /* No start time: a claim in progress, or an entry forged to look alive forever (pid 1). The
-     * library gives claims a grace period of its own (ledger.c); nothing else counts it alive. */
-    if (start_time == 0)
-        return 0;
-    int owner = runs(pid, start_time);
-    if (owner < 0)
-        return 1; /* unknown: alive, the safe side (charged, never over-admitted) */
-    /* The owner runs and still holds its token (an image that exec'd, or that a raw execve
-     * replaced, holds it no more: the driver's device files went with it). Unknowable is held. */
-    if (owner == 1 && (!p || atomic_load(&p->exec_fd) < 0 || !atomic_load(&p->exec_fd_ino) ||
-                       gpc_proc_fd_names(pid, atomic_load(&p->exec_fd), atomic_load(&p->exec_fd_dev),
-                                         atomic_load(&p->exec_fd_ino)) != 0))
-        return 1;
-    /* The owner is gone: its device memory stays while another process holds its device files,
-     * which its token follows (a fork child that neither exited nor exec'd, a raw clone child). */
-    return p ? gpc_ledger_token_holder(p, holder, holder_start) : 0;
 }

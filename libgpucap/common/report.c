@@ -146,14 +146,14 @@ struct figures {
         driver_limit;
 };
 
-static void read_figures(const struct gpc_ledger *l, int id, struct figures *f)
+static void read_figures(const struct gpc_ledger *l, int ledger_fd, int id, struct figures *f)
 {
     const struct gpc_ledger_dev *d = &l->dev[id];
     const struct gpc_slot *s = &d->slot;
     f->limit = atomic_load(&s->limit);
     /* Processes that exited keep their share until a library reaps them (their memory goes only
      * when they are dead): a report, read in their PID namespace, leaves the dead ones out. */
-    f->used = gpc_ledger_in_use_live(l, id);
+    f->used = gpc_ledger_in_use_live(l, id, ledger_fd);
     f->peak = gpc_ledger_peak(l, id); /* never below f->used */
     f->allocs = atomic_load(&s->allocs);
     f->frees = atomic_load(&s->frees);
@@ -333,13 +333,13 @@ static void json_run(struct out *o, const struct gpc_report_run *run)
         (unsigned long long)(run->wall_ns / 1000u % 1000000u));
 }
 
-int gpc_report_write_timeline(int fd, const struct gpc_ledger *l, bool json, bool audit,
+int gpc_report_write_timeline(int fd, const struct gpc_ledger *l, int ledger_fd, bool json, bool audit,
                               const struct gpc_timeline *tl, int ntl)
 {
-    return gpc_report_write_run(fd, l, json, audit, tl, ntl, NULL);
+    return gpc_report_write_run(fd, l, ledger_fd, json, audit, tl, ntl, NULL);
 }
 
-int gpc_report_write_run(int fd, const struct gpc_ledger *l, bool json, bool audit, const struct gpc_timeline *tl,
+int gpc_report_write_run(int fd, const struct gpc_ledger *l, int ledger_fd, bool json, bool audit, const struct gpc_timeline *tl,
                          int ntl, const struct gpc_report_run *run)
 {
     struct out o = {.fd = fd};
@@ -360,7 +360,7 @@ int gpc_report_write_run(int fd, const struct gpc_ledger *l, bool json, bool aud
         if (atomic_load(&d->state) != 1)
             continue;
         struct figures f;
-        read_figures(l, i, &f);
+        read_figures(l, ledger_fd, i, &f);
         const struct gpc_timeline *mine = NULL;
         for (int t = 0; t < ntl && !mine; t++)
             if (memcmp(tl[t].uuid, d->uuid, sizeof tl[t].uuid) == 0)

@@ -33,17 +33,9 @@ uint64_t gpc_ledger_now_ms(void)
 
 bool gpc_ledger_entry_alive(int i, int32_t pid, uint64_t start, struct gpc_ledger_proc *p)
 {
-    if (start != 0) {
-        int32_t holder;
-        uint64_t holder_start;
-        int alive = gpc_ledger_proc_holder(pid, start, p, &holder, &holder_start);
-        /* Another process holds the owner's device files: the next look tries it first. */
-        if (alive && holder && p && atomic_load(&p->holder_pid) != holder) {
-            atomic_store(&p->holder_start, holder_start);
-            atomic_store(&p->holder_pid, holder);
-        }
-        return alive;
-    }
+    if (start != 0)
+        return p == &gpc_ledger->proc[i] ? gpc_ledger_entry_live(gpc_ledger, i, gpc_ledger_probe_fd())
+                                         : gpc_ledger_proc_alive(pid, start, p);
     uint64_t now = gpc_ledger_now_ms();
     if (atomic_load(&zero_pid[i]) != pid) {
         atomic_store(&zero_pid[i], pid);
@@ -77,12 +69,11 @@ void gpc_ledger_fill_entry(struct gpc_ledger *l, int i, uint64_t start)
     }
     atomic_store(&p->execing, 0);
     atomic_store(&p->took_set, 0);
-    atomic_store(&p->holder_pid, 0);
-    atomic_store(&p->holder_start, 0);
-    gpc_ledger_token();
-    atomic_store(&p->exec_fd, gpc_ledger_keep_fd);
-    atomic_store(&p->exec_fd_dev, gpc_ledger_keep_dev);
-    atomic_store(&p->exec_fd_ino, gpc_ledger_keep_ino);
+    atomic_store(&p->locked, 0);
+    /* Held by its lock from now on, where the kernel has OFD locks; the start time after it, so
+     * that no reader sees a started entry that no lock holds. */
+    if (l == gpc_ledger)
+        gpc_ledger_lock_entry(l, i, atomic_load(&gpc_ledger_mapped_dev), atomic_load(&gpc_ledger_mapped_ino));
     atomic_store(&p->start_time, start);
     /* Readers scan the entries below procs_used. */
     uint32_t used = atomic_load(&l->procs_used);

@@ -437,39 +437,75 @@ void gpc_ledger_attach(void)
     }
     gpc_ledger_mapped_dev = (uint64_t)st.st_dev;
     gpc_ledger_mapped_ino = (uint64_t)st.st_ino;
-    /* The file itself as the token until this process has one of its own (a pipe cannot be made). */
+    /* Kept open (close-on-exec), never locked: the descriptor through which this process asks whose
+     * entries are held (gpc_ledger_entry_live). */
     gpc_ledger_keep_fd = fd;
     gpc_ledger_keep_dev = (uint64_t)st.st_dev;
     gpc_ledger_keep_ino = (uint64_t)st.st_ino;
-    if (gpc_ledger_token() != fd)
-        close(fd);
     gpc_ledger = l;
     gpc_ledger_shared = true;
 }
 
-int gpc_ledger_token(void)
+/* ---- the locks that hold process entries ---- */
+
+/* The description holding this process's entry lock, whose process, and of which file. */
+static int lock_fd = -1;
+static pid_t lock_pid;
+static uint64_t lock_ino;
+
+/* The ledger file at the path, opened anew, if it is the file (dev, ino): its descriptor, or -1. */
+static int reopen(uint64_t dev, uint64_t ino, int flags)
 {
-    static pid_t owner;
-    pid_t me = getpid();
-    if (owner == me && gpc_ledger_keep_fd >= 0)
-        return gpc_ledger_keep_fd;
-    /* A pipe's read end: a file of this process alone, which goes where its device files go (an
-     * exec closes both, a fork child keeps both). Another process's token that this one inherited
-     * stays open: it holds that process's device files as long as this one does. */
-    int p[2];
+    int fd = open(gpc_ledger_file, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
     struct stat st;
-    if (pipe2(p, O_CLOEXEC) != 0)
-        return gpc_ledger_keep_fd; /* the one inherited or the file: this entry then lives longer (over-charged) */
-    close(p[1]);
-    if (fstat(p[0], &st) != 0) {
-        close(p[0]);
-        return gpc_ledger_keep_fd;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || (uint64_t)st.st_dev != dev || (uint64_t)st.st_ino != ino)) {
+        close(fd);
+        fd = -1;
     }
-    gpc_ledger_keep_fd = p[0];
-    gpc_ledger_keep_dev = (uint64_t)st.st_dev;
-    gpc_ledger_keep_ino = (uint64_t)st.st_ino;
-    owner = me;
-    return p[0];
+    return fd;
+}
+
+int gpc_ledger_reader_fd(void)
+{
+    return gpc_ledger_shared ? gpc_ledger_probe_fd() : -1;
+}
+
+int gpc_ledger_probe_fd(void)
+{
+    uint64_t dev = atomic_load(&gpc_ledger_mapped_dev), ino = atomic_load(&gpc_ledger_mapped_ino);
+    if (gpc_ledger_keep_fd >= 0 && gpc_ledger_keep_dev == dev && gpc_ledger_keep_ino == ino)
+        return gpc_ledger_keep_fd;
+    /* The ledger moved to another file (a rebuild, a file replaced at the path): ask that one. The
+     * old descriptor stays open (another thread may be asking through it). */
+    int fd = reopen(dev, ino, O_RDONLY);
+    if (fd >= 0) {
+        gpc_ledger_keep_fd = fd;
+        gpc_ledger_keep_dev = dev;
+        gpc_ledger_keep_ino = ino;
+    }
+    return fd;
+}
+
+int gpc_ledger_lock_entry(struct gpc_ledger *l, int i, uint64_t dev, uint64_t ino)
+{
+    pid_t me = getpid();
+    /* A description of this process's own for the file: a fork child's inherited one holds its
+     * parent's lock, and keeps holding it (as it keeps its parent's device files). */
+    if (lock_fd < 0 || lock_pid != me || lock_ino != ino) {
+        int fd = reopen(dev, ino, O_RDWR);
+        if (fd < 0)
+            return -1;
+        if (lock_fd >= 0 && lock_pid == me)
+            close(lock_fd); /* this process's lock on a file it left: it has moved */
+        lock_fd = fd;
+        lock_pid = me;
+        lock_ino = ino;
+    }
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)GPC_LEDGER_LOCK_AT(i), .l_len = 1};
+    if (fcntl(lock_fd, F_OFD_SETLK, &fl) != 0)
+        return -1; /* no OFD locks here, or the entry's lock is held: the pid rules apply */
+    atomic_store(&l->proc[i].locked, 1);
+    return 0;
 }
 
 /* ---- fresh files, and the copy of a broken one ---- */

@@ -54,14 +54,20 @@ struct gpc_ledger_mine {
  * exec): a figure that `gpucap set-memory` holds for the ledger's processes holds for it too. */
 extern bool gpc_ledger_continued;
 extern struct gpc_ledger_mine gpc_ledger_mine[GPC_LEDGER_DEVICES];
-/* This process's token (common/ledger.h: struct gpc_ledger_proc), kept open close-on-exec, and the
- * identity of the file it names; the identity of the file mapped now (another one after a move),
- * which the path must still name. */
+/* A descriptor of the ledger file, kept open close-on-exec and never locked (it asks whose entries
+ * are held), and the identity of its file; the identity of the file mapped now (another one after a
+ * move), which the path must still name. */
 extern int gpc_ledger_keep_fd;
 extern uint64_t gpc_ledger_keep_dev, gpc_ledger_keep_ino;
-/* This process's token, made now if it has none of its own (a fork or clone child has its parent's
- * only): its descriptor (the ledger file's when no pipe can be made). */
-int gpc_ledger_token(void);
+/* A descriptor of the file mapped now that holds no lock (gpc_ledger_entry_live's), -1 if none. */
+int gpc_ledger_probe_fd(void);
+/*
+ * Locks entry i of ledger l (its file: dev, ino) for this process, with an OFD lock on a description
+ * of its own (made now if it has none for that file: a fork child's inherited one holds its parent's
+ * lock), and marks the entry held by its lock. 0, or -1 (no OFD locks, the file not at the path, the
+ * lock held by someone else): the entry's liveness is then left to pid and start time.
+ */
+int gpc_ledger_lock_entry(struct gpc_ledger *l, int i, uint64_t dev, uint64_t ino);
 extern _Atomic uint64_t gpc_ledger_mapped_dev, gpc_ledger_mapped_ino; /* written under the repair lock */
 /* The fork sequence's part for the recovery lock (core/locks.h: LEDGER_RECOVER). */
 void gpc_ledger_recover_fork(enum gpc_fork_step step);

@@ -66,6 +66,9 @@ void gpc_ledger_fork(enum gpc_fork_step step, enum gpc_lock_rank rank);
  */
 bool gpc_ledger_pid_changed(void);
 void gpc_ledger_forget(void);
+/* A descriptor of the shared ledger's file that holds no lock, for the read side's
+ * gpc_ledger_entry_live (-1: a private budget, or none). */
+int gpc_ledger_reader_fd(void);
 /* Gives back the budget of dead processes (gone, zombies, images that exec'd) and recomputes the
  * limits they set; returns how many were reclaimed. */
 int gpc_ledger_reap(void);

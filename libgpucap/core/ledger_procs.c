@@ -205,6 +205,11 @@ struct gpc_ledger_proc *gpc_ledger_claim(void)
         struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
         if (atomic_load(&p->pid) != pid || atomic_load(&p->start_time) != start)
             continue;
+        /* The old image's lock still held: a fork child of it keeps its device files, and its
+         * memory with them. That entry stays the old image's (taken back when the child is gone);
+         * this image takes a free one. */
+        if (atomic_load(&p->locked) && gpc_ledger_lock_held(gpc_ledger_probe_fd(), i) == 1)
+            continue;
         /* Its share only: the process did not leave the ledger, so the limits stay as they are
          * (the new image asks its own when it registers a device; a figure `gpucap set-memory`
          * holds for the ledger holds for it too). */

@@ -141,6 +141,15 @@ void fk_record_ctx(int phys, int delta);
 /* After fork(): the child holds nothing on the record and claims its own slot lazily. */
 void fk_record_forget_slot(void);
 
+/* ---- holders.c: who holds a process's device file ---- */
+
+/*
+ * Whether a process other than `owner` holds the device file (the pipe `ino` at descriptor `fd`)
+ * that owner opened: a fork or raw clone child that neither exited nor exec'd. *hint / *hint_start:
+ * the holder found last, tried first, and updated to the one found.
+ */
+bool fk_device_file_held(int32_t owner, int32_t fd, uint64_t ino, int32_t *hint, uint64_t *hint_start);
+
 /* ---- memory.c: linear allocations, host memory, pools, pointer queries ---- */
 
 enum fk_kind { FK_LINEAR, FK_LEGACY32, FK_MANAGED, FK_POOL, FK_GRAPH };

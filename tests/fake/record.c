@@ -17,6 +17,11 @@
  * a process-shared robust mutex; a holder that died mid-update is repaired by recomputing the
  * device totals from the live slots.
  *
+ * A device file is held by whoever has its descriptor: a fork or raw clone child keeps its parent's
+ * (and so its parent's memory on the card) until it exits or execs, as on a real card (holders.c); a
+ * raw clone child, which no fork handler told, notices at its first record call that its pid is not
+ * its slot's and takes a slot of its own.
+ *
  * The driver-limited container (FAKECUDA_DRIVER_LIMIT): the processes that name a limit form one
  * container (their slots are marked `limited`); what they hold together on a device may not pass
  * the limit, as the driver enforces a cgroup's hard limit (dmem.max) at allocation time, counting
@@ -41,7 +46,7 @@
 #include "fake_internal.h"
 
 #define FK_MAGIC 0x4144554345414b46ull /* "FAKECUDA" */
-#define FK_REC_VERSION 2u
+#define FK_REC_VERSION 3u
 #define FK_SLOTS 256
 
 struct fk_slot {
@@ -49,8 +54,9 @@ struct fk_slot {
     uint32_t limited; /* 1: the process is in the driver-limited container (FAKECUDA_DRIVER_LIMIT) */
     uint64_t start; /* /proc/<pid>/stat field 22 */
     int32_t fd;  /* the process's close-on-exec "device file" (-1: none) */
-    uint32_t unused;
+    int32_t holder; /* the last other process seen holding it (holders.c), 0: none */
     uint64_t fd_ino; /* the inode that descriptor names */
+    uint64_t holder_start;
     uint64_t bytes[FK_MAX_DEV];
     uint32_t ctxs[FK_MAX_DEV];
 };
@@ -104,7 +110,8 @@ static int proc_stat(pid_t pid, char *state, long *threads, uint64_t *start)
     return 0;
 }
 
-static bool slot_alive(const struct fk_slot *s)
+/* Whether the slot's own process still holds its memory: it runs, and has its device file. */
+static bool owner_holds(const struct fk_slot *s)
 {
     char state;
     long threads = 1;
@@ -124,6 +131,13 @@ static bool slot_alive(const struct fk_slot *s)
             return false;
     }
     return true;
+}
+
+/* Whether the slot's memory is still held: by its process, or by one that inherited its device
+ * file (a fork or raw clone child that neither exited nor exec'd). Under R->mu. */
+static bool slot_alive(struct fk_slot *s)
+{
+    return owner_holds(s) || fk_device_file_held(s->pid, s->fd, s->fd_ino, &s->holder, &s->holder_start);
 }
 
 /* This image's "device file": a close-on-exec descriptor that the slot names (see slot_alive). */
@@ -196,6 +210,9 @@ static void rec_unlock(void)
 /* This process's slot, claimed on first use; NULL when all slots hold live processes. */
 static struct fk_slot *mine(void)
 {
+    /* A raw clone child still on its parent's slot (no fork handler ran): another process. */
+    if (my_slot >= 0 && R->slot[my_slot].pid != getpid())
+        my_slot = -1;
     if (my_slot >= 0)
         return &R->slot[my_slot];
     char state;

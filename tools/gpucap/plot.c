@@ -520,8 +520,8 @@ static bool is_svg(const char *dest)
     return n > 4 && strcasecmp(dest + n - 4, ".svg") == 0;
 }
 
-int cli_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit, const char *dir, const char *dest,
-                     const struct gpc_report_run *run)
+int cli_report_write(int fd, const struct gpc_ledger *l, int ledger_fd, bool json, bool audit, const char *dir,
+                     const char *dest, const struct gpc_report_run *run)
 {
     struct plot pl = {.audit = audit};
     timeline_load(dir, &pl);
@@ -569,7 +569,7 @@ int cli_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit, 
                 tl[ntl].p = pl.dev[i].p;
                 tl[ntl++].n = pl.dev[i].n;
             }
-        rc = gpc_report_write_run(fd, l, json, audit, tl, ntl, run);
+        rc = gpc_report_write_run(fd, l, ledger_fd, json, audit, tl, ntl, run);
     }
     plot_free(&pl);
     return rc;

@@ -86,11 +86,11 @@ static int on_flag(void *arg, int flag, const char *v)
     return 0;
 }
 
-static bool any_live(const struct gpc_ledger *l)
+/* Whether a process on ledger l (its file open on fd, which holds no lock) holds memory or may. */
+static bool any_live(const struct gpc_ledger *l, int fd)
 {
     for (int i = 0; i < GPC_LEDGER_PROCS; i++)
-        if (atomic_load(&l->proc[i].pid) != 0 &&
-            gpc_ledger_proc_alive(atomic_load(&l->proc[i].pid), atomic_load(&l->proc[i].start_time), &l->proc[i]))
+        if (atomic_load(&l->proc[i].pid) != 0 && gpc_ledger_entry_live(l, i, fd))
             return true;
     return false;
 }
@@ -149,15 +149,6 @@ static bool device_matches(const struct gpc_ledger_dev *d, const char *uuid_pref
     char uuid[GPC_UUID_TEXT];
     gpc_uuid_format(d->uuid, uuid);
     return strncasecmp(uuid, uuid_prefix, strlen(uuid_prefix)) == 0;
-}
-
-/* The figure the library resolves from `v` on device d (as device.c does at start-up): a share of
- * the driver's figure where its limit is in force, else of the card; never above that limit. */
-static uint64_t resolved(const struct gpc_value *v, const struct gpc_ledger_dev *d)
-{
-    uint64_t drv = gpc_drv_recorded(atomic_load(&d->driver_limit), d->physical);
-    uint64_t want = gpc_size_resolve(&v->u.size, drv ? drv : d->physical);
-    return drv && want > drv ? drv : want;
 }
 
 /* The process holding device entry d's lock (glibc keeps its owner's thread id in the mutex), or 0. */
@@ -226,13 +217,14 @@ int cmd_set_memory(int argc, char **argv)
         return 1;
     }
     struct gpc_ledger *l = mmap(NULL, sizeof *l, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
+    /* fd stays open: it holds no lock, so it asks whose entries are held. */
     struct gpc_ledger_problem why;
     const char *bad = l == MAP_FAILED                                          ? "cannot be mapped"
                       : gpc_ledger_check(l, (uint64_t)st.st_size, &why) != 0 ? why.text
                                                                              : NULL;
     if (bad) {
         fprintf(stderr, "gpucap set-memory: ledger %s %s\n", path, bad);
+        close(fd);
         return 1;
     }
     /* The request as the library reads it: a size, or a share of the card (resolved there). */
@@ -254,10 +246,11 @@ int cmd_set_memory(int argc, char **argv)
         fprintf(stderr, "gpucap set-memory: ledger %s has %s\n", path,
                 device ? "no device entry of the card --device names" : "no device yet (no process has allocated)");
         munmap(l, sizeof *l);
+        close(fd);
         return 1;
     }
     atomic_fetch_add(&l->live_gen, 1);
-    bool live = any_live(l);
+    bool live = any_live(l, fd);
     /* Wait until a running process applied each request (or a later one came). */
     for (int t = 0; live && t < (int)(wait_s * 100); t++) {
         int left = 0;
@@ -275,7 +268,7 @@ int cmd_set_memory(int argc, char **argv)
         struct gpc_ledger_dev *d = &l->dev[i];
         char uuid[GPC_UUID_TEXT], a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], c[GPC_SIZE_TEXT];
         gpc_uuid_format(d->uuid, uuid);
-        uint64_t used = gpc_ledger_in_use_live(l, i); /* dead processes not reaped yet: not in use */
+        uint64_t used = gpc_ledger_in_use_live(l, i, fd); /* dead processes not reaped yet: not in use */
         bool done = (int32_t)(atomic_load(&d->ask_done) - seq[i]) >= 0;
         if (live && !done) {
             long holder = lock_holder(d);
@@ -289,7 +282,7 @@ int cmd_set_memory(int argc, char **argv)
             continue;
         }
         /* In force: the entry's figure (applied), or the one the next process applies (none runs). */
-        uint64_t now = done ? atomic_load(&d->slot.limit) : resolved(&v, d);
+        uint64_t now = done ? atomic_load(&d->slot.limit) : gpc_ledger_pending_limit(d);
         uint64_t from = done && atomic_load(&d->limit_was) && now != was[i] ? atomic_load(&d->limit_was) : was[i];
         printf("device %s: budget %s (was %s), in use %s%s\n", uuid, gpc_format_size(now, a, sizeof a),
                gpc_format_size(from, b, sizeof b), gpc_format_size(used, c, sizeof c),
@@ -303,5 +296,6 @@ int cmd_set_memory(int argc, char **argv)
         printf("no process uses ledger %s now: the next process that joins it takes this budget before its first "
                "allocation, until it leaves (then each process's own settings apply again)\n", path);
     munmap(l, sizeof *l);
+    close(fd);
     return rc;
 }

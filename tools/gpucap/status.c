@@ -39,9 +39,12 @@ const struct tool_cmd cli_status_cmd = {
     .tail = "Exit 0, 1 when the ledger cannot be read (the reason is said), 2 for a usage error.\n\n" CLI_SETTINGS_NOTE,
 };
 
-static bool alive(const struct gpc_ledger_proc *p)
+/* The descriptor of the ledger read, which holds no lock: whose entries are held is asked through it. */
+static int ledger_fd = -1;
+
+static bool alive(const struct gpc_ledger *l, int i)
 {
-    return gpc_ledger_proc_alive(atomic_load(&p->pid), atomic_load(&p->start_time), p);
+    return gpc_ledger_entry_live(l, i, ledger_fd);
 }
 
 /* What dead processes still hold on device entry `dv`: not in use any more (the library takes it
@@ -52,7 +55,7 @@ static uint64_t dead_share(const struct gpc_ledger *l, int dv)
     for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
         const struct gpc_ledger_proc *p = &l->proc[i];
         uint64_t in_use = gpc_ledger_share_in_use(&p->share[dv]);
-        if (atomic_load(&p->pid) != 0 && in_use != 0 && !alive(p))
+        if (atomic_load(&p->pid) != 0 && in_use != 0 && !alive(l, i))
             sum += in_use;
     }
     return sum;
@@ -100,7 +103,7 @@ static const char *changed_by(uint32_t by)
 static void print_change(const struct gpc_ledger_dev *d, uint64_t limit, uint64_t used, bool json)
 {
     uint64_t when = atomic_load(&d->limit_changed_s), was = atomic_load(&d->limit_was);
-    uint64_t asked = atomic_load(&d->limit_asked);
+    uint64_t asked = gpc_ledger_pending_limit(d);
     bool above = limit != GPC_UNLIMITED && used > limit;
     char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], t[32];
     if (json) {
@@ -110,7 +113,7 @@ static void print_change(const struct gpc_ledger_dev *d, uint64_t limit, uint64_
                    (unsigned long long)was, (unsigned long long)limit, (unsigned long long)when,
                    changed_by(atomic_load(&d->limit_by)), (unsigned)atomic_load(&d->limit_changes));
         if (asked)
-            printf(",\"budget_asked\":%llu", (unsigned long long)asked);
+            printf(",\"budget_pending\":%llu", (unsigned long long)asked);
         return;
     }
     if (when)
@@ -120,7 +123,7 @@ static void print_change(const struct gpc_ledger_dev *d, uint64_t limit, uint64_
         printf("  above the budget by %s: nothing more is admitted until the use is below it\n",
                gpc_format_size(used - limit, a, sizeof a));
     if (asked)
-        printf("  set-memory asked for %s: applied at the next CUDA memory call of a process\n",
+        printf("  set-memory asked for %s: pending, applied by the next admission of a process on the ledger\n",
                gpc_format_size(asked, a, sizeof a));
 }
 
@@ -212,7 +215,7 @@ int cmd_status(int argc, char **argv)
     }
     char why[256];
     uint64_t mtime_age = 0;
-    struct gpc_ledger *l = cli_read_ledger(path, why, sizeof why, &mtime_age);
+    struct gpc_ledger *l = cli_read_ledger(path, why, sizeof why, &mtime_age, &ledger_fd);
     if (!l) {
         tool_error("gpucap status", "ledger %s (%s) %s", path, from, why);
         return 1;
@@ -224,7 +227,7 @@ int cmd_status(int argc, char **argv)
         age = now - written;
     int live = 0;
     for (int i = 0; i < GPC_LEDGER_PROCS; i++)
-        if (atomic_load(&l->proc[i].pid) != 0 && alive(&l->proc[i]))
+        if (atomic_load(&l->proc[i].pid) != 0 && alive(l, i))
             live++;
     char agetext[32];
     cli_age(age, agetext, sizeof agetext);
@@ -315,7 +318,7 @@ int cmd_status(int argc, char **argv)
         int32_t pid = atomic_load(&p->pid);
         if (pid == 0)
             continue;
-        bool live = alive(p);
+        bool live = alive(l, i);
         char comm[32], pa[32] = "?";
         uint64_t page = 0;
         bool have_age = live && proc_age(atomic_load(&p->start_time), &page);
@@ -355,5 +358,7 @@ int cmd_status(int argc, char **argv)
     else if (!procs)
         printf("no process entries\n");
     free(l);
+    if (ledger_fd >= 0)
+        close(ledger_fd);
     return 0;
 }
