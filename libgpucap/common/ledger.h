@@ -94,6 +94,8 @@ struct gpc_ledger_dev {
 /* Who changed a limit while processes ran (gpc_ledger_dev.limit_by). */
 #define GPC_LIMIT_BY_PLATFORM 1u /* the platform settings file was rewritten (the node agent) */
 #define GPC_LIMIT_BY_CLI 2u      /* `gpucap set-memory` on a ledger of unlocked settings */
+#define GPC_LIMIT_BY_SETTINGS 3u /* a figure set-memory held ended: the settings of a process that joined a
+                                  * ledger that no other process was on */
 #define GPC_LIMIT_BY_MASK 0xffu
 /* With GPC_LIMIT_BY_CLI: the figure set holds for processes that join the ledger until the last
  * process on it leaves (a later run's own settings apply again). */
@@ -225,6 +227,10 @@ _Static_assert(0 GPC_LEDGER_FIELD_SIZE_(struct gpc_slot, limit) GPC_LEDGER_FIELD
                                    GPC_LEDGER_FIELD_SIZE_(struct gpc_slot, first_denial_ns)
                                        GPC_LEDGER_FIELD_SIZE_(struct gpc_slot, contexts) == sizeof(struct gpc_slot),
                "a field of struct gpc_slot is not in GPC_LEDGER_DEV_CARRIED");
+
+/* The name of a live change's origin (GPC_LIMIT_BY_*, the low bits of `by`): "platform", "set-memory",
+ * "settings", else "unknown". */
+const char *gpc_limit_by_name(unsigned by);
 
 /* ---- a fresh ledger (ledger_make.c) ---- */
 

@@ -202,6 +202,16 @@ uint64_t gpc_ledger_in_use_live(const struct gpc_ledger *l, int dev, int fd)
     return sum;
 }
 
+const char *gpc_limit_by_name(unsigned by)
+{
+    switch (by & GPC_LIMIT_BY_MASK) {
+    case GPC_LIMIT_BY_PLATFORM: return "platform";
+    case GPC_LIMIT_BY_CLI: return "set-memory";
+    case GPC_LIMIT_BY_SETTINGS: return "settings";
+    }
+    return "unknown";
+}
+
 uint64_t gpc_ledger_pending_limit(const struct gpc_ledger_dev *d)
 {
     if (atomic_load(&d->ask_seq) == atomic_load(&d->ask_done))

@@ -96,9 +96,12 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
      * later takes it, not the figure its environment still carries, until the last process on the
      * ledger leaves (unlocked settings only; under the lock the platform file, which the later
      * process read, is the authority). */
+    bool ended_held = false;
     if (!created && !gpc_config.locked && (atomic_load(&l->dev[found].limit_by) & GPC_LIMIT_HELD) &&
-        held_figure_left(l))
-        atomic_fetch_and(&l->dev[found].limit_by, ~GPC_LIMIT_HELD);
+        held_figure_left(l)) {
+        atomic_fetch_and(&l->dev[found].limit_by, (uint16_t)~GPC_LIMIT_HELD);
+        ended_held = true;
+    }
     if (!created && !gpc_config.locked && (atomic_load(&l->dev[found].limit_by) & GPC_LIMIT_HELD)) {
         uint64_t set = atomic_load(&l->dev[found].slot.limit);
         if (set != limit) {
@@ -138,6 +141,9 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
     bool others = lowest < limit || (cur != limit && gpc_ledger_lowest_limit(l, found, gpc_ledger_my_proc, 0, true) == cur);
     if (lowest != cur)
         gpc_lease_set_limit(l, d, lowest);
+    /* The figure set-memory held is over: this run's settings are a change of the budget too. */
+    if (ended_held && lowest != cur)
+        gpc_lease_note_change(d, cur, lowest, GPC_LIMIT_BY_SETTINGS, gpc_ledger_in_use(l, found));
     gpc_ledger_unlock(d);
     if (others && limit != cur) {
         char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], c[GPC_SIZE_TEXT];

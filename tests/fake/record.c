@@ -225,6 +225,10 @@ static struct fk_slot *mine(void)
         struct fk_slot *s = &R->slot[i];
         if (s->pid != getpid() || s->start != start)
             continue;
+        /* A fork child of the old image still has its device file: that memory stays on the card
+         * (the slot is the old image's until the child is gone); this image takes a free slot. */
+        if (fk_device_file_held(s->pid, s->fd, s->fd_ino, &s->holder, &s->holder_start))
+            continue;
         for (uint32_t d = 0; d < R->ndev; d++)
             R->dev[d].outstanding -= s->bytes[d] < R->dev[d].outstanding ? s->bytes[d] : R->dev[d].outstanding;
         memset(s->bytes, 0, sizeof s->bytes);

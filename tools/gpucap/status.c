@@ -93,32 +93,46 @@ static const char *utc_text(uint64_t s, char *buf, size_t len)
     return buf;
 }
 
-static const char *changed_by(uint32_t by)
-{
-    by &= GPC_LIMIT_BY_MASK;
-    return by == GPC_LIMIT_BY_PLATFORM ? "platform" : by == GPC_LIMIT_BY_CLI ? "set-memory" : "unknown";
-}
-
-/* The live change of a device's budget, if any (text: indented lines under the device's). */
+/* The live changes of a device's budget (the entry's record of the last GPC_LEDGER_CHANGES), a
+ * pending request, and whether the use is above the budget (text: indented lines under the
+ * device's). */
 static void print_change(const struct gpc_ledger_dev *d, uint64_t limit, uint64_t used, bool json)
 {
-    uint64_t when = atomic_load(&d->limit_changed_s), was = atomic_load(&d->limit_was);
+    uint16_t n = atomic_load(&d->limit_changes);
     uint64_t asked = gpc_ledger_pending_limit(d);
     bool above = limit != GPC_UNLIMITED && used > limit;
-    char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], t[32];
+    char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], c[GPC_SIZE_TEXT], t[32];
+    int kept = n < GPC_LEDGER_CHANGES ? n : GPC_LEDGER_CHANGES;
+    const struct gpc_limit_change *last = n ? &d->changes[(uint16_t)(n - 1) % GPC_LEDGER_CHANGES] : NULL;
     if (json) {
         printf(",\"above_budget\":%s", above ? "true" : "false");
-        if (when)
+        if (last) {
             printf(",\"budget_changed\":{\"from\":%llu,\"to\":%llu,\"at\":%llu,\"by\":\"%s\",\"changes\":%u}",
-                   (unsigned long long)was, (unsigned long long)limit, (unsigned long long)when,
-                   changed_by(atomic_load(&d->limit_by)), (unsigned)atomic_load(&d->limit_changes));
+                   (unsigned long long)atomic_load(&last->from), (unsigned long long)atomic_load(&last->to),
+                   (unsigned long long)(atomic_load(&last->t_ns) / 1000000000u), gpc_limit_by_name(atomic_load(&last->by)),
+                   (unsigned)n);
+            printf(",\"budget_changes\":[");
+            for (int k = kept; k >= 1; k--) {
+                const struct gpc_limit_change *ch = &d->changes[(uint16_t)(n - k) % GPC_LEDGER_CHANGES];
+                printf("%s{\"from\":%llu,\"to\":%llu,\"at\":%llu,\"by\":\"%s\",\"peak_before\":%llu}",
+                       k == kept ? "" : ",", (unsigned long long)atomic_load(&ch->from),
+                       (unsigned long long)atomic_load(&ch->to),
+                       (unsigned long long)(atomic_load(&ch->t_ns) / 1000000000u), gpc_limit_by_name(atomic_load(&ch->by)),
+                       (unsigned long long)atomic_load(&ch->peak));
+            }
+            printf("]");
+        }
         if (asked)
             printf(",\"budget_pending\":%llu", (unsigned long long)asked);
         return;
     }
-    if (when)
-        printf("  budget changed from %s to %s at %s (%s)\n", gpc_format_size(was, a, sizeof a),
-               gpc_format_size(limit, b, sizeof b), utc_text(when, t, sizeof t), changed_by(atomic_load(&d->limit_by)));
+    for (int k = kept; k >= 1; k--) {
+        const struct gpc_limit_change *ch = &d->changes[(uint16_t)(n - k) % GPC_LEDGER_CHANGES];
+        printf("  budget changed from %s to %s at %s (%s), peak before %s\n",
+               gpc_format_size(atomic_load(&ch->from), a, sizeof a), gpc_format_size(atomic_load(&ch->to), b, sizeof b),
+               utc_text(atomic_load(&ch->t_ns) / 1000000000u, t, sizeof t), gpc_limit_by_name(atomic_load(&ch->by)),
+               gpc_format_size(atomic_load(&ch->peak), c, sizeof c));
+    }
     if (above)
         printf("  above the budget by %s: nothing more is admitted until the use is below it\n",
                gpc_format_size(used - limit, a, sizeof a));
