@@ -253,11 +253,14 @@ int gpc_ledger_reap(void)
     if (!gpc_ledger_shared)
         return 0;
     int reaped = 0;
+    /* Before this image claimed its entry, one of its pid is its own before an exec: the claim
+     * takes it over (limits and all), the reaper leaves it. */
+    int32_t self = gpc_ledger_my_proc < 0 ? getpid() : 0;
     for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
         struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
         int32_t pid = atomic_load(&p->pid);
         uint64_t start = atomic_load(&p->start_time);
-        if (pid == 0 || i == gpc_ledger_my_proc || gpc_ledger_entry_alive(i, pid, start, p))
+        if (pid == 0 || i == gpc_ledger_my_proc || pid == self || gpc_ledger_entry_alive(i, pid, start, p))
             continue;
         uint64_t took = 0;
         for (int d = 0; d < GPC_LEDGER_DEVICES; d++)
