@@ -72,7 +72,30 @@ static const char *_Atomic map;
 static atomic_bool map_hit;
 static char applied[MAP_MAX];
 static size_t applied_len;
-/* The word of the mapping the allocation path watches: the generation's low 8 hex digits. */
+/* What any thread can compare without the lock: the length and a hash of the text applied. */
+static _Atomic size_t applied_len_seen;
+static _Atomic uint64_t applied_hash;
+
+/* FNV-1a of n bytes. */
+static uint64_t hash_of(const char *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 0x100000001b3u;
+    return h;
+}
+
+/* The text applied is `n` bytes of `text` (under live_lock, or at start-up). */
+static void set_applied(const char *text, size_t n)
+{
+    if (text != applied)
+        memcpy(applied, text, n);
+    applied_len = n;
+    atomic_store(&applied_hash, hash_of(applied, n));
+    atomic_store(&applied_len_seen, n);
+}
+/* The generation line a writer that signals puts first (gpucap inject, gpucap-agent): the low 8 of
+ * its 17 hex digits are the 8-aligned word at GEN_WORD_AT. */
 #define GEN_PREFIX "; generation = "
 #define GEN_WORD_AT 24
 
@@ -96,27 +119,47 @@ void gpc_live_fork(enum gpc_fork_step step, enum gpc_lock_rank rank)
         gpc_fork_mutex(&live_lock, step);
 }
 
-/* The word of the generation line in mapping m (the text there, whatever it is, in a file without one). */
-static const _Atomic uint64_t *gen_word(const char *m)
+/*
+ * The word of mapping m (whose text, `len` bytes, is `text`) that the allocation path watches: the
+ * generation's low digits where the file has the line, else the 8-aligned word where the value of its
+ * first memory_limit starts (a rewrite of that value in place moves it), else the file's first word.
+ */
+static const _Atomic uint64_t *file_word(const char *m, const char *text, size_t len)
 {
-    return (const _Atomic uint64_t *)(const void *)(m + GEN_WORD_AT);
+    size_t at = 0;
+    if (len >= GEN_WORD_AT + 8 && memcmp(text, GEN_PREFIX, sizeof GEN_PREFIX - 1) == 0) {
+        at = GEN_WORD_AT;
+    } else {
+        const char *key = "memory_limit";
+        for (size_t i = 0; i + strlen(key) < len; i++) {
+            /* At the start of a line, after blanks: a setting, not a comment. */
+            size_t j = i;
+            while (j > 0 && (text[j - 1] == ' ' || text[j - 1] == '\t'))
+                j--;
+            if ((j > 0 && text[j - 1] != '\n') || memcmp(text + i, key, strlen(key)) != 0)
+                continue;
+            size_t v = i + strlen(key);
+            while (v < len && (text[v] == ' ' || text[v] == '\t'))
+                v++;
+            if (v >= len || text[v] != '=')
+                continue; /* memory_limit_max, or another key */
+            for (v++; v < len && (text[v] == ' ' || text[v] == '\t'); v++)
+                ;
+            at = v & ~(size_t)7;
+            break;
+        }
+    }
+    return (const _Atomic uint64_t *)(const void *)(m + at);
 }
 
-/* Whether the allocation path watches the settings file (under the lock, or a private budget) or
- * the ledger's live_gen (a shared ledger without the lock: `gpucap set-memory`). */
-static bool watch_file(void)
-{
-    return gpc_config.locked || !gpc_ledger_shared;
-}
-
-/* Points the allocation path at the word it must watch now. */
+/* Points the allocation path at the words it must watch now: the settings file's, and without the
+ * lock the shared ledger's (under the lock a limit posted in the ledger is ignored). */
 static void watch(void)
 {
     const char *m = atomic_load(&map);
-    if (watch_file())
-        gpc_budget_signal_watch(m ? gen_word(m) : NULL);
-    else
-        gpc_budget_signal_watch(gpc_ledger ? &gpc_ledger->live_gen : NULL);
+    gpc_budget_signal_watch(GPC_SIGNAL_FILE, m && !atomic_load(&map_hit) ? file_word(m, applied, applied_len) : NULL);
+    bool ledger = !gpc_config.locked && gpc_ledger_shared && gpc_ledger;
+    gpc_budget_signal_watch(GPC_SIGNAL_LEDGER, ledger ? &gpc_ledger->live_gen : NULL);
 }
 
 /* Maps the settings file read-only (the one of `st`), guarded; its text as it is now is what was applied. */
@@ -138,8 +181,7 @@ static void map_file(const struct stat *st)
     atomic_store(&map_hit, false);
     gpc_ledger_guard_also(m, MAP_MAX, &map_hit);
     size_t n = (size_t)now.st_size < MAP_MAX ? (size_t)now.st_size : MAP_MAX;
-    memcpy(applied, m, n);
-    applied_len = n;
+    set_applied(m, n);
     atomic_store(&map, (const char *)m);
 }
 
@@ -232,12 +274,24 @@ static bool text_moved(void)
     return applied_len % PAGE != 0 && applied_len < MAP_MAX && m[applied_len] != 0;
 }
 
-/* Whether the file is one whose writer signals with the generation line, and the allocation path
- * watches it: then a change is applied once the line says it is complete, not while it is written. */
+/* text_moved for a thread that does not hold live_lock (whether it must wait for the look another
+ * thread may be making): by the length and hash of the text applied. */
+static bool text_moved_now(void)
+{
+    const char *m = atomic_load(&map);
+    size_t n = atomic_load(&applied_len_seen);
+    if (!m || atomic_load(&map_hit))
+        return false;
+    return hash_of(m, n) != atomic_load(&applied_hash) ||
+           (n % PAGE != 0 && n < MAP_MAX && m[n] != 0);
+}
+
+/* Whether the file is one whose writer signals with the generation line: then a change is applied
+ * once the line says it is complete, not while it is written. */
 static bool signalled_file(void)
 {
     const char *m = atomic_load(&map);
-    return m && !atomic_load(&map_hit) && watch_file() && memcmp(m, GEN_PREFIX, sizeof GEN_PREFIX - 1) == 0;
+    return m && !atomic_load(&map_hit) && memcmp(m, GEN_PREFIX, sizeof GEN_PREFIX - 1) == 0;
 }
 
 /*
@@ -297,15 +351,15 @@ static bool check_file(bool look, bool *done)
      * is rewritten. Good but not applied everywhere (a lock): the next admission looks again. */
     if ((good && !a.failed) || bad) {
         file_seen = after;
-        if (mapped) {
-            memcpy(applied, snap, n);
-            applied_len = n;
-        }
-        if (renamed || !atomic_load(&map) || atomic_load(&map_hit)) {
-            /* Another file at the path (a rename), or a mapping lost: the new one is watched. */
+        if (mapped)
+            set_applied(snap, n);
+        /* Another file at the path (a rename), or a mapping lost: the new one is mapped. */
+        if (renamed || !atomic_load(&map) || atomic_load(&map_hit))
             map_file(&after);
+        /* Where the watched word is may have moved with the text (the allocation path looks once more). */
+        if (good && atomic_load(&map) &&
+            file_word(atomic_load(&map), applied, applied_len) != atomic_load(&gpc_budget_signal.word[GPC_SIGNAL_FILE]))
             watch();
-        }
     }
     said_bad |= bad;
     *done &= (good && !a.failed) || bad;
@@ -369,9 +423,10 @@ bool gpc_live_check(bool now)
     if (!l || !atomic_load_explicit(&gpc_initialized, memory_order_acquire) ||
         atomic_load_explicit(&gpc_passthrough, memory_order_relaxed))
         return false;
-    uint64_t word;
-    bool moved = gpc_budget_signal_moved(&word), done = true, changed = false;
-    bool due = now;
+    uint64_t file_now, ledger_now;
+    bool file_moved = gpc_budget_signal_moved(GPC_SIGNAL_FILE, &file_now);
+    bool ledger_moved = gpc_budget_signal_moved(GPC_SIGNAL_LEDGER, &ledger_now);
+    bool asks_done = true, file_done = true, changed = false, due = now;
     if (!now) {
         uint64_t t = now_ms(), at = atomic_load_explicit(&file_due_ms, memory_order_relaxed);
         due = t >= at && atomic_compare_exchange_strong(&file_due_ms, &at, t + FILE_EVERY_MS);
@@ -380,9 +435,11 @@ bool gpc_live_check(bool now)
         /* At most once a second: a raw clone child still on its parent's entry takes its own. */
         gpc_budget_check_pid();
         /* The ledger moved (a rebuild, a file replaced): its word is the one to watch. */
-        if (!watch_file() && atomic_load(&gpc_budget_signal.word) != &gpc_ledger->live_gen) {
+        if (!gpc_config.locked && gpc_ledger_shared &&
+            atomic_load(&gpc_budget_signal.word[GPC_SIGNAL_LEDGER]) != &gpc_ledger->live_gen) {
             watch();
-            moved = gpc_budget_signal_moved(&word);
+            file_moved = gpc_budget_signal_moved(GPC_SIGNAL_FILE, &file_now);
+            ledger_moved = gpc_budget_signal_moved(GPC_SIGNAL_LEDGER, &ledger_now);
         }
     }
     for (uint32_t mask = gpc_budget_entries(); mask; mask &= mask - 1) {
@@ -391,20 +448,23 @@ bool gpc_live_check(bool now)
         if (!gpc_config.locked && gpc_ledger_shared &&
             gpc_unlikely(atomic_load_explicit(&l->dev[id].ask_seq, memory_order_relaxed) !=
                          atomic_load_explicit(&l->dev[id].ask_done, memory_order_relaxed)))
-            changed |= apply_asked(id, &done);
+            changed |= apply_asked(id, &asks_done);
         gpc_budget_sync(id);
     }
     if (have_file) {
-        /* A look that must happen waits for another thread's; one that may happen is skipped then. */
-        bool must = moved || now;
+        /* A look that must happen waits for another thread's (a change is signalled, or its text
+         * moved: the admission must not pass it); one that may happen is skipped then. */
+        bool must = file_moved || now || (!signalled_file() && text_moved_now());
         if (must)
             gpc_lock(&live_lock, GPC_LOCK_LIVE);
         if (must || gpc_trylock(&live_lock, GPC_LOCK_LIVE) == 0) {
-            changed |= check_file(must || due, &done);
+            changed |= check_file(must || due, &file_done);
             gpc_unlock(&live_lock, GPC_LOCK_LIVE);
         }
     }
-    if (moved && done)
-        gpc_budget_signal_seen(word);
+    if (file_moved && file_done)
+        gpc_budget_signal_seen(GPC_SIGNAL_FILE, file_now);
+    if (ledger_moved && asks_done)
+        gpc_budget_signal_seen(GPC_SIGNAL_LEDGER, ledger_now);
     return changed;
 }

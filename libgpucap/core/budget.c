@@ -353,26 +353,26 @@ static void measure(int id)
 
 /* No writer: a word that never moves. */
 static const _Atomic uint64_t no_signal;
-struct gpc_budget_signal gpc_budget_signal = {.word = &no_signal};
+struct gpc_budget_signal gpc_budget_signal = {.word = {&no_signal, &no_signal}};
 
-void gpc_budget_signal_watch(const _Atomic uint64_t *word)
+void gpc_budget_signal_watch(int which, const _Atomic uint64_t *word)
 {
     word = word ? word : &no_signal;
     /* Moved for the next admission: it looks once, whatever the word says now. */
-    atomic_store(&gpc_budget_signal.seen, ~atomic_load(word));
-    atomic_store(&gpc_budget_signal.word, word);
+    atomic_store(&gpc_budget_signal.seen[which], ~atomic_load(word));
+    atomic_store(&gpc_budget_signal.word[which], word);
 }
 
-bool gpc_budget_signal_moved(uint64_t *now)
+bool gpc_budget_signal_moved(int which, uint64_t *now)
 {
-    *now = atomic_load_explicit(atomic_load_explicit(&gpc_budget_signal.word, memory_order_relaxed),
+    *now = atomic_load_explicit(atomic_load_explicit(&gpc_budget_signal.word[which], memory_order_relaxed),
                                 memory_order_acquire);
-    return *now != atomic_load_explicit(&gpc_budget_signal.seen, memory_order_relaxed);
+    return *now != atomic_load_explicit(&gpc_budget_signal.seen[which], memory_order_relaxed);
 }
 
-void gpc_budget_signal_seen(uint64_t value)
+void gpc_budget_signal_seen(int which, uint64_t value)
 {
-    atomic_store_explicit(&gpc_budget_signal.seen, value, memory_order_relaxed);
+    atomic_store_explicit(&gpc_budget_signal.seen[which], value, memory_order_relaxed);
 }
 
 /* ---- admission ---- */
@@ -429,10 +429,19 @@ static int reserve_locked(int id, uint64_t bytes, unsigned how)
 
 /* Admission past the spare: a locked step, so a changed limit is looked for first (rate-limited),
  * and before a denial at once (a raise not seen yet admits now). */
+#define LOOK_TRIES 3
+
 static int reserve_slow(int id, uint64_t bytes, unsigned how)
 {
     check_broken();
     poll(false);
+    /* A change signalled and not applied yet (its look was torn, or a lock was not obtained):
+     * nothing is admitted past it under the limit it replaces; looked at again, then denied. */
+    for (int i = 0; gpc_unlikely(!gpc_budget_signal_quiet()); i++) {
+        if (i == LOOK_TRIES)
+            return -ENOMEM;
+        poll(true);
+    }
     /* Nothing new (a pool serving from what it keeps): admitted whatever the limit, above a
      * lowered one too. */
     if (gpc_unlikely(bytes == 0))

@@ -134,31 +134,37 @@ int gpc_budget_set_limit(int id, uint64_t limit, unsigned by, uint64_t *was, uin
  * limit in force, this process gives back whatever it frees until they fit. No lock, no call. */
 void gpc_budget_sync(int id);
 /*
- * The live signal: a word that whoever changes a limit while processes run bumps once the change is
- * complete (the platform settings file's generation line, which gpucap-agent writes and each
- * process maps read-only; the ledger's live_gen, which `gpucap set-memory` bumps). The allocation
- * path compares it with the value this process last saw, one load; when it moved, the admission
- * takes the slow path, whose check (gpc_budget_set_poll) looks at once. A word moved by anyone else
- * (a forged one) only costs extra looks: it carries no limit. Set by charge/live.c.
+ * The live signal: words that whoever changes a limit while processes run moves once the change is
+ * complete, each process mapping them: GPC_SIGNAL_FILE in the settings file, which each process maps
+ * read-only (the generation line gpucap-agent bumps after its rewrite, else the text of the limit's
+ * value, which a rewrite of it moves); GPC_SIGNAL_LEDGER the ledger's live_gen, which `gpucap
+ * set-memory` bumps. The allocation path compares both with the values this process last saw;
+ * when one moved, the admission takes the slow path, whose check (gpc_budget_set_poll) looks at once.
+ * A word moved by anyone else (a forged one) only costs extra looks: it carries no limit. Set by
+ * charge/live.c.
  */
+#define GPC_SIGNAL_FILE 0
+#define GPC_SIGNAL_LEDGER 1
 struct gpc_budget_signal {
-    const _Atomic uint64_t *_Atomic word;
-    _Atomic uint64_t seen;
+    const _Atomic uint64_t *_Atomic word[2];
+    _Atomic uint64_t seen[2];
 };
 extern struct gpc_budget_signal gpc_budget_signal;
 static inline bool gpc_budget_signal_quiet(void)
 {
-    return atomic_load_explicit(atomic_load_explicit(&gpc_budget_signal.word, memory_order_relaxed),
-                                memory_order_relaxed) ==
-           atomic_load_explicit(&gpc_budget_signal.seen, memory_order_relaxed);
+    struct gpc_budget_signal *g = &gpc_budget_signal;
+    uint64_t a = atomic_load_explicit(atomic_load_explicit(&g->word[0], memory_order_relaxed), memory_order_relaxed);
+    uint64_t b = atomic_load_explicit(atomic_load_explicit(&g->word[1], memory_order_relaxed), memory_order_relaxed);
+    return !((a ^ atomic_load_explicit(&g->seen[0], memory_order_relaxed)) |
+             (b ^ atomic_load_explicit(&g->seen[1], memory_order_relaxed)));
 }
-/* Watches `word` (NULL: none) from now on; the next admission looks once whatever it holds. */
-void gpc_budget_signal_watch(const _Atomic uint64_t *word);
-/* True when the word moved since gpc_budget_signal_seen; *now: its value now (read first, so that
- * a bump during the look that follows is seen at the next admission). */
-bool gpc_budget_signal_moved(uint64_t *now);
-/* The look for the value `value` of the word is done: admissions take the fast path again. */
-void gpc_budget_signal_seen(uint64_t value);
+/* Watches `word` (NULL: none) as signal `which` from now on; the next admission looks once. */
+void gpc_budget_signal_watch(int which, const _Atomic uint64_t *word);
+/* True when signal `which` moved since gpc_budget_signal_seen; *now: its value now (read first, so
+ * that a bump during the look that follows is seen at the next admission). */
+bool gpc_budget_signal_moved(int which, uint64_t *now);
+/* The look for the value `value` of signal `which` is done: admissions take the fast path again. */
+void gpc_budget_signal_seen(int which, uint64_t value);
 
 /*
  * The check for changed limits that budget.c runs at its locked steps (before a lease grows, and
