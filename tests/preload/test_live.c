@@ -64,15 +64,33 @@ static void rewrite_in_place(const char *path, const char *text)
     close(fd);
 }
 
+/* With TEST_GEN=1 the file carries the generation line gpucap inject writes, and a rewrite bumps
+ * it once the text is complete, as gpucap-agent does. */
+static unsigned long long generation;
+
 static void write_settings(const char *limit_line)
 {
     char text[1024];
-    snprintf(text, sizeof text, "[gpucap]\ncontext_reserve = 0\n%s\n%s%s%s", limit_line, locked ? "lock = true\n" : "",
+    bool gen = getenv("TEST_GEN") && strcmp(getenv("TEST_GEN"), "1") == 0;
+    snprintf(text, sizeof text, "%s[gpucap]\ncontext_reserve = 0\n%s\n%s%s%s",
+             gen ? "; generation = 00000000000000000\n" : "", limit_line, locked ? "lock = true\n" : "",
              locked ? "ledger = " : "", locked ? getenv("GPUCAP_LEDGER") : "");
+    if (gen) {
+        char old[40]; /* the generation it had, until the text is complete */
+        snprintf(old, sizeof old, "; generation = %017llx", generation);
+        memcpy(text, old, 32);
+    }
     if (locked)
         strcat(text, "\n");
     if (access(settings, F_OK) == 0) {
         rewrite_in_place(settings, text);
+        if (gen) {
+            char line[40];
+            int n = snprintf(line, sizeof line, "; generation = %017llx\n", ++generation);
+            int fd = open(settings, O_WRONLY);
+            REQUIRE(fd >= 0 && pwrite(fd, line, (size_t)n, 0) == n, "bump the generation");
+            close(fd);
+        }
         return;
     }
     char dir[1024];
