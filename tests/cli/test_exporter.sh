@@ -76,6 +76,17 @@ check_ctr() { # check_ctr UID CONTAINER NS POD BUDGET RESERVE: a container whose
 }
 check_ctr $uid_a main team-a train-0 $((64 * MiB)) 0
 check_ctr $uid_b srv team-b infer-0 $((960 * MiB)) $((8 * MiB))
+# What the exporter counts for processes that are gone is what `gpucap status` counts in the
+# container (issue 31): the same holders (an entry's lock), whichever PID namespace asks.
+if [ -n "${TEST_CLI:-}" ]; then
+    for c in "$uid_a main" "$uid_a side" "$uid_b srv"; do
+        set -- $c
+        st=$("$TEST_CLI" status --json --ledger "$(ldir $1 $2)/gpucap.ledger" |
+             python3 -c 'import json,sys; print(json.load(sys.stdin)["devices"][0]["in_use"])')
+        [ "$st" = "$(value m1 gpucap_container_used_bytes "uid=\"$1\",container=\"$2\"")" ] ||
+            bad "$2: status says $st in use, the exporter $(value m1 gpucap_container_used_bytes "container=\"$2\"")"
+    done
+fi
 grep -q '^fake peak=41943040 ' "$t/$uid_a.main.out" || bad "main: unexpected fake record $(cat "$t/$uid_a.main.out")"
 [ "$(value m1 gpucap_container_processes 'container="side"')" = 1 ] || bad "side: live process count"
 [ "$(value m1 gpucap_container_used_bytes 'container="side"')" = $((8 * MiB)) ] || bad "side: used"
