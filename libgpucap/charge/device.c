@@ -198,7 +198,7 @@ static int setup(int ordinal, bool current)
         }
         budget = gpc_ledger_device((const uint8_t *)uuid.bytes, physical, limit, ordinal);
         if (budget >= 0)
-            gpc_budget_bind(budget, limit, gpc_config.locked);
+            gpc_budget_bind(budget, limit, gpc_config.locked, from && from->src == GPC_SRC_FILE);
         if (budget == -EAGAIN) {
             /* Contended (a crowd starting) or the process table full: logged; this call is
              * denied and the next one tries again. Never cached as a denial for life. */
@@ -276,7 +276,7 @@ __attribute__((noinline, cold)) static int look_again(int ordinal, bool current)
         }
         if (got >= 0) {
             budget = got;
-            gpc_budget_bind(budget, limit, gpc_config.locked);
+            gpc_budget_bind(budget, limit, gpc_config.locked, from && from->src == GPC_SRC_FILE);
             note_driver(budget, ordinal, reported, limit);
         }
         atomic_store(&dev->budget, budget);

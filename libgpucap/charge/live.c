@@ -64,6 +64,10 @@ static bool have_file;           /* a settings file was read at start-up: it is 
 static struct stat file_seen;    /* its identity when last applied (under live_lock) */
 static _Atomic uint64_t file_due_ms;
 static bool said_bad;            /* a bad rewrite was said (once per rewrite) */
+/* Under the lock: this process read the platform file at its start, maybe after a rewrite that the
+ * processes already there did not apply yet; its first look applies what it read (their asks of
+ * the file's figure move with it). */
+static atomic_bool first_look;
 
 /* The settings file mapped read-only (NULL: not), and the text of it last applied (under live_lock).
  * A fault in the mapping (the file shrunk: ledger_file.c's guard) replaces it by zeros and sets
@@ -195,6 +199,7 @@ void gpc_live_start(void)
         map_file(&st);
     }
     watch();
+    atomic_store(&first_look, have_file && gpc_config.locked && gpc_ledger_shared);
     gpc_budget_set_poll(gpc_live_check);
 }
 
@@ -243,7 +248,8 @@ static void apply_one(int ordinal, int id, const char *uuid, uint64_t physical, 
     if (limit == gpc_budget_own_limit(id) && limit == gpc_budget_limit(id))
         return;
     uint64_t was, now;
-    if (gpc_budget_set_limit(id, limit, GPC_LIMIT_BY_PLATFORM, &was, &now) != 0) {
+    unsigned by = GPC_LIMIT_BY_PLATFORM | (from && from->src == GPC_SRC_FILE ? GPC_LIMIT_FROM_FILE : 0);
+    if (gpc_budget_set_limit(id, limit, by, &was, &now) != 0) {
         a->failed = true; /* the entry's lock was not obtained: looked at again at the next admission */
         return;
     }
@@ -450,6 +456,16 @@ bool gpc_live_check(bool now)
                          atomic_load_explicit(&l->dev[id].ask_done, memory_order_relaxed)))
             changed |= apply_asked(id, &asks_done);
         gpc_budget_sync(id);
+    }
+    if (gpc_unlikely(atomic_load_explicit(&first_look, memory_order_relaxed)) && atomic_exchange(&first_look, false)) {
+        /* The settings as read at start-up, applied as a rewrite would be. */
+        struct apply a = {.fresh = &gpc_config};
+        gpc_device_hold(true);
+        gpc_device_each_budget(apply_one, &a);
+        gpc_device_hold(false);
+        if (a.failed)
+            atomic_store(&first_look, true); /* a lock not obtained: at the next look */
+        changed |= a.changed;
     }
     if (have_file) {
         /* A look that must happen waits for another thread's (a change is signalled, or its text

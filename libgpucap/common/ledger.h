@@ -78,6 +78,10 @@ struct gpc_ledger_dev {
     _Atomic uint32_t ask_seq, ask_done;
     /* v8: the highest in use seen since the last live change (the peak of the budget period now). */
     _Atomic uint64_t period_peak;
+    /* v8: the figure the settings file gives the processes whose limit is the file's, as last
+     * applied (0: not known): a rewrite moves every ask of that figure, whoever applies it (a
+     * process that started after the rewrite asks the new one already). Under `lock`. */
+    _Atomic uint64_t limit_file;
     /* v8: the last GPC_LEDGER_CHANGES live changes, change number n (limit_changes counts them) at
      * changes[(n - 1) % GPC_LEDGER_CHANGES]: for the report and `gpucap status`. Under `lock`. */
     struct gpc_limit_change {
@@ -97,6 +101,9 @@ struct gpc_ledger_dev {
 #define GPC_LIMIT_BY_SETTINGS 3u /* a figure set-memory held ended: the settings of a process that joined a
                                   * ledger that no other process was on */
 #define GPC_LIMIT_BY_MASK 0xffu
+/* With GPC_LIMIT_BY_PLATFORM, to gpc_budget_set_limit (never stored): the figure is the settings
+ * file's own (not a lower one of the process's environment). */
+#define GPC_LIMIT_FROM_FILE 0x200u
 /* With GPC_LIMIT_BY_CLI: the figure set holds for processes that join the ledger until the last
  * process on it leaves (a later run's own settings apply again). */
 #define GPC_LIMIT_HELD 0x100u
@@ -195,7 +202,7 @@ struct gpc_ledger {
     X(slot.largest) X(slot.first_denial_ns) X(slot.contexts) X(victim_spare) X(victim_spare_after)    \
     X(victim_lease) X(victim) X(limit_was) X(limit_changed_s) X(limit_asked) X(limit_changes)         \
     X(limit_by) X(closed) X(driver_limit) X(refused_driver) X(context_count) X(held_at_exit)          \
-    X(ask_seq) X(ask_done) X(period_peak)
+    X(ask_seq) X(ask_done) X(period_peak) X(limit_file)
 /* Set by the rebuild: the card and the record of changes (copied whole), a fresh lock, the state last
  * (it publishes the entry). */
 #define GPC_LEDGER_DEV_SET(X) X(uuid) X(physical) X(changes) X(lock) X(pad2) X(state)

@@ -606,10 +606,13 @@ void gpc_budget_note_exit(void)
 
 /* ---- live limits ---- */
 
-void gpc_budget_bind(int id, uint64_t asked, bool binds)
+void gpc_budget_bind(int id, uint64_t asked, bool binds, bool from_file)
 {
     if (id < 0 || id >= GPC_LEDGER_DEVICES || !gpc_ledger)
         return;
+    /* The file's figure, where none is recorded yet (the first process that follows the file). */
+    if (from_file && gpc_ledger_shared)
+        gpc_lease_note_file_limit(&gpc_ledger->dev[id], asked, true);
     struct gpc_ledger_proc *me = atomic_load(&gpc_ledger_entry);
     uint64_t mine = gpc_ledger_shared && me ? atomic_load(&me->share[id].limit) : 0;
     gpc_lease_bind(id, mine ? mine : asked, binds);
@@ -641,9 +644,14 @@ int gpc_budget_set_limit(int id, uint64_t limit, unsigned by, uint64_t *was, uin
      * the new figure now (each checks it against its own settings at its next check). A request
      * of `gpucap set-memory` is for every process. The smallest ask of those holding an entry
      * stays the ledger's limit, as at registration. */
+    bool cli = (by & GPC_LIMIT_BY_MASK) == GPC_LIMIT_BY_CLI, from_file = by & GPC_LIMIT_FROM_FILE;
+    /* The file's figure as the processes that follow it asked it: theirs move too, whoever applies
+     * (this process may have read the new file at its start, and asked its figure already). */
+    uint64_t file_before = from_file ? gpc_lease_note_file_limit(d, limit, false) : 0;
     uint64_t lowest = gpc_ledger_shared
-                          ? gpc_ledger_asks_set(l, id, me, gpc_lease_own_limit(id), limit, by == GPC_LIMIT_BY_CLI)
+                          ? gpc_ledger_asks_set(l, id, me, gpc_lease_own_limit(id), file_before, limit, cli)
                           : limit;
+    by &= ~GPC_LIMIT_FROM_FILE;
     gpc_lease_set_own(id, limit);
     /* Applied at once: lowered, every spare is closed and taken back before anything more is
      * admitted (lease.c, point 4); raised, closed spares open if the leases fit. */
@@ -652,7 +660,7 @@ int gpc_budget_set_limit(int id, uint64_t limit, unsigned by, uint64_t *was, uin
     /* One record per change of the limit in force, whichever process applied it first. */
     if (ledger_after != ledger_before)
         gpc_lease_note_change(d, ledger_before, ledger_after, by, gpc_ledger_in_use(l, id));
-    if (by == GPC_LIMIT_BY_CLI)
+    if (cli)
         atomic_store(&d->limit_by, (uint16_t)(GPC_LIMIT_BY_CLI | GPC_LIMIT_HELD));
     if (after < before) {
         /* No lock-free admission is left above the new limit; what is held stays. */

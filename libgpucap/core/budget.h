@@ -114,15 +114,17 @@ uint64_t gpc_budget_own_limit(int id);
 /*
  * After the ledger entry `id` was registered (device.c): `asked` is this process's limit from its
  * settings (the ledger's own record of it wins: a limit set live by `gpucap set-memory`); `binds`:
- * it bounds the ledger's limit field (the platform's lock).
+ * it bounds the ledger's limit field (the platform's lock); `from_file`: it is the settings file's
+ * figure (recorded as the file's when none is yet).
  */
-void gpc_budget_bind(int id, uint64_t asked, bool binds);
+void gpc_budget_bind(int id, uint64_t asked, bool binds, bool from_file);
 /* The ledger entries this process has a budget on, one bit per entry id (GPC_LEDGER_DEVICES is 32). */
 uint32_t gpc_budget_entries(void);
 /*
  * Applies a new limit for budget `id` under the entry's lock: this process's own limit becomes
  * `limit`, and so do the asks of the processes that asked for the same figure (all of them when
- * `by` is GPC_LIMIT_BY_CLI); the ledger's limit is the smallest ask, as at registration. A raise
+ * `by` is GPC_LIMIT_BY_CLI; with GPC_LIMIT_FROM_FILE also those that asked the file's figure as last
+ * recorded, which becomes `limit`); the ledger's limit is the smallest ask, as at registration. A raise
  * admits at the next grow; a lowering takes every process's spare back and admits nothing more
  * while the leases are above it (nothing held is revoked). The change (from, when, by whom) is
  * recorded in the entry when the limit in force moved. *was / *now (optional): the limit in force

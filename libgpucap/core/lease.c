@@ -254,6 +254,16 @@ void gpc_lease_note_change(struct gpc_ledger_dev *d, uint64_t before, uint64_t a
     atomic_store(&d->limit_changes, (uint16_t)(n + 1));
 }
 
+uint64_t gpc_lease_note_file_limit(struct gpc_ledger_dev *d, uint64_t limit, bool if_unknown)
+{
+    if (if_unknown) {
+        uint64_t none = 0;
+        atomic_compare_exchange_strong(&d->limit_file, &none, limit);
+        return none;
+    }
+    return atomic_exchange(&d->limit_file, limit);
+}
+
 uint64_t gpc_lease_clear(struct gpc_ledger_dev *d, struct gpc_ledger_share *s)
 {
     /* Lease and spare to zero together (the generation odd meanwhile, for readers), the spare

@@ -172,6 +172,9 @@ void gpc_lease_set_limit(struct gpc_ledger *l, struct gpc_ledger_dev *d, uint64_
  * period starts from `in_use`, what the processes hold now.
  */
 void gpc_lease_note_change(struct gpc_ledger_dev *d, uint64_t before, uint64_t after, unsigned by, uint64_t in_use);
+/* d's record of the settings file's figure (limit_file) becomes `limit` (`if_unknown`: only when none
+ * is recorded). The previous figure, 0 when none. */
+uint64_t gpc_lease_note_file_limit(struct gpc_ledger_dev *d, uint64_t limit, bool if_unknown);
 /*
  * Gives the whole share s back to d's total, lease and spare to zero together (the generation odd
  * meanwhile, for readers; the spare first, so that a crash half-way never leaves spare above the

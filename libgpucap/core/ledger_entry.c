@@ -117,7 +117,8 @@ uint64_t gpc_ledger_lowest_limit(struct gpc_ledger *l, int d, int me, uint64_t m
     return lowest == UINT64_MAX ? 0 : lowest;
 }
 
-uint64_t gpc_ledger_asks_set(struct gpc_ledger *l, int id, int me, uint64_t old, uint64_t limit, bool all)
+uint64_t gpc_ledger_asks_set(struct gpc_ledger *l, int id, int me, uint64_t old, uint64_t old_file, uint64_t limit,
+                             bool all)
 {
     uint64_t lowest = limit;
     uint32_t n = atomic_load(&l->procs_used);
@@ -128,7 +129,7 @@ uint64_t gpc_ledger_asks_set(struct gpc_ledger *l, int id, int me, uint64_t old,
         uint64_t theirs = atomic_load(&s->limit);
         if (theirs == 0)
             continue;
-        if ((int)i == me || all || theirs == old)
+        if ((int)i == me || all || theirs == old || (old_file && theirs == old_file))
             atomic_store(&s->limit, theirs = limit);
         if (theirs < lowest)
             lowest = theirs;

@@ -105,11 +105,12 @@ void gpc_ledger_exec_end(bool marked);
 void gpc_ledger_note_limit(int d);
 /*
  * Under entry `id`'s lock, a live change of the asks (the limit each process asked for, whose
- * smallest is the entry's limit): the processes that asked for `old`, entry `me` (this process's,
- * -1: none) and, with `all`, every process ask for `limit` now. Returns the smallest ask of the
- * processes holding an entry, `limit` at most.
+ * smallest is the entry's limit): the processes that asked for `old` or `old_file` (0: none), entry
+ * `me` (this process's, -1: none) and, with `all`, every process ask for `limit` now. Returns the
+ * smallest ask of the processes holding an entry, `limit` at most.
  */
-uint64_t gpc_ledger_asks_set(struct gpc_ledger *l, int id, int me, uint64_t old, uint64_t limit, bool all);
+uint64_t gpc_ledger_asks_set(struct gpc_ledger *l, int id, int me, uint64_t old, uint64_t old_file, uint64_t limit,
+                             bool all);
 /*
  * Locks device entry `id` of the ledger (robust, bounded wait) and returns it, or NULL after
  * logging "...; <consequence>" (with the holder's pid when the wait timed out). A ledger whose lock

@@ -181,13 +181,13 @@ import sys
 path, uid = sys.argv[1], sys.argv[2].encode()
 data = bytearray(open(path, 'rb').read())
 # In the identity block, pod_uid[64] and container_name[64] are followed by the version[32], then
-# come the device entries (568 bytes each in layout 8: state, closed, uuid, physical, slot, mutex,
+# come the device entries (576 bytes each in layout 8: state, closed, uuid, physical, slot, mutex,
 # the journal, the driver's limit, the figures, the live changes). The recorded pod UID and container are blanked so the path's apply.
 uid_at = data.find(uid + b'\0')
 data[uid_at:uid_at + 128] = bytes(128)
 dev0 = uid_at + 64 + 64 + 32
 assert data[dev0] == 1, "layout changed: update this test"
-data[dev0 + 568:dev0 + 1136] = data[dev0:dev0 + 568]
+data[dev0 + 576:dev0 + 1152] = data[dev0:dev0 + 576]
 open(path, 'wb').write(data)
 EOF
 for _ in 1 2; do scrape m2; done # a second scrape: the first one's skips are not carried over
