@@ -6,12 +6,13 @@
  * A share is given back when its memory really is, which is never while the process runs code:
  * not at exit (the driver frees memory when the process's device files close, after every
  * destructor), but once it is dead, by gpc_ledger_reap(), which budget.c calls before any denial
- * and the figure queries call rate-limited. A process is dead when its pid is gone or now belongs
- * to a process with another start time, when it is a zombie, or when it exec'd (hooks/exec.c marks
- * the entry; the close-on-exec descriptor the entry names is then gone: gpc_ledger_proc_alive). An
- * exec'd image that calls CUDA takes over its pid's entry from zero. Whenever a process leaves, the
- * device limits are recomputed from those still there; every entry carries its process's own
- * limit, a fork child's included.
+ * and the figure queries call rate-limited. A process is dead when no process holds its entry's
+ * lock (common/ledger.h: gone at an exit, a kill, an exec; kept by a fork or raw clone child that
+ * keeps its descriptors), or, where the kernel cannot say, when its pid is gone or now belongs to a
+ * process with another start time, or it is a zombie. An exec'd image that calls CUDA takes over its
+ * pid's entry from zero, unless a fork child still holds it. Whenever a process leaves, the device
+ * limits are recomputed from those still there; every entry carries its process's ask, a fork
+ * child's included (the limit in force when it claims, after a change its copy predates).
  */
 #include "common/defs.h"
 #include "common/ledger.h"

@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <uthash.h>
 
 #include "entries.h"
@@ -122,6 +123,9 @@ bool fk_stream_ok(CUstream s);
 
 /* ---- record.c: the physical truth shared between processes ---- */
 
+/* Reads state, threads (NULL: not wanted) and start time (fields 3, 20 and 22) of
+ * /proc/<pid>/stat: 0, or -1 when unreadable. */
+int fk_proc_stat(pid_t pid, char *state, long *threads, uint64_t *start);
 /* Attaches (once) the record: the FAKECUDA_RECORD file or a private shared-anonymous map.
  * Returns 0 or a negative errno; the error is also reported on stderr once. */
 int fk_record_attach(void);

@@ -26,32 +26,12 @@
 
 #include "fake_internal.h"
 
-/* State (field 3), threads (20) and start time (22) of /proc/<pid>/stat; -1 when unreadable. */
-static int stat_of(int32_t pid, char *state, long *threads, uint64_t *start)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *rest = strrchr(buf, ')');
-    unsigned long long started;
-    if (!rest || sscanf(rest + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %ld %*s %llu",
-                        state, threads, &started) != 3)
-        return -1;
-    *start = started;
-    return 0;
-}
-
 /* Whether process `pid` runs (not a zombie without threads), its start time in *start. */
 static bool runs(int32_t pid, uint64_t *start)
 {
     char state;
     long threads = 1;
-    if (pid <= 0 || stat_of(pid, &state, &threads, start) != 0)
+    if (pid <= 0 || fk_proc_stat(pid, &state, &threads, start) != 0)
         return false;
     return !((state == 'Z' || state == 'X') && threads <= 1);
 }

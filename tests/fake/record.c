@@ -91,8 +91,7 @@ static ssize_t read_text(const char *path, char *buf, size_t size)
     return n;
 }
 
-/* Reads state, threads and start time (fields 3, 20 and 22) of /proc/<pid>/stat; -1 when unreadable. */
-static int proc_stat(pid_t pid, char *state, long *threads, uint64_t *start)
+int fk_proc_stat(pid_t pid, char *state, long *threads, uint64_t *start)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
@@ -116,7 +115,7 @@ static bool owner_holds(const struct fk_slot *s)
     char state;
     long threads = 1;
     uint64_t start;
-    if (proc_stat(s->pid, &state, &threads, &start) < 0)
+    if (fk_proc_stat(s->pid, &state, &threads, &start) < 0)
         return kill(s->pid, 0) == 0 || errno == EPERM;
     /* A zombie's memory is already back on a real card (a leader that ended while other threads
      * run is a zombie with more than one thread: alive). */
@@ -217,7 +216,7 @@ static struct fk_slot *mine(void)
         return &R->slot[my_slot];
     char state;
     uint64_t start = 0;
-    proc_stat(getpid(), &state, NULL, &start);
+    fk_proc_stat(getpid(), &state, NULL, &start);
     /* A slot with our pid and start time is this process before an exec: the new image cannot
      * reach the old one's memory, and the driver frees it (the address space it lived in is gone).
      * The new image starts from zero in that slot. */
