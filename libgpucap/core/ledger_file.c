@@ -453,10 +453,19 @@ static int lock_fd = -1;
 static pid_t lock_pid;
 static uint64_t lock_ino;
 
-/* The ledger file at the path, opened anew, if it is the file (dev, ino): its descriptor, or -1. */
+/* The ledger file (dev, ino) opened anew: through the descriptor this process keeps of it where it is
+ * that file (a working directory changed since does not matter), else at the path if the path still
+ * names it. Its descriptor, or -1. */
 static int reopen(uint64_t dev, uint64_t ino, int flags)
 {
-    int fd = open(gpc_ledger_file, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+    int fd = -1;
+    if (gpc_ledger_keep_fd >= 0 && gpc_ledger_keep_dev == dev && gpc_ledger_keep_ino == ino) {
+        char self[64];
+        snprintf(self, sizeof self, "/proc/self/fd/%d", gpc_ledger_keep_fd);
+        fd = open(self, flags | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    }
+    if (fd < 0)
+        fd = open(gpc_ledger_file, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
     struct stat st;
     if (fd >= 0 && (fstat(fd, &st) != 0 || (uint64_t)st.st_dev != dev || (uint64_t)st.st_ino != ino)) {
         close(fd);

@@ -384,7 +384,9 @@ void gpc_agent_use(const char *root, const char *uid, const char *container, con
     for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
         if (atomic_load(&l->dev[d].state) != 1)
             continue;
-        uint64_t used = gpc_ledger_in_use(l, d), budget = gpc_size_resolve(&size, l->dev[d].physical);
+        /* What the container's live processes hold: the entries held by their locks (the node asks
+         * them as `gpucap status` does in the container). */
+        uint64_t used = gpc_ledger_in_use_held(l, d, fd), budget = gpc_size_resolve(&size, l->dev[d].physical);
         if (used >= c->in_use) {
             c->in_use = used;
             c->budget = budget;
