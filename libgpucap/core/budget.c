@@ -31,6 +31,13 @@
  * by this process's own limit (its settings, which live.c keeps current): what a tenant writes
  * there can lower, never raise.
  *
+ * The live signal (gpc_budget_signal): before the spare is taken, the allocation path compares two
+ * words that a writer of a live change moves once it is complete (the settings file's, the
+ * ledger's) with what this process last saw, one load each; when one moved, the admission takes the
+ * slow path, which applies the change first (poll), and admits nothing while a signalled change
+ * could not be applied. So a completed change binds the next admission of every process, its
+ * lock-free ones too, whichever process applies it under the lock (core/lease.c, point 4).
+ *
  * This process's own count of what it holds on each budget (gpc_budget_held) is kept outside the
  * ledger, in the per-thread counts, so that a process moved off a shrunk file is charged exactly
  * that (the ledger takes it as gpc_ledger_recover's argument).

@@ -458,10 +458,11 @@ static uint64_t lock_ino;
  * names it. Its descriptor, or -1. */
 static int reopen(uint64_t dev, uint64_t ino, int flags)
 {
-    int fd = -1;
-    if (gpc_ledger_keep_fd >= 0 && gpc_ledger_keep_dev == dev && gpc_ledger_keep_ino == ino) {
+    int fd = -1, keep = __atomic_load_n(&gpc_ledger_keep_fd, __ATOMIC_ACQUIRE);
+    if (keep >= 0 && __atomic_load_n(&gpc_ledger_keep_dev, __ATOMIC_RELAXED) == dev &&
+        __atomic_load_n(&gpc_ledger_keep_ino, __ATOMIC_RELAXED) == ino) {
         char self[64];
-        snprintf(self, sizeof self, "/proc/self/fd/%d", gpc_ledger_keep_fd);
+        snprintf(self, sizeof self, "/proc/self/fd/%d", keep);
         fd = open(self, flags | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     }
     if (fd < 0)
@@ -482,15 +483,17 @@ int gpc_ledger_reader_fd(void)
 int gpc_ledger_probe_fd(void)
 {
     uint64_t dev = atomic_load(&gpc_ledger_mapped_dev), ino = atomic_load(&gpc_ledger_mapped_ino);
-    if (gpc_ledger_keep_fd >= 0 && gpc_ledger_keep_dev == dev && gpc_ledger_keep_ino == ino)
-        return gpc_ledger_keep_fd;
+    int keep = __atomic_load_n(&gpc_ledger_keep_fd, __ATOMIC_ACQUIRE);
+    if (keep >= 0 && __atomic_load_n(&gpc_ledger_keep_dev, __ATOMIC_RELAXED) == dev &&
+        __atomic_load_n(&gpc_ledger_keep_ino, __ATOMIC_RELAXED) == ino)
+        return keep;
     /* The ledger moved to another file (a rebuild, a file replaced at the path): ask that one. The
      * old descriptor stays open (another thread may be asking through it). */
     int fd = reopen(dev, ino, O_RDONLY);
     if (fd >= 0) {
-        gpc_ledger_keep_fd = fd;
-        gpc_ledger_keep_dev = dev;
-        gpc_ledger_keep_ino = ino;
+        __atomic_store_n(&gpc_ledger_keep_dev, dev, __ATOMIC_RELAXED);
+        __atomic_store_n(&gpc_ledger_keep_ino, ino, __ATOMIC_RELAXED);
+        __atomic_store_n(&gpc_ledger_keep_fd, fd, __ATOMIC_RELEASE);
     }
     return fd;
 }
