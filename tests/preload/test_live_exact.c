@@ -125,6 +125,7 @@ static int cli(char *out, size_t outlen, const char *const *args)
     env[e] = NULL;
     pid_t pid;
     REQUIRE(posix_spawn(&pid, exe, &fa, NULL, argv, env) == 0, "spawn %s", exe);
+    posix_spawn_file_actions_destroy(&fa);
     close(fds[1]);
     size_t got = 0;
     char sink[256];
