@@ -8,6 +8,7 @@
 #define GPUCAP_TESTS_LEDGER_TEST_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -34,6 +35,23 @@ static inline uint64_t leases_sum(const struct gpc_ledger *l, int dev)
         if (atomic_load(&l->proc[i].pid) != 0)
             sum += atomic_load(&l->proc[i].share[dev].lease);
     return sum;
+}
+
+/* Posts a limit of `bytes` on device entry `dev` as `gpucap set-memory` does (the request, its
+ * number, then the ledger's live signal); returns the request's number (ask_done reaches it once a
+ * process applied it). */
+static inline uint32_t post_ask(struct gpc_ledger *l, int dev, uint64_t bytes)
+{
+    atomic_store(&l->dev[dev].limit_asked, bytes);
+    uint32_t seq = atomic_fetch_add(&l->dev[dev].ask_seq, 1) + 1;
+    atomic_fetch_add(&l->live_gen, 1);
+    return seq;
+}
+
+/* Whether the request `seq` on device entry `dev` (or a later one) was applied. */
+static inline bool ask_done(const struct gpc_ledger *l, int dev, uint32_t seq)
+{
+    return (int32_t)(atomic_load(&l->dev[dev].ask_done) - seq) >= 0;
 }
 
 #endif

@@ -54,6 +54,7 @@ static _Atomic uint64_t physical_of[GPC_MAX_DEVICES];
 /* What set-up learnt for the late look at the driver's limit (under setup_lock); apart too. */
 struct device_setup {
     uint64_t physical, declared;
+    uint64_t reported; /* the total the driver reported in a context on the device (0: not asked yet) */
     uint8_t uuid[16];
     char uuid_text[GPC_UUID_TEXT];
     bool have_uuid;
@@ -110,19 +111,31 @@ static uint64_t driver_reported(bool current)
     return total;
 }
 
-/* gpucap's budget for the device: its own limit (a percentage of the driver's figure when the
- * driver's limit is in force, else of the card), never above the driver's limit, nor above a
- * declared one. *in_force tells whether the driver's is. */
-static uint64_t resolve_limit(const struct device_setup *d, int ordinal, uint64_t reported, const struct gpc_value **from,
-                              bool *in_force)
+/* What a percentage of device d is a share of, and what no budget on it may pass (0: nothing), by
+ * the driver's own limit: its figure when in force (*in_force), else the card and a declared limit. */
+static uint64_t base_of(const struct device_setup *d, uint64_t reported, bool *in_force, uint64_t *cap)
 {
     *in_force = gpc_drv_in_force(d->physical, reported, d->declared);
-    uint64_t base = *in_force ? reported : d->physical;
-    uint64_t limit = gpc_settings_limit(&gpc_config, ordinal, d->have_uuid ? d->uuid_text : NULL, base, from);
-    uint64_t cap = *in_force ? reported : d->declared;
-    if (cap && !(*from && (*from)->bad) && (limit == GPC_UNLIMITED || limit > cap))
-        limit = cap;
-    return limit;
+    *cap = *in_force ? reported : d->declared;
+    return *in_force ? reported : d->physical;
+}
+
+/* A budget resolved against device d, never above its cap (see base_of). */
+static uint64_t capped(uint64_t limit, uint64_t cap)
+{
+    return cap && (limit == GPC_UNLIMITED || limit > cap) ? cap : limit;
+}
+
+/* gpucap's budget for the device by settings `s`: its own limit (a percentage of the driver's figure
+ * when the driver's limit is in force, else of the card), never above the driver's limit, nor above
+ * a declared one. *in_force tells whether the driver's is. The one resolution of a limit, at start-up
+ * and for a live change alike. */
+static uint64_t resolve_limit(const struct device_setup *d, const struct gpc_settings *s, int ordinal,
+                              uint64_t reported, const struct gpc_value **from, bool *in_force)
+{
+    uint64_t cap, base = base_of(d, reported, in_force, &cap);
+    uint64_t limit = gpc_settings_limit(s, ordinal, d->have_uuid ? d->uuid_text : NULL, base, from);
+    return *from && (*from)->bad ? limit : capped(limit, cap);
 }
 
 static void note_driver(int budget, int ordinal, uint64_t reported, uint64_t limit)
@@ -169,9 +182,10 @@ static int setup(int ordinal, bool current)
     if (!reported && have_uuid && have_physical && gpc_nvml_total_bytes(uuid_text, &nvml_total) == 0 &&
         nvml_total < physical)
         reported = nvml_total;
+    d->reported = reported;
     const struct gpc_value *from;
     bool in_force;
-    uint64_t limit = resolve_limit(d, ordinal, reported, &from, &in_force);
+    uint64_t limit = resolve_limit(d, &gpc_config, ordinal, reported, &from, &in_force);
     int budget = GPC_BUDGET_NONE;
     if (limit == GPC_UNLIMITED) {
         budget = GPC_BUDGET_NONE;
@@ -192,7 +206,7 @@ static int setup(int ordinal, bool current)
         }
         budget = gpc_ledger_device((const uint8_t *)uuid.bytes, physical, limit, ordinal);
         if (budget >= 0)
-            gpc_budget_bind(budget, limit, gpc_config.locked);
+            gpc_budget_bind(budget, limit, gpc_config.locked, from && from->src == GPC_SRC_FILE);
         if (budget == -EAGAIN) {
             /* Contended (a crowd starting) or the process table full: logged; this call is
              * denied and the next one tries again. Never cached as a denial for life. */
@@ -255,9 +269,10 @@ __attribute__((noinline, cold)) static int look_again(int ordinal, bool current)
         gpc_unlock(&setup_lock, GPC_LOCK_SETUP);
         return budget;
     }
+    d->reported = reported;
     const struct gpc_value *from;
     bool in_force;
-    uint64_t limit = resolve_limit(d, ordinal, reported, &from, &in_force);
+    uint64_t limit = resolve_limit(d, &gpc_config, ordinal, reported, &from, &in_force);
     if (in_force && limit != GPC_UNLIMITED) {
         uint64_t now = budget >= 0 && gpc_ledger ? atomic_load(&gpc_ledger->dev[budget].slot.limit) : GPC_UNLIMITED;
         int got = budget;
@@ -269,7 +284,7 @@ __attribute__((noinline, cold)) static int look_again(int ordinal, bool current)
         }
         if (got >= 0) {
             budget = got;
-            gpc_budget_bind(budget, limit, gpc_config.locked);
+            gpc_budget_bind(budget, limit, gpc_config.locked, from && from->src == GPC_SRC_FILE);
             note_driver(budget, ordinal, reported, limit);
         }
         atomic_store(&dev->budget, budget);
@@ -326,6 +341,29 @@ void gpc_device_hold(bool hold)
         gpc_lock(&setup_lock, GPC_LOCK_SETUP);
     else
         gpc_unlock(&setup_lock, GPC_LOCK_SETUP);
+}
+
+uint64_t gpc_device_limit_of(int ordinal, const struct gpc_settings *s, const struct gpc_value **from)
+{
+    bool in_force;
+    *from = NULL;
+    if (ordinal < 0 || ordinal >= GPC_MAX_DEVICES || !atomic_load_explicit(&devices[ordinal].ready, memory_order_acquire))
+        return GPC_UNLIMITED;
+    const struct device_setup *d = &setups[ordinal];
+    return resolve_limit(d, s, ordinal, d->reported, from, &in_force);
+}
+
+uint64_t gpc_device_limit_size(int ordinal, const struct gpc_size *size)
+{
+    bool in_force;
+    uint64_t cap;
+    if (ordinal < 0 || ordinal >= GPC_MAX_DEVICES || !atomic_load_explicit(&devices[ordinal].ready, memory_order_acquire))
+        return 0;
+    const struct device_setup *d = &setups[ordinal];
+    uint64_t base = base_of(d, d->reported, &in_force, &cap);
+    if (size->is_percent && !base)
+        return 0; /* a share of a card whose size is unknown: no figure */
+    return capped(gpc_size_resolve(size, base), cap);
 }
 
 void gpc_device_each_budget(void (*fn)(int ordinal, int id, const char *uuid, uint64_t physical, void *arg),

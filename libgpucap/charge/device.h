@@ -59,6 +59,20 @@ void gpc_device_fork(enum gpc_fork_step step, enum gpc_lock_rank rank);
  * one, while it is held. */
 void gpc_device_hold(bool hold);
 /*
+ * The budget that settings `s` give device `ordinal` (set up already), resolved as at start-up: a
+ * percentage of the driver's figure where the driver's own limit is in force (else of the card),
+ * never above that limit nor above one declared for the toolkit. GPC_UNLIMITED for none, or for a
+ * device not set up; *from: the value it came from (gpc_settings_limit). Call it holding the set-up
+ * lock (gpc_device_hold).
+ */
+struct gpc_settings;
+struct gpc_value;
+struct gpc_size;
+uint64_t gpc_device_limit_of(int ordinal, const struct gpc_settings *s, const struct gpc_value **from);
+/* A size asked for device `ordinal` (`gpucap set-memory`), resolved the same way: 0 when it cannot be
+ * (a percentage of a card of unknown size, a device not set up). Under the set-up lock. */
+uint64_t gpc_device_limit_size(int ordinal, const struct gpc_size *size);
+/*
  * For each device ordinal whose budget is a ledger entry: fn(ordinal, budget id, UUID text or
  * NULL, physical bytes or 0, arg). Call it holding the set-up lock (gpc_device_hold). What live.c walks.
  */

@@ -18,9 +18,10 @@
 #include "common/defs.h"
 
 #define GPC_LEDGER_MAGIC 0x5247444c43504721ULL /* "!GPCLDGR" */
-#define GPC_LEDGER_VERSION 7u
+#define GPC_LEDGER_VERSION 8u
 #define GPC_LEDGER_DEVICES 32
 #define GPC_LEDGER_PROCS 1024
+#define GPC_LEDGER_CHANGES 8 /* live changes of a device's budget kept for the report */
 
 /*
  * A budget: what admission works on, one per device entry, in the shared ledger and in a private
@@ -71,11 +72,38 @@ struct gpc_ledger_dev {
     _Atomic uint32_t limit_changed_s;   /* CLOCK_REALTIME seconds of the last change; 0: never changed */
     _Atomic uint16_t limit_changes;     /* how many changes (mod 2^16): a process that sees it move looks again */
     _Atomic uint16_t limit_by;          /* who made the last change: GPC_LIMIT_BY_*, and GPC_LIMIT_HELD */
+    /* v8: a request of `gpucap set-memory` (limit_asked: GPC_ASK_* encoded) is posted with
+     * ask_seq + 1; the process that applies it, under `lock`, sets ask_done to that seq: the change
+     * is in force then, and the command says so. */
+    _Atomic uint32_t ask_seq, ask_done;
+    /* v8: the highest in use seen since the last live change (the peak of the budget period now). */
+    _Atomic uint64_t period_peak;
+    /* v8: the figure the settings file gives the processes whose limit is the file's, as last
+     * applied (0: not known): a rewrite moves every ask of that figure, whoever applies it (a
+     * process that started after the rewrite asks the new one already). Under `lock`. */
+    _Atomic uint64_t limit_file;
+    /* v8: the last GPC_LEDGER_CHANGES live changes, change number n (limit_changes counts them) at
+     * changes[(n - 1) % GPC_LEDGER_CHANGES]: for the report and `gpucap status`. Under `lock`. */
+    struct gpc_limit_change {
+        _Atomic uint64_t t_ns;          /* CLOCK_REALTIME */
+        _Atomic uint64_t from, to;      /* the limit in force before and after */
+        _Atomic uint64_t peak;          /* the peak of the budget period that the change ended */
+        _Atomic uint32_t by;            /* GPC_LIMIT_BY_* */
+        uint32_t pad;
+    } changes[GPC_LEDGER_CHANGES];
 };
+/* limit_asked: a size in bytes, or with GPC_ASK_PERCENT a share of the card in parts per million
+ * (resolved by the library as at start-up: against the driver's limit where it is in force). */
+#define GPC_ASK_PERCENT (UINT64_C(1) << 63)
 /* Who changed a limit while processes ran (gpc_ledger_dev.limit_by). */
 #define GPC_LIMIT_BY_PLATFORM 1u /* the platform settings file was rewritten (the node agent) */
 #define GPC_LIMIT_BY_CLI 2u      /* `gpucap set-memory` on a ledger of unlocked settings */
+#define GPC_LIMIT_BY_SETTINGS 3u /* a figure set-memory held ended: the settings of a process that joined a
+                                  * ledger that no other process was on */
 #define GPC_LIMIT_BY_MASK 0xffu
+/* With GPC_LIMIT_BY_PLATFORM, to gpc_budget_set_limit (never stored): the figure is the settings
+ * file's own (not a lower one of the process's environment). */
+#define GPC_LIMIT_FROM_FILE 0x200u
 /* With GPC_LIMIT_BY_CLI: the figure set holds for processes that join the ledger until the last
  * process on it leaves (a later run's own settings apply again). */
 #define GPC_LIMIT_HELD 0x100u
@@ -107,12 +135,15 @@ struct gpc_ledger_proc {
      * then checks whether the image that held the share is gone (gpc_ledger_proc_alive). */
     _Atomic uint32_t execing;
     _Atomic uint64_t start_time; /* /proc/<pid>/stat field 22: tells a reused pid from its owner */
-    /* A close-on-exec descriptor the process keeps open (its ledger file), and the identity of the
-     * file it names: gone from /proc/<pid>/fd once an exec went through, as the driver's are. */
-    _Atomic int32_t exec_fd;
+    /* v8: 1 when the entry is held by its lock (gpc_ledger_entry_live): the process holds an open
+     * file description of the ledger file, close-on-exec, with an OFD lock on byte
+     * GPC_LEDGER_LOCK_AT(index). The lock lives exactly as long as the driver's device files do: it
+     * goes at an exit, a kill or an exec (a raw one too), and a fork or raw clone child that keeps
+     * the descriptor keeps it, as it keeps its parent's device memory. 0: pid and start time say
+     * (a kernel without OFD locks, a file just rebuilt). */
+    _Atomic uint32_t locked;
     _Atomic uint32_t took_set; /* v7: 1 when it took a budget held by `gpucap set-memory` (GPC_LIMIT_HELD) */
-    _Atomic uint64_t exec_fd_dev, exec_fd_ino;
-    char pad2[24];              /* the shares start on a cache line of their own */
+    char pad2[40];              /* the shares start on a cache line of their own */
     struct gpc_ledger_share share[GPC_LEDGER_DEVICES];
 } __attribute__((aligned(64)));
 
@@ -149,7 +180,10 @@ struct gpc_ledger {
     _Atomic uint32_t broken;    /* 1: a lock of this file was left unrecoverable and the ledger was
                                  * rebuilt under a fresh file at the same path: move there */
     _Atomic uint32_t procs_used; /* entries below this index may be held: readers scan no further */
-    char reserved[120];
+    /* v8: bumped by `gpucap set-memory` once it posted a request: every process on the ledger
+     * compares it with the value it last saw before each admission (core/budget.c) and looks. */
+    _Atomic uint64_t live_gen;
+    char reserved[112];
     struct gpc_ledger_identity identity;
     struct gpc_ledger_dev dev[GPC_LEDGER_DEVICES];
     struct gpc_ledger_proc proc[GPC_LEDGER_PROCS];
@@ -167,14 +201,18 @@ struct gpc_ledger {
     X(slot.limit) X(slot.leased) X(slot.peak) X(slot.allocs) X(slot.frees) X(slot.denials)             \
     X(slot.largest) X(slot.first_denial_ns) X(slot.contexts) X(victim_spare) X(victim_spare_after)    \
     X(victim_lease) X(victim) X(limit_was) X(limit_changed_s) X(limit_asked) X(limit_changes)         \
-    X(limit_by) X(closed) X(driver_limit) X(refused_driver) X(context_count) X(held_at_exit)
-/* Set by the rebuild: the card (copied whole), a fresh lock, the state last (it publishes the entry). */
-#define GPC_LEDGER_DEV_SET(X) X(uuid) X(physical) X(lock) X(pad2) X(state)
+    X(limit_by) X(closed) X(driver_limit) X(refused_driver) X(context_count) X(held_at_exit)          \
+    X(ask_seq) X(ask_done) X(period_peak) X(limit_file)
+/* Set by the rebuild: the card and the record of changes (copied whole), a fresh lock, the state last
+ * (it publishes the entry). */
+#define GPC_LEDGER_DEV_SET(X) X(uuid) X(physical) X(changes) X(lock) X(pad2) X(state)
 /* Who holds a process entry: carried by a rebuild and by a move. */
-#define GPC_LEDGER_PROC_CARRIED(X) X(start_time) X(exec_fd) X(exec_fd_dev) X(exec_fd_ino) X(took_set)
+#define GPC_LEDGER_PROC_CARRIED(X) X(start_time) X(took_set)
 /* Set apart: the shares (GPC_LEDGER_SHARE_CARRIED, each under its device's lock in a move), the exec
- * mark (a rebuild only: a process that moves is not in an exec), the pid last (it publishes the entry). */
-#define GPC_LEDGER_PROC_SET(X) X(share) X(execing) X(pad2) X(pid)
+ * mark (a rebuild only: a process that moves is not in an exec), the lock's flag (0 in a rebuilt
+ * file, whose locks nobody holds yet: each process that moves there locks its entry and sets it),
+ * the pid last (it publishes the entry). */
+#define GPC_LEDGER_PROC_SET(X) X(share) X(execing) X(locked) X(pad2) X(pid)
 #define GPC_LEDGER_SHARE_CARRIED(X) X(lease) X(spare) X(peak) X(limit)
 
 #define GPC_LEDGER_FIELD_SIZE_(type, f) +sizeof(((type *)0)->f)
@@ -196,6 +234,10 @@ _Static_assert(0 GPC_LEDGER_FIELD_SIZE_(struct gpc_slot, limit) GPC_LEDGER_FIELD
                                    GPC_LEDGER_FIELD_SIZE_(struct gpc_slot, first_denial_ns)
                                        GPC_LEDGER_FIELD_SIZE_(struct gpc_slot, contexts) == sizeof(struct gpc_slot),
                "a field of struct gpc_slot is not in GPC_LEDGER_DEV_CARRIED");
+
+/* The name of a live change's origin (GPC_LIMIT_BY_*, the low bits of `by`): "platform", "set-memory",
+ * "settings", else "unknown". */
+const char *gpc_limit_by_name(unsigned by);
 
 /* ---- a fresh ledger (ledger_make.c) ---- */
 
@@ -257,21 +299,51 @@ enum gpc_ledger_fault gpc_ledger_copy_used(int fd, struct gpc_ledger *copy, stru
 uint64_t gpc_ledger_share_in_use(const struct gpc_ledger_share *s);
 /* What the processes of ledger `l` have in use on device entry `dev`: the sum of their shares. */
 uint64_t gpc_ledger_in_use(const struct gpc_ledger *l, int dev);
-/* The same, without the shares of processes that are dead (gpc_ledger_proc_alive: /proc reads;
- * for a reader in the processes' PID namespace, at a report) but that no library reaped yet. */
-uint64_t gpc_ledger_in_use_live(const struct gpc_ledger *l, int dev);
+/* The same, without the shares of processes that are dead (gpc_ledger_entry_live, `fd` as there) but
+ * that no library reaped yet. */
+uint64_t gpc_ledger_in_use_live(const struct gpc_ledger *l, int dev, int fd);
+/*
+ * The figure a request of `gpucap set-memory` that no process applied yet asks for on device entry
+ * d, resolved as the library resolves it (a share of the driver's limit where one is recorded, else
+ * of the card; never above that limit); 0 when none is pending.
+ */
+uint64_t gpc_ledger_pending_limit(const struct gpc_ledger_dev *d);
 /* The peak of device entry `dev`: the highest of the sums seen, of each process's own peak and of
  * what is in use now (a lower bound when several processes share it: see the README). */
 uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev);
 
+/* The byte of a ledger file whose OFD lock holds process entry i (past the file's end: no data). */
+#define GPC_LEDGER_LOCK_AT(i) ((int64_t)sizeof(struct gpc_ledger) + (int64_t)(i))
 /*
- * True if the process of a ledger entry still holds what it was charged: pid and start time both
- * match (an entry without a start time is not alive), it is not dead waiting to be reaped (a
- * zombie: its device files are closed, so is its memory), and, when `p` says an exec is under way,
- * the image that held the share still has its close-on-exec descriptor. Unknowable is alive.
+ * Whether byte GPC_LEDGER_LOCK_AT(i) of the ledger file is locked by an open file description other
+ * than `fd`'s (fd: a descriptor of the ledger file that holds no lock itself): 1 yes, 0 no, -1 the
+ * kernel cannot tell (no OFD locks).
+ */
+int gpc_ledger_lock_held(int fd, int i);
+/*
+ * True if the process of entry i of ledger l still holds what it was charged, that is, if some
+ * process still holds its device files. An entry held by its lock (p->locked) is alive exactly
+ * while the lock is (`fd`: a descriptor of the ledger's file that holds no lock, -1: none): that is
+ * a fork or raw clone child that keeps its parent's descriptors as much as the process itself, in
+ * any PID namespace. Otherwise, and where the lock cannot be asked, gpc_ledger_proc_alive.
+ */
+int gpc_ledger_entry_live(const struct gpc_ledger *l, int i, int fd);
+/*
+ * For a reader outside the processes' PID namespace (the exporter, on the node): entry i is held
+ * when its lock is (asked through fd), or, not held by a lock (or the lock not to be asked), when it
+ * has a pid: as the ledger records it, since a pid cannot be checked from another namespace.
+ */
+int gpc_ledger_entry_held(const struct gpc_ledger *l, int i, int fd);
+/* What the entries so held have in use on device entry `dev`. */
+uint64_t gpc_ledger_in_use_held(const struct gpc_ledger *l, int dev, int fd);
+/*
+ * The rules by pid, for an entry not held by its lock: pid and start time both match (an entry
+ * without a start time is not alive), it is not dead waiting to be reaped (a zombie: its device
+ * files are closed, so is its memory), and, when `p` says an exec is under way, the image that held
+ * the share still runs (the entry of a process before its exec is gone once that went through).
+ * Unknowable is alive.
  */
 int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time, const struct gpc_ledger_proc *p);
-
 struct gpc_settings;
 /*
  * The ledger's path by the settings `s` (GPUCAP_LEDGER, ini `ledger`), else

@@ -12,6 +12,7 @@
 #include "common/proc.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -19,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -187,17 +189,42 @@ uint64_t gpc_ledger_in_use(const struct gpc_ledger *l, int dev)
     return sum;
 }
 
-uint64_t gpc_ledger_in_use_live(const struct gpc_ledger *l, int dev)
+uint64_t gpc_ledger_in_use_live(const struct gpc_ledger *l, int dev, int fd)
 {
     uint64_t sum = 0;
     for (uint32_t i = 0, n = procs_used(l); i < n; i++) {
         const struct gpc_ledger_proc *p = &l->proc[i];
         int32_t pid = atomic_load_explicit(&p->pid, memory_order_relaxed);
         uint64_t in_use = pid ? gpc_ledger_share_in_use(&p->share[dev]) : 0;
-        if (in_use && gpc_ledger_proc_alive(pid, atomic_load(&p->start_time), p))
+        if (in_use && gpc_ledger_entry_live(l, (int)i, fd))
             sum += in_use;
     }
     return sum;
+}
+
+const char *gpc_limit_by_name(unsigned by)
+{
+    switch (by & GPC_LIMIT_BY_MASK) {
+    case GPC_LIMIT_BY_PLATFORM: return "platform";
+    case GPC_LIMIT_BY_CLI: return "set-memory";
+    case GPC_LIMIT_BY_SETTINGS: return "settings";
+    }
+    return "unknown";
+}
+
+uint64_t gpc_ledger_pending_limit(const struct gpc_ledger_dev *d)
+{
+    if (atomic_load(&d->ask_seq) == atomic_load(&d->ask_done))
+        return 0;
+    uint64_t asked = atomic_load(&d->limit_asked), drv = atomic_load(&d->driver_limit);
+    if (drv >= d->physical && d->physical)
+        drv = 0; /* a "limit" at or above the card limits nothing */
+    uint64_t base = drv ? drv : d->physical, want = asked;
+    if (asked & GPC_ASK_PERCENT) {
+        uint64_t ppm = asked & ~GPC_ASK_PERCENT;
+        want = ppm > 1000000 ? 0 : (uint64_t)((unsigned __int128)base * ppm / 1000000);
+    }
+    return drv && want > drv ? drv : want;
 }
 
 uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev)
@@ -211,6 +238,53 @@ uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev)
     /* Processes each below their own peak can be above it together: never below what is in use. */
     uint64_t in_use = gpc_ledger_in_use(l, dev);
     return in_use > peak ? in_use : peak;
+}
+
+int gpc_ledger_lock_held(int fd, int i)
+{
+    if (fd < 0)
+        return -1;
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)GPC_LEDGER_LOCK_AT(i), .l_len = 1};
+    if (fcntl(fd, F_OFD_GETLK, &fl) != 0)
+        return -1;
+    return fl.l_type != F_UNLCK;
+}
+
+int gpc_ledger_entry_live(const struct gpc_ledger *l, int i, int fd)
+{
+    const struct gpc_ledger_proc *p = &l->proc[i];
+    int32_t pid = atomic_load(&p->pid);
+    uint64_t start = atomic_load(&p->start_time);
+    if (pid <= 0 || start == 0)
+        return gpc_ledger_proc_alive(pid, start, p);
+    if (atomic_load(&p->locked)) {
+        int held = gpc_ledger_lock_held(fd, i);
+        if (held >= 0)
+            return held;
+    }
+    return gpc_ledger_proc_alive(pid, start, p);
+}
+
+int gpc_ledger_entry_held(const struct gpc_ledger *l, int i, int fd)
+{
+    const struct gpc_ledger_proc *p = &l->proc[i];
+    if (atomic_load(&p->pid) == 0)
+        return 0;
+    int held = atomic_load(&p->locked) ? gpc_ledger_lock_held(fd, i) : -1;
+    return held != 0;
+}
+
+uint64_t gpc_ledger_in_use_held(const struct gpc_ledger *l, int dev, int fd)
+{
+    uint64_t sum = 0;
+    for (uint32_t i = 0, n = procs_used(l); i < n; i++) {
+        uint64_t in_use = atomic_load_explicit(&l->proc[i].pid, memory_order_relaxed)
+                              ? gpc_ledger_share_in_use(&l->proc[i].share[dev])
+                              : 0;
+        if (in_use && gpc_ledger_entry_held(l, (int)i, fd))
+            sum += in_use;
+    }
+    return sum;
 }
 
 int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time, const struct gpc_ledger_proc *p)
@@ -231,11 +305,8 @@ int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time, const struct gpc_led
     if (now != start_time)
         return 0;
     /* A zombie has closed its files: its memory went with them. A thread-group leader that ended
-     * while other threads run is a zombie too, with more than one thread: alive. */
-    if ((state == 'Z' || state == 'X') && threads <= 1)
-        return 0;
-    if (p && atomic_load_explicit(&p->execing, memory_order_acquire) &&
-        gpc_proc_fd_names(pid, atomic_load(&p->exec_fd), atomic_load(&p->exec_fd_dev), atomic_load(&p->exec_fd_ino)) == 0)
-        return 0; /* the exec went through: the old image and its memory are gone */
-    return 1;
+     * while other threads run is a zombie too, with more than one thread: alive. An entry marked
+     * "exec under way" stays alive here (whether the exec went through only its lock can tell). */
+    (void)p;
+    return (state == 'Z' || state == 'X') && threads <= 1 ? 0 : 1;
 }

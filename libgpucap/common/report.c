@@ -6,7 +6,8 @@
  * `gpucap run`, which reads the run's private ledger after the command is gone, so that a run of
  * several processes has one report. Per device: budget, peak, in use, allocations, frees, denials,
  * refusals by the driver, context reserves, the largest request and when the first denial came
- * (ISO 8601, UTC); for `gpucap run`, also the command, how it ended and its wall time. Text for
+ * (ISO 8601, UTC), each live change of the budget (when, from, to, by whom) and the peak of each
+ * budget period between them; for `gpucap run`, also the command, how it ended and its wall time. Text for
  * people, one JSON object for machines: the two say the same things. Written with snprintf into a
  * stack buffer and write(2): it may run in a destructor of a process in any state, so no malloc and
  * no stdio stream. The peak and the allocations are what the driver carried out (core/budget.c
@@ -144,16 +145,24 @@ static void format_time(uint64_t ns, char out[40])
 struct figures {
     uint64_t limit, used, peak, allocs, frees, denials, refused, contexts, held_at_exit, largest, first_denial_ns,
         driver_limit;
+    /* The live changes kept (oldest first) and how many there were; the peak of the period now. */
+    struct change {
+        uint64_t t_ns, from, to, peak;
+        unsigned by;
+    } ch[GPC_LEDGER_CHANGES];
+    int nch;
+    unsigned changes;
+    uint64_t period_peak;
 };
 
-static void read_figures(const struct gpc_ledger *l, int id, struct figures *f)
+static void read_figures(const struct gpc_ledger *l, int ledger_fd, int id, struct figures *f)
 {
     const struct gpc_ledger_dev *d = &l->dev[id];
     const struct gpc_slot *s = &d->slot;
     f->limit = atomic_load(&s->limit);
     /* Processes that exited keep their share until a library reaps them (their memory goes only
      * when they are dead): a report, read in their PID namespace, leaves the dead ones out. */
-    f->used = gpc_ledger_in_use_live(l, id);
+    f->used = gpc_ledger_in_use_live(l, id, ledger_fd);
     f->peak = gpc_ledger_peak(l, id); /* never below f->used */
     f->allocs = atomic_load(&s->allocs);
     f->frees = atomic_load(&s->frees);
@@ -165,6 +174,68 @@ static void read_figures(const struct gpc_ledger *l, int id, struct figures *f)
     f->first_denial_ns = atomic_load(&s->first_denial_ns);
     /* A limit at or above the card limits nothing (the ledger is the container's file): none. */
     f->driver_limit = gpc_drv_recorded(atomic_load(&l->dev[id].driver_limit), l->dev[id].physical);
+    uint16_t n = atomic_load(&d->limit_changes);
+    f->changes = n;
+    f->nch = n < GPC_LEDGER_CHANGES ? n : GPC_LEDGER_CHANGES;
+    for (int k = 0; k < f->nch; k++) {
+        const struct gpc_limit_change *c = &d->changes[(uint16_t)(n - f->nch + k) % GPC_LEDGER_CHANGES];
+        f->ch[k] = (struct change){atomic_load(&c->t_ns), atomic_load(&c->from), atomic_load(&c->to),
+                                   atomic_load(&c->peak), atomic_load(&c->by)};
+    }
+    /* The period now: its peak, never below what is in use at its end. */
+    f->period_peak = atomic_load(&d->period_peak);
+    if (f->period_peak < f->used)
+        f->period_peak = f->used;
+    if (!f->nch)
+        f->period_peak = f->peak;
+}
+
+/* The live changes and the budget periods, in text: one line per change with the peak of the
+ * period it ended, then the peak of the period now. */
+static void text_changes(struct out *o, const struct figures *f)
+{
+    char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], c[GPC_SIZE_TEXT], when[40];
+    if (!f->changes)
+        return;
+    put(o, "  %-17s %u%s\n", "budget changes", f->changes,
+        f->changes > (unsigned)f->nch ? " (the last ones below)" : "");
+    for (int k = 0; k < f->nch; k++) {
+        format_time(f->ch[k].t_ns, when);
+        put(o, "    %s  %s -> %s (%s), peak before: %s\n", when, gpc_format_size(f->ch[k].from, a, sizeof a),
+            gpc_format_size(f->ch[k].to, b, sizeof b), gpc_limit_by_name(f->ch[k].by),
+            gpc_format_size(f->ch[k].peak, c, sizeof c));
+    }
+    put(o, "  %-17s %s (budget %s)\n", "peak since", gpc_format_size(f->period_peak, a, sizeof a),
+        gpc_format_size(f->limit, b, sizeof b));
+}
+
+/* "budget_changes":[{at, from, to, by, peak_before}...],"budget_periods":[{from, budget, peak}...]:
+ * a period runs from a change (null: the first one kept, from the start) to the next. */
+static void json_changes(struct out *o, const struct figures *f)
+{
+    char when[40];
+    put(o, "\"budget_changes\":[");
+    for (int k = 0; k < f->nch; k++) {
+        format_time(f->ch[k].t_ns, when);
+        put(o, "%s{\"at\":\"%s\",\"from\":%llu,\"to\":%llu,\"by\":\"%s\",\"peak_before\":%llu}", k ? "," : "", when,
+            (unsigned long long)f->ch[k].from, (unsigned long long)f->ch[k].to, gpc_limit_by_name(f->ch[k].by),
+            (unsigned long long)f->ch[k].peak);
+    }
+    put(o, "],\"budget_periods\":[");
+    for (int k = 0; k <= f->nch; k++) {
+        uint64_t budget = k < f->nch ? f->ch[k].from : f->limit, peak = k < f->nch ? f->ch[k].peak : f->period_peak;
+        if (k) {
+            format_time(f->ch[k - 1].t_ns, when);
+            put(o, ",{\"from\":\"%s\",", when);
+        } else {
+            put(o, "{\"from\":null,");
+        }
+        if (budget == GPC_UNLIMITED)
+            put(o, "\"budget\":null,\"peak\":%llu}", (unsigned long long)peak);
+        else
+            put(o, "\"budget\":%llu,\"peak\":%llu}", (unsigned long long)budget, (unsigned long long)peak);
+    }
+    put(o, "],\"budget_changes_total\":%u,", f->changes);
 }
 
 /* The run's device `uuid` as the caller named it (index, name), or NULL. */
@@ -237,6 +308,7 @@ static void text_device(struct out *o, const struct gpc_ledger_dev *d, const str
     } else {
         put(o, "  %-17s none\n", "first denial");
     }
+    text_changes(o, f);
 }
 
 /* "timeline":{"start":ISO,"points":[[seconds from start, highest, last, denials],...]} */
@@ -285,6 +357,7 @@ static void json_device(struct out *o, const struct gpc_ledger_dev *d, const str
     else
         put(o, "\"sufficient\":null,");
     put(o, "\"largest\":%llu,", (unsigned long long)f->largest);
+    json_changes(o, f);
     if (f->first_denial_ns) {
         format_time(f->first_denial_ns, when);
         put(o, "\"first_denial\":\"%s\"", when);
@@ -333,13 +406,13 @@ static void json_run(struct out *o, const struct gpc_report_run *run)
         (unsigned long long)(run->wall_ns / 1000u % 1000000u));
 }
 
-int gpc_report_write_timeline(int fd, const struct gpc_ledger *l, bool json, bool audit,
+int gpc_report_write_timeline(int fd, const struct gpc_ledger *l, int ledger_fd, bool json, bool audit,
                               const struct gpc_timeline *tl, int ntl)
 {
-    return gpc_report_write_run(fd, l, json, audit, tl, ntl, NULL);
+    return gpc_report_write_run(fd, l, ledger_fd, json, audit, tl, ntl, NULL);
 }
 
-int gpc_report_write_run(int fd, const struct gpc_ledger *l, bool json, bool audit, const struct gpc_timeline *tl,
+int gpc_report_write_run(int fd, const struct gpc_ledger *l, int ledger_fd, bool json, bool audit, const struct gpc_timeline *tl,
                          int ntl, const struct gpc_report_run *run)
 {
     struct out o = {.fd = fd};
@@ -360,7 +433,7 @@ int gpc_report_write_run(int fd, const struct gpc_ledger *l, bool json, bool aud
         if (atomic_load(&d->state) != 1)
             continue;
         struct figures f;
-        read_figures(l, i, &f);
+        read_figures(l, ledger_fd, i, &f);
         const struct gpc_timeline *mine = NULL;
         for (int t = 0; t < ntl && !mine; t++)
             if (memcmp(tl[t].uuid, d->uuid, sizeof tl[t].uuid) == 0)

@@ -25,9 +25,11 @@ struct gpc_timeline {
 /*
  * Writes the figures of every device entry of ledger `l` to `fd` with write(2) (no malloc, no
  * stdio), as text or one JSON object, with a "timeline" in each JSON device that one of
- * `tl[0..ntl)` matches. `audit` says the run was in audit mode. 0, or -errno.
+ * `tl[0..ntl)` matches, and the live changes of each budget with the peak of each budget period.
+ * `ledger_fd`: a descriptor of the ledger's file holding no lock (-1: none), to tell which processes
+ * still hold memory (gpc_ledger_entry_live). `audit` says the run was in audit mode. 0, or -errno.
  */
-int gpc_report_write_timeline(int fd, const struct gpc_ledger *l, bool json, bool audit,
+int gpc_report_write_timeline(int fd, const struct gpc_ledger *l, int ledger_fd, bool json, bool audit,
                               const struct gpc_timeline *tl, int ntl);
 /* What `gpucap run` adds to a report: a device's index and name (NVML's), the run's command,
  * how it ended (exit status, or the signal that killed it) and its wall time. */
@@ -47,7 +49,7 @@ struct gpc_report_run {
     int ndev;
 };
 /* gpc_report_write_timeline with the run's own facts (`run` may be NULL). */
-int gpc_report_write_run(int fd, const struct gpc_ledger *l, bool json, bool audit, const struct gpc_timeline *tl,
+int gpc_report_write_run(int fd, const struct gpc_ledger *l, int ledger_fd, bool json, bool audit, const struct gpc_timeline *tl,
                          int ntl, const struct gpc_report_run *run);
 /*
  * Writes a report to the file `path` as a new file renamed into place (never through a symbolic

@@ -32,6 +32,13 @@
  * by this process's own limit (its settings, which live.c keeps current): what a tenant writes
  * there can lower, never raise.
  *
+ * The live signal (gpc_budget_signal): before the spare is taken, the allocation path compares two
+ * words that a writer of a live change moves once it is complete (the settings file's, the
+ * ledger's) with what this process last saw, one load each; when one moved, the admission takes the
+ * slow path, which applies the change first (poll), and admits nothing while a signalled change
+ * could not be applied. So a completed change binds the next admission of every process, its
+ * lock-free ones too, whichever process applies it under the lock (core/lease.c, point 4).
+ *
  * This process's own count of what it holds on each budget (gpc_budget_held) is kept outside the
  * ledger, in the per-thread counts, so that a process moved off a shrunk file is charged exactly
  * that (the ledger takes it as gpc_ledger_recover's argument).
@@ -63,7 +70,10 @@ struct gpc_slot *gpc_budget_slot(int id)
 }
 
 /* A file shrunk under this process (core/ledger_map.h): it moves to a private budget charged what it
- * holds by its own count (gpc_budget_held). Checked on the shared path only. */
+ * holds by its own count (gpc_budget_held). Checked on the shared path only, and never on the fast
+ * path: the zero pages that replace a shrunk file hold a closed spare, so an admission there takes
+ * the slow path, which checks; a release that lands there is lost to a mapping nobody counts, and
+ * the private budget is charged by the count, which the free already lowered. */
 static inline void check_broken(void)
 {
     if (gpc_unlikely(gpc_ledger_shared && atomic_load_explicit(&gpc_ledger_broken, memory_order_relaxed)))
@@ -304,6 +314,15 @@ void gpc_budget_fork_child(void)
     my_counts.flush_above = 0;
 }
 
+void gpc_budget_check_pid(void)
+{
+    if (gpc_unlikely(gpc_ledger_pid_changed())) {
+        /* A raw clone child: another process, as a fork child is (its counts start from zero). */
+        gpc_ledger_forget();
+        gpc_budget_fork_child();
+    }
+}
+
 uint64_t gpc_budget_held(int id)
 {
     if (id < 0 || id >= GPC_LEDGER_DEVICES)
@@ -381,6 +400,32 @@ static void measure_all(int id, uint64_t in_flight)
     }
 }
 
+/* ---- the live signal ---- */
+
+/* No writer: a word that never moves. */
+static const _Atomic uint64_t no_signal;
+struct gpc_budget_signal gpc_budget_signal = {.word = {&no_signal, &no_signal}};
+
+void gpc_budget_signal_watch(int which, const _Atomic uint64_t *word)
+{
+    word = word ? word : &no_signal;
+    /* Moved for the next admission: it looks once, whatever the word says now. */
+    atomic_store(&gpc_budget_signal.seen[which], ~atomic_load(word));
+    atomic_store(&gpc_budget_signal.word[which], word);
+}
+
+bool gpc_budget_signal_moved(int which, uint64_t *now)
+{
+    *now = atomic_load_explicit(atomic_load_explicit(&gpc_budget_signal.word[which], memory_order_relaxed),
+                                memory_order_acquire);
+    return *now != atomic_load_explicit(&gpc_budget_signal.seen[which], memory_order_relaxed);
+}
+
+void gpc_budget_signal_seen(int which, uint64_t value)
+{
+    atomic_store_explicit(&gpc_budget_signal.seen[which], value, memory_order_relaxed);
+}
+
 /* ---- admission ---- */
 
 static inline int entry_index(const struct gpc_ledger *l, const struct gpc_ledger_proc *p)
@@ -416,10 +461,10 @@ static int reserve_locked(int id, uint64_t bytes, unsigned how)
             if (ok && peak)
                 gpc_lease_note_peak(s, after);
             if (!ok)
-                ok = gpc_lease_grow(d, s, id, bytes, unchecked, peak, gpc_ledger_shared);
+                ok = gpc_lease_grow(d, s, id, bytes, unchecked, peak);
             if (!ok) {
                 gpc_lease_take_all(l, d);
-                ok = gpc_lease_grow(d, s, id, bytes, false, peak, gpc_ledger_shared);
+                ok = gpc_lease_grow(d, s, id, bytes, false, peak);
             }
             gpc_lease_reopen(l, d);
         }
@@ -435,9 +480,23 @@ static int reserve_locked(int id, uint64_t bytes, unsigned how)
 
 /* Admission past the spare: a locked step, so a changed limit is looked for first (rate-limited),
  * and before a denial at once (a raise not seen yet admits now). */
+#define LOOK_TRIES 3
+
 static int reserve_slow(int id, uint64_t bytes, unsigned how)
 {
+    check_broken();
     poll(false);
+    /* A change signalled and not applied yet (its look was torn, or a lock was not obtained):
+     * nothing is admitted past it under the limit it replaces; looked at again, then denied. */
+    for (int i = 0; gpc_unlikely(!gpc_budget_signal_quiet()); i++) {
+        if (i == LOOK_TRIES)
+            return -ENOMEM;
+        poll(true);
+    }
+    /* Nothing new (a pool serving from what it keeps): admitted whatever the limit, above a
+     * lowered one too. */
+    if (gpc_unlikely(bytes == 0))
+        return 0;
     if (!(how & GPC_ADMIT_CONTEXT))
         measure(id, 0);
     uint64_t limit = gpc_budget_limit(id);
@@ -454,12 +513,13 @@ int gpc_budget_admit(int id, uint64_t bytes, unsigned how)
         return 0;
     int rc = -ENOMEM;
     if (id >= 0) {
-        check_broken();
         struct gpc_ledger_proc *me = gpc_ledger_me();
         uint64_t after;
         if (gpc_likely(me != NULL)) {
             struct gpc_ledger_share *s = &me->share[id];
-            if (gpc_likely(gpc_lease_take(s, bytes, &after))) {
+            /* One load for the live signal: a limit that may have changed is looked at (the slow
+             * path) before anything more is admitted, from the spare too. */
+            if (gpc_likely(gpc_budget_signal_quiet() && gpc_lease_take(s, bytes, &after))) {
                 if (!(how & GPC_ADMIT_DEFER_PEAK))
                     gpc_lease_note_peak(s, after);
                 rc = 0;
@@ -527,7 +587,7 @@ static void release_spare(int id)
         bool over = gpc_lease_keep(id) == 0;
         gpc_lease_take_back(d, s, entry_index(l, me), over ? 0 : gpc_lease_chunk(limit));
         if (over && atomic_load_explicit(&d->slot.leased, memory_order_relaxed) <= limit)
-            gpc_lease_keep_set(id, limit, gpc_ledger_shared, false);
+            gpc_lease_keep_set(id, limit, false);
         gpc_lease_reopen(l, d);
     }
     gpc_ledger_unlock(d);
@@ -536,7 +596,6 @@ static void release_spare(int id)
 /* Bytes back into this process's lease (no lock), `freed`: a free of the program's (counted). */
 static inline __attribute__((always_inline)) void release(int id, uint64_t bytes, bool freed)
 {
-    check_broken();
     struct gpc_ledger_proc *me = gpc_ledger_me();
     if (!me)
         return; /* logged; this process holds no lease */
@@ -604,10 +663,13 @@ void gpc_budget_note_exit(void)
 
 /* ---- live limits ---- */
 
-void gpc_budget_bind(int id, uint64_t asked, bool binds)
+void gpc_budget_bind(int id, uint64_t asked, bool binds, bool from_file)
 {
     if (id < 0 || id >= GPC_LEDGER_DEVICES || !gpc_ledger)
         return;
+    /* The file's figure, where none is recorded yet (the first process that follows the file). */
+    if (from_file && gpc_ledger_shared)
+        gpc_lease_note_file_limit(&gpc_ledger->dev[id], asked, true);
     struct gpc_ledger_proc *me = atomic_load(&gpc_ledger_entry);
     uint64_t mine = gpc_ledger_shared && me ? atomic_load(&me->share[id].limit) : 0;
     gpc_lease_bind(id, mine ? mine : asked, binds);
@@ -624,6 +686,9 @@ int gpc_budget_set_limit(int id, uint64_t limit, unsigned by, uint64_t *was, uin
 {
     if (id < 0 || id >= GPC_LEDGER_DEVICES || !gpc_ledger)
         return -EINVAL;
+    /* Dead processes' shares out first: what the change is compared with (above a lowered budget
+     * or not) is what the live processes hold, as `gpucap status` and the exporter then show. */
+    gpc_ledger_reap();
     gpc_ledger_me(); /* before the lock: a claim may take device locks */
     struct gpc_ledger_dev *d = gpc_ledger_lock_dev(id, "the budget changes at the next check");
     if (!d)
@@ -636,23 +701,29 @@ int gpc_budget_set_limit(int id, uint64_t limit, unsigned by, uint64_t *was, uin
      * the new figure now (each checks it against its own settings at its next check). A request
      * of `gpucap set-memory` is for every process. The smallest ask of those holding an entry
      * stays the ledger's limit, as at registration. */
+    bool cli = (by & GPC_LIMIT_BY_MASK) == GPC_LIMIT_BY_CLI, from_file = by & GPC_LIMIT_FROM_FILE;
+    /* The file's figure as the processes that follow it asked it: theirs move too, whoever applies
+     * (this process may have read the new file at its start, and asked its figure already). */
+    uint64_t file_before = from_file ? gpc_lease_note_file_limit(d, limit, false) : 0;
     uint64_t lowest = gpc_ledger_shared
-                          ? gpc_ledger_asks_set(l, id, me, gpc_lease_own_limit(id), limit, by == GPC_LIMIT_BY_CLI)
+                          ? gpc_ledger_asks_set(l, id, me, gpc_lease_own_limit(id), file_before, limit, cli)
                           : limit;
+    by &= ~GPC_LIMIT_FROM_FILE;
     gpc_lease_set_own(id, limit);
     /* Applied at once: lowered, every spare is closed and taken back before anything more is
      * admitted (lease.c, point 4); raised, closed spares open if the leases fit. */
     gpc_lease_set_limit(l, d, lowest);
-    uint64_t after = gpc_lease_limit(d, id);
-    if (lowest != ledger_before || after != before)
-        gpc_lease_note_change(d, before, by);
-    if (by == GPC_LIMIT_BY_CLI)
-        atomic_store(&d->limit_by, GPC_LIMIT_BY_CLI | GPC_LIMIT_HELD);
+    uint64_t after = gpc_lease_limit(d, id), ledger_after = atomic_load(&d->slot.limit);
+    /* One record per change of the limit in force, whichever process applied it first. */
+    if (ledger_after != ledger_before)
+        gpc_lease_note_change(d, ledger_before, ledger_after, by, gpc_ledger_in_use(l, id));
+    if (cli)
+        atomic_store(&d->limit_by, (uint16_t)(GPC_LIMIT_BY_CLI | GPC_LIMIT_HELD));
     if (after < before) {
         /* No lock-free admission is left above the new limit; what is held stays. */
         gpc_lease_take_all(l, d);
-        gpc_lease_keep_set(id, after, gpc_ledger_shared, atomic_load(&d->slot.leased) > after);
     }
+    gpc_lease_keep_set(id, after, atomic_load(&d->slot.leased) > after);
     atomic_store(&seen_changes[id], atomic_load(&d->limit_changes));
     gpc_ledger_note_limit(id);
     gpc_ledger_unlock(d);
@@ -676,7 +747,7 @@ void gpc_budget_sync(int id)
     /* Lowered below what is leased: what this process frees goes back to the total. */
     uint64_t limit = gpc_lease_limit(d, id);
     if (atomic_load(&d->slot.leased) > limit)
-        gpc_lease_keep_set(id, limit, gpc_ledger_shared, true);
+        gpc_lease_keep_set(id, limit, true);
 }
 
 /* ---- audit mode and memory the driver took (asked for by `gpucap`; see charge.c, context.c) ---- */
@@ -703,7 +774,7 @@ int gpc_budget_force(int id, uint64_t bytes)
     if (me && entry_index(l, me) >= 0 && entry_index(l, me) < GPC_LEDGER_PROCS) {
         struct gpc_ledger_share *s = &me->share[id];
         uint64_t after;
-        if (gpc_lease_take(s, bytes, &after) || gpc_lease_grow(d, s, id, bytes, true, true, gpc_ledger_shared))
+        if (gpc_lease_take(s, bytes, &after) || gpc_lease_grow(d, s, id, bytes, true, true))
             rc = 0;
         uint64_t limit = gpc_lease_limit(d, id);
         if (rc == 0 && atomic_load_explicit(&d->slot.leased, memory_order_relaxed) > limit) {
@@ -711,7 +782,7 @@ int gpc_budget_force(int id, uint64_t bytes)
              * and taken back, and nothing more is admitted until what is held fits again. */
             gpc_lease_close(l, d);
             gpc_lease_take_all(l, d);
-            gpc_lease_keep_set(id, limit, gpc_ledger_shared, true);
+            gpc_lease_keep_set(id, limit, true);
         }
         gpc_lease_reopen(l, d);
     }
@@ -767,6 +838,7 @@ uint64_t gpc_budget_in_use(int id)
         return 0;
     uint64_t in_use = gpc_ledger_in_use(gpc_ledger, id);
     gpc_atomic_max(&gpc_ledger->dev[id].slot.peak, in_use); /* the device's peak: the sums seen */
+    gpc_atomic_max(&gpc_ledger->dev[id].period_peak, in_use); /* and its budget period's */
     return in_use;
 }
 

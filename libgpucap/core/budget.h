@@ -10,6 +10,7 @@
 #ifndef GPUCAP_CORE_BUDGET_H
 #define GPUCAP_CORE_BUDGET_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -70,6 +71,10 @@ void gpc_budget_flush_counts(void);
 /* In a fork child (the lifecycle's sequence, hooks/init.c): the parent's batched counts and what
  * it holds are not the child's. */
 void gpc_budget_fork_child(void);
+/* A process made by a raw clone (no fork handler ran: it uses its parent's entry and counts) is
+ * made another process here, as the fork sequence makes a fork child. One getpid(): for a check
+ * that runs at most once a second (charge/live.c). */
+void gpc_budget_check_pid(void);
 /* Adds `delta` bytes to the part of a budget's use that context reserves make up (figures only). */
 void gpc_budget_note_contexts(int id, int64_t delta);
 /* The figures of a budget (NULL for GPC_BUDGET_NONE). */
@@ -125,15 +130,17 @@ uint64_t gpc_budget_own_limit(int id);
 /*
  * After the ledger entry `id` was registered (device.c): `asked` is this process's limit from its
  * settings (the ledger's own record of it wins: a limit set live by `gpucap set-memory`); `binds`:
- * it bounds the ledger's limit field (the platform's lock).
+ * it bounds the ledger's limit field (the platform's lock); `from_file`: it is the settings file's
+ * figure (recorded as the file's when none is yet).
  */
-void gpc_budget_bind(int id, uint64_t asked, bool binds);
+void gpc_budget_bind(int id, uint64_t asked, bool binds, bool from_file);
 /* The ledger entries this process has a budget on, one bit per entry id (GPC_LEDGER_DEVICES is 32). */
 uint32_t gpc_budget_entries(void);
 /*
  * Applies a new limit for budget `id` under the entry's lock: this process's own limit becomes
  * `limit`, and so do the asks of the processes that asked for the same figure (all of them when
- * `by` is GPC_LIMIT_BY_CLI); the ledger's limit is the smallest ask, as at registration. A raise
+ * `by` is GPC_LIMIT_BY_CLI; with GPC_LIMIT_FROM_FILE also those that asked the file's figure as last
+ * recorded, which becomes `limit`); the ledger's limit is the smallest ask, as at registration. A raise
  * admits at the next grow; a lowering takes every process's spare back and admits nothing more
  * while the leases are above it (nothing held is revoked). The change (from, when, by whom) is
  * recorded in the entry when the limit in force moved. *was / *now (optional): the limit in force
@@ -144,6 +151,39 @@ int gpc_budget_set_limit(int id, uint64_t limit, unsigned by, uint64_t *was, uin
 /* When entry `id`'s change count moved since this process looked: if its leases are above the
  * limit in force, this process gives back whatever it frees until they fit. No lock, no call. */
 void gpc_budget_sync(int id);
+/*
+ * The live signal: words that whoever changes a limit while processes run moves once the change is
+ * complete, each process mapping them: GPC_SIGNAL_FILE in the settings file, which each process maps
+ * read-only (the generation line gpucap-agent bumps after its rewrite, else the text of the limit's
+ * value, which a rewrite of it moves); GPC_SIGNAL_LEDGER the ledger's live_gen, which `gpucap
+ * set-memory` bumps. The allocation path compares both with the values this process last saw;
+ * when one moved, the admission takes the slow path, whose check (gpc_budget_set_poll) looks at once.
+ * A word moved by anyone else (a forged one) only costs extra looks: it carries no limit. Set by
+ * charge/live.c.
+ */
+#define GPC_SIGNAL_FILE 0
+#define GPC_SIGNAL_LEDGER 1
+struct gpc_budget_signal {
+    const _Atomic uint64_t *_Atomic word[2];
+    _Atomic uint64_t seen[2];
+};
+extern struct gpc_budget_signal gpc_budget_signal;
+static inline bool gpc_budget_signal_quiet(void)
+{
+    struct gpc_budget_signal *g = &gpc_budget_signal;
+    uint64_t a = atomic_load_explicit(atomic_load_explicit(&g->word[0], memory_order_relaxed), memory_order_relaxed);
+    uint64_t b = atomic_load_explicit(atomic_load_explicit(&g->word[1], memory_order_relaxed), memory_order_relaxed);
+    return !((a ^ atomic_load_explicit(&g->seen[0], memory_order_relaxed)) |
+             (b ^ atomic_load_explicit(&g->seen[1], memory_order_relaxed)));
+}
+/* Watches `word` (NULL: none) as signal `which` from now on; the next admission looks once. */
+void gpc_budget_signal_watch(int which, const _Atomic uint64_t *word);
+/* True when signal `which` moved since gpc_budget_signal_seen; *now: its value now (read first, so
+ * that a bump during the look that follows is seen at the next admission). */
+bool gpc_budget_signal_moved(int which, uint64_t *now);
+/* The look for the value `value` of signal `which` is done: admissions take the fast path again. */
+void gpc_budget_signal_seen(int which, uint64_t value);
+
 /*
  * The check for changed limits that budget.c runs at its locked steps (before a lease grows, and
  * once more before a denial with `now` true) and every POLL_BATCHES batches of COUNT_BATCH

@@ -10,8 +10,8 @@
  * call and writes no cache line that another process writes.
  *
  * A lease grows by what is asked plus as much again as the process already holds, up to a chunk
- * (1/64 of the limit, at least 2 MiB; a private budget takes the whole limit at once), and gives
- * back what it holds spare beyond two chunks. Before any denial the spare of every process on
+ * (1/64 of the limit, at least 2 MiB; a private budget alike, so that it too leaves its lease every
+ * chunk and looks for a changed limit there), and gives back what it holds spare beyond two chunks. Before any denial the spare of every process on
  * the ledger is taken back (core/budget.c), so a denial means the budget is full of admitted
  * bytes, not of spare.
  *
@@ -87,9 +87,9 @@ uint64_t gpc_lease_own_limit(int id)
     return id >= 0 && id < GPC_LEDGER_DEVICES ? atomic_load(&gpc_lease_own.limit[id]) : GPC_UNLIMITED;
 }
 
-void gpc_lease_keep_set(int id, uint64_t limit, bool shared, bool none)
+void gpc_lease_keep_set(int id, uint64_t limit, bool none)
 {
-    uint64_t keep = none ? 0 : shared ? 2 * gpc_lease_chunk(limit) : UINT64_MAX;
+    uint64_t keep = none ? 0 : 2 * gpc_lease_chunk(limit);
     atomic_store_explicit(&gpc_lease_own.keep[id], keep, memory_order_relaxed);
 }
 
@@ -113,18 +113,14 @@ static void lease_grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, uin
 }
 
 bool gpc_lease_grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int id, uint64_t bytes, bool unchecked,
-                    bool peak, bool shared)
+                    bool peak)
 {
     uint64_t limit = gpc_lease_limit(d, id);
     uint64_t leased = atomic_load_explicit(&d->slot.leased, memory_order_relaxed);
     uint64_t by = bytes;
     if (!unchecked && !gpc_lease_fits(leased, bytes, limit))
         return false;
-    if (!shared) {
-        /* A private budget has nobody to share with: all of it at once. */
-        by = limit > leased && limit - leased > bytes ? limit - leased : bytes;
-        gpc_lease_keep_set(id, limit, false, false);
-    } else if (!unchecked) {
+    if (!unchecked) {
         /* Spare in proportion to what the process already holds, up to a chunk: a process that
          * allocates once (a crowd starting) leases what it asks for, one that allocates often
          * soon leases a chunk ahead. */
@@ -132,7 +128,7 @@ bool gpc_lease_grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int id
         uint64_t ahead = lease < chunk ? lease : chunk;
         if (ahead && gpc_lease_fits(leased, bytes + ahead, limit) && bytes + ahead > bytes)
             by = bytes + ahead;
-        gpc_lease_keep_set(id, limit, true, false);
+        gpc_lease_keep_set(id, limit, false);
     }
     if (by > GPC_SPARE_MASK)
         by = bytes; /* the spare field's 47 bits (128 TiB) */
@@ -239,14 +235,33 @@ void gpc_lease_set_limit(struct gpc_ledger *l, struct gpc_ledger_dev *d, uint64_
                atomic_load_explicit(&d->slot.leased, memory_order_relaxed) <= limit);
 }
 
-void gpc_lease_note_change(struct gpc_ledger_dev *d, uint64_t before, unsigned by)
+void gpc_lease_note_change(struct gpc_ledger_dev *d, uint64_t before, uint64_t after, unsigned by, uint64_t in_use)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
+    uint16_t n = atomic_load(&d->limit_changes);
+    struct gpc_limit_change *c = &d->changes[n % GPC_LEDGER_CHANGES];
+    /* The period that ends: its peak, never below what is held as it ends. */
+    uint64_t peak = atomic_exchange(&d->period_peak, in_use);
+    atomic_store(&c->t_ns, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+    atomic_store(&c->from, before);
+    atomic_store(&c->to, after);
+    atomic_store(&c->peak, peak > in_use ? peak : in_use);
+    atomic_store(&c->by, by & GPC_LIMIT_BY_MASK);
     atomic_store(&d->limit_was, before);
     atomic_store(&d->limit_changed_s, (uint32_t)ts.tv_sec);
     atomic_store(&d->limit_by, (uint16_t)by);
-    atomic_fetch_add(&d->limit_changes, 1);
+    atomic_store(&d->limit_changes, (uint16_t)(n + 1));
+}
+
+uint64_t gpc_lease_note_file_limit(struct gpc_ledger_dev *d, uint64_t limit, bool if_unknown)
+{
+    if (if_unknown) {
+        uint64_t none = 0;
+        atomic_compare_exchange_strong(&d->limit_file, &none, limit);
+        return none;
+    }
+    return atomic_exchange(&d->limit_file, limit);
 }
 
 uint64_t gpc_lease_clear(struct gpc_ledger_dev *d, struct gpc_ledger_share *s)

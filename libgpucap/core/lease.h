@@ -37,8 +37,8 @@ static inline bool gpc_lease_fits(uint64_t used, uint64_t bytes, uint64_t limit)
  * settings, as last applied: gpc_lease_bind, gpc_lease_set_own), whether that bounds the entry's
  * limit field (under the platform's lock, so that what a tenant writes there can lower, never
  * raise), and how much spare it keeps before it gives some back to the total (gpc_lease_release's
- * caller compares: two chunks in a shared ledger, everything in a private budget, nothing while
- * the leases are above a lowered limit). Written only by lease.c.
+ * caller compares: two chunks, in a shared ledger and a private budget alike, nothing while the
+ * leases are above a lowered limit). Written only by lease.c.
  */
 struct gpc_lease_own {
     _Atomic uint64_t keep[GPC_LEDGER_DEVICES];
@@ -134,9 +134,9 @@ void gpc_lease_bind(int id, uint64_t own, bool binds);
 void gpc_lease_set_own(int id, uint64_t own);
 /* This process's own limit on entry `id`, GPC_UNLIMITED for none or an id out of range. */
 uint64_t gpc_lease_own_limit(int id);
-/* What this process keeps spare on entry `id` of limit `limit`: the normal amount (two chunks in a
- * shared ledger, all of it in a private budget), or nothing (`none`: above a lowered limit). */
-void gpc_lease_keep_set(int id, uint64_t limit, bool shared, bool none);
+/* What this process keeps spare on entry `id` of limit `limit`: the normal amount (two chunks), or
+ * nothing (`none`: above a lowered limit). */
+void gpc_lease_keep_set(int id, uint64_t limit, bool none);
 
 /* ---- the locked steps: each under entry d's lock (d an entry of ledger l) ---- */
 
@@ -144,11 +144,11 @@ void gpc_lease_keep_set(int id, uint64_t limit, bool shared, bool none);
  * Grows share s (of this process, entry id `id` of d) enough to admit `bytes` at once, unless that
  * passes the limit in force (`unchecked`: whatever the limit: audit mode, memory the driver took).
  * The lease grows by as much again as the process holds, up to a chunk, where that fits (a private
- * budget, `!shared`, takes the whole limit at once); the share opens if the device is open. `peak`:
- * the process's peak follows now. True if it grew.
+ * budget too: so it leaves its lease, and looks for a changed limit, every chunk); the share opens
+ * if the device is open. `peak`: the process's peak follows now. True if it grew.
  */
 bool gpc_lease_grow(struct gpc_ledger_dev *d, struct gpc_ledger_share *s, int id, uint64_t bytes, bool unchecked,
-                    bool peak, bool shared);
+                    bool peak);
 /* Takes the spare of share s (of process entry `victim`) down to `keep`, and its lease and d's
  * total down by as much, journalled in d (a crash half-way is finished by the next locker).
  * Returns what it took. */
@@ -165,9 +165,16 @@ void gpc_lease_reopen(struct gpc_ledger *l, struct gpc_ledger_dev *d);
  * open again once the leases fit. Raised: admission up to the new limit at once.
  */
 void gpc_lease_set_limit(struct gpc_ledger *l, struct gpc_ledger_dev *d, uint64_t limit);
-/* Records a change of d's limit in force from `before` by `by` (GPC_LIMIT_BY_*): when, from what,
- * and the change count, which every process on d compares with the one it saw. */
-void gpc_lease_note_change(struct gpc_ledger_dev *d, uint64_t before, unsigned by);
+/*
+ * Records a live change of d's limit from `before` to `after` by `by` (GPC_LIMIT_BY_*): when, from
+ * what, the change count, which every process on d compares with the one it saw, and in the
+ * entry's record of changes (common/ledger.h) the peak of the budget period it ends; the next
+ * period starts from `in_use`, what the processes hold now.
+ */
+void gpc_lease_note_change(struct gpc_ledger_dev *d, uint64_t before, uint64_t after, unsigned by, uint64_t in_use);
+/* d's record of the settings file's figure (limit_file) becomes `limit` (`if_unknown`: only when none
+ * is recorded). The previous figure, 0 when none. */
+uint64_t gpc_lease_note_file_limit(struct gpc_ledger_dev *d, uint64_t limit, bool if_unknown);
 /*
  * Gives the whole share s back to d's total, lease and spare to zero together (the generation odd
  * meanwhile, for readers; the spare first, so that a crash half-way never leaves spare above the

@@ -26,25 +26,25 @@
 #include <time.h>
 
 /*
- * Whether the last process that took a figure set by `gpucap set-memory` on entry d of l has left:
- * no live process is on it, and a dead one (not reaped yet: a share stays until its process is
- * dead) ran under that figure. Then a new run's own settings apply again.
+ * Whether every process that a figure set by `gpucap set-memory` on ledger l held for has left: no
+ * process but this one is on the ledger alive (dead ones not reaped yet are gone: a share stays
+ * until its process is dead, its memory went), and this one is not an image that continues a
+ * process that was there (an exec keeps the run going). Then a new run's own settings apply again.
  */
-static bool held_figure_left(struct gpc_ledger *l, int d)
+static bool held_figure_left(struct gpc_ledger *l)
 {
-    bool took = false;
+    if (gpc_ledger_continued)
+        return false;
     uint32_t used = atomic_load(&l->procs_used);
     for (uint32_t i = 0; i < used && i < GPC_LEDGER_PROCS; i++) {
         struct gpc_ledger_proc *p = &l->proc[i];
         int32_t pid = atomic_load(&p->pid);
-        uint64_t theirs = atomic_load(&p->share[d].limit);
-        if ((int)i == gpc_ledger_my_proc || pid == 0 || theirs == 0)
+        if ((int)i == gpc_ledger_my_proc || pid == 0)
             continue;
         if (gpc_ledger_entry_alive((int)i, pid, atomic_load(&p->start_time), p))
             return false;
-        took |= atomic_load(&p->took_set) != 0;
     }
-    return took;
+    return true;
 }
 
 int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit, int ordinal)
@@ -96,9 +96,12 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
      * later takes it, not the figure its environment still carries, until the last process on the
      * ledger leaves (unlocked settings only; under the lock the platform file, which the later
      * process read, is the authority). */
+    bool ended_held = false;
     if (!created && !gpc_config.locked && (atomic_load(&l->dev[found].limit_by) & GPC_LIMIT_HELD) &&
-        held_figure_left(l, found))
-        atomic_fetch_and(&l->dev[found].limit_by, ~GPC_LIMIT_HELD);
+        held_figure_left(l)) {
+        atomic_fetch_and(&l->dev[found].limit_by, (uint16_t)~GPC_LIMIT_HELD);
+        ended_held = true;
+    }
     if (!created && !gpc_config.locked && (atomic_load(&l->dev[found].limit_by) & GPC_LIMIT_HELD)) {
         uint64_t set = atomic_load(&l->dev[found].slot.limit);
         if (set != limit) {
@@ -120,6 +123,7 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
     gpc_ledger_mine[found].physical = physical;
     gpc_ledger_mine[found].limit = now < limit ? now : limit;
     gpc_ledger_mine[found].own = limit;
+    atomic_store(&gpc_ledger_mine[found].changes, atomic_load(&l->dev[found].limit_changes));
     gpc_ledger_mine[found].known = true;
     if (created)
         return found;
@@ -137,6 +141,9 @@ int gpc_ledger_device(const uint8_t uuid[16], uint64_t physical, uint64_t limit,
     bool others = lowest < limit || (cur != limit && gpc_ledger_lowest_limit(l, found, gpc_ledger_my_proc, 0, true) == cur);
     if (lowest != cur)
         gpc_lease_set_limit(l, d, lowest);
+    /* The figure set-memory held is over: this run's settings are a change of the budget too. */
+    if (ended_held && lowest != cur)
+        gpc_lease_note_change(d, cur, lowest, GPC_LIMIT_BY_SETTINGS, gpc_ledger_in_use(l, found));
     gpc_ledger_unlock(d);
     if (others && limit != cur) {
         char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], c[GPC_SIZE_TEXT];

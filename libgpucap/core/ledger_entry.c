@@ -31,10 +31,11 @@ uint64_t gpc_ledger_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-bool gpc_ledger_entry_alive(int i, int32_t pid, uint64_t start, const struct gpc_ledger_proc *p)
+bool gpc_ledger_entry_alive(int i, int32_t pid, uint64_t start, struct gpc_ledger_proc *p)
 {
     if (start != 0)
-        return gpc_ledger_proc_alive(pid, start, p);
+        return p == &gpc_ledger->proc[i] ? gpc_ledger_entry_live(gpc_ledger, i, gpc_ledger_probe_fd())
+                                         : gpc_ledger_proc_alive(pid, start, p);
     uint64_t now = gpc_ledger_now_ms();
     if (atomic_load(&zero_pid[i]) != pid) {
         atomic_store(&zero_pid[i], pid);
@@ -56,13 +57,23 @@ void gpc_ledger_fill_entry(struct gpc_ledger *l, int i, uint64_t start)
         struct gpc_ledger_share *s = &p->share[d];
         gpc_lease_share_start(s); /* nothing leased, closed */
         atomic_store(&s->peak, 0);
-        atomic_store(&s->limit, gpc_ledger_mine[d].known ? gpc_ledger_mine[d].own : 0);
+        /* A fork child's copy of its parent's ask, unless a live change came after the copy: then
+         * the limit that change left in force (no older value comes back through a late claim). */
+        uint64_t ask = gpc_ledger_mine[d].known ? gpc_ledger_mine[d].own : 0;
+        if (ask && atomic_load(&l->dev[d].limit_changes) != atomic_load(&gpc_ledger_mine[d].changes)) {
+            uint64_t now = atomic_load(&l->dev[d].slot.limit);
+            if (now && now != GPC_UNLIMITED)
+                ask = now;
+        }
+        atomic_store(&s->limit, ask);
     }
     atomic_store(&p->execing, 0);
     atomic_store(&p->took_set, 0);
-    atomic_store(&p->exec_fd, gpc_ledger_keep_fd);
-    atomic_store(&p->exec_fd_dev, gpc_ledger_keep_dev);
-    atomic_store(&p->exec_fd_ino, gpc_ledger_keep_ino);
+    atomic_store(&p->locked, 0);
+    /* Held by its lock from now on, where the kernel has OFD locks; the start time after it, so
+     * that no reader sees a started entry that no lock holds. */
+    if (l == gpc_ledger)
+        gpc_ledger_lock_entry(l, i, atomic_load(&gpc_ledger_mapped_dev), atomic_load(&gpc_ledger_mapped_ino));
     atomic_store(&p->start_time, start);
     /* Readers scan the entries below procs_used. */
     uint32_t used = atomic_load(&l->procs_used);
@@ -106,7 +117,8 @@ uint64_t gpc_ledger_lowest_limit(struct gpc_ledger *l, int d, int me, uint64_t m
     return lowest == UINT64_MAX ? 0 : lowest;
 }
 
-uint64_t gpc_ledger_asks_set(struct gpc_ledger *l, int id, int me, uint64_t old, uint64_t limit, bool all)
+uint64_t gpc_ledger_asks_set(struct gpc_ledger *l, int id, int me, uint64_t old, uint64_t old_file, uint64_t limit,
+                             bool all)
 {
     uint64_t lowest = limit;
     uint32_t n = atomic_load(&l->procs_used);
@@ -117,7 +129,7 @@ uint64_t gpc_ledger_asks_set(struct gpc_ledger *l, int id, int me, uint64_t old,
         uint64_t theirs = atomic_load(&s->limit);
         if (theirs == 0)
             continue;
-        if ((int)i == me || all || theirs == old)
+        if ((int)i == me || all || theirs == old || (old_file && theirs == old_file))
             atomic_store(&s->limit, theirs = limit);
         if (theirs < lowest)
             lowest = theirs;

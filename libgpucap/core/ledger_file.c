@@ -60,12 +60,17 @@ struct gpc_ledger_proc *_Atomic gpc_ledger_entry;
 atomic_bool gpc_ledger_broken;
 atomic_bool gpc_ledger_refused;
 struct gpc_ledger_mine gpc_ledger_mine[GPC_LEDGER_DEVICES];
+bool gpc_ledger_continued;
 int gpc_ledger_keep_fd = -1;
 uint64_t gpc_ledger_keep_dev, gpc_ledger_keep_ino;
 _Atomic uint64_t gpc_ledger_mapped_dev, gpc_ledger_mapped_ino;
 /* The mapping the SIGBUS handler repairs (0: none), and the handler that was there before. */
 static _Atomic uintptr_t guarded;
 static struct sigaction prev_sigbus;
+/* A second mapping guarded alike (gpc_ledger_guard_also), its length and the flag a fault sets. */
+static _Atomic uintptr_t also_base;
+static _Atomic size_t also_len;
+static atomic_bool *_Atomic also_hit;
 /* One move to a private budget at a time. */
 static pthread_mutex_t recover_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -115,6 +120,19 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
             return;
         }
     }
+    uintptr_t also = atomic_load(&also_base);
+    size_t len = atomic_load(&also_len);
+    if (also && (uintptr_t)si->si_addr - also < len) {
+        int saved = errno;
+        void *m = mmap((void *)also, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+        errno = saved;
+        atomic_bool *hit = atomic_load(&also_hit);
+        if (m != MAP_FAILED) {
+            if (hit)
+                atomic_store(hit, true);
+            return;
+        }
+    }
     if (prev_sigbus.sa_flags & SA_SIGINFO) {
         prev_sigbus.sa_sigaction(sig, si, uc);
     } else if (prev_sigbus.sa_handler == SIG_DFL || prev_sigbus.sa_handler == SIG_IGN) {
@@ -126,19 +144,33 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
     }
 }
 
-/* Guards the mapping at `l`, installing the handler; NULL (at attach only): puts the old one back. */
-void gpc_ledger_guard(struct gpc_ledger *l)
+/* Installs the handler (want) or puts the old one back (once neither mapping is guarded). */
+static void install(bool want)
 {
     static bool installed;
-    atomic_store(&guarded, (uintptr_t)l);
-    if (!l && installed) {
+    if (!want && installed && !atomic_load(&guarded) && !atomic_load(&also_base)) {
         sigaction(SIGBUS, &prev_sigbus, NULL);
         installed = false;
-    } else if (l && !installed) {
+    } else if (want && !installed) {
         struct sigaction sa = {.sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO | SA_RESTART};
         sigemptyset(&sa.sa_mask);
         installed = sigaction(SIGBUS, &sa, &prev_sigbus) == 0;
     }
+}
+
+/* Guards the mapping at `l`, installing the handler; NULL (at attach only): puts the old one back. */
+void gpc_ledger_guard(struct gpc_ledger *l)
+{
+    atomic_store(&guarded, (uintptr_t)l);
+    install(l != NULL);
+}
+
+void gpc_ledger_guard_also(const void *base, size_t len, atomic_bool *hit)
+{
+    atomic_store(&also_hit, hit);
+    atomic_store(&also_len, len);
+    atomic_store(&also_base, (uintptr_t)base);
+    install(base != NULL);
 }
 
 void gpc_ledger_recover(uint64_t (*held_of)(int id))
@@ -403,12 +435,89 @@ void gpc_ledger_attach(void)
         unusable(bad);
         return;
     }
-    /* Kept open (close-on-exec): its absence after an exec tells readers the image is gone. */
+    gpc_ledger_mapped_dev = (uint64_t)st.st_dev;
+    gpc_ledger_mapped_ino = (uint64_t)st.st_ino;
+    /* Kept open (close-on-exec), never locked: the descriptor through which this process asks whose
+     * entries are held (gpc_ledger_entry_live). */
     gpc_ledger_keep_fd = fd;
-    gpc_ledger_keep_dev = gpc_ledger_mapped_dev = (uint64_t)st.st_dev;
-    gpc_ledger_keep_ino = gpc_ledger_mapped_ino = (uint64_t)st.st_ino;
+    gpc_ledger_keep_dev = (uint64_t)st.st_dev;
+    gpc_ledger_keep_ino = (uint64_t)st.st_ino;
     gpc_ledger = l;
     gpc_ledger_shared = true;
+}
+
+/* ---- the locks that hold process entries ---- */
+
+/* The description holding this process's entry lock, whose process, and of which file. */
+static int lock_fd = -1;
+static pid_t lock_pid;
+static uint64_t lock_ino;
+
+/* The ledger file (dev, ino) opened anew: through the descriptor this process keeps of it where it is
+ * that file (a working directory changed since does not matter), else at the path if the path still
+ * names it. Its descriptor, or -1. */
+static int reopen(uint64_t dev, uint64_t ino, int flags)
+{
+    int fd = -1, keep = __atomic_load_n(&gpc_ledger_keep_fd, __ATOMIC_ACQUIRE);
+    if (keep >= 0 && __atomic_load_n(&gpc_ledger_keep_dev, __ATOMIC_RELAXED) == dev &&
+        __atomic_load_n(&gpc_ledger_keep_ino, __ATOMIC_RELAXED) == ino) {
+        char self[64];
+        snprintf(self, sizeof self, "/proc/self/fd/%d", keep);
+        fd = open(self, flags | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    }
+    if (fd < 0)
+        fd = open(gpc_ledger_file, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || (uint64_t)st.st_dev != dev || (uint64_t)st.st_ino != ino)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+int gpc_ledger_reader_fd(void)
+{
+    return gpc_ledger_shared ? gpc_ledger_probe_fd() : -1;
+}
+
+int gpc_ledger_probe_fd(void)
+{
+    uint64_t dev = atomic_load(&gpc_ledger_mapped_dev), ino = atomic_load(&gpc_ledger_mapped_ino);
+    int keep = __atomic_load_n(&gpc_ledger_keep_fd, __ATOMIC_ACQUIRE);
+    if (keep >= 0 && __atomic_load_n(&gpc_ledger_keep_dev, __ATOMIC_RELAXED) == dev &&
+        __atomic_load_n(&gpc_ledger_keep_ino, __ATOMIC_RELAXED) == ino)
+        return keep;
+    /* The ledger moved to another file (a rebuild, a file replaced at the path): ask that one. The
+     * old descriptor stays open (another thread may be asking through it). */
+    int fd = reopen(dev, ino, O_RDONLY);
+    if (fd >= 0) {
+        __atomic_store_n(&gpc_ledger_keep_dev, dev, __ATOMIC_RELAXED);
+        __atomic_store_n(&gpc_ledger_keep_ino, ino, __ATOMIC_RELAXED);
+        __atomic_store_n(&gpc_ledger_keep_fd, fd, __ATOMIC_RELEASE);
+    }
+    return fd;
+}
+
+int gpc_ledger_lock_entry(struct gpc_ledger *l, int i, uint64_t dev, uint64_t ino)
+{
+    pid_t me = getpid();
+    /* A description of this process's own for the file: a fork child's inherited one holds its
+     * parent's lock, and keeps holding it (as it keeps its parent's device files). */
+    if (lock_fd < 0 || lock_pid != me || lock_ino != ino) {
+        int fd = reopen(dev, ino, O_RDWR);
+        if (fd < 0)
+            return -1;
+        if (lock_fd >= 0 && lock_pid == me)
+            close(lock_fd); /* this process's lock on a file it left: it has moved */
+        lock_fd = fd;
+        lock_pid = me;
+        lock_ino = ino;
+    }
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)GPC_LEDGER_LOCK_AT(i), .l_len = 1};
+    if (fcntl(lock_fd, F_OFD_SETLK, &fl) != 0)
+        return -1; /* no OFD locks here, or the entry's lock is held: the pid rules apply */
+    atomic_store(&l->proc[i].locked, 1);
+    return 0;
 }
 
 /* ---- fresh files, and the copy of a broken one ---- */
@@ -430,6 +539,7 @@ static void copy_figures(struct gpc_ledger *l, const struct gpc_ledger *old)
             continue;
         memcpy(n->uuid, o->uuid, sizeof n->uuid);
         n->physical = o->physical;
+        memcpy((void *)n->changes, (const void *)o->changes, sizeof n->changes);
         GPC_LEDGER_DEV_CARRIED(CARRY)
         atomic_store(&n->state, 1);
     }
@@ -446,6 +556,7 @@ static void copy_figures(struct gpc_ledger *l, const struct gpc_ledger *old)
         atomic_store(&n->pid, atomic_load(&o->pid));
     }
     atomic_store(&l->procs_used, atomic_load(&old->procs_used));
+    atomic_store(&l->live_gen, atomic_load(&old->live_gen));
     /* Whatever the broken locks were in the middle of is settled in the copy. */
     for (int d = 0; d < GPC_LEDGER_DEVICES; d++)
         gpc_lease_settle(l, &l->dev[d]);

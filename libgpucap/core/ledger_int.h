@@ -46,13 +46,28 @@ struct gpc_ledger_mine {
     uint8_t uuid[16];
     uint64_t physical;
     _Atomic uint64_t limit, own; /* moved by a live change (gpc_ledger_note_limit) */
+    /* The device entry's change count when `own` was taken: a copy made before a live change (a
+     * fork child's, claimed after it) is older than the limit in force and never asked for again. */
+    _Atomic uint16_t changes;
 };
+/* This image continues a process that was on the ledger (it took over its pid's entry after an
+ * exec): a figure that `gpucap set-memory` holds for the ledger's processes holds for it too. */
+extern bool gpc_ledger_continued;
 extern struct gpc_ledger_mine gpc_ledger_mine[GPC_LEDGER_DEVICES];
-/* The ledger file's descriptor, kept open close-on-exec (an exec shows as its absence, see
- * gpc_ledger_proc_alive), and the identity of the file it names; the identity of the file mapped
- * now (another one after a move), which the path must still name. */
+/* A descriptor of the ledger file, kept open close-on-exec and never locked (it asks whose entries
+ * are held), and the identity of its file; the identity of the file mapped now (another one after a
+ * move), which the path must still name. */
 extern int gpc_ledger_keep_fd;
 extern uint64_t gpc_ledger_keep_dev, gpc_ledger_keep_ino;
+/* A descriptor of the file mapped now that holds no lock (gpc_ledger_entry_live's), -1 if none. */
+int gpc_ledger_probe_fd(void);
+/*
+ * Locks entry i of ledger l (its file: dev, ino) for this process, with an OFD lock on a description
+ * of its own (made now if it has none for that file: a fork child's inherited one holds its parent's
+ * lock), and marks the entry held by its lock. 0, or -1 (no OFD locks, the file not at the path, the
+ * lock held by someone else): the entry's liveness is then left to pid and start time.
+ */
+int gpc_ledger_lock_entry(struct gpc_ledger *l, int i, uint64_t dev, uint64_t ino);
 extern _Atomic uint64_t gpc_ledger_mapped_dev, gpc_ledger_mapped_ino; /* written under the repair lock */
 /* The fork sequence's part for the recovery lock (core/locks.h: LEDGER_RECOVER). */
 void gpc_ledger_recover_fork(enum gpc_fork_step step);
@@ -87,9 +102,10 @@ uint64_t gpc_ledger_now_ms(void);
 void gpc_ledger_fill_entry(struct gpc_ledger *l, int i, uint64_t start);
 /* A free entry of ledger l, claimed for this process (pid and start time): its index, or -1. */
 int gpc_ledger_claim_free(struct gpc_ledger *l, int32_t pid, uint64_t start);
-/* Whether the process of entry i (pid, start time, the entry) is alive: gpc_ledger_proc_alive, and
- * an entry without a start time only for CLAIM_GRACE_MS after this process first saw it so. */
-bool gpc_ledger_entry_alive(int i, int32_t pid, uint64_t start, const struct gpc_ledger_proc *p);
+/* Whether the process of entry i (pid, start time, the entry) is alive: gpc_ledger_proc_alive (the
+ * holder of its token found is noted in the entry, a hint for the next look), and an entry without
+ * a start time only for CLAIM_GRACE_MS after this process first saw it so. */
+bool gpc_ledger_entry_alive(int i, int32_t pid, uint64_t start, struct gpc_ledger_proc *p);
 /*
  * The smallest limit among `mine` (0: none) and those of the processes on device entry d of l but
  * entry `me`, or 0 when nobody has one. With check_alive, an entry whose limit is below the lowest

@@ -249,12 +249,15 @@ void gpc_ledger_repair_fork(enum gpc_fork_step step)
  * file, which then charges those bytes until the process leaves (never under-charged). Each
  * device's limit is then applied on the new file (its own processes' and this one's).
  */
-static void carry_my_share(struct gpc_ledger *l, struct gpc_ledger *old, int to)
+static void carry_my_share(struct gpc_ledger *l, struct gpc_ledger *old, int to, uint64_t dev, uint64_t ino)
 {
     if (gpc_ledger_my_proc < 0 || to < 0)
         return;
     struct gpc_ledger_proc *o = &old->proc[gpc_ledger_my_proc], *n = &l->proc[to];
     gpc_ledger_carry_owner(n, o);
+    /* Held by its lock on the new file too (nobody holds the locks of a file just made). */
+    atomic_store(&n->locked, 0);
+    gpc_ledger_lock_entry(l, to, dev, ino);
     atomic_store(&n->pid, atomic_load(&o->pid));
     for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
         if (atomic_load(&l->dev[d].state) != 1)
@@ -314,7 +317,7 @@ int gpc_ledger_repair(struct gpc_ledger *old)
                 strerror(-rc));
         goto out;
     }
-    carry_my_share(l, old, gpc_ledger_my_proc);
+    carry_my_share(l, old, gpc_ledger_my_proc, dev, ino);
     gpc_ledger_mapped_dev = dev;
     gpc_ledger_mapped_ino = ino;
     __atomic_store_n(&gpc_ledger, l, __ATOMIC_RELEASE);
@@ -389,7 +392,7 @@ static void relocate(struct gpc_ledger *old)
         uint64_t start = atomic_load(&old->proc[gpc_ledger_my_proc].start_time);
         int to = register_devices(l) == 0 ? gpc_ledger_claim_free(l, pid, start) : -1;
         if (to >= 0) {
-            carry_my_share(l, old, to);
+            carry_my_share(l, old, to, dev, ino);
             gpc_ledger_my_proc = to;
             gpc_ledger_mapped_dev = dev;
             gpc_ledger_mapped_ino = ino;

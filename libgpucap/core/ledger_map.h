@@ -10,6 +10,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/defs.h"
@@ -58,6 +59,16 @@ static inline struct gpc_ledger_proc *gpc_ledger_me(void)
  * needs one, carrying the limit in force for its parent then; a private budget's copy is emptied.
  */
 void gpc_ledger_fork(enum gpc_fork_step step, enum gpc_lock_rank rank);
+/*
+ * True when this process's entry names another pid than its own: it was made by a raw clone (no
+ * fork handler ran) and still uses its parent's entry. gpc_ledger_forget then lets it claim one of
+ * its own at its next need, as a fork child does (its parent's share stays its parent's).
+ */
+bool gpc_ledger_pid_changed(void);
+void gpc_ledger_forget(void);
+/* A descriptor of the shared ledger's file that holds no lock, for the read side's
+ * gpc_ledger_entry_live (-1: a private budget, or none). */
+int gpc_ledger_reader_fd(void);
 /* Gives back the budget of dead processes (gone, zombies, images that exec'd) and recomputes the
  * limits they set; returns how many were reclaimed. */
 int gpc_ledger_reap(void);
@@ -70,6 +81,13 @@ int gpc_ledger_reap(void);
  */
 extern atomic_bool gpc_ledger_broken;
 void gpc_ledger_recover(uint64_t (*held)(int id));
+/*
+ * Guards one more read-only file mapping as the ledger's is (charge/live.c's view of the settings
+ * file, which whoever can write that file could shrink under it): a fault inside [base, base + len)
+ * maps zero pages there and sets *hit, so the access reads zeros instead of killing the process.
+ * One such mapping; NULL: none.
+ */
+void gpc_ledger_guard_also(const void *base, size_t len, atomic_bool *hit);
 /* Touches the whole mapping, so that a file shrunk since is noticed (gpc_ledger_broken) before a
  * figure is read from it: for callers about to report one (core/budget.c's gpc_budget_refresh). */
 void gpc_ledger_probe(void);
@@ -87,11 +105,12 @@ void gpc_ledger_exec_end(bool marked);
 void gpc_ledger_note_limit(int d);
 /*
  * Under entry `id`'s lock, a live change of the asks (the limit each process asked for, whose
- * smallest is the entry's limit): the processes that asked for `old`, entry `me` (this process's,
- * -1: none) and, with `all`, every process ask for `limit` now. Returns the smallest ask of the
- * processes holding an entry, `limit` at most.
+ * smallest is the entry's limit): the processes that asked for `old` or `old_file` (0: none), entry
+ * `me` (this process's, -1: none) and, with `all`, every process ask for `limit` now. Returns the
+ * smallest ask of the processes holding an entry, `limit` at most.
  */
-uint64_t gpc_ledger_asks_set(struct gpc_ledger *l, int id, int me, uint64_t old, uint64_t limit, bool all);
+uint64_t gpc_ledger_asks_set(struct gpc_ledger *l, int id, int me, uint64_t old, uint64_t old_file, uint64_t limit,
+                             bool all);
 /*
  * Locks device entry `id` of the ledger (robust, bounded wait) and returns it, or NULL after
  * logging "...; <consequence>" (with the holder's pid when the wait timed out). A ledger whose lock

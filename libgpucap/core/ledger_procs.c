@@ -6,12 +6,13 @@
  * A share is given back when its memory really is, which is never while the process runs code:
  * not at exit (the driver frees memory when the process's device files close, after every
  * destructor), but once it is dead, by gpc_ledger_reap(), which budget.c calls before any denial
- * and the figure queries call rate-limited. A process is dead when its pid is gone or now belongs
- * to a process with another start time, when it is a zombie, or when it exec'd (hooks/exec.c marks
- * the entry; the close-on-exec descriptor the entry names is then gone: gpc_ledger_proc_alive). An
- * exec'd image that calls CUDA takes over its pid's entry from zero. Whenever a process leaves, the
- * device limits are recomputed from those still there; every entry carries its process's own
- * limit, a fork child's included.
+ * and the figure queries call rate-limited. A process is dead when no process holds its entry's
+ * lock (common/ledger.h: gone at an exit, a kill, an exec; kept by a fork or raw clone child that
+ * keeps its descriptors), or, where the kernel cannot say, when its pid is gone or now belongs to a
+ * process with another start time, or it is a zombie. An exec'd image that calls CUDA takes over its
+ * pid's entry from zero, unless a fork child still holds it. Whenever a process leaves, the device
+ * limits are recomputed from those still there; every entry carries its process's ask, a fork
+ * child's included (the limit in force when it claims, after a change its copy predates).
  */
 #include "common/defs.h"
 #include "common/ledger.h"
@@ -184,7 +185,9 @@ static void apply_own_limits(void)
         if (!dev)
             continue;
         struct gpc_ledger *l = gpc_ledger;
-        uint64_t lowest = gpc_ledger_lowest_limit(l, d, gpc_ledger_my_proc, gpc_ledger_mine[d].own, true);
+        /* What the entry asks (gpc_ledger_fill_entry: the copy, or the limit a later change left). */
+        uint64_t ask = atomic_load(&l->proc[gpc_ledger_my_proc].share[d].limit);
+        uint64_t lowest = gpc_ledger_lowest_limit(l, d, gpc_ledger_my_proc, ask ? ask : gpc_ledger_mine[d].own, true);
         if (lowest != atomic_load(&dev->slot.limit))
             gpc_lease_set_limit(l, dev, lowest);
         gpc_ledger_unlock(dev);
@@ -203,9 +206,18 @@ struct gpc_ledger_proc *gpc_ledger_claim(void)
         struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
         if (atomic_load(&p->pid) != pid || atomic_load(&p->start_time) != start)
             continue;
-        if (clear_share(i, pid, start, true, "the share of the image before exec stays charged") >= 0) {
+        /* The old image's lock still held: a fork child of it keeps its device files, and its
+         * memory with them. That entry stays the old image's (taken back when the child is gone);
+         * this image takes a free one. */
+        if (atomic_load(&p->locked) && gpc_ledger_lock_held(gpc_ledger_probe_fd(), i) == 1)
+            continue;
+        /* Its share only: the process did not leave the ledger, so the limits stay as they are
+         * (the new image asks its own when it registers a device; a figure `gpucap set-memory`
+         * holds for the ledger holds for it too). */
+        if (clear_share(i, pid, start, false, "the share of the image before exec stays charged") >= 0) {
             gpc_ledger_fill_entry(gpc_ledger, i, start);
             gpc_ledger_my_proc = i;
+            gpc_ledger_continued = true;
         }
     }
     for (int pass = 0; pass < 3 && gpc_ledger_my_proc < 0; pass++) {
@@ -242,11 +254,14 @@ int gpc_ledger_reap(void)
     if (!gpc_ledger_shared)
         return 0;
     int reaped = 0;
+    /* Before this image claimed its entry, one of its pid is its own before an exec: the claim
+     * takes it over (limits and all), the reaper leaves it. */
+    int32_t self = gpc_ledger_my_proc < 0 ? getpid() : 0;
     for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
         struct gpc_ledger_proc *p = &gpc_ledger->proc[i];
         int32_t pid = atomic_load(&p->pid);
         uint64_t start = atomic_load(&p->start_time);
-        if (pid == 0 || i == gpc_ledger_my_proc || gpc_ledger_entry_alive(i, pid, start, p))
+        if (pid == 0 || i == gpc_ledger_my_proc || pid == self || gpc_ledger_entry_alive(i, pid, start, p))
             continue;
         uint64_t took = 0;
         for (int d = 0; d < GPC_LEDGER_DEVICES; d++)
@@ -321,4 +336,19 @@ void gpc_ledger_note_limit(int d)
     uint64_t now = atomic_load(&gpc_ledger->dev[d].slot.limit);
     atomic_store(&gpc_ledger_mine[d].own, own);
     atomic_store(&gpc_ledger_mine[d].limit, now < own ? now : own);
+    atomic_store(&gpc_ledger_mine[d].changes, atomic_load(&gpc_ledger->dev[d].limit_changes));
+}
+
+bool gpc_ledger_pid_changed(void)
+{
+    int i = gpc_ledger_my_proc;
+    struct gpc_ledger_proc *p = atomic_load(&gpc_ledger_entry);
+    return gpc_ledger_shared && p && i >= 0 && atomic_load(&p->pid) != getpid();
+}
+
+void gpc_ledger_forget(void)
+{
+    gpc_lock(&me_lock, GPC_LOCK_LEDGER_CLAIM);
+    forget_me();
+    gpc_unlock(&me_lock, GPC_LOCK_LEDGER_CLAIM);
 }

@@ -4,16 +4,16 @@
  * memory is: at the exec.
  *
  * The driver frees a process's memory at exec (its descriptors are close-on-exec), but the pid and
- * the start time stay, and the new image may never call CUDA. So before the exec this process
- * marks its ledger entry "exec under way" (gpc_ledger_exec_begin); a reader that sees the mark
- * checks whether the close-on-exec descriptor the entry names is still open in the process: once
- * the exec went through it is not, and the share is taken back at the next reap (before any
- * denial). An exec that fails returns here and the mark is cleared: the share stays.
+ * the start time stay, and the new image may never call CUDA. The entry's lock (common/ledger.h),
+ * held through a close-on-exec descriptor, goes with the exec, hooked or not; before the exec this
+ * process also marks its ledger entry "exec under way" (gpc_ledger_exec_begin), which a reader that
+ * cannot ask the lock keeps as alive. An exec that fails returns here and the mark is cleared: the
+ * share stays.
  *
  * Every exported exec is hooked, because glibc's execvp, execl... call the kernel through an
  * internal alias, not through execve; the real ones are the driver layer's (driver/resolve.c). A
- * process that never touched CUDA only passes through (no file read, no thread). The raw system call (a static program, Go's syscall package) is not seen:
- * such an image's share stays charged until it exits (README).
+ * process that never touched CUDA only passes through (no file read, no thread). The raw system
+ * call (a static program, Go's syscall package) is not seen here; the lock still goes with it.
  */
 #include "common/defs.h"
 #include "core/ledger_map.h"

@@ -30,7 +30,7 @@ struct gpc_exit_report {
 static int write_report(int fd, void *arg)
 {
     const struct gpc_exit_report *r = arg;
-    return gpc_report_write_timeline(fd, gpc_ledger, r->json, r->audit, r->tl, r->ntl);
+    return gpc_report_write_timeline(fd, gpc_ledger, gpc_ledger_reader_fd(), r->json, r->audit, r->tl, r->ntl);
 }
 
 void gpc_report_at_exit(void)

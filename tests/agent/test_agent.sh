@@ -67,6 +67,9 @@ grep -q "lists=2 .*watches=4 .*changes=2 .*events=2 .*relists_gone=1$" "$t/agent
 grep -qx "memory_limit = 32MiB" "$ini" && grep -qx "memory_limit_max = 1GiB" "$ini" && grep -qx "context_reserve = 0" "$ini" ||
     bad "file content: $(cat "$ini")"
 [ "$(grep -c '^memory_limit =' "$ini")" = 1 ] || bad "memory_limit twice: $(cat "$ini")"
+# Each of the two rewrites signalled once complete: the generation line first, bumped after the text.
+[ "$(head -1 "$ini")" = "; generation = 00000000000000002" ] && [ "$(grep -c '^; generation = ' "$ini")" = 1 ] ||
+    bad "generation line: $(head -2 "$ini")"
 grep -qx "memory_limit = 64MiB" "$(vol $other gpucap-lib)/gpucap.ini" || bad "a pod of another node was changed"
 
 # The API calls and the Events.

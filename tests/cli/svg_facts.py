@@ -3,7 +3,8 @@
 """svg_facts.py FILE: what the CLI tests check in a usage picture (gpucap run --report FILE.svg,
 gpucap plot), read from its elements by their class, one "name=value" a line:
   title          the title's text
-  budget_lines   budget lines drawn
+  budget_lines   budget lines drawn (one per budget period); budget_levels: their distinct heights;
+                 budget_steps: the steps between them (a live change of the budget)
   marks          denial marks; denied: the denials they stand for (each mark's tooltip starts with
                  its count)
   labels         the peak's and the budget's labels; peak_label: the peak's text ("|" between several)
@@ -38,6 +39,8 @@ def over(a, b):
 titles = cls("text", "title")
 print("title=" + ("".join(titles[0].itertext()) if titles else ""))
 print("budget_lines=%d" % len(cls("line", "budget")))
+print("budget_levels=%d" % len({e.get("y1") for e in cls("line", "budget")}))
+print("budget_steps=%d" % len(cls("line", "budgetstep")))
 marks = []
 denied = 0
 for g in cls("g", "denial"):

@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <uthash.h>
 
 #include "entries.h"
@@ -175,6 +176,9 @@ CUresult fk_stream_id(CUcontext ctx, CUstream h, unsigned long long *id);
 
 /* ---- record.c: the physical truth shared between processes ---- */
 
+/* Reads state, threads (NULL: not wanted) and start time (fields 3, 20 and 22) of
+ * /proc/<pid>/stat: 0, or -1 when unreadable. */
+int fk_proc_stat(pid_t pid, char *state, long *threads, uint64_t *start);
 /* Attaches (once) the record: the FAKECUDA_RECORD file or a private shared-anonymous map.
  * Returns 0 or a negative errno; the error is also reported on stderr once. */
 int fk_record_attach(void);
@@ -193,6 +197,15 @@ uint64_t fk_record_container_used(int phys);
 void fk_record_ctx(int phys, int delta);
 /* After fork(): the child holds nothing on the record and claims its own slot lazily. */
 void fk_record_forget_slot(void);
+
+/* ---- holders.c: who holds a process's device file ---- */
+
+/*
+ * Whether a process other than `owner` holds the device file (the pipe `ino` at descriptor `fd`)
+ * that owner opened: a fork or raw clone child that neither exited nor exec'd. *hint / *hint_start:
+ * the holder found last, tried first, and updated to the one found.
+ */
+bool fk_device_file_held(int32_t owner, int32_t fd, uint64_t ino, int32_t *hint, uint64_t *hint_start);
 
 /* ---- memory.c: linear allocations, host memory, pools, pointer queries ---- */
 

@@ -17,6 +17,11 @@
  * a process-shared robust mutex; a holder that died mid-update is repaired by recomputing the
  * device totals from the live slots.
  *
+ * A device file is held by whoever has its descriptor: a fork or raw clone child keeps its parent's
+ * (and so its parent's memory on the card) until it exits or execs, as on a real card (holders.c); a
+ * raw clone child, which no fork handler told, notices at its first record call that its pid is not
+ * its slot's and takes a slot of its own.
+ *
  * The driver-limited container (FAKECUDA_DRIVER_LIMIT): the processes that name a limit form one
  * container (their slots are marked `limited`); what they hold together on a device may not pass
  * the limit, as the driver enforces a cgroup's hard limit (dmem.max) at allocation time, counting
@@ -41,7 +46,7 @@
 #include "fake_internal.h"
 
 #define FK_MAGIC 0x4144554345414b46ull /* "FAKECUDA" */
-#define FK_REC_VERSION 2u
+#define FK_REC_VERSION 3u
 #define FK_SLOTS 256
 
 struct fk_slot {
@@ -49,8 +54,9 @@ struct fk_slot {
     uint32_t limited; /* 1: the process is in the driver-limited container (FAKECUDA_DRIVER_LIMIT) */
     uint64_t start; /* /proc/<pid>/stat field 22 */
     int32_t fd;  /* the process's close-on-exec "device file" (-1: none) */
-    uint32_t unused;
+    int32_t holder; /* the last other process seen holding it (holders.c), 0: none */
     uint64_t fd_ino; /* the inode that descriptor names */
+    uint64_t holder_start;
     uint64_t bytes[FK_MAX_DEV];
     uint32_t ctxs[FK_MAX_DEV];
 };
@@ -85,8 +91,7 @@ static ssize_t read_text(const char *path, char *buf, size_t size)
     return n;
 }
 
-/* Reads state, threads and start time (fields 3, 20 and 22) of /proc/<pid>/stat; -1 when unreadable. */
-static int proc_stat(pid_t pid, char *state, long *threads, uint64_t *start)
+int fk_proc_stat(pid_t pid, char *state, long *threads, uint64_t *start)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
@@ -104,12 +109,13 @@ static int proc_stat(pid_t pid, char *state, long *threads, uint64_t *start)
     return 0;
 }
 
-static bool slot_alive(const struct fk_slot *s)
+/* Whether the slot's own process still holds its memory: it runs, and has its device file. */
+static bool owner_holds(const struct fk_slot *s)
 {
     char state;
     long threads = 1;
     uint64_t start;
-    if (proc_stat(s->pid, &state, &threads, &start) < 0)
+    if (fk_proc_stat(s->pid, &state, &threads, &start) < 0)
         return kill(s->pid, 0) == 0 || errno == EPERM;
     /* A zombie's memory is already back on a real card (a leader that ended while other threads
      * run is a zombie with more than one thread: alive). */
@@ -124,6 +130,13 @@ static bool slot_alive(const struct fk_slot *s)
             return false;
     }
     return true;
+}
+
+/* Whether the slot's memory is still held: by its process, or by one that inherited its device
+ * file (a fork or raw clone child that neither exited nor exec'd). Under R->mu. */
+static bool slot_alive(struct fk_slot *s)
+{
+    return owner_holds(s) || fk_device_file_held(s->pid, s->fd, s->fd_ino, &s->holder, &s->holder_start);
 }
 
 /* This image's "device file": a close-on-exec descriptor that the slot names (see slot_alive). */
@@ -196,17 +209,24 @@ static void rec_unlock(void)
 /* This process's slot, claimed on first use; NULL when all slots hold live processes. */
 static struct fk_slot *mine(void)
 {
+    /* A raw clone child still on its parent's slot (no fork handler ran): another process. */
+    if (my_slot >= 0 && R->slot[my_slot].pid != getpid())
+        my_slot = -1;
     if (my_slot >= 0)
         return &R->slot[my_slot];
     char state;
     uint64_t start = 0;
-    proc_stat(getpid(), &state, NULL, &start);
+    fk_proc_stat(getpid(), &state, NULL, &start);
     /* A slot with our pid and start time is this process before an exec: the new image cannot
      * reach the old one's memory, and the driver frees it (the address space it lived in is gone).
      * The new image starts from zero in that slot. */
     for (int i = 0; i < FK_SLOTS; i++) {
         struct fk_slot *s = &R->slot[i];
         if (s->pid != getpid() || s->start != start)
+            continue;
+        /* A fork child of the old image still has its device file: that memory stays on the card
+         * (the slot is the old image's until the child is gone); this image takes a free slot. */
+        if (fk_device_file_held(s->pid, s->fd, s->fd_ino, &s->holder, &s->holder_start))
             continue;
         for (uint32_t d = 0; d < R->ndev; d++)
             R->dev[d].outstanding -= s->bytes[d] < R->dev[d].outstanding ? s->bytes[d] : R->dev[d].outstanding;

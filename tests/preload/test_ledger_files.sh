@@ -18,7 +18,7 @@ check truncated "$t/short.ledger" "truncated"
 cp "$t/good.ledger" "$t/empty.ledger" && truncate -s 0 "$t/empty.ledger"
 check empty "$t/empty.ledger" "truncated"
 cp "$t/good.ledger" "$t/v99.ledger" && printf '\x63\x00\x00\x00' | dd of="$t/v99.ledger" bs=1 seek=8 conv=notrunc 2>/dev/null
-check version "$t/v99.ledger" "layout version 99, this gpucap reads version 7"
+check version "$t/v99.ledger" "layout version 99, this gpucap reads version 8"
 mkdir "$t/dir.ledger"
 check directory "$t/dir.ledger" "cannot be opened for writing"
 ln -s "$t/good.ledger" "$t/link.ledger"

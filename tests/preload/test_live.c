@@ -64,15 +64,33 @@ static void rewrite_in_place(const char *path, const char *text)
     close(fd);
 }
 
+/* With TEST_GEN=1 the file carries the generation line gpucap inject writes, and a rewrite bumps
+ * it once the text is complete, as gpucap-agent does. */
+static unsigned long long generation;
+
 static void write_settings(const char *limit_line)
 {
     char text[1024];
-    snprintf(text, sizeof text, "[gpucap]\ncontext_reserve = 0\n%s\n%s%s%s", limit_line, locked ? "lock = true\n" : "",
+    bool gen = getenv("TEST_GEN") && strcmp(getenv("TEST_GEN"), "1") == 0;
+    snprintf(text, sizeof text, "%s[gpucap]\ncontext_reserve = 0\n%s\n%s%s%s",
+             gen ? "; generation = 00000000000000000\n" : "", limit_line, locked ? "lock = true\n" : "",
              locked ? "ledger = " : "", locked ? getenv("GPUCAP_LEDGER") : "");
+    if (gen) {
+        char old[40]; /* the generation it had, until the text is complete */
+        snprintf(old, sizeof old, "; generation = %017llx", generation);
+        memcpy(text, old, 32);
+    }
     if (locked)
         strcat(text, "\n");
     if (access(settings, F_OK) == 0) {
         rewrite_in_place(settings, text);
+        if (gen) {
+            char line[40];
+            int n = snprintf(line, sizeof line, "; generation = %017llx\n", ++generation);
+            int fd = open(settings, O_WRONLY);
+            REQUIRE(fd >= 0 && pwrite(fd, line, (size_t)n, 0) == n, "bump the generation");
+            close(fd);
+        }
         return;
     }
     char dir[1024];
@@ -357,7 +375,7 @@ static void case_tenant(void)
     for (int i = 0; i < GPC_LEDGER_PROCS; i++)
         if (atomic_load(&l->proc[i].pid))
             atomic_store(&l->proc[i].share[0].limit, 1 * GiB);
-    atomic_store(&l->dev[0].limit_asked, 1 * GiB);
+    post_ask(l, 0, 1 * GiB);
     atomic_fetch_add(&l->dev[0].limit_changes, 1);
     CHECK(alloc(&q, 16 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "the ledger's limit field lifted the budget");
     size_t f, t;
@@ -392,17 +410,17 @@ static void case_asked(void)
     CUdeviceptr p, q;
     REQUIRE(alloc(&p, 16 * MiB) == CUDA_SUCCESS, "16 MiB");
     struct gpc_ledger *l = map_ledger();
-    atomic_store(&l->dev[0].limit_asked, 128 * MiB);
+    uint32_t seq = post_ask(l, 0, 128 * MiB);
     size_t f, t;
     info(&f, &t);
     CHECK(t == 128 * MiB && f == 112 * MiB, "after a raise asked: total %zu free %zu", t, f);
-    CHECK(atomic_load(&l->dev[0].limit_asked) == 0, "the request is cleared once applied");
+    CHECK(ask_done(l, 0, seq), "the request is acknowledged once applied");
     CHECK((atomic_load(&l->dev[0].limit_by) & GPC_LIMIT_BY_MASK) == GPC_LIMIT_BY_CLI &&
               atomic_load(&l->dev[0].limit_was) == 64 * MiB,
           "recorded: by %u was %llu", atomic_load(&l->dev[0].limit_by),
           (unsigned long long)atomic_load(&l->dev[0].limit_was));
     CHECK(alloc(&q, 100 * MiB) == CUDA_SUCCESS, "up to the raised budget");
-    atomic_store(&l->dev[0].limit_asked, 32 * MiB);
+    post_ask(l, 0, 32 * MiB);
     info(&f, &t);
     CHECK(t == 32 * MiB && f == 0, "after a lowering asked: total %zu free %zu", t, f);
     CHECK(alloc(&q, 1 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "above a lowered budget");
@@ -430,7 +448,7 @@ static struct gpc_ledger *hold_then_ask(CUdeviceptr *p, uint64_t asked)
     make_context(0);
     REQUIRE(alloc(p, 16 * MiB) == CUDA_SUCCESS, "16 MiB");
     struct gpc_ledger *l = map_ledger();
-    atomic_store(&l->dev[0].limit_asked, asked);
+    post_ask(l, 0, asked);
     size_t f, t;
     info(&f, &t);
     REQUIRE(t == asked, "the change applied: total %zu", t);

@@ -103,10 +103,10 @@ static bool admit(int p, uint64_t bytes)
     if (gpc_lease_take(share(p), bytes, &after))
         return true;
     pthread_mutex_lock(&lock);
-    bool ok = gpc_lease_take(share(p), bytes, &after) || gpc_lease_grow(dev(), share(p), ID, bytes, false, true, true);
+    bool ok = gpc_lease_take(share(p), bytes, &after) || gpc_lease_grow(dev(), share(p), ID, bytes, false, true);
     if (!ok) {
         gpc_lease_take_all(ledger, dev());
-        ok = gpc_lease_grow(dev(), share(p), ID, bytes, false, true, true);
+        ok = gpc_lease_grow(dev(), share(p), ID, bytes, false, true);
     }
     gpc_lease_reopen(ledger, dev());
     pthread_mutex_unlock(&lock);
@@ -124,7 +124,7 @@ static void release(int p, uint64_t bytes)
     bool over = gpc_lease_keep(ID) == 0;
     gpc_lease_take_back(dev(), share(p), p, over ? 0 : gpc_lease_chunk(limit));
     if (over && atomic_load(&dev()->slot.leased) <= limit)
-        gpc_lease_keep_set(ID, limit, true, false);
+        gpc_lease_keep_set(ID, limit, false);
     gpc_lease_reopen(ledger, dev());
     pthread_mutex_unlock(&lock);
 }
@@ -135,7 +135,7 @@ static void set_limit(uint64_t limit)
     pthread_mutex_lock(&lock);
     gpc_lease_set_limit(ledger, dev(), limit);
     gpc_lease_take_all(ledger, dev());
-    gpc_lease_keep_set(ID, limit, true, atomic_load(&dev()->slot.leased) > limit);
+    gpc_lease_keep_set(ID, limit, atomic_load(&dev()->slot.leased) > limit);
     consistent("after a change of the limit");
     pthread_mutex_unlock(&lock);
 }
@@ -163,8 +163,8 @@ static void test_steps(void)
     fresh(2, 16 * MiB);
     CHECK(admit(0, 12 * MiB), "12 MiB under 16");
     pthread_mutex_lock(&lock);
-    CHECK(!gpc_lease_grow(dev(), share(1), ID, 8 * MiB, false, true, true), "8 MiB more does not fit 16");
-    CHECK(gpc_lease_grow(dev(), share(1), ID, 8 * MiB, true, true, true), "unchecked, it is admitted");
+    CHECK(!gpc_lease_grow(dev(), share(1), ID, 8 * MiB, false, true), "8 MiB more does not fit 16");
+    CHECK(gpc_lease_grow(dev(), share(1), ID, 8 * MiB, true, true), "unchecked, it is admitted");
     CHECK(atomic_load(&dev()->slot.leased) == 20 * MiB, "leased %llu", (unsigned long long)atomic_load(&dev()->slot.leased));
     pthread_mutex_unlock(&lock);
 
@@ -213,7 +213,7 @@ static void test_steps(void)
 /* In the child: the locked operations, crash points 1-13 on the way (GPC_TEST_CRASH_AT). */
 static void crash_child(void)
 {
-    gpc_lease_grow(dev(), share(0), ID, 4 * MiB, false, true, true);
+    gpc_lease_grow(dev(), share(0), ID, 4 * MiB, false, true);
     gpc_lease_take_back(dev(), share(1), 1, 0);
     gpc_lease_clear(dev(), share(2));
     _exit(0);
@@ -312,7 +312,7 @@ static void test_threads(void)
 {
     fresh(THREADS, 48 * MiB);
     atomic_store(&in_force, 48 * MiB);
-    gpc_lease_keep_set(ID, 48 * MiB, true, false);
+    gpc_lease_keep_set(ID, 48 * MiB, false);
     pthread_t t[THREADS], c;
     REQUIRE(pthread_create(&c, NULL, changer, NULL) == 0, "thread");
     for (int i = 0; i < THREADS; i++)

@@ -12,6 +12,13 @@
  * The record only asks: the most it can get is the ceiling `gpucap inject` wrote in the file when
  * the pod was created, which every rewrite keeps (gpc_agent_apply's contract says how it is found).
  *
+ * A rewrite is signalled once complete: the file's first line is its generation ("; generation =
+ * N", 17 hex digits), which every process of the container maps and compares before each admission
+ * (libgpucap/charge/live.c). The text is written first with the generation it had, then the line
+ * alone with N + 1: from the moment that second write returns, no process of the container admits
+ * anything under the budget it replaces (the one mechanism burstable QoS drives: a loan is a raise,
+ * taking it back a lowering, in force when the write returns).
+ *
  * The pod's volumes are the pod's: every path component under the kubelet's directory is opened
  * without following links, and a file is first opened as a path only (O_PATH: no FIFO blocks, no
  * device is opened), checked (a regular file, one link, its directory's owner), then reopened
@@ -118,6 +125,56 @@ int gpc_agent_ini_set(const char *in, const char *key, const char *value, char *
     out[n] = '\0';
 #undef PUT
     return 0;
+}
+
+#define GEN_PREFIX "; generation = "
+
+/* The generation of `text` (its first line), or -1 when it has none. */
+static long long generation_of(const char *text)
+{
+    size_t n = strlen(GEN_PREFIX);
+    if (strncmp(text, GEN_PREFIX, n) != 0)
+        return -1;
+    char *end;
+    unsigned long long g = strtoull(text + n, &end, 16);
+    return end == text + n + 17 && *end == '\n' ? (long long)(g & 0x7fffffffffffffffull) : -1;
+}
+
+int gpc_agent_signal_generation(char *text, size_t len, const char *in)
+{
+    long long g = generation_of(in);
+    size_t n = strlen(GEN_PREFIX);
+    /* The generation line out of the new text, wherever ini_set and the ceiling left it (first or
+     * second), then first with the file's generation as it was. */
+    for (int pass = 0; pass < 2; pass++) {
+        char *at = pass == 0 ? text : strchr(text, '\n');
+        if (at && pass == 1)
+            at++;
+        if (at && strncmp(at, GEN_PREFIX, n) == 0) {
+            char *e = strchr(at, '\n');
+            memmove(at, e ? e + 1 : at + strlen(at), strlen(e ? e + 1 : at + strlen(at)) + 1);
+            break;
+        }
+    }
+    char line[48];
+    int m = snprintf(line, sizeof line, GEN_PREFIX "%017llx\n", g < 0 ? 0ull : (unsigned long long)g);
+    size_t have = strlen(text);
+    if (have + (size_t)m + 1 > len)
+        return -ENOSPC;
+    memmove(text + m, text, have + 1);
+    memcpy(text, line, (size_t)m);
+    return 0;
+}
+
+int gpc_agent_signal(int fd, const char *text)
+{
+    long long g = generation_of(text);
+    if (g < 0)
+        return -EINVAL;
+    char line[48];
+    int m = snprintf(line, sizeof line, GEN_PREFIX "%017llx\n", (unsigned long long)(g + 1) & 0xfffffffffffffffull);
+    ssize_t w = pwrite(fd, line, (size_t)m, 0);
+    return w == m ? 0 : w < 0 ? -errno : -EIO;
 }
 
 int gpc_agent_write_in_place(int fd, const char *text)
@@ -327,7 +384,9 @@ void gpc_agent_use(const char *root, const char *uid, const char *container, con
     for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
         if (atomic_load(&l->dev[d].state) != 1)
             continue;
-        uint64_t used = gpc_ledger_in_use(l, d), budget = gpc_size_resolve(&size, l->dev[d].physical);
+        /* What the container's live processes hold: the entries held by their locks (the node asks
+         * them as `gpucap status` does in the container). */
+        uint64_t used = gpc_ledger_in_use_held(l, d, fd), budget = gpc_size_resolve(&size, l->dev[d].physical);
         if (used >= c->in_use) {
             c->in_use = used;
             c->budget = budget;
@@ -438,7 +497,9 @@ int gpc_agent_apply(const char *root, const char *pod_uid, const char *container
         memmove(out + n, out, len + 1);
         memcpy(out, line, (size_t)n);
     }
-    if ((rc = gpc_agent_write_in_place(fd, out)) != 0) {
+    /* The text, with the generation the file had; then the generation moves: complete. */
+    if ((rc = gpc_agent_signal_generation(out, sizeof out, in)) != 0 || (rc = gpc_agent_write_in_place(fd, out)) != 0 ||
+        (rc = gpc_agent_signal(fd, out)) != 0) {
         snprintf(err, errlen, "container %s: rewrite its settings file: %s", container, strerror(-rc));
         goto out;
     }

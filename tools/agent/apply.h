@@ -26,6 +26,16 @@ int gpc_agent_ini_set(const char *in, const char *key, const char *value, char *
  */
 int gpc_agent_write_in_place(int fd, const char *text);
 
+/*
+ * The generation line (common to gpucap inject and the agent: "; generation = " and 17 hex
+ * digits): `text`, a new settings text of `len` bytes of room, gets the line of `in` (the file as
+ * it was; 0 when it had none) as its first line, any other copy of it removed. 0, or -ENOSPC.
+ */
+int gpc_agent_signal_generation(char *text, size_t len, const char *in);
+/* After `text` (starting with its generation line) was written over the file open on `fd`: the
+ * line alone, at offset 0, with the next generation: the rewrite is complete. 0 or -errno. */
+int gpc_agent_signal(int fd, const char *text);
+
 struct gpc_agent_change {
     char from[64], to[64];       /* memory_limit before and after, as written */
     char max_from[64], max_to[64]; /* memory_limit_max likewise ("" when none) */

@@ -90,6 +90,7 @@ struct dev_rec {
     uint64_t driver_limit; /* the NVIDIA driver's own limit seen in force, GPC_UNLIMITED: none */
     /* Live budget changes: the budget before the last one, when (s), how many; used > limit. */
     uint64_t limit_was, changed_s, changes, above;
+    uint64_t pending; /* a budget `gpucap set-memory` asked that no process applied yet, GPC_UNLIMITED: none */
     unsigned procs;
 };
 
@@ -159,7 +160,8 @@ static struct dev_rec *new_dev(struct scan *sc)
 static void bound(struct dev_rec *o, uint64_t card, uint64_t now_s)
 {
     if (card) {
-        uint64_t *fig[] = {&o->physical, &o->limit, &o->used, &o->contexts, &o->peak, &o->limit_was, &o->driver_limit};
+        uint64_t *fig[] = {&o->physical, &o->limit, &o->used,        &o->contexts,
+                           &o->peak,     &o->limit_was, &o->driver_limit, &o->pending};
         for (size_t k = 0; k < sizeof fig / sizeof fig[0]; k++)
             if (*fig[k] > card && *fig[k] != GPC_UNLIMITED) /* unlimited stays so */
                 *fig[k] = card;
@@ -171,7 +173,7 @@ static void bound(struct dev_rec *o, uint64_t card, uint64_t now_s)
 }
 
 /* Takes the figures out of a checked copy. Returns NO_SKIP or the skip reason. */
-static int take(struct scan *sc, const char *pod_uid, const char *container)
+static int take(struct scan *sc, const char *pod_uid, const char *container, int fd)
 {
     const struct gpc_ledger *l = sc->copy;
     struct ctr_rec *r = new_record(sc);
@@ -223,7 +225,9 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
         memcpy(o->uuid_text, text, sizeof text);
         o->physical = e->physical;
         o->limit = atomic_load(&e->slot.limit);
-        o->used = gpc_ledger_in_use(l, d);
+        /* What live processes hold: an entry held by its lock is alive exactly while the lock is
+         * (in whichever PID namespace), as `gpucap status` counts it in the container. */
+        o->used = gpc_ledger_in_use_held(l, d, fd);
         o->contexts = atomic_load(&e->slot.contexts);
         if (o->contexts > o->used) /* part of used_bytes: the reserves of processes gone since */
             o->contexts = o->used;
@@ -236,6 +240,9 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
         o->limit_was = atomic_load(&e->limit_was);
         o->changed_s = atomic_load(&e->limit_changed_s);
         o->changes = atomic_load(&e->limit_changes);
+        o->pending = gpc_ledger_pending_limit(e);
+        if (!o->pending)
+            o->pending = GPC_UNLIMITED;
         /* A tenant's ledger is writable: a 1 PiB budget on a real card would fire the over-commit
          * alert, a 1 PiB driver limit would say the driver enforces. A budget above the card caps
          * nothing more than one of the card's size. */
@@ -243,7 +250,7 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
         o->above = o->limit != GPC_UNLIMITED && o->used > o->limit;
         for (uint32_t p = 0; p < used; p++) {
             const struct gpc_ledger_proc *pr = &l->proc[p];
-            if (atomic_load(&pr->pid) != 0 &&
+            if (atomic_load(&pr->pid) != 0 && gpc_ledger_entry_held(l, (int)p, fd) &&
                 (atomic_load(&pr->share[d].lease) || atomic_load(&pr->share[d].limit) ||
                  atomic_load(&pr->share[d].peak)))
                 o->procs++;
@@ -301,9 +308,10 @@ static void scan_container(struct scan *sc, int ledgers_fd, const char *pod_uid,
         return;
     }
     int reason = copy_ledger(sc, fd);
-    close(fd);
+    /* The descriptor read holds no lock: whose entries are held is asked through it (take). */
     if (reason == NO_SKIP)
-        reason = take(sc, pod_uid, container);
+        reason = take(sc, pod_uid, container, fd);
+    close(fd);
     if (reason == NO_SKIP)
         sc->s->ledgers++;
     else
@@ -399,6 +407,9 @@ static const struct dev_family dev_families[] = {
     {"gpucap_container_budget_changed_timestamp_seconds", "gauge",
      "When the budget last changed live, Unix time (absent: never changed).", offsetof(struct dev_rec, changed_s),
      false, false, true},
+    {"gpucap_container_budget_pending_bytes", "gauge",
+     "A budget gpucap set-memory asked for that no process of the container applied yet: in force from the next "
+     "process's first allocation (absent: none pending).", offsetof(struct dev_rec, pending), true, false, false},
     {"gpucap_container_above_budget", "gauge",
      "1 when the container holds more than its budget (after a lowering: nothing more is admitted until it is "
      "below), else 0.", offsetof(struct dev_rec, above), false, false, false},

@@ -71,8 +71,8 @@ static inline const char *cli_value_form(const struct gpc_option_def *d, const c
  * picture when `dest` ends in .svg, else gpc_report_write_run's text or JSON (with a "timeline"
  * per device). `run` (may be NULL) adds the command's facts. 0, or -errno.
  */
-int cli_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit, const char *dir, const char *dest,
-                     const struct gpc_report_run *run);
+int cli_report_write(int fd, const struct gpc_ledger *l, int ledger_fd, bool json, bool audit, const char *dir,
+                     const char *dest, const struct gpc_report_run *run);
 /* plot.c: removes the timeline files of a run from `dir`. */
 void cli_timeline_clean(const char *dir);
 
@@ -92,9 +92,10 @@ void cli_settings_quiet(struct gpc_settings *s, struct gpc_settings *platform, c
  * then copied by gpc_ledger_copy (common/ledger.h: only a regular file no larger than a ledger,
  * with pread, checked, its identity whole). Returns the copy (free() it), or NULL with *why set:
  * cannot be opened, or the copy's fault. *age_ns (optional) is how long ago the file was last
- * written.
+ * written. *keep_fd (optional): the descriptor it read, left open (close it), which holds no lock:
+ * what gpc_ledger_entry_live asks through; -1 without a copy.
  */
-struct gpc_ledger *cli_read_ledger(const char *path, char *why, size_t len, uint64_t *age_ns);
+struct gpc_ledger *cli_read_ledger(const char *path, char *why, size_t len, uint64_t *age_ns, int *keep_fd);
 /* The ledger of process `pid`: GPUCAP_LEDGER in /proc/PID/environ, else in one of its children's
  * (`gpucap run` names it in its command's environment, not its own), into out: 0 or -errno. */
 int cli_ledger_of_pid(long pid, char *out, size_t len);
@@ -103,6 +104,9 @@ int cli_ledger_of_pid(long pid, char *out, size_t len);
  * libnvidia-ml.so.1 (as doctor does). 0, or -ENOENT (no NVML, or no such card): *index -1, name "".
  */
 int cli_device_name(const char *uuid, int *index, char *name, size_t len);
+/* shared.c: the UUID NVML gives the card of index `index` (its order, which `gpucap status` shows as
+ * "GPU N"): 0, or -ENOENT (no NVML, or no such card). */
+int cli_device_uuid(int index, char *uuid, size_t len);
 /*
  * shared.c: how many of NVML's cards have a UUID that starts with `prefix` (case aside), the way the
  * per-UUID settings match; -1 when NVML lists no card (not there: nothing can be said).

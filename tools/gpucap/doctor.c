@@ -146,7 +146,7 @@ static uint64_t ledger_physical(const char *uuid)
     gpc_ledger_path(&s, path, sizeof path);
     if (strcmp(path, "off") == 0)
         return 0;
-    struct gpc_ledger *l = cli_read_ledger(path, why, sizeof why, NULL);
+    struct gpc_ledger *l = cli_read_ledger(path, why, sizeof why, NULL, NULL);
     uint64_t physical = 0;
     for (int i = 0; l && i < GPC_LEDGER_DEVICES && !physical; i++) {
         char u[GPC_UUID_TEXT];

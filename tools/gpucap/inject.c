@@ -14,8 +14,10 @@
  * cannot be removed, renamed or replaced from inside the container, even by a process running as
  * this same uid. An existing ledger (the init container run again) is kept.
  *
- * Each ini opens with its ceiling ("; ceiling = SIZE"): --max, else the container's budget. The node
- * agent never writes a budget above it, whatever the pod's record asks (live budgets).
+ * Each ini opens with its generation line ("; generation = N", which the node agent bumps once a
+ * rewrite is complete: the signal every process of the container watches) and its ceiling
+ * ("; ceiling = SIZE"): --max, else the container's budget. The node agent never writes a budget
+ * above it, whatever the pod's record asks (live budgets).
  */
 #include "cli.h"
 
@@ -248,7 +250,10 @@ int cmd_inject(int argc, char **argv)
         char ini[512];
         /* The ceiling line: the most the node agent may ever write here (--max, else this budget),
          * fixed now; the agent keeps the line as it rewrites the budget (tools/agent/apply.c). */
+        /* The generation line first: gpucap-agent bumps it once a rewrite is complete, and every
+         * process of the container watches it before each admission (libgpucap/charge/live.c). */
         int len = snprintf(ini, sizeof ini,
+                           "; generation = 00000000000000000\n"
                            "; written by gpucap inject for container %.*s: the platform's settings, locked\n"
                            "; ceiling = %s: the most gpucap-agent may set, fixed at creation\n"
                            "[gpucap]\n"

@@ -6,8 +6,9 @@
  * Under `gpucap run --report`, each process of the run writes its timeline (GPUCAP_TIMELINE, see
  * libgpucap/core/timeline.c) into the run's directory at exit: buckets of "highest and last figure,
  * denials". They are merged per device by time. The picture has one panel per device: usage over
- * time (the highest figure of each bucket, so no peak is lost), the budget as a red dashed line,
- * each denial as a red mark on it, and the peak labelled; in audit mode the peak is labelled as
+ * time (the highest figure of each bucket, so no peak is lost), the budget as a red dashed line
+ * (a step at each live change of it, one segment per budget period), each denial as a red mark on
+ * the budget of its time, and the peak labelled; in audit mode the peak is labelled as
  * the budget the job needs. Each panel is titled with the card's index and name (NVML's) when
  * known. Plain SVG 1.1 with inline styles: any browser or rsvg-convert shows it.
  *
@@ -33,9 +34,24 @@ struct series {
     int index;      /* NVML's index of the card, -1: unknown */
     char name[96];
     uint64_t physical, budget, peak, denials; /* budget GPC_UNLIMITED: none */
+    /* The live changes of the budget, in time order: from t_ns on it was `to`; before the first, `first`. */
+    struct step {
+        uint64_t t_ns, to;
+    } step[GPC_LEDGER_CHANGES];
+    int nsteps;
+    uint64_t first;
     struct gpc_tl_point *p;
     int n, cap;
 };
+
+/* The budget of series s at time t (the current one without steps). */
+static uint64_t budget_at(const struct series *s, uint64_t t)
+{
+    uint64_t b = s->nsteps ? s->first : s->budget;
+    for (int k = 0; k < s->nsteps && s->step[k].t_ns <= t; k++)
+        b = s->step[k].to;
+    return b;
+}
 
 struct plot {
     struct series dev[GPC_LEDGER_DEVICES];
@@ -334,6 +350,12 @@ static void panel(FILE *f, const struct series *s, double y0, bool audit)
             top = s->p[i].max;
     if (s->budget != GPC_UNLIMITED && s->budget > top)
         top = s->budget;
+    for (int k = 0; k < s->nsteps; k++) {
+        if (s->step[k].to != GPC_UNLIMITED && s->step[k].to > top)
+            top = s->step[k].to;
+        if (!k && s->first != GPC_UNLIMITED && s->first > top)
+            top = s->first;
+    }
     top = !top ? 1 << 20 : top > UINT64_MAX - top / 8 ? UINT64_MAX : top + top / 8;
 #define X(t) (x0 + ((double)((t) - tstart) / 1e9) / span * (x1 - x0))
 #define Y(v) (ybot - (double)((v) < top ? (v) : top) / (double)top * (ybot - ytop)) /* clamped: a hostile figure stays inside */
@@ -426,17 +448,42 @@ static void panel(FILE *f, const struct series *s, double y0, bool audit)
         if (!s->p[i].denials)
             continue;
         double x = X(s->p[i].t_ns);
+        uint64_t then = budget_at(s, s->p[i].t_ns);
+        double ym = then != GPC_UNLIMITED ? Y(then) : ytop; /* on the budget of its time */
         fprintf(f, "<g class=\"denial\"><title>%u denial%s at %.3f s</title>"
                    "<path d=\"M%.1f %.1f l-6 -11 h12 Z\"/></g>\n",
-                s->p[i].denials, s->p[i].denials == 1 ? "" : "s", (double)(s->p[i].t_ns - tstart) / 1e9, x, yd);
+                s->p[i].denials, s->p[i].denials == 1 ? "" : "s", (double)(s->p[i].t_ns - tstart) / 1e9, x, ym);
         if (marks++ < MAX_MARK_BOXES)
             taken[ntaken++] = (struct box){x - 8, yd - 13, x + 8, yd + 1};
         else
             taken[0] = (struct box){x0, yd - 13, x1, yd + 1}, ntaken = 1;
     }
-    /* The budget line, labelled at its right end, else its left end: where no mark is. */
+    /* The budget line, one segment per budget period with a step at each live change (a change
+     * before the first point is at the left edge), labelled at its right end, else its left end:
+     * where no mark is. */
+    if (s->nsteps) {
+        double xa = x0;
+        uint64_t b = s->first;
+        for (int k = 0; k <= s->nsteps; k++) {
+            double xb = k < s->nsteps ? (s->step[k].t_ns <= tstart ? x0 : X(s->step[k].t_ns)) : x1;
+            if (xb > x1)
+                xb = x1;
+            if (b != GPC_UNLIMITED && xb > xa)
+                fprintf(f, "<line class=\"budget\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", xa, Y(b), xb,
+                        Y(b));
+            if (k < s->nsteps) {
+                uint64_t to = s->step[k].to;
+                if (b != GPC_UNLIMITED && to != GPC_UNLIMITED && to != b)
+                    fprintf(f, "<line class=\"budgetstep\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", xb,
+                            Y(b), xb, Y(to));
+                b = to;
+                xa = xb;
+            }
+        }
+    }
     if (s->budget != GPC_UNLIMITED) {
-        fprintf(f, "<line class=\"budget\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", x0, yd, x1, yd);
+        if (!s->nsteps)
+            fprintf(f, "<line class=\"budget\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", x0, yd, x1, yd);
         char lab[48];
         snprintf(lab, sizeof lab, "budget %s", short_size(s->budget, a, sizeof a));
         struct box right = label_box(x1 - 4, yd - 8, strlen(lab), false), left = label_box(x0 + 12, yd - 8, strlen(lab), true);
@@ -499,6 +546,7 @@ static void svg_write(FILE *f, const struct plot *pl)
                ".xlabel{font-size:12px;fill:#666;text-anchor:middle}\n"
                ".usage,.usagekey{fill:#4c78a8;fill-opacity:0.28;stroke:#1f4e79;stroke-width:2;stroke-linejoin:round}\n"
                ".budget,.budgetkey{stroke:#d62728;stroke-width:2.5;stroke-dasharray:9 6}\n"
+               ".budgetstep{stroke:#d62728;stroke-width:2.5}\n"
                ".budgetlabel{font-size:13px;font-weight:bold;fill:#d62728}\n"
                ".denial,.denialkey{fill:#d62728;stroke:#7f0000;stroke-width:1}\n"
                ".legend{font-size:12px;fill:#444}\n"
@@ -520,8 +568,8 @@ static bool is_svg(const char *dest)
     return n > 4 && strcasecmp(dest + n - 4, ".svg") == 0;
 }
 
-int cli_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit, const char *dir, const char *dest,
-                     const struct gpc_report_run *run)
+int cli_report_write(int fd, const struct gpc_ledger *l, int ledger_fd, bool json, bool audit, const char *dir,
+                     const char *dest, const struct gpc_report_run *run)
 {
     struct plot pl = {.audit = audit};
     timeline_load(dir, &pl);
@@ -541,6 +589,14 @@ int cli_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit, 
             s->physical = d->physical;
             s->budget = atomic_load(&d->slot.limit);
             s->peak = gpc_ledger_peak(l, i);
+            uint16_t nch = atomic_load(&d->limit_changes);
+            int kept = nch < GPC_LEDGER_CHANGES ? nch : GPC_LEDGER_CHANGES;
+            for (int k = 0; k < kept; k++) {
+                const struct gpc_limit_change *c = &d->changes[(uint16_t)(nch - kept + k) % GPC_LEDGER_CHANGES];
+                if (!k)
+                    s->first = atomic_load(&c->from);
+                s->step[s->nsteps++] = (struct step){atomic_load(&c->t_ns), atomic_load(&c->to)};
+            }
             for (int k = 0; run && k < run->ndev; k++)
                 if (memcmp(run->dev[k].uuid, d->uuid, sizeof d->uuid) == 0) {
                     s->index = run->dev[k].index;
@@ -569,7 +625,7 @@ int cli_report_write(int fd, const struct gpc_ledger *l, bool json, bool audit, 
                 tl[ntl].p = pl.dev[i].p;
                 tl[ntl++].n = pl.dev[i].n;
             }
-        rc = gpc_report_write_run(fd, l, json, audit, tl, ntl, run);
+        rc = gpc_report_write_run(fd, l, ledger_fd, json, audit, tl, ntl, run);
     }
     plot_free(&pl);
     return rc;
@@ -598,6 +654,40 @@ static uint64_t num(json_t *o, const char *key, uint64_t def)
     return json_is_integer(v) ? (json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0)
            : json_is_real(v)  ? clamp_u64(json_real_value(v))
                               : def;
+}
+
+/* "2026-12-03T08:44:01.250Z" (the report's times) in ns since the epoch; 0 when it is not one. */
+static uint64_t iso_ns(json_t *v)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    const char *s = json_is_string(v) ? json_string_value(v) : "";
+    unsigned ms = 0;
+    char *end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (!end)
+        return 0;
+    if (*end == '.')
+        ms = (unsigned)strtoul(end + 1, NULL, 10) % 1000;
+    time_t t = timegm(&tm);
+    return t < 0 ? 0 : (uint64_t)t * 1000000000u + (uint64_t)ms * 1000000u;
+}
+
+/* The live changes of device d of a JSON report, into s, times made relative to its timeline's start. */
+static void steps_from_json(json_t *d, struct series *s)
+{
+    json_t *changes = json_object_get(d, "budget_changes");
+    uint64_t start = iso_ns(json_object_get(json_object_get(d, "timeline"), "start"));
+    size_t k;
+    json_t *c;
+    json_array_foreach(changes, k, c) {
+        if (s->nsteps == GPC_LEDGER_CHANGES || !json_is_object(c))
+            break;
+        uint64_t at = iso_ns(json_object_get(c, "at"));
+        if (!s->nsteps)
+            s->first = json_is_number(json_object_get(c, "from")) ? num(c, "from", 0) : GPC_UNLIMITED;
+        s->step[s->nsteps++] = (struct step){at > start ? at - start : 0,
+                                             json_is_number(json_object_get(c, "to")) ? num(c, "to", 0) : GPC_UNLIMITED};
+    }
 }
 
 static int plot_from_json(json_t *root, struct plot *pl, char *why, size_t len)
@@ -637,6 +727,7 @@ static int plot_from_json(json_t *root, struct plot *pl, char *why, size_t len)
         }
         s->peak = num(d, "peak", 0);
         s->denials = num(d, "denials", 0);
+        steps_from_json(d, s);
         json_t *tl = json_object_get(d, "timeline"), *pts = json_object_get(tl, "points");
         size_t k;
         json_t *p;

@@ -105,6 +105,7 @@ static void prepend_preload(const char *lib)
 
 struct run_report {
     const struct gpc_ledger *l;
+    int ledger_fd;
     bool json, audit;
     const char *dir, *dest;
     const struct gpc_report_run *run;
@@ -113,7 +114,7 @@ struct run_report {
 static int write_run_report(int fd, void *arg)
 {
     const struct run_report *r = arg;
-    return cli_report_write(fd, r->l, r->json, r->audit, r->dir, r->dest, r->run);
+    return cli_report_write(fd, r->l, r->ledger_fd, r->json, r->audit, r->dir, r->dest, r->run);
 }
 
 /* The report of the run to `dest` (a file, "-" for stdout) or, with dest NULL, to descriptor `fd`.
@@ -123,8 +124,9 @@ static int write_report(const char *ledger, const char *dir, const char *dest, i
 {
     char why[256];
     struct gpc_ledger *l = NULL;
+    int ledger_fd = -1;
     if (access(ledger, F_OK) == 0) {
-        l = cli_read_ledger(ledger, why, sizeof why, NULL);
+        l = cli_read_ledger(ledger, why, sizeof why, NULL, &ledger_fd);
         if (!l)
             tool_error("gpucap run", "the run's ledger %s %s; no figures", ledger, why);
     }
@@ -142,7 +144,7 @@ static int write_report(const char *ledger, const char *dir, const char *dest, i
     }
     run->dev = named;
     /* No ledger: CMD made no CUDA allocation under the library (or did not load it). */
-    struct run_report r = {l, json, audit, dir, dest, run};
+    struct run_report r = {l, ledger_fd, json, audit, dir, dest, run};
     int rc = 0;
     if (!dest || strcmp(dest, "-") == 0) {
         fflush(stdout);
@@ -153,6 +155,8 @@ static int write_report(const char *ledger, const char *dir, const char *dest, i
         tool_error("gpucap run", "the report cannot be written to %s: %s", dest, why);
     }
     free(l);
+    if (ledger_fd >= 0)
+        close(ledger_fd);
     return rc ? -1 : 0;
 }
 

@@ -127,8 +127,10 @@ void cli_settings_quiet(struct gpc_settings *s, struct gpc_settings *platform, c
 
 /* ---- ledgers ---- */
 
-struct gpc_ledger *cli_read_ledger(const char *path, char *why, size_t len, uint64_t *age_ns)
+struct gpc_ledger *cli_read_ledger(const char *path, char *why, size_t len, uint64_t *age_ns, int *keep_fd)
 {
+    if (keep_fd)
+        *keep_fd = -1;
     /* O_NONBLOCK: a FIFO does not wait for a writer; O_NOCTTY: a terminal does not become ours. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY);
     if (fd < 0) {
@@ -157,7 +159,10 @@ struct gpc_ledger *cli_read_ledger(const char *path, char *why, size_t len, uint
         int64_t d = (int64_t)(now.tv_sec - st.st_mtim.tv_sec) * 1000000000 + (now.tv_nsec - st.st_mtim.tv_nsec);
         *age_ns = d > 0 ? (uint64_t)d : 0;
     }
-    close(fd);
+    if (l && keep_fd)
+        *keep_fd = fd; /* the caller asks through it whose entries are held */
+    else
+        close(fd);
     return l;
 }
 
@@ -217,6 +222,16 @@ int cli_device_name(const char *uuid, int *index, char *name, size_t len)
         }
     }
     return -ENOENT;
+}
+
+int cli_device_uuid(int index, char *uuid, size_t len)
+{
+    if (n_named < 0)
+        load_names();
+    if (index < 0 || index >= n_named || !named[index].uuid[0])
+        return -ENOENT;
+    snprintf(uuid, len, "%s", named[index].uuid);
+    return 0;
 }
 
 int cli_devices_matching(const char *prefix)

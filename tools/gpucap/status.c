@@ -39,9 +39,12 @@ const struct tool_cmd cli_status_cmd = {
     .tail = "Exit 0, 1 when the ledger cannot be read (the reason is said), 2 for a usage error.\n\n" CLI_SETTINGS_NOTE,
 };
 
-static bool alive(const struct gpc_ledger_proc *p)
+/* The descriptor of the ledger read, which holds no lock: whose entries are held is asked through it. */
+static int ledger_fd = -1;
+
+static bool alive(const struct gpc_ledger *l, int i)
 {
-    return gpc_ledger_proc_alive(atomic_load(&p->pid), atomic_load(&p->start_time), p);
+    return gpc_ledger_entry_live(l, i, ledger_fd);
 }
 
 /* What dead processes still hold on device entry `dv`: not in use any more (the library takes it
@@ -52,7 +55,7 @@ static uint64_t dead_share(const struct gpc_ledger *l, int dv)
     for (int i = 0; i < GPC_LEDGER_PROCS; i++) {
         const struct gpc_ledger_proc *p = &l->proc[i];
         uint64_t in_use = gpc_ledger_share_in_use(&p->share[dv]);
-        if (atomic_load(&p->pid) != 0 && in_use != 0 && !alive(p))
+        if (atomic_load(&p->pid) != 0 && in_use != 0 && !alive(l, i))
             sum += in_use;
     }
     return sum;
@@ -90,37 +93,51 @@ static const char *utc_text(uint64_t s, char *buf, size_t len)
     return buf;
 }
 
-static const char *changed_by(uint32_t by)
-{
-    by &= GPC_LIMIT_BY_MASK;
-    return by == GPC_LIMIT_BY_PLATFORM ? "platform" : by == GPC_LIMIT_BY_CLI ? "set-memory" : "unknown";
-}
-
-/* The live change of a device's budget, if any (text: indented lines under the device's). */
+/* The live changes of a device's budget (the entry's record of the last GPC_LEDGER_CHANGES), a
+ * pending request, and whether the use is above the budget (text: indented lines under the
+ * device's). */
 static void print_change(const struct gpc_ledger_dev *d, uint64_t limit, uint64_t used, bool json)
 {
-    uint64_t when = atomic_load(&d->limit_changed_s), was = atomic_load(&d->limit_was);
-    uint64_t asked = atomic_load(&d->limit_asked);
+    uint16_t n = atomic_load(&d->limit_changes);
+    uint64_t asked = gpc_ledger_pending_limit(d);
     bool above = limit != GPC_UNLIMITED && used > limit;
-    char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], t[32];
+    char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], c[GPC_SIZE_TEXT], t[32];
+    int kept = n < GPC_LEDGER_CHANGES ? n : GPC_LEDGER_CHANGES;
+    const struct gpc_limit_change *last = n ? &d->changes[(uint16_t)(n - 1) % GPC_LEDGER_CHANGES] : NULL;
     if (json) {
         printf(",\"above_budget\":%s", above ? "true" : "false");
-        if (when)
+        if (last) {
             printf(",\"budget_changed\":{\"from\":%llu,\"to\":%llu,\"at\":%llu,\"by\":\"%s\",\"changes\":%u}",
-                   (unsigned long long)was, (unsigned long long)limit, (unsigned long long)when,
-                   changed_by(atomic_load(&d->limit_by)), (unsigned)atomic_load(&d->limit_changes));
+                   (unsigned long long)atomic_load(&last->from), (unsigned long long)atomic_load(&last->to),
+                   (unsigned long long)(atomic_load(&last->t_ns) / 1000000000u), gpc_limit_by_name(atomic_load(&last->by)),
+                   (unsigned)n);
+            printf(",\"budget_changes\":[");
+            for (int k = kept; k >= 1; k--) {
+                const struct gpc_limit_change *ch = &d->changes[(uint16_t)(n - k) % GPC_LEDGER_CHANGES];
+                printf("%s{\"from\":%llu,\"to\":%llu,\"at\":%llu,\"by\":\"%s\",\"peak_before\":%llu}",
+                       k == kept ? "" : ",", (unsigned long long)atomic_load(&ch->from),
+                       (unsigned long long)atomic_load(&ch->to),
+                       (unsigned long long)(atomic_load(&ch->t_ns) / 1000000000u), gpc_limit_by_name(atomic_load(&ch->by)),
+                       (unsigned long long)atomic_load(&ch->peak));
+            }
+            printf("]");
+        }
         if (asked)
-            printf(",\"budget_asked\":%llu", (unsigned long long)asked);
+            printf(",\"budget_pending\":%llu", (unsigned long long)asked);
         return;
     }
-    if (when)
-        printf("  budget changed from %s to %s at %s (%s)\n", gpc_format_size(was, a, sizeof a),
-               gpc_format_size(limit, b, sizeof b), utc_text(when, t, sizeof t), changed_by(atomic_load(&d->limit_by)));
+    for (int k = kept; k >= 1; k--) {
+        const struct gpc_limit_change *ch = &d->changes[(uint16_t)(n - k) % GPC_LEDGER_CHANGES];
+        printf("  budget changed from %s to %s at %s (%s), peak before %s\n",
+               gpc_format_size(atomic_load(&ch->from), a, sizeof a), gpc_format_size(atomic_load(&ch->to), b, sizeof b),
+               utc_text(atomic_load(&ch->t_ns) / 1000000000u, t, sizeof t), gpc_limit_by_name(atomic_load(&ch->by)),
+               gpc_format_size(atomic_load(&ch->peak), c, sizeof c));
+    }
     if (above)
         printf("  above the budget by %s: nothing more is admitted until the use is below it\n",
                gpc_format_size(used - limit, a, sizeof a));
     if (asked)
-        printf("  set-memory asked for %s: applied at the next CUDA memory call of a process\n",
+        printf("  set-memory asked for %s: pending, applied by the next admission of a process on the ledger\n",
                gpc_format_size(asked, a, sizeof a));
 }
 
@@ -212,7 +229,7 @@ int cmd_status(int argc, char **argv)
     }
     char why[256];
     uint64_t mtime_age = 0;
-    struct gpc_ledger *l = cli_read_ledger(path, why, sizeof why, &mtime_age);
+    struct gpc_ledger *l = cli_read_ledger(path, why, sizeof why, &mtime_age, &ledger_fd);
     if (!l) {
         tool_error("gpucap status", "ledger %s (%s) %s", path, from, why);
         return 1;
@@ -224,7 +241,7 @@ int cmd_status(int argc, char **argv)
         age = now - written;
     int live = 0;
     for (int i = 0; i < GPC_LEDGER_PROCS; i++)
-        if (atomic_load(&l->proc[i].pid) != 0 && alive(&l->proc[i]))
+        if (atomic_load(&l->proc[i].pid) != 0 && alive(l, i))
             live++;
     char agetext[32];
     cli_age(age, agetext, sizeof agetext);
@@ -315,7 +332,7 @@ int cmd_status(int argc, char **argv)
         int32_t pid = atomic_load(&p->pid);
         if (pid == 0)
             continue;
-        bool live = alive(p);
+        bool live = alive(l, i);
         char comm[32], pa[32] = "?";
         uint64_t page = 0;
         bool have_age = live && proc_age(atomic_load(&p->start_time), &page);
@@ -355,5 +372,7 @@ int cmd_status(int argc, char **argv)
     else if (!procs)
         printf("no process entries\n");
     free(l);
+    if (ledger_fd >= 0)
+        close(ledger_fd);
     return 0;
 }
