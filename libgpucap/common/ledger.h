@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define GPC_LEDGER_MAGIC 0x5247444c43504721ULL /* "!GPCLDGR" */
 #define GPC_LEDGER_VERSION 7u
@@ -107,9 +108,24 @@ struct gpc_ledger_proc {
     _Atomic int32_t exec_fd;
     _Atomic uint32_t took_set; /* v7: 1 when it took a budget held by `gpucap set-memory` (GPC_LIMIT_HELD) */
     _Atomic uint64_t exec_fd_dev, exec_fd_ino;
-    char pad2[24];              /* the shares start on a cache line of their own */
+    /* 1 while this process holds its liveness lock (GPC_LEDGER_ALIVE_AT); 0: it holds none (a
+     * writer of an earlier gpucap, which left this padding 0, a file without record locks, an entry
+     * moved to another file): readers cannot tell from the file. Same layout: a padding word. */
+    _Atomic uint32_t alive_lock;
+    char pad2[20];              /* the shares start on a cache line of their own */
     struct gpc_ledger_share share[GPC_LEDGER_DEVICES];
 } __attribute__((aligned(64)));
+
+/*
+ * The liveness lock of process entry `i`: a POSIX record lock (fcntl F_SETLK, F_RDLCK) of one byte
+ * at this offset of the file, taken by the process that holds the entry, on the close-on-exec
+ * descriptor it keeps. The kernel drops it when the process dies or execs, a fork child does not
+ * inherit it, and any reader of the file sees it (F_OFD_GETLK), whatever its PID namespace: a
+ * reader that cannot check the entry's pid (gpucap-exporter, on the node) tells a dead process by
+ * it (gpc_ledger_proc_locked).
+ */
+#define GPC_LEDGER_ALIVE_AT(i) \
+    ((off_t)(offsetof(struct gpc_ledger, proc) + (size_t)(i) * sizeof(struct gpc_ledger_proc)))
 
 /*
  * Who the ledger belongs to (v3): the GPUCAP_POD_* and GPUCAP_CONTAINER_NAME settings, which the
@@ -208,6 +224,13 @@ uint64_t gpc_ledger_peak(const struct gpc_ledger *l, int dev);
  * the image that held the share still has its close-on-exec descriptor. Unknowable is alive.
  */
 int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time, const struct gpc_ledger_proc *p);
+/*
+ * Whether the process of entry `i` of the ledger open at `fd` (any mode) still holds its liveness
+ * lock (GPC_LEDGER_ALIVE_AT): 1 yes, 0 no (the process is gone, or exec'd), -1 cannot tell (no
+ * record locks on that file system). Meaningful only for an entry whose alive_lock is 1. Takes no
+ * lock and changes nothing.
+ */
+int gpc_ledger_proc_locked(int fd, int i);
 /*
  * Whether `path` is a file mounted on its own (a bind mount, as the webhook mounts the platform file
  * and the ledger): 1 yes, 0 no, -1 cannot tell (a kernel without statx's mount id, or no such path).

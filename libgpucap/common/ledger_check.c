@@ -2,7 +2,8 @@
 /*
  * ledger_check.c: what the library (ledger.c) and the tools share about a ledger: its path, a fresh
  * one (the platform's, made by `gpucap inject`), whether a mapped file is a usable ledger, what is in
- * use on a device, and whether the process of an entry is alive.
+ * use on a device, and whether the process of an entry is alive (by /proc, in its PID namespace; by
+ * its liveness lock, in any).
  */
 #include "common/ledger.h"
 #include "common/options.h"
@@ -267,6 +268,18 @@ int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time, const struct gpc_led
         fd_names(pid, atomic_load(&p->exec_fd), atomic_load(&p->exec_fd_dev), atomic_load(&p->exec_fd_ino)) == 0)
         return 0; /* the exec went through: the old image and its memory are gone */
     return 1;
+}
+
+int gpc_ledger_proc_locked(int fd, int i)
+{
+    if (fd < 0 || i < 0 || i >= GPC_LEDGER_PROCS)
+        return -1;
+    /* The question a writer would ask: whose lock stands in the way of a write lock of that byte.
+     * F_OFD_GETLK: whatever locks this process holds itself, the answer is about the others. */
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = GPC_LEDGER_ALIVE_AT(i), .l_len = 1};
+    if (fcntl(fd, F_OFD_GETLK, &fl) != 0)
+        return -1;
+    return fl.l_type != F_UNLCK;
 }
 
 

@@ -95,6 +95,8 @@ static struct {
  * now (another one after a move), which the path must still name. */
 static int keep_fd = -1;
 static uint64_t keep_dev, keep_ino;
+/* The mapping of keep_fd's file: only its entries can carry this process's liveness lock. */
+static struct gpc_ledger *keep_map;
 static _Atomic uint64_t mapped_dev, mapped_ino; /* written under repair_lock, read by any locker */
 /* A file found at the path that this process could not move to (logged once). */
 static _Atomic uint64_t refused_dev, refused_ino;
@@ -256,6 +258,7 @@ static int lock_robust(pthread_mutex_t *m, struct gpc_ledger *l, struct gpc_ledg
 
 static int write_file(mode_t mode, const struct gpc_ledger *old);
 static int repair(struct gpc_ledger *old);
+static void relock(void);
 static void relocate(struct gpc_ledger *old);
 static int lock_setup(pthread_mutex_t *m);
 static void guard(struct gpc_ledger *l);
@@ -654,6 +657,7 @@ void gpc_ledger_attach(void)
     keep_fd = fd;
     keep_dev = mapped_dev = (uint64_t)st.st_dev;
     keep_ino = mapped_ino = (uint64_t)st.st_ino;
+    keep_map = l;
     gpc_ledger = l;
     gpc_ledger_shared = true;
 }
@@ -890,6 +894,7 @@ static int repair(struct gpc_ledger *old)
     if (my_proc >= 0)
         atomic_store(&gpc_ledger_entry, &l->proc[my_proc]);
 out:
+    relock(); /* map_fresh() may have closed a descriptor of this very file */
     pthread_mutex_unlock(&repair_lock);
     return rc;
 }
@@ -1049,6 +1054,29 @@ static bool unstarted_entries(void)
 }
 
 /*
+ * The liveness lock of entry i of ledger l (common/ledger.h, GPC_LEDGER_ALIVE_AT), on the descriptor
+ * kept open: what tells a reader in another PID namespace (gpucap-exporter) that this process is
+ * alive. A POSIX record lock belongs to the process: the kernel drops it at death and at exec (the
+ * descriptor is close-on-exec), a fork child does not inherit it, and closing any descriptor of the
+ * file drops it too (map_fresh() may: relock()). Only on keep_fd's own file; alive_lock says
+ * whether it is held, so a reader never counts an entry dead for a lock it never had.
+ */
+static void take_alive_lock(struct gpc_ledger *l, int i)
+{
+    struct gpc_ledger_proc *p = &l->proc[i];
+    struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = GPC_LEDGER_ALIVE_AT(i), .l_len = 1};
+    bool held = l == keep_map && keep_fd >= 0 && fcntl(keep_fd, F_SETLK, &fl) == 0;
+    atomic_store(&p->alive_lock, held ? 1u : 0u);
+}
+
+/* This process's liveness lock again, where a descriptor of its file was closed meanwhile. */
+static void relock(void)
+{
+    if (my_proc >= 0 && gpc_ledger == keep_map && atomic_load(&keep_map->proc[my_proc].alive_lock))
+        take_alive_lock(keep_map, my_proc);
+}
+
+/*
  * Entry i of ledger l, now this process's (its pid stored): nothing leased, spares closed, this
  * process's own limits (a fork child's set-up is its parent's, done before the fork), and the
  * close-on-exec descriptor that tells readers whether its image is still there.
@@ -1071,6 +1099,7 @@ static void fill_entry(struct gpc_ledger *l, int i, uint64_t start)
     atomic_store(&p->exec_fd_dev, keep_dev);
     atomic_store(&p->exec_fd_ino, keep_ino);
     atomic_store(&p->start_time, start);
+    take_alive_lock(l, i);
     /* Readers scan the entries below procs_used. */
     uint32_t used = atomic_load(&l->procs_used);
     while (used < (uint32_t)i + 1 && !atomic_compare_exchange_weak(&l->procs_used, &used, i + 1))
@@ -1374,6 +1403,7 @@ static void relocate(struct gpc_ledger *old)
                 "process cannot move to it (%s); it keeps its budget on the old file", ledger_path, why);
     }
 out:
+    relock(); /* map_fresh() may have closed a descriptor of this very file */
     pthread_mutex_unlock(&repair_lock);
 }
 

@@ -32,11 +32,14 @@
  * skipped, reason "limit", and main.c warns), MAX_POD_ENTRIES pod directories, MAX_CONTAINERS_PER_POD.
  *
  * Live processes: the pids in a ledger are in the container's PID namespace, which the node's
- * namespace cannot check. gpucap_container_processes counts the entries with a non-zero pid that
- * hold memory on, or registered, that device, as the ledger records them; the library itself
- * takes back the entries of dead processes (before any denial, at a figure and when it needs an
- * entry), so a process that exited or was killed is counted, with what it held, until its
- * container's next process reaps it (a share is given back only once its memory is gone).
+ * namespace cannot check, and the library gives a dead process's share back only when a process of
+ * its container reaps it (never, in a container that finished). So each process holds a liveness
+ * lock on its entry's byte of the file while it lives (common/ledger.h, GPC_LEDGER_ALIVE_AT), which
+ * the kernel drops at its death or exec, and which F_OFD_GETLK sees from any namespace: an entry
+ * that says it held one (alive_lock) and holds none now is a process gone. It counts nothing: not
+ * in gpucap_container_processes, not in the use (nor in the context reserve, which is part of it),
+ * as `gpucap status` counts it inside the container. Its peak stays. An entry without the lock (a
+ * writer of an earlier gpucap, a file system without record locks) cannot be told: counted alive.
  */
 #include "collect.h"
 #include "tool.h"
@@ -112,6 +115,7 @@ struct scan {
     struct gpc_scrape *s;
     const struct gpc_cards *cards;
     uint64_t now_s;
+    bool gone[GPC_LEDGER_PROCS]; /* of the ledger copied now: entries whose process is gone */
 };
 
 /* The skip of a ledger gpc_ledger_check_fault() refused. */
@@ -190,6 +194,21 @@ static int copy_ledger(struct scan *sc, int fd)
             return NO_SKIP;
     }
     return GPC_SKIP_TORN;
+}
+
+/*
+ * Which entries of the copy (sc->copy, of the ledger open at fd) belong to a process that is gone:
+ * it took its liveness lock, and the lock is not there now. One fcntl(2) per entry with a pid,
+ * after the copy: a process that died since is gone, one that started since is not in the copy.
+ */
+static void find_gone(struct scan *sc, int fd)
+{
+    uint32_t used = atomic_load(&sc->copy->procs_used); /* bounded by copy_ledger */
+    for (uint32_t p = 0; p < used; p++) {
+        const struct gpc_ledger_proc *pr = &sc->copy->proc[p];
+        sc->gone[p] = atomic_load(&pr->pid) != 0 && atomic_load(&pr->alive_lock) == 1 &&
+                      gpc_ledger_proc_locked(fd, (int)p) == 0;
+    }
 }
 
 /* Room for one more element of `size` bytes in the array *p of *cap (doubling from 64); false
@@ -289,7 +308,13 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
         memcpy(o->uuid_text, text, sizeof text);
         o->physical = e->physical;
         o->limit = atomic_load(&e->slot.limit);
-        o->used = gpc_ledger_in_use(l, d);
+        /* What the live processes hold; a process gone holds nothing (its memory went with it). */
+        o->used = 0;
+        for (uint32_t p = 0; p < used; p++)
+            if (atomic_load(&l->proc[p].pid) != 0 && !sc->gone[p]) {
+                uint64_t held = gpc_ledger_share_in_use(&l->proc[p].share[d]);
+                o->used = o->used > UINT64_MAX - held ? UINT64_MAX : o->used + held; /* a forged file */
+            }
         o->contexts = atomic_load(&e->slot.contexts);
         if (o->contexts > o->used) /* part of used_bytes: the reserves of processes gone since */
             o->contexts = o->used;
@@ -309,7 +334,7 @@ static int take(struct scan *sc, const char *pod_uid, const char *container)
         o->above = o->limit != GPC_UNLIMITED && o->used > o->limit;
         for (uint32_t p = 0; p < used; p++) {
             const struct gpc_ledger_proc *pr = &l->proc[p];
-            if (atomic_load(&pr->pid) != 0 &&
+            if (atomic_load(&pr->pid) != 0 && !sc->gone[p] &&
                 (atomic_load(&pr->share[d].lease) || atomic_load(&pr->share[d].limit) ||
                  atomic_load(&pr->share[d].peak)))
                 o->procs++;
@@ -367,6 +392,8 @@ static void scan_container(struct scan *sc, int ledgers_fd, const char *pod_uid,
         return;
     }
     int reason = copy_ledger(sc, fd);
+    if (reason == NO_SKIP)
+        find_gone(sc, fd);
     close(fd);
     if (reason == NO_SKIP)
         reason = take(sc, pod_uid, container);
