@@ -45,6 +45,8 @@ try:
     check(ds is not None and "Service" in docs and "ServiceAccount" in docs, f"exporter.yaml kinds: {list(docs)}")
     pod = ds["spec"]["template"]["spec"]
     check(pod.get("automountServiceAccountToken") is False, "the exporter must not get an API token")
+    # The RuntimeClass is the overlay's RUNTIME_CLASS (cluster-settings): none in the base.
+    check("runtimeClassName" not in pod, f"the base DaemonSet names a RuntimeClass: {pod.get('runtimeClassName')}")
     vols = {v["name"]: v for v in pod["volumes"]}
     ctr = pod["containers"][0]
     mounts = {m["name"]: m for m in ctr["volumeMounts"]}
