@@ -18,7 +18,8 @@ For each directory of EXAMPLES_DIR/overlays, rendered with `kubectl kustomize`:
 - one place: settings.env rewritten with other values renders with each of them everywhere it
   belongs (images and GPUCAP_WEBHOOK_IMAGE, pod CIDRs, priority class, Prometheus namespace and
   release label, the cluster maximum, the default budget where the overlay has the default-budget
-  component, the DaemonSets' RuntimeClass, absent when left empty) and none of the shipped ones
+  component, the DaemonSets' RuntimeClass, absent when left empty, the alerts' runbook URL) and none
+  of the shipped ones
   left; namespace-policy.ini beside it is the namespace policy the webhook mounts, shipped with
   commented examples only; no patch addresses an env entry by index.
 - quick start: every image the overlay runs (REGISTRY/NAME:VERSION) is built by a `docker build
@@ -261,7 +262,8 @@ def check_traffic(name, docs, settings):
 OTHER = {"REGISTRY": "reg.test:5000/team/gpu", "VERSION": "9.8.7", "POD_CIDR": "10.99.0.0/16",
          "POD_CIDR_V6": "fd00:99::/56", "PRIORITY_CLASS": "system-cluster-critical",
          "PROMETHEUS_NAMESPACE": "observability-x", "PROMETHEUS_RELEASE": "kps-test",
-         "API_SERVER_CIDR": "10.0.0.5/32", "MAX_MEMORY": "7GiB", "RUNTIME_CLASS": "nvidia"}
+         "API_SERVER_CIDR": "10.0.0.5/32", "MAX_MEMORY": "7GiB", "RUNTIME_CLASS": "nvidia",
+         "RUNBOOK_URL": "https://docs.test/team/runbooks.md"}
 # Only where the overlay has the default-budget component (its settings.env then has it).
 OTHER_DEFAULT = "3GiB"
 # A namespace policy in force, written where the overlay's namespace-policy.ini is.
@@ -323,6 +325,13 @@ def check_knobs(examples, name, shipped, docs):
         check(got == OTHER["RUNTIME_CLASS"], f"{name}: RUNTIME_CLASS not applied to {ds['metadata']['name']}: {got}")
     check(not any(d["kind"] == "Deployment" and d["spec"]["template"]["spec"].get("runtimeClassName") for d in docs),
           f"{name}: a RuntimeClass on the webhook, which needs no GPU")
+    for rule in [d for d in docs if d["kind"] == "PrometheusRule"]:
+        for g in rule["spec"]["groups"]:
+            for r in g["rules"]:
+                if "alert" in r:
+                    url = r.get("annotations", {}).get("runbook_url", "")
+                    check(url == f"{OTHER['RUNBOOK_URL']}#{r['alert'].lower()}",
+                          f"{name}: RUNBOOK_URL not applied to {r['alert']}: {url}")
     pols = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "gpucap-namespace-policy"]
     check(len(pols) == 1 and pols[0]["metadata"]["namespace"] == "gpucap-system" and
           pols[0]["data"].get("policy.ini") == OTHER_POLICY,

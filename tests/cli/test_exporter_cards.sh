@@ -6,7 +6,8 @@
 # node's cards from the fake NVML (--cards auto), from /proc-style files or from a list, no series
 # names that card and gpucap_exporter_foreign_cards counts it; with --cards none (no check) it shows,
 # which is what happened before. A container run in audit mode carries mode="audit". A source that
-# finds no card makes /readyz fail with the reason until the card is found (asked again).
+# finds no card makes /readyz fail with the reason until the card is found (asked again). Each card
+# of a container has its index among the container's cards.
 set -u
 exporter=$1 alloc=$2
 command -v python3 > /dev/null || { echo "SKIP: python3"; exit 77; }
@@ -105,6 +106,23 @@ fi
 grep -q '^gpucap_exporter_cards 1$' "$t/out" || bad "the cards known: $(grep '^gpucap_exporter_cards' "$t/out")"
 scrape --cards none
 grep -q '^gpucap_exporter_cards' "$t/out" && bad "--cards none: a count of cards, where none are checked"
+
+# The card's index among the container's own cards (HAMi's vdeviceid, issue 34): in the order of the
+# node's index, whatever order the container touched them in; in the ledger's order without one; a
+# container of one card has index 0 whatever the node calls it.
+uid_d=0e0e0e0e-1111-4222-8333-00000000000e
+export FAKECUDA_DEVICES=2
+run $uid_d both enforce d1 a4 d0 a2 || bad "both did not run"
+run $uid_d second enforce d1 a4 || bad "second did not run"
+info() { sed -n "s/^gpucap_container_device_info{[^}]*container=\"$1\",UUID=\"\([^\"]*\)\",device=\"\([0-9]*\)\"} 1$/\1=\2/p" "$t/out" | sort | tr '\n' ' '; }
+card0=GPU-fa4ec0da-0000-4000-8000-000000000000 card1=GPU-fa4ec0da-0000-4000-8000-000000000001
+scrape --cards nvml
+[ "$(info both)" = "$card0=0 $card1=1 " ] || bad "device index by the node's order: $(info both)"
+[ "$(info second)" = "$card1=0 " ] || bad "a container of one card (the node's second): $(info second)"
+scrape --cards none
+[ "$(info both)" = "$card0=1 $card1=0 " ] || bad "device index without the node's (the ledger's order): $(info both)"
+rm -rf "${root:?}/$uid_d"
+unset FAKECUDA_DEVICES
 
 # Readiness (issue 34): a source that finds no card (the driver not there yet) shows no container,
 # so the exporter is not ready and says why; once the source gives the card (asked again every

@@ -519,6 +519,15 @@ static void ctr_card_series(struct gpc_text *t, const char *name, const struct c
     gpc_text_printf(t, "%s{" CTR_LABELS ",UUID=\"%s\"", name, r->ns, r->pod, r->pod_uid, r->container, dv->uuid_text);
 }
 
+/* Where the card of a container's device record `dv` (its `d`th) comes in the container's order:
+ * the node's index first (GPC_CARDS_MAX apart), the ledger's position among cards without one. */
+static long card_order(const struct scan *sc, const struct dev_rec *dv, unsigned d)
+{
+    const struct gpc_card *kc = sc->cards->known ? gpc_cards_find(sc->cards, dv->uuid_text) : NULL;
+    long index = kc && kc->index >= 0 ? kc->index : GPC_LEDGER_DEVICES + GPC_CARDS_MAX;
+    return index * (GPC_LEDGER_DEVICES + 1) + (long)d;
+}
+
 static void write_metrics(struct scan *sc, struct gpc_text *t)
 {
     gpc_prom_family(t, "gpucap_container_info", "gauge",
@@ -558,14 +567,34 @@ static void write_metrics(struct scan *sc, struct gpc_text *t)
         }
     }
     gpc_prom_family(t, "gpucap_container_processes", "gauge",
-           "Process entries in the container's ledger that use this card (pid non-zero as recorded; the library "
-           "reaps dead ones when it needs to).");
+           "Live processes of the container that use this card (an entry whose process is gone, as its liveness "
+           "lock says, counts nothing).");
     for (unsigned i = 0; i < sc->nctr; i++) {
         const struct ctr_rec *r = &sc->ctr[i];
         for (unsigned d = 0; d < r->ndev; d++) {
             const struct dev_rec *dv = &sc->dev[r->first + d];
             ctr_card_series(t, "gpucap_container_processes", r, dv);
             gpc_text_printf(t, "} %u\n", dv->procs);
+        }
+    }
+
+    /*
+     * The card's index among the container's own cards, as CUDA numbers them in the container
+     * (HAMi's vdeviceid): its cards in the order of the node's index (NVML's, PCI order, which CUDA
+     * follows for cards of one model), those without one after, in the ledger's order.
+     */
+    gpc_prom_family(t, "gpucap_container_device_info", "gauge",
+           "1 per card of the container; device: the card's index among the container's own cards (in the order "
+           "of the node's card index, as CUDA numbers cards of one model; HAMi's vdeviceid).");
+    for (unsigned i = 0; i < sc->nctr; i++) {
+        const struct ctr_rec *r = &sc->ctr[i];
+        for (unsigned d = 0; d < r->ndev; d++) {
+            unsigned rank = 0;
+            long kd = card_order(sc, &sc->dev[r->first + d], d);
+            for (unsigned e = 0; e < r->ndev; e++)
+                rank += e != d && card_order(sc, &sc->dev[r->first + e], e) < kd;
+            ctr_card_series(t, "gpucap_container_device_info", r, &sc->dev[r->first + d]);
+            gpc_text_printf(t, ",device=\"%u\"} 1\n", rank);
         }
     }
 
