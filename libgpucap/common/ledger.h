@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -231,6 +232,13 @@ int gpc_ledger_proc_alive(int32_t pid, uint64_t start_time, const struct gpc_led
  * lock and changes nothing.
  */
 int gpc_ledger_proc_locked(int fd, int i);
+/*
+ * True when entry `i` of `l` (a copy or mapping of the ledger open at `fd`) belongs to a process
+ * that is gone, as a reader in any PID namespace can tell: it said it held its liveness lock, and
+ * the lock is not there. An entry that never said so cannot be told: false. What such a process
+ * held is not in use any more (its memory went with it).
+ */
+bool gpc_ledger_proc_gone(const struct gpc_ledger *l, int i, int fd);
 /*
  * Whether `path` is a file mounted on its own (a bind mount, as the webhook mounts the platform file
  * and the ledger): 1 yes, 0 no, -1 cannot tell (a kernel without statx's mount id, or no such path).

@@ -282,6 +282,12 @@ int gpc_ledger_proc_locked(int fd, int i)
     return fl.l_type != F_UNLCK;
 }
 
+bool gpc_ledger_proc_gone(const struct gpc_ledger *l, int i, int fd)
+{
+    const struct gpc_ledger_proc *p = &l->proc[i];
+    return atomic_load(&p->pid) != 0 && atomic_load(&p->alive_lock) == 1 && gpc_ledger_proc_locked(fd, i) == 0;
+}
+
 
 #ifndef STATX_MNT_ID
 #define STATX_MNT_ID 0x00001000U

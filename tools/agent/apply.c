@@ -333,7 +333,11 @@ void gpc_agent_use(const char *root, const char *uid, const char *container, con
     for (int d = 0; d < GPC_LEDGER_DEVICES; d++) {
         if (atomic_load(&l->dev[d].state) != 1)
             continue;
-        uint64_t used = gpc_ledger_in_use(l, d), budget = gpc_size_resolve(&size, l->dev[d].physical);
+        /* What live processes hold: one gone (its liveness lock dropped) holds nothing. */
+        uint64_t used = 0, budget = gpc_size_resolve(&size, l->dev[d].physical);
+        for (uint32_t p = 0; p < n; p++)
+            if (atomic_load(&l->proc[p].pid) != 0 && !gpc_ledger_proc_gone(l, (int)p, fd))
+                used += gpc_ledger_share_in_use(&l->proc[p].share[d]);
         if (used >= c->in_use) {
             c->in_use = used;
             c->budget = budget;

@@ -204,11 +204,8 @@ static int copy_ledger(struct scan *sc, int fd)
 static void find_gone(struct scan *sc, int fd)
 {
     uint32_t used = atomic_load(&sc->copy->procs_used); /* bounded by copy_ledger */
-    for (uint32_t p = 0; p < used; p++) {
-        const struct gpc_ledger_proc *pr = &sc->copy->proc[p];
-        sc->gone[p] = atomic_load(&pr->pid) != 0 && atomic_load(&pr->alive_lock) == 1 &&
-                      gpc_ledger_proc_locked(fd, (int)p) == 0;
-    }
+    for (uint32_t p = 0; p < used; p++)
+        sc->gone[p] = gpc_ledger_proc_gone(sc->copy, (int)p, fd);
 }
 
 /* Room for one more element of `size` bytes in the array *p of *cap (doubling from 64); false
