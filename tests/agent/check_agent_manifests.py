@@ -6,13 +6,15 @@ and the namespaces' Pod Security levels hold (check_manifests.py's checks); gpuc
 second container of the exporter's DaemonSet, the only one with the service account token (a
 projected volume; the pod keeps automountServiceAccountToken false) and with a writable view of the
 kubelet's pod directory; its RBAC is list/watch pods and create events, nothing else; it gets its
-node's name from the downward API; and the binary accepts the arguments the manifest gives it.
+node's name from the downward API; the pod runs in RUNTIME_CLASS of settings.env when it is set,
+in none when it is empty; and the binary accepts the arguments the manifest gives it.
 Exit 77 without kubectl or the Python modules check_manifests.py needs.
 """
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.join(HERE, "..", "webhook"), os.path.join(HERE, "..")]
@@ -58,6 +60,24 @@ def main():
     check(env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName",
           "NODE_NAME from the downward API")
     check(ag["image"].startswith("registry.example.com/gpucap/gpucap-exporter:"), f"agent image {ag['image']}")
+    # RUNTIME_CLASS of settings.env (issue 34): shipped empty, no RuntimeClass; set, the pod's (both
+    # containers run in it).
+    check(pod.get("runtimeClassName") is None, f"live-budgets as shipped: runtimeClassName {pod.get('runtimeClassName')}")
+    tmp = tempfile.mkdtemp()
+    try:
+        shutil.copytree(examples, os.path.join(tmp, "examples"))
+        env = os.path.join(tmp, "examples", "overlays", "live-budgets", "settings.env")
+        with open(env) as f:
+            text = f.read()
+        with open(env, "w") as f:
+            f.write(text.replace("\nRUNTIME_CLASS=\n", "\nRUNTIME_CLASS=nvidia\n"))
+        other = render(os.path.join(tmp, "examples", "overlays", "live-budgets"))
+    finally:
+        shutil.rmtree(tmp)
+    ds2 = [d for d in other if d["kind"] == "DaemonSet" and d["metadata"]["name"] == "gpucap-exporter"]
+    check(ds2 and ds2[0]["spec"]["template"]["spec"].get("runtimeClassName") == "nvidia" and
+          {c["name"] for c in ds2[0]["spec"]["template"]["spec"]["containers"]} == {"exporter", "agent"},
+          "RUNTIME_CLASS=nvidia: the pod of the exporter and the agent runs in it")
     roles = [d for d in kinds.get("ClusterRole", []) if d["metadata"]["name"] == "gpucap-agent"]
     check(len(roles) == 1, "the agent's ClusterRole")
     rules = sorted((tuple(r["apiGroups"]), tuple(r["resources"]), tuple(sorted(r["verbs"]))) for r in roles[0]["rules"])

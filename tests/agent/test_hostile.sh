@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # test_hostile.sh MODE AGENT CLI_ALLOC: gpucap-agent against fake_apiserver.py playing a hostile or
 # merely large cluster, on a directory laid out like the kubelet's.
+#   finished  a budget lowered below what the ledger still records for a process that has exited
+#             (the container finished): the process is gone, so the Event is Normal, no "it holds"
 #   ceiling   records a tenant may have written (pods/status, a pod injected before records, a UPDATE
 #             the webhook let through) never set a budget above the maximum fixed in the file at
 #             creation: a raise is clamped to it (a Warning Event), a maximum above it is not
@@ -76,6 +78,24 @@ has() { grep -qx -- "$2" "$(ini "$1")" || bad "pod $1: no line '$2' in: $(cat "$
 log_py() { python3 - "$t/api.log" "$@"; }
 
 case $mode in
+finished)
+    # A container whose process exited holding 96 MiB (its share stays in the ledger: no process of
+    # the container is left to reap it), lowered from 128 MiB to 64 MiB: the process is gone (its
+    # liveness lock with it), so the container holds nothing and the Event is no warning.
+    mkpod 1 '[gpucap]\nmemory_limit = 128MiB\nmemory_limit_max = 1GiB\n'
+    env -u GPUCAP_MEMORY_LIMIT -u GPUCAP_CLI -u GPUCAP_LIB GPUCAP_CONFIG="$(ini 1)" \
+        GPUCAP_LEDGER="$(dir 1 gpucap-ledger)/gpucap.ledger" LD_PRELOAD="$TEST_PRELOAD" "$alloc" a96 > "$t/proc.out" 2>&1
+    grep -q "results=0$" "$t/proc.out" || bad "the container's process did not hold its 96 MiB: $(cat "$t/proc.out")"
+    server atonce
+    plain 1
+    has 1 "memory_limit = 64MiB"
+    log_py <<'PY' || bad "Events: $(grep POST "$t/api.log")"
+import json, sys
+ev = [json.loads(l)["body"] for l in open(sys.argv[1]) if '"POST"' in l]
+assert len(ev) == 1 and ev[0]["type"] == "Normal" and ev[0]["reason"] == "GpuBudgetChanged", ev
+assert ev[0]["message"] == "container train: GPU memory budget changed from 128MiB to 64MiB", ev[0]["message"]
+PY
+    ;;
 ceiling)
     for i in 1 3 4 5 6 7 8 9 10 11 12; do mkpod $i; done
     mkpod 2 '[gpucap]\nlock = true\nmemory_limit = 64MiB\n'  # injected before records: no maximum

@@ -17,7 +17,11 @@ For each directory of EXAMPLES_DIR/overlays, rendered with `kubectl kustomize`:
   pod must not reach the webhook, and gpucap-node must deny by default.
 - one place: settings.env rewritten with other values renders with each of them everywhere it
   belongs (images and GPUCAP_WEBHOOK_IMAGE, pod CIDRs, priority class, Prometheus namespace and
-  release label) and none of the shipped ones left; no patch addresses an env entry by index.
+  release label, the cluster maximum, the default budget where the overlay has the default-budget
+  component, the DaemonSets' RuntimeClass, absent when left empty, the alerts' runbook URL) and none
+  of the shipped ones
+  left; namespace-policy.ini beside it is the namespace policy the webhook mounts, shipped with
+  commented examples only; no patch addresses an env entry by index.
 - quick start: every image the overlay runs (REGISTRY/NAME:VERSION) is built by a `docker build
   --target T -t REGISTRY/NAME:VERSION` line of the README's cluster quick start, and the target exists
   in the Dockerfile.
@@ -258,7 +262,12 @@ def check_traffic(name, docs, settings):
 OTHER = {"REGISTRY": "reg.test:5000/team/gpu", "VERSION": "9.8.7", "POD_CIDR": "10.99.0.0/16",
          "POD_CIDR_V6": "fd00:99::/56", "PRIORITY_CLASS": "system-cluster-critical",
          "PROMETHEUS_NAMESPACE": "observability-x", "PROMETHEUS_RELEASE": "kps-test",
-         "API_SERVER_CIDR": "10.0.0.5/32"}
+         "API_SERVER_CIDR": "10.0.0.5/32", "MAX_MEMORY": "7GiB", "RUNTIME_CLASS": "nvidia",
+         "RUNBOOK_URL": "https://docs.test/team/runbooks.md"}
+# Only where the overlay has the default-budget component (its settings.env then has it).
+OTHER_DEFAULT = "3GiB"
+# A namespace policy in force, written where the overlay's namespace-policy.ini is.
+OTHER_POLICY = "[team-x]\nmax_memory = 6GiB\ndefault_memory = 2GiB\n"
 
 
 def images_of(docs):
@@ -271,18 +280,90 @@ def images_of(docs):
     return out
 
 
+def render_with(examples, name, settings, policy=None):
+    """The overlay rendered from a copy of EXAMPLES_DIR whose settings.env holds `settings` (and
+    whose namespace-policy.ini holds `policy`, when given)."""
+    tmp = tempfile.mkdtemp()
+    try:
+        shutil.copytree(examples, os.path.join(tmp, "examples"))
+        here = os.path.join(tmp, "examples", "overlays", name)
+        with open(os.path.join(here, "settings.env"), "w") as f:
+            f.writelines(f"{k}={v}\n" for k, v in settings.items())
+        if policy is not None:
+            with open(os.path.join(here, "namespace-policy.ini"), "w") as f:
+                f.write(policy)
+        return render(here)
+    finally:
+        shutil.rmtree(tmp)
+
+
+def webhook_of(docs):
+    deps = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "gpucap-webhook"]
+    return deps[0] if deps else None
+
+
+def webhook_env(docs):
+    dep = webhook_of(docs)
+    ctr = dep["spec"]["template"]["spec"]["containers"][0] if dep else {}
+    return {e["name"]: e.get("value") for e in ctr.get("env", [])}
+
+
+def check_knobs(examples, name, shipped, docs):
+    """The values of settings.env beyond the images and the network (issue 34), and the namespace
+    policy beside it: each applied where it belongs when set, absent when not."""
+    env = webhook_env(docs)
+    check(env.get("GPUCAP_WEBHOOK_MAX_MEMORY") == OTHER["MAX_MEMORY"],
+          f"{name}: MAX_MEMORY not applied: GPUCAP_WEBHOOK_MAX_MEMORY={env.get('GPUCAP_WEBHOOK_MAX_MEMORY')}")
+    if "DEFAULT_MEMORY" in shipped:
+        check(env.get("GPUCAP_WEBHOOK_DEFAULT_MEMORY") == OTHER_DEFAULT,
+              f"{name}: DEFAULT_MEMORY not applied: {env.get('GPUCAP_WEBHOOK_DEFAULT_MEMORY')}")
+    else:
+        check("GPUCAP_WEBHOOK_DEFAULT_MEMORY" not in env, f"{name}: a default budget without DEFAULT_MEMORY")
+    daemonsets = [d for d in docs if d["kind"] == "DaemonSet"]
+    for ds in daemonsets:
+        got = ds["spec"]["template"]["spec"].get("runtimeClassName")
+        check(got == OTHER["RUNTIME_CLASS"], f"{name}: RUNTIME_CLASS not applied to {ds['metadata']['name']}: {got}")
+    check(not any(d["kind"] == "Deployment" and d["spec"]["template"]["spec"].get("runtimeClassName") for d in docs),
+          f"{name}: a RuntimeClass on the webhook, which needs no GPU")
+    for rule in [d for d in docs if d["kind"] == "PrometheusRule"]:
+        for g in rule["spec"]["groups"]:
+            for r in g["rules"]:
+                if "alert" in r:
+                    url = r.get("annotations", {}).get("runbook_url", "")
+                    check(url == f"{OTHER['RUNBOOK_URL']}#{r['alert'].lower()}",
+                          f"{name}: RUNBOOK_URL not applied to {r['alert']}: {url}")
+    pols = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "gpucap-namespace-policy"]
+    check(len(pols) == 1 and pols[0]["metadata"]["namespace"] == "gpucap-system" and
+          pols[0]["data"].get("policy.ini") == OTHER_POLICY,
+          f"{name}: namespace-policy.ini not the ConfigMap's policy.ini: {[p.get('data') for p in pols]}")
+    # Left empty: no RuntimeClass (null, which the API server takes as none); shipped: the file's policy.
+    empty = dict(OTHER, RUNTIME_CLASS="")
+    if "DEFAULT_MEMORY" in shipped:
+        empty["DEFAULT_MEMORY"] = OTHER_DEFAULT
+    docs = render_with(examples, name, empty)
+    for ds in [d for d in docs if d["kind"] == "DaemonSet"]:
+        check(ds["spec"]["template"]["spec"].get("runtimeClassName") is None,
+              f"{name}: RUNTIME_CLASS empty, yet {ds['metadata']['name']} has runtimeClassName "
+              f"{ds['spec']['template']['spec'].get('runtimeClassName')!r}")
+    pols = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "gpucap-namespace-policy"]
+    shipped_policy = open(os.path.join(examples, "overlays", name, "namespace-policy.ini")).read()
+    check(len(pols) == 1 and pols[0]["data"].get("policy.ini") == shipped_policy,
+          f"{name}: the shipped namespace-policy.ini is not the ConfigMap's")
+    live = [line.strip() for line in shipped_policy.splitlines() if line.strip() and line.strip()[0] not in ";#"]
+    check(not live, f"{name}: namespace-policy.ini is shipped with live entries (examples stay commented): {live}")
+
+
 def check_one_place(examples, name, shipped):
     kust = open(os.path.join(examples, "overlays", name, "kustomization.yaml")).read()
     check(not re.search(r"/env/\d+", kust), f"{name}: a patch addresses an env entry by its index")
     check(os.path.exists(os.path.join(examples, "overlays", name, "settings.env")), f"{name}: no settings.env")
-    tmp = tempfile.mkdtemp()
-    try:
-        shutil.copytree(examples, os.path.join(tmp, "examples"))
-        with open(os.path.join(tmp, "examples", "overlays", name, "settings.env"), "w") as f:
-            f.writelines(f"{k}={v}\n" for k, v in OTHER.items())
-        docs = render(os.path.join(tmp, "examples", "overlays", name))
-    finally:
-        shutil.rmtree(tmp)
+    check(os.path.exists(os.path.join(examples, "overlays", name, "namespace-policy.ini")),
+          f"{name}: no namespace-policy.ini beside settings.env")
+    other = dict(OTHER)
+    if "DEFAULT_MEMORY" in shipped:
+        other["DEFAULT_MEMORY"] = OTHER_DEFAULT
+    docs = render_with(examples, name, other, OTHER_POLICY)
+    check_knobs(examples, name, shipped, docs)
     text = yaml.safe_dump_all(docs)
     # The PriorityClass gpucap-critical is shipped whatever is chosen; the webhook configuration
     # names the namespace `monitoring` among those it never covers.
@@ -303,7 +384,7 @@ def check_one_place(examples, name, shipped):
         if d["kind"] not in ("PriorityClass", "MutatingWebhookConfiguration"):
             scalars(d)
     for k, v in shipped.items():
-        if k in OTHER and v != OTHER[k] and k != "API_SERVER_CIDR":
+        if k in OTHER and v and v != OTHER[k] and k != "API_SERVER_CIDR":
             check(v not in placed, f"{name}: {k}={v} of the shipped settings.env is left after changing it")
     for img in images_of(docs):
         check(img.startswith(OTHER["REGISTRY"] + "/") and img.endswith(":" + OTHER["VERSION"]),

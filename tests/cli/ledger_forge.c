@@ -6,8 +6,9 @@
  * usage: ledger_forge set FILE [FIELD=VALUE...]
  *          rewrites figures of the first device entry in use (physical, limit, peak, contexts,
  *          denials, allocs, driver_limit, limit_was, changed_s, changes) and `used` (process entry 0
- *          made to hold VALUE bytes on it: pid 1, its lease, procs_used 1 at least), as a tenant
- *          root writing into its file would;
+ *          made to hold VALUE bytes on it: pid 1, its lease, procs_used 1 at least, no liveness lock
+ *          said), `alive_lock` (entry 0 says it is held by its lock, `locked`), as a tenant root writing
+ *          into its file would;
  *        ledger_forge make ROOT N [CARD_UUID] [--links]
  *          writes N ledgers under ROOT laid out like /var/lib/kubelet/pods (two containers a pod),
  *          each with its identity, one device entry (a 16 GiB card, a budget, one process holding
@@ -80,8 +81,12 @@ static int set(const char *path, int argc, char **argv)
             atomic_store(&e->limit_changed_s, (uint32_t)v);
         else if (strcmp(f, "changes") == 0)
             atomic_store(&e->limit_changes, (uint16_t)v);
+        else if (strcmp(f, "alive_lock") == 0)
+            atomic_store(&l->proc[0].locked, (uint32_t)v);
         else if (strcmp(f, "used") == 0) {
+            /* A process the exporter cannot tell dead (no liveness lock said): what it claims counts. */
             atomic_store(&l->proc[0].pid, 1);
+            atomic_store(&l->proc[0].locked, 0);
             atomic_store(&l->proc[0].share[d].lease, v);
             atomic_store(&l->proc[0].share[d].spare, 0);
             if (atomic_load(&l->procs_used) < 1)

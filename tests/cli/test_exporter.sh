@@ -4,7 +4,10 @@
 # kubelet's, with ledgers written by processes under the library (identity from GPUCAP_POD_*):
 # promtool accepts the exposition; each container's figures match what the fake driver recorded for
 # its processes; budgets add up per card; bad, torn and hostile files are skipped and counted by
-# reason without stopping the scrape; a pod directory removed takes its series with it; /livez, /readyz.
+# reason without stopping the scrape; a pod directory removed takes its series with it; a container
+# whose processes exited or were killed shows no process, no use and no context reserve (their
+# liveness locks are gone), as `gpucap status` says of the same ledger, from this PID namespace and
+# from another (unshare -p, where allowed); /livez, /readyz.
 set -u
 exporter=$1 alloc=$2
 command -v promtool > /dev/null || { echo "SKIP: promtool (Debian package prometheus) is missing"; exit 77; }
@@ -91,6 +94,19 @@ grep -q '^fake peak=41943040 ' "$t/$uid_a.main.out" || bad "main: unexpected fak
 [ "$(value m1 gpucap_container_processes 'container="side"')" = 1 ] || bad "side: live process count"
 [ "$(value m1 gpucap_container_used_bytes 'container="side"')" = $((8 * MiB)) ] || bad "side: used"
 [ "$(value m1 gpucap_container_processes 'container="main"')" = 0 ] || bad "main: an exited process counted"
+# As `gpucap status` counts the same ledgers (inside their containers: here, the same PID namespace).
+if [ -n "${TEST_CLI:-}" ]; then
+    for c in "$uid_a main" "$uid_a side" "$uid_b srv"; do
+        set -- $c
+        "$TEST_CLI" status --json --ledger "$(ldir "$1" "$2")/gpucap.ledger" > "$t/st.json" 2> /dev/null ||
+            bad "status of $2"
+        want=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); v=d["devices"][0]
+print(v["in_use"], v["contexts"], d["live_processes"])' "$t/st.json")
+        sel="uid=\"$1\",container=\"$2\""
+        got="$(value m1 gpucap_container_used_bytes "$sel") $(value m1 gpucap_container_context_reserve_bytes "$sel") $(value m1 gpucap_container_processes "$sel")"
+        [ "$got" = "$want" ] || bad "$2: the exporter says in use, reserve, processes $got; gpucap status $want"
+    done
+fi
 [ "$(value m1 gpucap_container_budget_bytes 'container="side"')" = $((32 * MiB)) ] || bad "side: budget"
 [ "$(value m1 gpucap_gpu_budgets_bytes '')" = $((1056 * MiB)) ] || bad "card budgets: $(value m1 gpucap_gpu_budgets_bytes '')"
 # A budget changed live (gpucap set-memory on main's ledger, whose process has exited): pending
@@ -121,6 +137,59 @@ if [ -n "${TEST_CLI:-}" ]; then
     # The process that applied it reaped the first one's 40 MiB first: nothing is above the budget.
     [ "$(value m1b gpucap_container_above_budget 'container="main"')" = 0 ] || bad "main: above its budget"
     [ "$(value m1b gpucap_container_above_budget 'container="side"')" = 0 ] || bad "side: above its budget"
+fi
+# A process killed while it holds memory (SIGKILL: no destructor runs) is gone at the next scrape:
+# its use, its context reserve and its entry, all of which it showed while it ran.
+pid_k=
+mkdir -p "$(ldir $uid_a kill)"
+GPUCAP_LEDGER=$(ldir $uid_a kill)/gpucap.ledger GPUCAP_MEMORY_LIMIT=64MiB GPUCAP_CONTEXT_RESERVE=4MiB \
+    GPUCAP_POD_NAMESPACE=team-a GPUCAP_POD_NAME=train-0 GPUCAP_POD_UID=$uid_a GPUCAP_CONTAINER_NAME=kill \
+    LD_PRELOAD=$TEST_PRELOAD "$alloc" a12 s6000 > /dev/null 2>&1 &
+pid_k=$!
+for _ in $(seq 100); do
+    scrape mk
+    [ "$(value mk gpucap_container_used_bytes 'container="kill"')" = $((16 * MiB)) ] && break
+    sleep 0.05
+done
+[ "$(value mk gpucap_container_used_bytes 'container="kill"')" = $((16 * MiB)) ] &&
+    [ "$(value mk gpucap_container_context_reserve_bytes 'container="kill"')" = $((4 * MiB)) ] &&
+    [ "$(value mk gpucap_container_processes 'container="kill"')" = 1 ] ||
+    bad "kill: while it runs: $(grep 'container="kill"' "$t/mk" | grep -E 'used|reserve|processes')"
+kill -KILL $pid_k
+wait $pid_k 2> /dev/null
+scrape mk
+[ "$(value mk gpucap_container_used_bytes 'container="kill"')" = 0 ] &&
+    [ "$(value mk gpucap_container_context_reserve_bytes 'container="kill"')" = 0 ] &&
+    [ "$(value mk gpucap_container_processes 'container="kill"')" = 0 ] &&
+    [ "$(value mk gpucap_container_peak_bytes 'container="kill"')" = $((16 * MiB)) ] ||
+    bad "kill: after SIGKILL: $(grep 'container="kill"' "$t/mk" | grep -E 'used|reserve|processes|peak')"
+rm -rf "$(ldir $uid_a kill)"
+# The same from another PID namespace, as a container's processes are to the exporter: the pid in the
+# ledger (1 there) names another process here, or none; the lock says what holds.
+if unshare -p -f true 2> /dev/null; then
+    mkdir -p "$(ldir $uid_a ns)"
+    GPUCAP_LEDGER=$(ldir $uid_a ns)/gpucap.ledger GPUCAP_MEMORY_LIMIT=64MiB \
+        GPUCAP_POD_NAMESPACE=team-a GPUCAP_POD_NAME=train-0 GPUCAP_POD_UID=$uid_a GPUCAP_CONTAINER_NAME=ns \
+        LD_PRELOAD=$TEST_PRELOAD unshare -p -f "$alloc" a10 s6000 > /dev/null 2>&1 &
+    ns_parent=$!
+    for _ in $(seq 100); do
+        scrape mn
+        [ "$(value mn gpucap_container_used_bytes 'container="ns"')" = $((10 * MiB)) ] && break
+        sleep 0.05
+    done
+    [ "$(value mn gpucap_container_processes 'container="ns"')" = 1 ] &&
+        [ "$(value mn gpucap_container_used_bytes 'container="ns"')" = $((10 * MiB)) ] ||
+        bad "ns: a live process of another PID namespace: $(grep 'container="ns"' "$t/mn" | grep -E 'used|processes')"
+    ns_child=$(ps -o pid= --ppid $ns_parent | tr -d ' ')
+    [ -n "$ns_child" ] && kill -KILL $ns_child
+    wait $ns_parent 2> /dev/null
+    scrape mn
+    [ "$(value mn gpucap_container_processes 'container="ns"')" = 0 ] &&
+        [ "$(value mn gpucap_container_used_bytes 'container="ns"')" = 0 ] ||
+        bad "ns: killed in another PID namespace: $(grep 'container="ns"' "$t/mn" | grep -E 'used|processes')"
+    rm -rf "$(ldir $uid_a ns)"
+else
+    echo "note: no PID namespace here (unshare -p): the other-namespace case not run"
 fi
 [ "$(value m1 gpucap_gpu_memory_bytes '')" = $((1024 * MiB)) ] || bad "card size"
 [ "$(value m1 gpucap_gpu_containers '')" = 3 ] || bad "card containers"

@@ -5,7 +5,9 @@
 # another pod and its card entry rewritten to a card the node lacks, with a 1 PiB budget: with the
 # node's cards from the fake NVML (--cards auto), from /proc-style files or from a list, no series
 # names that card and gpucap_exporter_foreign_cards counts it; with --cards none (no check) it shows,
-# which is what happened before. A container run in audit mode carries mode="audit".
+# which is what happened before. A container run in audit mode carries mode="audit". A source that
+# finds no card makes /readyz fail with the reason until the card is found (asked again). Each card
+# of a container has its index among the container's cards.
 set -u
 exporter=$1 alloc=$2
 command -v python3 > /dev/null || { echo "SKIP: python3"; exit 77; }
@@ -100,5 +102,58 @@ grep -qE "^gpucap_container_denials_total\{[^}]*container=\"audited\",UUID=\"$re
 grep -qE "^gpucap_container_info\{[^}]*container=\"audited\",mode=\"audit\"," "$t/out" || bad "audit info"
 if command -v promtool > /dev/null; then
     promtool check metrics < "$t/out" > "$t/lint" 2>&1 && [ ! -s "$t/lint" ] || bad "promtool: $(cat "$t/lint")"
+fi
+grep -q '^gpucap_exporter_cards 1$' "$t/out" || bad "the cards known: $(grep '^gpucap_exporter_cards' "$t/out")"
+scrape --cards none
+grep -q '^gpucap_exporter_cards' "$t/out" && bad "--cards none: a count of cards, where none are checked"
+
+# The card's index among the container's own cards (HAMi's vdeviceid, issue 34): in the order of the
+# node's index, whatever order the container touched them in; in the ledger's order without one; a
+# container of one card has index 0 whatever the node calls it.
+uid_d=0e0e0e0e-1111-4222-8333-00000000000e
+export FAKECUDA_DEVICES=2
+run $uid_d both enforce d1 a4 d0 a2 || bad "both did not run"
+run $uid_d second enforce d1 a4 || bad "second did not run"
+info() { sed -n "s/^gpucap_container_device_info{[^}]*container=\"$1\",UUID=\"\([^\"]*\)\",device=\"\([0-9]*\)\"} 1$/\1=\2/p" "$t/out" | sort | tr '\n' ' '; }
+card0=GPU-fa4ec0da-0000-4000-8000-000000000000 card1=GPU-fa4ec0da-0000-4000-8000-000000000001
+scrape --cards nvml
+[ "$(info both)" = "$card0=0 $card1=1 " ] || bad "device index by the node's order: $(info both)"
+[ "$(info second)" = "$card1=0 " ] || bad "a container of one card (the node's second): $(info second)"
+scrape --cards none
+[ "$(info both)" = "$card0=1 $card1=0 " ] || bad "device index without the node's (the ledger's order): $(info both)"
+rm -rf "${root:?}/$uid_d"
+unset FAKECUDA_DEVICES
+
+# Readiness (issue 34): a source that finds no card (the driver not there yet) shows no container,
+# so the exporter is not ready and says why; once the source gives the card (asked again every
+# --cards-retry seconds), it is, and the containers show.
+if command -v curl > /dev/null; then
+    mkdir -p "$t/later"
+    "$exporter" --listen 127.0.0.1:0 --root "$root" --cards "proc:$t/later" --cards-retry 1 2> "$t/log" &
+    exp=$!
+    port=$(listen_port "$t/log" $exp) || bad "the exporter did not start: $(cat "$t/log")"
+    url=http://127.0.0.1:$port
+    grep -q "warning: cards: none found" "$t/log" || bad "no card found is not said at start: $(cat "$t/log")"
+    code=$(curl -s -o "$t/ready" -w '%{http_code}' "$url/readyz")
+    [ "$code" = 503 ] && grep -q "no card of this node is known (--cards proc:$t/later: .*): every container's series is left out" \
+        "$t/ready" || bad "readyz without a card: $code $(cat "$t/ready")"
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/healthz")" = 503 ] || bad "healthz without a card"
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/livez")" = 200 ] || bad "livez without a card (the process serves)"
+    curl -s "$url/metrics" > "$t/m0"
+    grep -q '^gpucap_exporter_cards 0$' "$t/m0" && ! grep -q '^gpucap_container_used_bytes{' "$t/m0" ||
+        bad "metrics without a card: $(grep -E '^gpucap_exporter_cards|^gpucap_container_used' "$t/m0")"
+    mkdir -p "$t/later/0000:3b:00.0"
+    printf 'Model: \t\t Fake GPU 0\nGPU UUID: \t %s\nDevice Minor: \t 0\n' "$real" > "$t/later/0000:3b:00.0/information"
+    for _ in $(seq 50); do
+        [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/readyz")" = 200 ] && break
+        sleep 0.1
+    done
+    [ "$(curl -s "$url/readyz")" = ok ] || bad "readyz once the card is there: $(curl -s "$url/readyz")"
+    curl -s "$url/metrics" > "$t/m1"
+    grep -q '^gpucap_exporter_cards 1$' "$t/m1" && grep -q "^gpucap_container_used_bytes{.*UUID=\"$real\"" "$t/m1" ||
+        bad "metrics once the card is there: $(grep -E '^gpucap_exporter_cards|^gpucap_container_used' "$t/m1")"
+    grep -q "cards: 1 from proc, found after start" "$t/log" || bad "the card found later is not said: $(cat "$t/log")"
+    kill $exp
+    wait $exp
 fi
 exit $fail

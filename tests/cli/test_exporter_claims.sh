@@ -10,6 +10,7 @@
 # in the future; a driver's limit it claims below the card is shown as its ledger says. Without
 # NVML sizes (--cards list) the card's size is the ledgers' claim, labelled source="ledger", and a
 # driver's limit not below the ledger's own card is none. `gpucap status` says the same of the file.
+# An entry whose liveness lock is gone counts nothing; one without it counts what it claims.
 set -u
 exporter=$1 alloc=$2 forge=$3 gpucap=$4
 . "$(dirname "$0")/../common.sh"
@@ -70,6 +71,22 @@ of_forged | grep -qE 'enforced_by="gpucap"' || bad "--cards list: a driver's lim
 if command -v promtool > /dev/null; then
     promtool check metrics < "$t/out" > "$t/lint" 2>&1 || bad "promtool: $(cat "$t/lint")"
 fi
+# Liveness (issue 34): an entry that claims to hold its liveness lock and does not is a process
+# gone (nothing in use, no process, not above its budget); one that says nothing of it cannot be
+# told, and what it holds counts (the tenant's own figures, bounded by the card as above).
+"$forge" set "$f" limit=$((1 << 30)) used=$((2 << 30)) peak=$((2 << 30))
+scrape --cards nvml
+[ "$(of_forged | sed -n 's/^gpucap_container_used_bytes{.*} //p')" = $((2 << 30)) ] &&
+    [ "$(of_forged | sed -n 's/^gpucap_container_processes{.*} //p')" = 1 ] &&
+    [ "$(of_forged | sed -n 's/^gpucap_container_above_budget{.*} //p')" = 1 ] ||
+    bad "an entry without a liveness lock: $(of_forged | grep -E 'used_bytes|processes|above')"
+"$forge" set "$f" alive_lock=1
+scrape --cards nvml
+[ "$(of_forged | sed -n 's/^gpucap_container_used_bytes{.*} //p')" = 0 ] &&
+    [ "$(of_forged | sed -n 's/^gpucap_container_processes{.*} //p')" = 0 ] &&
+    [ "$(of_forged | sed -n 's/^gpucap_container_above_budget{.*} //p')" = 0 ] &&
+    [ "$(of_forged | sed -n 's/^gpucap_container_peak_bytes{.*} //p')" = $((2 << 30)) ] ||
+    bad "an entry whose liveness lock is gone: $(of_forged | grep -E 'used_bytes|processes|above|peak')"
 # gpucap status reads the same file the same way.
 "$forge" set "$f" physical=$card driver_limit=$card
 "$gpucap" status --ledger "$f" > "$t/status" 2>&1 || bad "status: $(cat "$t/status")"

@@ -3,9 +3,12 @@
 """test_exporter_manifests.py EXPORTER EXAMPLES_DIR: the exporter's Kubernetes manifests, alert rules
 and Grafana dashboard load and fit together: the DaemonSet mounts the kubelet's pod directory
 read-only where --root points, the PodMonitor scrapes its port with the tenant's labels kept, the
-PrometheusRule's groups pass `promtool check rules` and their unit tests (`promtool test rules`), the
-dashboard has its panels (usage against budget, denials, budgets against the card), and every
-gpucap_* metric the rules and dashboard query is one the exporter serves."""
+PrometheusRule's groups are the plain rules file's (prometheus-rules.rules.yml), which passes
+`promtool check rules` and its unit tests (`promtool test rules`) as it is; every alert has its
+runbook (docs/runbooks.md) and says whose it is (a tenant's own budget: info, audience tenant); the
+HAMi recording rules carry HAMi's labels, vdeviceid included; the dashboard has its panels (usage
+against budget, denials, budgets against the card), and every gpucap_* metric the rules and
+dashboard query is one the exporter serves."""
 import json
 import os
 import re
@@ -45,6 +48,8 @@ try:
     check(ds is not None and "Service" in docs and "ServiceAccount" in docs, f"exporter.yaml kinds: {list(docs)}")
     pod = ds["spec"]["template"]["spec"]
     check(pod.get("automountServiceAccountToken") is False, "the exporter must not get an API token")
+    # The RuntimeClass is the overlay's RUNTIME_CLASS (cluster-settings): none in the base.
+    check("runtimeClassName" not in pod, f"the base DaemonSet names a RuntimeClass: {pod.get('runtimeClassName')}")
     vols = {v["name"]: v for v in pod["volumes"]}
     ctr = pod["containers"][0]
     mounts = {m["name"]: m for m in ctr["volumeMounts"]}
@@ -71,18 +76,60 @@ try:
     ep = pm["spec"]["podMetricsEndpoints"][0]
     check(ep["port"] == "metrics" and ep.get("honorLabels") is True, f"PodMonitor endpoint: {ep}")
 
-    # Alert rules: the PrometheusRule's groups through promtool, and their unit tests.
+    # Alert rules: the PrometheusRule, and the plain rules file made from it for Prometheus without
+    # the operator, the same groups (tools/prometheus-rules-file.py --check: as the tool writes it),
+    # through promtool as they are, and their unit tests.
     rule = load_all("prometheus-rules.yaml")[0]
     check(rule["kind"] == "PrometheusRule", "prometheus-rules.yaml kind")
     groups = rule["spec"]["groups"]
-    with open(os.path.join(tmp, "gpucap-rules.yaml"), "w") as f:
-        yaml.safe_dump({"groups": groups}, f)
-    shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), "exporter_rules_test.yaml"), tmp)
-    for cmd in (["promtool", "check", "rules", "gpucap-rules.yaml"],
-                ["promtool", "test", "rules", "exporter_rules_test.yaml"]):
-        r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+    plain = os.path.join(examples, "prometheus-rules.rules.yml")
+    with open(plain) as f:
+        check(yaml.safe_load(f) == {"groups": groups},
+              "prometheus-rules.rules.yml is not the PrometheusRule's spec.groups: run tools/prometheus-rules-file.py")
+    repo = os.path.join(examples, "..", "..", "..")
+    r = subprocess.run([sys.executable, os.path.join(repo, "tools", "prometheus-rules-file.py"), "--check"],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, f"prometheus-rules.rules.yml is not what the tool writes: {r.stdout}{r.stderr}")
+    unit = os.path.join(os.path.dirname(os.path.abspath(__file__)), "exporter_rules_test.yaml")
+    with open(unit) as f:
+        files = [os.path.normpath(os.path.join(os.path.dirname(unit), x)) for x in yaml.safe_load(f)["rule_files"]]
+    check(files == [os.path.normpath(plain)], f"exporter_rules_test.yaml reads {files}, not the plain rules file")
+    for cmd in (["promtool", "check", "rules", plain], ["promtool", "test", "rules", unit]):
+        r = subprocess.run(cmd, capture_output=True, text=True)
         check(r.returncode == 0, f"{' '.join(cmd)}: {r.stdout}{r.stderr}")
     alerts = {r["alert"]: r["expr"] for g in groups for r in g["rules"] if "alert" in r}
+    rules = [r for g in groups for r in g["rules"] if "alert" in r]
+
+    # Every alert has its runbook: a section of docs/runbooks.md named as the alert, saying what it
+    # means and what to do; every section is an alert's.
+    with open(os.path.join(repo, "docs", "runbooks.md")) as f:
+        runbooks = f.read()
+    sections = dict(re.findall(r"^## (\S+)\n(.*?)(?=^## |\Z)", runbooks, re.M | re.S))
+    tested = open(unit).read()
+    for a in rules:
+        name, url = a["alert"], a.get("annotations", {}).get("runbook_url", "")
+        check(url.endswith("docs/runbooks.md#" + name.lower()) and url.startswith("https://"),
+              f"{name}: runbook_url {url!r} is not RUNBOOK_URL#{name.lower()}")
+        body = sections.get(name, "")
+        check("**What it means.**" in body and "**What to do.**" in body,
+              f"{name}: no section in docs/runbooks.md saying what it means and what to do")
+        check(f"alertname: {name}\n" in tested and f"#{name.lower()}" in tested,
+              f"{name}: not fired by exporter_rules_test.yaml with its labels and annotations")
+    check(set(sections) == {a["alert"] for a in rules},
+          f"runbook sections without an alert: {sorted(set(sections) - {a['alert'] for a in rules})}")
+    # Whose alert: a container at or over its own budget is its tenant's business (info, never a
+    # page; routed by namespace); the rest is the platform's. The class: any alert on one container's
+    # figures (grouped by container, or on gpucap_container_* series).
+    for a in rules:
+        labels = a.get("labels", {})
+        own = bool(re.search(r"\bby \([^)]*\bcontainer\b", a["expr"])) or "gpucap_container_" in a["expr"]
+        want = ("info", "tenant") if own else (labels.get("severity"), "platform")
+        check((labels.get("severity"), labels.get("audience")) == want and labels.get("severity") in
+              ("info", "warning", "critical"),
+              f"{a['alert']}: severity {labels.get('severity')}, audience {labels.get('audience')}: want {want}")
+        if own:
+            check("namespace" in re.search(r"\bby \(([^)]*)\)", a["expr"]).group(1),
+                  f"{a['alert']}: a tenant's alert without its namespace, which routing needs")
     records = {r["record"]: r["expr"] for g in groups for r in g["rules"] if "record" in r}
     families |= set(records)
     check("release" in rule["metadata"].get("labels", {}), "PrometheusRule without the release label")
@@ -93,7 +140,10 @@ try:
     check("absent(" in alerts.get("GpucapExporterMissing", ""), "GpucapExporterMissing must use absent()")
     check("gpucap_gpu_used_bytes" in records, "the old name gpucap_gpu_used_bytes is not kept by a recording rule")
     check(any("DCGM_FI_DEV_FB_USED" in e for e in records.values()), "no recording rule joins DCGM's series")
-    check(any("deviceuuid" in e and "ctrname" in e for e in records.values()), "no recording rule for HAMi's labels")
+    hami = [e for e in records.values() if "deviceuuid" in e]
+    check(hami and all(all(f'"{label}"' in e for label in ("podnamespace", "podname", "ctrname", "vdeviceid",
+                                                            "deviceuuid")) for e in hami),
+          "the HAMi recording rules lack one of HAMi's labels (podnamespace, podname, ctrname, vdeviceid, deviceuuid)")
     check("GpucapDenials" in alerts and "gpucap_container_denials_total" in alerts["GpucapDenials"],
           "no alert on denials")
     check("GpucapBudgetsExceedCard" in alerts and "gpucap_gpu_budgets_bytes" in alerts["GpucapBudgetsExceedCard"]

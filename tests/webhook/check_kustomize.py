@@ -10,13 +10,16 @@ Kubernetes schemas that kubernetes-validate ships, and the namespaces' Pod Secur
 (check_manifests.py's checks, run on the rendered output); `webhook` rewrites both images (the
 webhook's, and the init container's in GPUCAP_WEBHOOK_IMAGE) and keeps every other variable of the
 base; `webhook-exporter` adds the exporter and its dashboard ConfigMap; `default-budget` adds a
-default budget of 25%, which the base leaves out; `namespace-annotations` turns the annotations on.
+default budget of 25% through the default-budget component, which the base leaves out and which
+combines with `live-budgets`; `namespace-annotations` turns the annotations on; each overlay's
+namespace policy is its namespace-policy.ini.
 Exit 77 without kubectl.
 """
 import json
 import os
 import shutil
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "..")]
@@ -182,9 +185,44 @@ def main():
             check(not vap, f"overlay {name}: no ValidatingAdmissionPolicy (optional: webhook-policy)")
         if name == "default-budget":
             check(env.get("GPUCAP_WEBHOOK_DEFAULT_MEMORY") == "25%", "default-budget: GPUCAP_WEBHOOK_DEFAULT_MEMORY=25%")
+            check("../../components/default-budget" in open(os.path.join(examples, "overlays", name,
+                                                                           "kustomization.yaml")).read(),
+                  "default-budget: the overlay uses the default-budget component")
         else:
             check("GPUCAP_WEBHOOK_DEFAULT_MEMORY" not in env, f"overlay {name}: no default budget")
+        # The namespace policy the webhook mounts is the overlay's namespace-policy.ini, and parses.
+        pols = [d for d in kinds.get("ConfigMap", []) if d["metadata"]["name"] == "gpucap-namespace-policy"]
+        with open(os.path.join(examples, "overlays", name, "namespace-policy.ini")) as f:
+            check(len(pols) == 1 and pols[0]["data"]["policy.ini"] == f.read(),
+                  f"overlay {name}: the namespace policy is not its namespace-policy.ini")
+    check_default_combined(examples)
     return verdict(f"ok: {len(names)} overlays render; Kubernetes schemas {', '.join(versions)}")
+
+
+def check_default_combined(examples):
+    """The default-budget component combines with live-budgets (issue 34): both render together, the
+    default from DEFAULT_MEMORY of that overlay's settings.env, the agent beside the exporter."""
+    tmp = tempfile.mkdtemp()
+    try:
+        shutil.copytree(examples, os.path.join(tmp, "examples"))
+        here = os.path.join(tmp, "examples", "overlays", "live-budgets")
+        kust = os.path.join(here, "kustomization.yaml")
+        with open(kust) as f:
+            k = yaml.safe_load(f)
+        k["components"].append("../../components/default-budget")
+        with open(kust, "w") as f:
+            yaml.safe_dump(k, f)
+        with open(os.path.join(here, "settings.env"), "a") as f:
+            f.write("DEFAULT_MEMORY=12%\n")
+        docs = render(here)
+    finally:
+        shutil.rmtree(tmp)
+    _, env = webhook_env(docs)
+    check(env.get("GPUCAP_WEBHOOK_DEFAULT_MEMORY") == "12%",
+          f"live-budgets with the default-budget component: default {env.get('GPUCAP_WEBHOOK_DEFAULT_MEMORY')}")
+    ds = [d for d in docs if d["kind"] == "DaemonSet" and d["metadata"]["name"] == "gpucap-exporter"]
+    check(ds and {c["name"] for c in ds[0]["spec"]["template"]["spec"]["containers"]} == {"exporter", "agent"},
+          "live-budgets with the default-budget component: the agent beside the exporter")
 
 
 if __name__ == "__main__":

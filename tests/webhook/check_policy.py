@@ -15,7 +15,9 @@ CREATE as the old object. The cases follow the issues:
   - pod UPDATE: a changed budget checked again and recorded, the record the platform's (issue 26);
   - the NVIDIA driver's own limits set from the same budget, and refused from the tenant (issue 27);
   - the record, the scheduler's shares and the injected parts of a running pod, through the pod, every
-    subresource and Bindings (issue 30).
+    subresource and Bindings (issue 30);
+  - every budget a maximum lowers said in the response's warnings, and the record what the container
+    gets, as the node agent reads it (issue 34; RECORD_PARSE names tests/agent/record_parse).
 Exit 0 pass, 1 fail, 77 without jsonpatch.
 """
 import base64
@@ -700,6 +702,144 @@ def update_injected_parts(cli, fx):
                ["gpucap-init", "cannot change"])
 
 
+# ---- issue 34: every budget a maximum lowers is said, and the record holds what the container gets ----
+
+def agent_reads(rec_text, what):
+    """The record as the node agent takes it (record_parse: record.c's strict rules), or None."""
+    tool = os.environ.get("RECORD_PARSE")
+    if not tool:
+        return json.loads(rec_text)
+    out = subprocess.run([tool], input=rec_text.encode(), capture_output=True)
+    check(out.returncode == 0, f"{what}: the agent refuses the record {rec_text}: {out.stdout.decode().strip()}")
+    return json.loads(out.stdout) if out.returncode == 0 else None
+
+
+def record_text(pod):
+    return (pod["metadata"].get("annotations") or {}).get("gpucap.io/budgets")
+
+
+def clamped(cli, args, review, what, ctr, budget, maximum, fragments):
+    """Allowed, one warning for container ctr naming each fragment, the budget passed to gpucap inject
+    (at CREATE: a running pod's init container stays) and recorded (as the agent reads it) is
+    `budget`, under the record's `maximum`."""
+    pod, resp = allowed(cli, args, review, what)
+    warnings = [w for w in resp.get("warnings", []) if f"container {ctr}:" in w and "maximum" in w]
+    check(len(warnings) == 1, f"{what}: one warning of the maximum for {ctr}: {resp.get('warnings')}")
+    for w in warnings:
+        check(len(w) <= 256, f"{what}: a warning of {len(w)} characters (the API server may cut past 256)")
+        for f in fragments:
+            check(f in w, f"{what}: the warning names {f!r}: {w!r}")
+    init = injected(pod)
+    if review["request"]["operation"] == "CREATE":
+        check(init and f"{ctr}={budget}" in init[0]["command"], f"{what}: gpucap inject gets {ctr}={budget}: "
+              f"{init[0]['command'] if init else None}")
+    got = agent_reads(record_text(pod), what)
+    check(got and got["containers"].get(ctr) == budget and got.get("max") == maximum,
+          f"{what}: the record (as the agent reads it) {got}: want {ctr}={budget} under max {maximum}")
+    return pod, resp
+
+
+def policy_files(tmp, text):
+    """policy_file() in a directory of its own: several policies at once."""
+    return policy_file(tempfile.mkdtemp(dir=tmp), text)
+
+
+def clamp_sources(cli, fx):
+    """Each source of a budget, under a maximum of the other kind: admitted (the card decides, on the
+    node), and said with the cards where the maximum applies; the record keeps both, the pair the
+    library takes the lower of."""
+    with tempfile.TemporaryDirectory() as tmp:
+        ns_max = policy_files(tmp, "[ml]\nmax_memory = 50%\n")
+        cases = [
+            ("annotation", [ "--max-memory", "50%"], "annotated-bare", "train", "8GiB", "50%",
+             ["8GiB (annotation gpucap.io/memory)", "maximum 50% (cluster --max-memory)", "on cards under 16.00 GiB",
+              "there its budget is 50%"]),
+            ("KAI gpu-fraction", ["--max-memory", "10GiB"], "kai-fraction", "trainer", "50%", "10GiB",
+             ["50% (KAI annotation gpu-fraction)", "maximum 10GiB", "on cards over 20.00 GiB",
+              "there its budget is 10GiB"]),
+            ("KAI gpu-memory", ["--max-memory", "50%"], "kai-mib", "trainer", "2000MiB", "50%",
+             ["2000MiB (KAI annotation gpu-memory)", "on cards under 3.91 GiB"]),
+            ("HAMi gpumem", ["--max-memory", "50%"], "hami-gpumem", "infer", "3000MiB", "50%",
+             ["3000MiB (HAMi resource nvidia.com/gpumem)", "on cards under 5.86 GiB"]),
+            ("HAMi gpumem-percentage", ["--max-memory", "10GiB"], "hami-gpumem-percentage", "infer", "50%", "10GiB",
+             ["50% (HAMi resource nvidia.com/gpumem-percentage)", "on cards over 20.00 GiB"]),
+            ("cluster default", ["--default-memory", "8GiB", "--max-memory", "50%"], "default-budget", "train",
+             "8GiB", "50%", ["8GiB (cluster --default-memory)", "maximum 50% (cluster --max-memory)"]),
+            ("namespace default", ["--max-memory", "50%", "--namespace-policy",
+                                   policy_files(tmp, "[ml]\ndefault_memory = 8GiB\n")],
+             "default-budget", "train", "8GiB", "50%", ["8GiB (namespace default)", "maximum 50%"]),
+            ("namespace maximum", ["--namespace-policy", ns_max], "annotated-bare", "train", "8GiB", "50%",
+             ["maximum 50% (namespace policy)"]),
+            ("the default as the maximum", ["--default-memory", "25%"], "annotated-bare", "train", "8GiB", "25%",
+             ["maximum 25% (cluster --default-memory, the maximum where none is set)", "on cards under 32.00 GiB"]),
+        ]
+        for what, args, name, ctr, budget, maximum, fragments in cases:
+            clamped(cli, args, load(fx, name), f"{what} under a maximum of the other kind", ctr, budget, maximum,
+                    fragments)
+
+
+def clamp_default(cli, fx):
+    """A default above the maximum of the same kind (the platform's two settings disagree for a
+    namespace) is the maximum: the pod is admitted with that budget, said, and recorded as it is."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = [
+            ("cluster default under a namespace maximum",
+             ["--default-memory", "8GiB", "--namespace-policy", policy_files(tmp, "[ml]\nmax_memory = 4GiB\n")],
+             "4GiB", "the default 8GiB (cluster --default-memory) is above the maximum 4GiB (namespace policy): its "
+                     "budget is 4GiB"),
+            ("namespace default above the cluster maximum",
+             ["--max-memory", "4GiB", "--namespace-policy", policy_files(tmp, "[ml]\ndefault_memory = 6GiB\n")],
+             "4GiB", "the default 6GiB (namespace default) is above the maximum 4GiB (cluster --max-memory)"),
+            ("shares", ["--default-memory", "50%", "--namespace-policy", policy_files(tmp, "[ml]\nmax_memory = 25%\n")],
+             "25%", "the default 50% (cluster --default-memory) is above the maximum 25% (namespace policy): its budget "
+                    "is 25%"),
+        ]
+        for what, args, budget, fragment in cases:
+            clamped(cli, args, load(fx, "default-budget"), what, "train", budget, budget, [fragment])
+        # The tenant's own ask above the maximum stays a denial: the tenant changes it.
+        denied(cli, ["--default-memory", "2GiB", "--namespace-policy", policy_files(tmp, "[ml]\nmax_memory = 4GiB\n")],
+               load(fx, "annotated-bare"), "an annotation above the maximum",
+               ["container train asks for 8GiB (annotation gpucap.io/memory), above the maximum 4GiB"])
+
+
+def clamp_update(cli, fx):
+    """A budget resolved again on a running pod is said as at creation, and only the new one."""
+    args = ["--max-memory", "50%"]
+    review, pod = created(cli, fx, "annotated-bare", args)
+    new, resp = clamped(cli, args, annotation_update(review, pod, "gpucap.io/memory", "12GiB"), "UPDATE to 12GiB",
+                        "train", "12GiB", "50%", ["12GiB (annotation gpucap.io/memory)", "on cards under 24.00 GiB"])
+    check(not any("8GiB" in w for w in resp.get("warnings", [])), f"UPDATE: the old budget is said: {resp}")
+    unrelated = copy.deepcopy(pod)
+    unrelated["metadata"].setdefault("labels", {})["x"] = "y"
+    _, resp = allowed(cli, args, as_update(review, pod, unrelated), "UPDATE of a label", patched=False)
+    check("warnings" not in resp, f"UPDATE of a label: nothing resolved, nothing said: {resp.get('warnings')}")
+    # A KAI share lowered: the old pod is resolved again to compare, and that says nothing.
+    args = ["--max-memory", "10GiB"]
+    review, pod = created(cli, fx, "kai-fraction", args)
+    _, resp = clamped(cli, args, annotation_update(review, pod, "gpu-fraction", "0.25"), "UPDATE gpu-fraction 0.25",
+                      "trainer", "25%", "10GiB", ["25% (KAI annotation gpu-fraction)", "on cards over 40.00 GiB"])
+    check(not any("50%" in w for w in resp.get("warnings", [])), f"UPDATE: the old share is said: {resp}")
+
+
+def clamp_quiet(cli, fx):
+    """Nothing is said where no maximum can lower a budget."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for what, args, name in (
+                ("bytes under bytes", ["--max-memory", "10GiB"], "annotated-bare"),
+                ("a share under a share", ["--max-memory", "60%"], "kai-fraction"),
+                ("bytes under 100% (the card)", ["--max-memory", "100%"], "annotated-bare"),
+                ("no maximum, no default", [], "annotated-bare"),
+                ("the default at the maximum", ["--max-memory", "30%"], "default-budget"),
+                ("a namespace maximum above", ["--namespace-policy", policy_files(tmp, "[ml]\nmax_memory = 9GiB\n")],
+                 "annotated-bare")):
+            pod, resp = allowed(cli, args, load(fx, name), what)
+            check("warnings" not in resp, f"{what}: unexpected warnings {resp.get('warnings')}")
+            check(agent_reads(record_text(pod), what), f"{what}: the agent reads the record")
+    # A denied pod gets its denial, not warnings about what it would have had.
+    status, resp, _ = run(cli, ["--default-memory", "25%"], load(fx, "opt-out"))
+    check(resp.get("allowed") is False and "warnings" not in resp, f"a denial with warnings: {resp}")
+
+
 CASES = {
     "opt_out_refused": opt_out_refused,
     "opt_out_flag": opt_out_flag,
@@ -725,6 +865,10 @@ CASES = {
     "update_keeps_record": update_keeps_record,
     "update_scheduler_share": update_scheduler_share,
     "update_injected_parts": update_injected_parts,
+    "clamp_sources": clamp_sources,
+    "clamp_default": clamp_default,
+    "clamp_update": clamp_update,
+    "clamp_quiet": clamp_quiet,
 }
 
 

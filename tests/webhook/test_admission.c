@@ -216,6 +216,10 @@ static const struct {
 } warned[] = {
     {"hami-gpucores.json", "container infer: nvidia.com/gpucores (30) is not enforced: gpucap caps GPU memory only"},
     {"sched-several-containers.json", "container b: nvidia.com/gpucores (50) is not enforced"},
+    /* Bytes under the default as the maximum (a share): the card decides, said with the cards. */
+    {"hami-gpumem.json", "container infer: 3000MiB (HAMi resource nvidia.com/gpumem) is above the maximum 25% "
+                         "(cluster --default-memory, the maximum where none is set) on cards under 11.72 GiB: there "
+                         "its budget is 25%"},
 };
 
 static char *slurp(const char *dir, const char *name, size_t *len)

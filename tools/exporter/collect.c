@@ -33,11 +33,12 @@
  * skipped, reason "limit", and main.c warns), MAX_POD_ENTRIES pod directories, MAX_CONTAINERS_PER_POD.
  *
  * Live processes: the pids in a ledger are in the container's PID namespace, which the node's
- * namespace cannot check. gpucap_container_processes counts the entries with a non-zero pid that
- * hold memory on, or registered, that device, as the ledger records them; the library itself
- * takes back the entries of dead processes (before any denial, at a figure and when it needs an
- * entry), so a process that exited or was killed is counted, with what it held, until its
- * container's next process reaps it (a share is given back only once its memory is gone).
+ * namespace cannot check. Each process's entry is held by an OFD lock on its byte of the ledger
+ * file (common/ledger.h), which the kernel drops when the last descriptor of it goes (its death,
+ * its exec, the exit of a fork child that kept it) and which F_OFD_GETLK sees from any namespace:
+ * an entry not held counts nothing, not in gpucap_container_processes, not in the use (nor in the
+ * context reserve, which is part of it), as `gpucap status` counts it inside the container. Its
+ * peak stays.
  */
 #include "collect.h"
 #include "tool.h"
@@ -437,6 +438,15 @@ static void ctr_card_series(struct gpc_text *t, const char *name, const struct c
     gpc_text_printf(t, "%s{" CTR_LABELS ",UUID=\"%s\"", name, r->ns, r->pod, r->pod_uid, r->container, dv->uuid_text);
 }
 
+/* Where the card of a container's device record `dv` (its `d`th) comes in the container's order:
+ * the node's index first (GPC_CARDS_MAX apart), the ledger's position among cards without one. */
+static long card_order(const struct scan *sc, const struct dev_rec *dv, unsigned d)
+{
+    const struct gpc_card *kc = sc->cards->known ? gpc_cards_find(sc->cards, dv->uuid_text) : NULL;
+    long index = kc && kc->index >= 0 ? kc->index : GPC_LEDGER_DEVICES + GPC_CARDS_MAX;
+    return index * (GPC_LEDGER_DEVICES + 1) + (long)d;
+}
+
 static void write_metrics(struct scan *sc, struct gpc_text *t)
 {
     gpc_prom_family(t, "gpucap_container_info", "gauge",
@@ -476,14 +486,34 @@ static void write_metrics(struct scan *sc, struct gpc_text *t)
         }
     }
     gpc_prom_family(t, "gpucap_container_processes", "gauge",
-           "Process entries in the container's ledger that use this card (pid non-zero as recorded; the library "
-           "reaps dead ones when it needs to).");
+           "Live processes of the container that use this card (an entry whose process is gone, as the lock on "
+           "its entry says, counts nothing).");
     for (unsigned i = 0; i < sc->nctr; i++) {
         const struct ctr_rec *r = &sc->ctr[i];
         for (unsigned d = 0; d < r->ndev; d++) {
             const struct dev_rec *dv = &sc->dev[r->first + d];
             ctr_card_series(t, "gpucap_container_processes", r, dv);
             gpc_text_printf(t, "} %u\n", dv->procs);
+        }
+    }
+
+    /*
+     * The card's index among the container's own cards, as CUDA numbers them in the container
+     * (HAMi's vdeviceid): its cards in the order of the node's index (NVML's, PCI order, which CUDA
+     * follows for cards of one model), those without one after, in the ledger's order.
+     */
+    gpc_prom_family(t, "gpucap_container_device_info", "gauge",
+           "1 per card of the container; device: the card's index among the container's own cards (in the order "
+           "of the node's card index, as CUDA numbers cards of one model; HAMi's vdeviceid).");
+    for (unsigned i = 0; i < sc->nctr; i++) {
+        const struct ctr_rec *r = &sc->ctr[i];
+        for (unsigned d = 0; d < r->ndev; d++) {
+            unsigned rank = 0;
+            long kd = card_order(sc, &sc->dev[r->first + d], d);
+            for (unsigned e = 0; e < r->ndev; e++)
+                rank += e != d && card_order(sc, &sc->dev[r->first + e], e) < kd;
+            ctr_card_series(t, "gpucap_container_device_info", r, &sc->dev[r->first + d]);
+            gpc_text_printf(t, ",device=\"%u\"} 1\n", rank);
         }
     }
 

@@ -4,7 +4,9 @@
  *
  * Serves GET /metrics (the Prometheus text format, collected afresh by collect.c at every scrape)
  * GET /livez (the process serves), GET /readyz and /healthz (200 when the pod directory can be
- * read; the webhook's probe names) over plain HTTP with libmicrohttpd, on
+ * read and the node's cards are known, or not checked: an exporter that found no card shows no
+ * container, so it is not ready, and says why; the webhook's probe names) over plain HTTP with
+ * libmicrohttpd, on
  * one internal thread: scrapes run one at a time, so a burst of scrapers costs one scrape's memory
  * at a time. Every setting is one row of the table below: a flag and the GPUCAP_EXPORTER_* variable
  * with the same meaning; a flag overrides the variable. `--once` prints one scrape and exits.
@@ -13,7 +15,9 @@
  * loop (tools/common/serve.h): connections in all and per address, a deadline from accept to
  * complete request headers swept by the main thread, an idle timeout. Card series only for the
  * cards of this node (cards.c). A scrape that reaches the bound on ledgers (collect.h) says so in
- * the log when it starts and when it ends, as one that cannot read the pod directory does.
+ * the log when it starts and when it ends, as one that cannot read the pod directory does. A source
+ * that found no card (the driver not loaded yet when the pod started) is asked again, at most every
+ * --cards-retry seconds, from the requests (/readyz, /metrics), until it gives some.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -37,7 +41,7 @@
 #include "serve.h"
 #include "tool.h"
 
-enum opt_id { OPT_LISTEN, OPT_ROOT, OPT_CARDS, OPT_MAX_CONNECTIONS_PER_IP, OPT_ONCE, OPT_COUNT };
+enum opt_id { OPT_LISTEN, OPT_ROOT, OPT_CARDS, OPT_CARDS_RETRY, OPT_MAX_CONNECTIONS_PER_IP, OPT_ONCE, OPT_COUNT };
 
 #define MAX_CONNECTIONS 64
 #define HEADER_DEADLINE 5 /* seconds from accept to complete request headers */
@@ -54,6 +58,9 @@ static const struct tool_flag rows[OPT_COUNT] = {
     [OPT_CARDS] = {"cards", 0, "SOURCE", "GPUCAP_EXPORTER_CARDS", "auto",
                    "where the node's GPUs are read, whose series alone are shown: auto (NVML, else\n"
                    "/proc/driver/nvidia/gpus, else none shown), nvml, proc[:DIR], list:UUID[,UUID...], none (no check)"},
+    [OPT_CARDS_RETRY] = {"cards-retry", 0, "SECONDS", "GPUCAP_EXPORTER_CARDS_RETRY", "30",
+                         "a source that found no card (the driver not loaded yet) is asked again this often, 1 to\n"
+                         "3600; meanwhile /readyz fails and no container is shown"},
     [OPT_MAX_CONNECTIONS_PER_IP] = {"max-connections-per-ip", 0, "N", "GPUCAP_EXPORTER_MAX_CONNECTIONS_PER_IP", "4",
                                     "open connections from one address, 1 to 64 (64 in all)"},
     [OPT_ONCE] = {"once", 0, NULL, NULL, NULL, "print one scrape on stdout and exit, without serving HTTP"},
@@ -61,15 +68,18 @@ static const struct tool_flag rows[OPT_COUNT] = {
 
 static const struct tool_cmd exporter_cmd = {
     TOOL_COMMAND("gpucap-exporter", rows,
-                 "[--listen ADDR] [--root DIR] [--cards SOURCE] [--max-connections-per-ip N] [--once]",
+                 "[--listen ADDR] [--root DIR] [--cards SOURCE] [--cards-retry SECONDS] [--max-connections-per-ip N] "
+                 "[--once]",
                  "Prometheus exporter of the gpucap ledgers of a node"),
     .about = "Prometheus exporter of the gpucap ledgers on this node: GET /metrics, GET /livez, GET /readyz\n"
-             "(and /healthz: the pod directory can be read). Reads the\n"
+             "(and /healthz: the pod directory can be read and the node's cards are known). Reads the\n"
              "ledgers only (no lock, no write). Each option may also be given in the variable shown; a flag\n"
              "overrides the variable.",
     .tail = "Exit 0, 1 when it cannot serve (or --once cannot read DIR), 2 for a usage error.\n",
     .man_description = "Serves GET /metrics (the Prometheus text format), GET /livez (the process serves), GET "
-                       "/readyz and /healthz (the pod directory can be read) over plain HTTP. Every "
+                       "/readyz and /healthz (the pod directory can be read, and the node's cards are known: a "
+                       "source that found no card is asked again every --cards-retry seconds, and the body says why) over "
+                       "plain HTTP. Every "
                        "scrape walks the kubelet's pod directory and reads each gpucap container's ledger: no "
                        "lock is taken and nothing is written. The ledgers are the tenants' files: each is opened "
                        "without following links, copied and checked, and cards this node does not have are left "
@@ -87,15 +97,43 @@ static const struct tool_cmd exporter_cmd = {
 static volatile sig_atomic_t stop;
 static const char *root;
 static struct gpc_cards cards;
+static const char *cards_source; /* --cards */
+static unsigned cards_retry;     /* --cards-retry: seconds between two asks of a source that found none */
+static char cards_why[512];      /* why the source gave no card, when it gave none */
 static struct gpc_serve server;
 static atomic_ullong scrape_errors;
 
 #define say(...) tool_error("gpucap-exporter", __VA_ARGS__)
 
+/* No card known from a source that checks: every container's series is left out. */
+static bool no_cards(void)
+{
+    return cards.known && cards.n == 0;
+}
+
+/* The card source asked again, when it gave no card and was last asked --cards-retry seconds ago. */
+static void retry_cards(void)
+{
+    static time_t last;
+    time_t now = time(NULL);
+    if (!no_cards() || now - last < (time_t)cards_retry)
+        return;
+    last = now;
+    struct gpc_cards c;
+    char why[sizeof cards_why];
+    if (gpc_cards_load(cards_source, &c, why, sizeof why) == 0 && c.n > 0) {
+        cards = c;
+        say("cards: %u from %s, found after start; card entries of other cards are left out", cards.n, cards.source);
+    } else if (why[0]) {
+        snprintf(cards_why, sizeof cards_why, "%s", why);
+    }
+}
+
 /* One scrape with the exporter's own metrics; NULL on allocation failure. */
 static char *scrape(size_t *len, bool *ok)
 {
     struct timespec t0, t1;
+    retry_cards();
     clock_gettime(CLOCK_MONOTONIC, &t0);
     struct gpc_text t = {0};
     struct gpc_scrape s;
@@ -130,6 +168,12 @@ static char *scrape(size_t *len, bool *ok)
                     "Connections closed for not sending their request headers in time.");
     gpc_text_printf(&t, "gpucap_exporter_connections_closed_slow_total %llu\n",
                     (unsigned long long)atomic_load(&server.guard.closed));
+    if (cards.known) {
+        gpc_prom_family(&t, "gpucap_exporter_cards", "gauge",
+                        "Cards of this node, from the exporter's --cards source; 0: none found, and no container "
+                        "is shown (absent: --cards none, not checked).");
+        gpc_text_printf(&t, "gpucap_exporter_cards %u\n", cards.n);
+    }
     gpc_prom_family(&t, "gpucap_exporter_build_info", "gauge", "The exporter's version.");
     gpc_text_printf(&t, "gpucap_exporter_build_info{version=\"%s\"} 1\n", GPUCAP_VERSION_STRING);
     *len = t.len;
@@ -167,6 +211,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return reply(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", msg, NULL);
         }
         close(fd);
+        retry_cards();
+        if (no_cards()) {
+            char msg[800];
+            snprintf(msg, sizeof msg, "no card of this node is known (--cards %s: %s): every container's series is "
+                     "left out; asked again every %u s\n", cards_source, cards_why[0] ? cards_why : "none found",
+                     cards_retry);
+            return reply(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", msg, NULL);
+        }
         return reply(conn, MHD_HTTP_OK, "text/plain", "ok\n", NULL);
     }
     size_t len;
@@ -239,7 +291,8 @@ int main(int argc, char **argv)
     root = val[OPT_ROOT];
     unsigned per_ip;
     if (tool_number(&exporter_cmd, "--max-connections-per-ip", val[OPT_MAX_CONNECTIONS_PER_IP], 1, MAX_CONNECTIONS,
-                    &per_ip) != 0)
+                    &per_ip) != 0 ||
+        tool_number(&exporter_cmd, "--cards-retry", val[OPT_CARDS_RETRY], 1, 3600, &cards_retry) != 0)
         return TOOL_EXIT_USAGE;
     /* Bad values are usage errors, said before anything else (one line). */
     struct sockaddr_storage addr;
@@ -249,14 +302,18 @@ int main(int argc, char **argv)
                          "host and port", val[OPT_LISTEN]);
         return TOOL_EXIT_USAGE;
     }
-    char why[512];
-    if (gpc_cards_load(val[OPT_CARDS], &cards, why, sizeof why) != 0) {
+    char *why = cards_why;
+    cards_source = val[OPT_CARDS];
+    if (gpc_cards_load(val[OPT_CARDS], &cards, why, sizeof cards_why) != 0) {
         tool_usage_error(&exporter_cmd, "--cards '%s': %s", val[OPT_CARDS], why);
         return TOOL_EXIT_USAGE;
     }
     if (!once) {
         if (!cards.known)
             say("cards: not checked (--cards none): every card a ledger names is shown");
+        else if (no_cards())
+            say("warning: cards: none found (%s): no container is shown and /readyz fails until the source gives "
+                "some (asked again every %u s)", why[0] ? why : cards.source, cards_retry);
         else
             say("cards: %u from %s%s%s; card entries of other cards are left out", cards.n, cards.source,
                 why[0] ? ": " : "", why);

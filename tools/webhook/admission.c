@@ -128,7 +128,8 @@ static int set_review(struct gpc_admission_result *out, const char *uid, struct 
     json_t *resp = json_pack("{s:s, s:b}", "uid", uid, "allowed", v == V_ALLOW);
     if (!resp)
         goto oom;
-    if (json_array_size(r->warnings) && json_object_set(resp, "warnings", r->warnings))
+    /* Warnings are about what an admitted pod gets: a denial says all there is to say. */
+    if (v != V_DENY && json_array_size(r->warnings) && json_object_set(resp, "warnings", r->warnings))
         goto oom;
     if (v == V_DENY) {
         if (json_object_set_new(resp, "status", r->code == 503 ? json_pack("{s:i, s:s, s:s}", "code", 503, "reason",

@@ -135,7 +135,8 @@ void gpc_admission_describe(const struct gpc_admission_config *cfg, char *out, s
  * Answers one POST /mutate body (a pod's CREATE, an UPDATE of a pod or of a subresource of it, a
  * Binding of pods/binding). A well-formed admission.k8s.io/v1 AdmissionReview gets 200 and a
  * response review (allowed with a base64 JSONPatch, allowed without one, or denied with a message;
- * `warnings` for what a scheduler's request asks that gpucap does not enforce, such as HAMi's gpucores);
+ * `warnings`, on an admitted pod only, for what a scheduler's request asks that gpucap does not enforce,
+ * such as HAMi's gpucores, and for every budget the maximum lowers, at admission or on the node);
  * anything else gets 400 (413 past GPC_ADMISSION_MAX_BODY) with a text message. Never fails for any
  * input: returns 0, or -ENOMEM when memory ran out, in which case out holds status 500 and no body.
  * Release out with gpc_admission_result_free().

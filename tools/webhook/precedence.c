@@ -17,16 +17,46 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/units.h"
+
+/*
+ * Where the maximum lowers a budget that passed admission, the response says so (kubectl shows it),
+ * once per container. Of one kind (a default above the namespace's or the cluster's maximum): the
+ * budget is the maximum, said with both values. Of two kinds (bytes against a share of the card),
+ * the card decides, which is known only on the node: the library takes the lower of the two there,
+ * and the warning says on which cards that is the maximum (bytes A under a share m: cards under
+ * A / m; a share s under bytes B: cards over B / s). A maximum of 100% is the card itself: no word.
+ */
+static void clamp_warning(struct review *r, const struct chosen *out, const char *name)
+{
+    struct gpc_size b, m;
+    if (!wh_size_of(out->budget, &b) || !wh_size_of(r->max, &m) || b.is_percent == m.is_percent)
+        return;
+    uint32_t share = b.is_percent ? b.ppm : m.ppm;
+    if (share == 0 || (m.is_percent && m.ppm >= 1000000u))
+        return;
+    /* bytes / share, in bytes: the card size at which the two meet */
+    long double at = (long double)(b.is_percent ? m.bytes : b.bytes) * 1e6L / (long double)share;
+    char card[GPC_SIZE_TEXT];
+    gpc_format_size(at >= 1.8e19L ? UINT64_MAX : (uint64_t)at, card, sizeof card);
+    wh_warn(r, "container %s: %s (%s) is above the maximum %s (%s) on cards %s %s: there its budget is %s", name,
+            out->budget, out->source, r->max, r->max_source, b.is_percent ? "over" : "under", card, r->max);
+}
+
 /*
  * The budget of one GPU container, in the one order of precedence: the platform maximum bounds
  * everything; then the scheduler's request; then gpucap's own annotation; then the namespace's
  * default or the cluster's default (also the maximum where none is set: wh_platform()). Returns V_ALLOW
  * with *skip set when nothing gives a budget (the pod is left alone: annotated pods only), V_DENY
- * above the maximum.
+ * when a request (the scheduler's, the annotation) is above the maximum. A default above the maximum
+ * (the cluster's default under a namespace's lower maximum) is the platform's own, not the tenant's
+ * ask: the budget is the maximum, said in the response's warnings, and what is recorded is that
+ * effective budget. Any other budget the maximum may lower on the node is said there too.
  */
 enum verdict wh_budget_of(struct review *r, json_t *c, const char *name, struct chosen *out, bool *skip)
 {
     char err[256] = "";
+    bool fallback = false;
     int rc = gpc_wh_sched_budget(r->pod, c, out->budget, sizeof out->budget, err, sizeof err);
     if (rc < 0) {
         char shown[256];
@@ -47,14 +77,22 @@ enum verdict wh_budget_of(struct review *r, json_t *c, const char *name, struct 
     } else if (r->fallback[0]) {
         snprintf(out->budget, sizeof out->budget, "%s", r->fallback);
         out->source = r->fallback_source;
+        fallback = true;
     } else {
         *skip = true;
         return V_ALLOW;
     }
     if (r->max[0] && wh_above(out->budget, r->max)) {
-        wh_say(r, "container %s asks for %s (%s), above the maximum %s (%s); ask for %s or less", name, out->budget,
-            out->source, r->max, r->max_source, r->max);
-        return V_DENY;
+        if (!fallback) {
+            wh_say(r, "container %s asks for %s (%s), above the maximum %s (%s); ask for %s or less", name,
+                   out->budget, out->source, r->max, r->max_source, r->max);
+            return V_DENY;
+        }
+        wh_warn(r, "container %s: the default %s (%s) is above the maximum %s (%s): its budget is %s", name,
+                out->budget, out->source, r->max, r->max_source, r->max);
+        snprintf(out->budget, sizeof out->budget, "%s", r->max);
+    } else if (r->max[0]) {
+        clamp_warning(r, out, name);
     }
     snprintf(out->name, sizeof out->name, "%s", name);
     return V_ALLOW;

@@ -163,7 +163,9 @@ enum verdict wh_platform(struct review *r, const char *preload_ann, json_t *spec
 /*
  * The budget of one GPU container in the one order of precedence (maximum, scheduler's request,
  * gpucap.io/memory, namespace or cluster default). V_ALLOW with *skip when nothing gives one,
- * V_DENY above the maximum or for a malformed request.
+ * V_DENY for a request above the maximum or a malformed one; a default above the maximum becomes
+ * the maximum. Every budget the maximum lowers, here or on the node (a share against bytes), is
+ * said in r->warnings.
  */
 enum verdict wh_budget_of(struct review *r, json_t *c, const char *name, struct chosen *out, bool *skip);
 /* A size annotation or setting, trimmed into dst; false (with r->msg) when it is not a size. */

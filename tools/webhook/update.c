@@ -222,7 +222,9 @@ static const char *chosen_budget(const struct review *f, const char *name)
 static enum verdict shares_not_raised(struct review *r, const struct review *now, json_t *old, const char *old_record,
                                       const char *injected, const char *key)
 {
-    struct review was = {.cfg = r->cfg, .code = 400, .ns = r->ns, .patch = r->patch, .warnings = r->warnings};
+    /* The old pod resolved again says nothing to the user: its warnings go nowhere. */
+    json_t *unsaid = json_array();
+    struct review was = {.cfg = r->cfg, .code = 400, .ns = r->ns, .patch = r->patch, .warnings = unsaid};
     json_t *old_ann = json_object_get(json_object_get(old, "metadata"), "annotations");
     bool known = resolve(&was, old, json_object_get(old, "spec"), json_string_value(json_object_get(old_ann, ANN_MEMORY)),
                          injected) == V_ALLOW;
@@ -247,6 +249,7 @@ static enum verdict shares_not_raised(struct review *r, const struct review *now
         v = V_DENY;
     }
     json_decref(rec);
+    json_decref(unsaid);
     return v;
 }
 
