@@ -207,6 +207,16 @@ static uint64_t in_use(int id)
     return gpc_ledger ? gpc_ledger_in_use(gpc_ledger, id) : 0;
 }
 
+/* The device's burstable figures as last applied (read under the set-up lock, which this path does
+ * not hold: a live change writes them under it). True when burstable. */
+static bool qos_now(int device, struct gpc_qos *q)
+{
+    gpc_device_hold(true);
+    bool b = gpc_device_qos(device, q, NULL);
+    gpc_device_hold(false);
+    return b;
+}
+
 static const char *answer_name(enum answer a)
 {
     switch (a) {
@@ -222,7 +232,7 @@ static const char *answer_name(enum answer a)
 bool gpc_loan_ask(int device, int id, uint64_t bytes)
 {
     struct gpc_qos q;
-    if (id < 0 || !gpc_device_qos(device, &q, NULL))
+    if (id < 0 || !qos_now(device, &q))
         return false;
     uint64_t in_force = gpc_budget_limit(id);
     if (in_force >= q.limit)
@@ -258,7 +268,7 @@ bool gpc_loan_need(int device, int id, uint64_t bytes, struct gpc_loan_need *n)
         n->started = true;
         /* Within the request only: R for a burstable container, the whole budget for a guaranteed one. */
         struct gpc_qos q;
-        uint64_t request = gpc_device_qos(device, &q, NULL) ? q.request : gpc_budget_limit(id);
+        uint64_t request = qos_now(device, &q) ? q.request : gpc_budget_limit(id);
         if (in_use(id) > request ||
             gpc_loan_socket_path(&gpc_config, n->server, sizeof n->server) != 0) {
             n->done = true;
