@@ -278,12 +278,12 @@ bool gpc_loan_need(int device, int id, uint64_t bytes, struct gpc_loan_need *n)
         n->deadline_ms = now + (uint64_t)(grace < 0 ? 0 : grace > 3600 ? 3600 : grace) * 1000u + 1000u;
         n->next_ask_ms = now;
     }
-    if (now >= n->deadline_ms) {
+    if (now >= n->deadline_ms || n->refused) {
         n->done = true;
         char b[GPC_SIZE_TEXT];
-        gpc_log(GPC_LOG_WARN, "device %d: the driver refused %s within the request, and the arbiter did not get "
-                "it back within reclaim_grace + 1 s -> CUDA_ERROR_OUT_OF_MEMORY", device,
-                gpc_format_size(bytes, b, sizeof b));
+        gpc_log(GPC_LOG_WARN, "device %d: the driver refused %s within the request, and the arbiter %s -> "
+                "CUDA_ERROR_OUT_OF_MEMORY", device, gpc_format_size(bytes, b, sizeof b),
+                n->refused ? "has nothing on loan to take back" : "did not get it back within reclaim_grace + 1 s");
         return false;
     }
     if (now >= n->next_ask_ms) {
@@ -303,6 +303,9 @@ bool gpc_loan_need(int device, int id, uint64_t bytes, struct gpc_loan_need *n)
                     device, gpc_format_size(bytes, b, sizeof b), n->server, answer_name(a));
         }
         n->asked = true;
+        /* Nothing on loan on the card (the arbiter says): the driver is asked once more, then the
+         * refusal stands. Trusting it can only shorten this process's own wait. */
+        n->refused = a == ANSWER_REFUSED;
         n->next_ask_ms = mono_ms() + (a == ANSWER_PENDING && pending > NEED_ASK_EVERY_MS ? pending : NEED_ASK_EVERY_MS);
     } else {
         sleep_ms(NEED_STEP_MS);

@@ -29,7 +29,8 @@
  *             borrower fills the card): `need` goes to the arbiter, which ends the borrower; the call
  *             made before succeeds, within reclaim_grace + 1 s
  *   needgrace the arbiter never frees the card: the refusal stands after reclaim_grace (1 s) + 1 s,
- *             not before; and with no arbiter at once
+ *             not before; beyond the request nothing waits; an arbiter that refuses (nothing on loan)
+ *             and no arbiter: soon
  */
 #include "common.h"
 #include "ledger_test.h"
@@ -564,6 +565,15 @@ static void case_needgrace(void)
     CHECK(rc == CUDA_ERROR_OUT_OF_MEMORY && mono_ms() - t0 < 1000, "best effort: %d after %llu ms", rc,
           (unsigned long long)(mono_ms() - t0));
     CHECK(asked("need ", NULL, 0) == 0, "a need for memory beyond the request (%d before)", before);
+    stop_arbiter();
+    /* An arbiter with nothing on loan to take back (it refuses the need): the refusal stands soon. */
+    start_arbiter("grant", 512 * MiB, 512 * MiB, NULL);
+    write_settings("memory_limit = 512MiB\nreclaim_grace = 1");
+    t0 = mono_ms();
+    rc = cuMemAlloc_v2(&p, 128 * MiB);
+    CHECK(rc == CUDA_ERROR_OUT_OF_MEMORY && mono_ms() - t0 < 1000, "a refused need: %d after %llu ms", rc,
+          (unsigned long long)(mono_ms() - t0));
+    CHECK(asked("need ", NULL, 0) == 1, "asked %d times after a refusal", asked("need ", NULL, 0));
     stop_arbiter();
     /* No arbiter at all: at once. */
     unlink(sock);
