@@ -602,6 +602,12 @@ int main(int argc, char **argv)
         unsetenv("GPUCAP_CONTEXT_RESERVE");
         unsetenv("GPUCAP_ARBITER_SOCKET"); /* fixed under the lock: the platform file's (none) */
         unlink(settings);
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s", settings);
+        if (strrchr(dir, '/')) {
+            *strrchr(dir, '/') = '\0';
+            mkdir(dir, 0755);
+        }
     } else {
         snprintf(settings, sizeof settings, "%s.ini", base_ledger);
         unlink(settings);
