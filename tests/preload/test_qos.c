@@ -20,6 +20,7 @@
  *             the change), recorded as the arbiter's change (limit_by, the change record)
  *   loan      a denial above the request asks the test arbiter (`loan <uuid> <bytes> <pid>`), which
  *             writes a grant: the same call is admitted; loan_asks counts the datagram
+ *   loanthreads six threads denied at once each ask: what is admitted never passes the grant written
  *   ledgerdir the arbiter at <ledger directory>/arbiter.sock, found without a setting
  *   noarbiter no socket: the denial stands at once, no datagram, no grant
  *   forged    an arbiter answering `granted 1 TiB` without writing the file: nothing changes
@@ -36,6 +37,7 @@
 #include "ledger_test.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
@@ -417,6 +419,40 @@ static void case_loan(void)
     stop_arbiter();
 }
 
+/* Threads denied at once each ask (a reply socket each), the live re-reads serialise: what is
+ * admitted never passes the grant written, and the loans admit. */
+static _Atomic int loans_admitted;
+static void *loan_thread(void *arg)
+{
+    cuCtxSetCurrent((CUcontext)arg);
+    CUdeviceptr p;
+    if (cuMemAlloc_v2(&p, 32 * MiB) == CUDA_SUCCESS)
+        atomic_fetch_add(&loans_admitted, 1);
+    return NULL;
+}
+
+static void case_loanthreads(void)
+{
+    start_arbiter("grant", 128 * MiB, 512 * MiB, NULL);
+    CUcontext ctx = make_context(0);
+    CUdeviceptr p;
+    CHECK(cuMemAlloc_v2(&p, 128 * MiB) == CUDA_SUCCESS, "the request denied");
+    pthread_t t[6];
+    for (int i = 0; i < 6; i++)
+        pthread_create(&t[i], NULL, loan_thread, ctx);
+    for (int i = 0; i < 6; i++)
+        pthread_join(t[i], NULL);
+    struct gpc_ledger *l = map_ledger();
+    uint64_t grant = atomic_load(&l->dev[0].qos_grant), card = fakecuda_outstanding(0);
+    CHECK(atomic_load(&loans_admitted) >= 1, "no loan admitted of 6 threads");
+    CHECK(card == 128 * MiB + (uint64_t)atomic_load(&loans_admitted) * 32 * MiB && card <= grant,
+          "the card holds %llu MiB, the grant is %llu MiB", (unsigned long long)(card / MiB),
+          (unsigned long long)(grant / MiB));
+    CHECK(asked("loan ", NULL, 0) == (int)atomic_load(&l->dev[0].loan_asks), "%d datagrams, loan_asks %u",
+          asked("loan ", NULL, 0), atomic_load(&l->dev[0].loan_asks));
+    stop_arbiter();
+}
+
 static void case_ledgerdir(void)
 {
     /* The ledger in a directory of its own, with the arbiter's socket beside it. */
@@ -616,6 +652,7 @@ int main(int argc, char **argv)
     static const struct test_case cases[] = {
         {"formula", case_formula}, {"drvlimit", case_drvlimit}, {"locked", case_locked},
         {"envgrant", case_envgrant}, {"live", case_live},       {"loan", case_loan},
+        {"loanthreads", case_loanthreads},
         {"ledgerdir", case_ledgerdir}, {"noarbiter", case_noarbiter}, {"forged", case_forged},
         {"slow", case_slow},       {"need", case_need},         {"needgrace", case_needgrace},
     };
