@@ -29,6 +29,7 @@
  *   need      a guaranteed process's allocation within its budget is refused by the driver (a
  *             borrower fills the card): `need` goes to the arbiter, which ends the borrower; the call
  *             made before succeeds, within reclaim_grace + 1 s
+ *   needpitch the same for cuMemAllocPitch_v2
  *   needgrace the arbiter never frees the card: the refusal stands after reclaim_grace (1 s) + 1 s,
  *             not before; beyond the request nothing waits; an arbiter that refuses (nothing on loan)
  *             and no arbiter: soon
@@ -550,7 +551,7 @@ static pid_t borrower(uint64_t bytes)
     return pid;
 }
 
-static void case_need(void)
+static void need(bool pitch)
 {
     pid_t b = borrower(900 * MiB);
     char victim[32];
@@ -561,8 +562,9 @@ static void case_need(void)
     write_settings("memory_limit = 512MiB\nreclaim_grace = 3");
     make_context(0);
     CUdeviceptr p;
+    size_t pitch_bytes = 0;
     uint64_t t0 = mono_ms();
-    CUresult rc = cuMemAlloc_v2(&p, 256 * MiB);
+    CUresult rc = pitch ? cuMemAllocPitch_v2(&p, &pitch_bytes, MiB, 256, 4) : cuMemAlloc_v2(&p, 256 * MiB);
     uint64_t took = mono_ms() - t0;
     CHECK(rc == CUDA_SUCCESS, "the allocation within the budget failed (%d) after the arbiter ended the borrower", rc);
     CHECK(took < 4000, "it took %llu ms, past reclaim_grace + 1 s", (unsigned long long)took);
@@ -570,11 +572,23 @@ static void case_need(void)
     CHECK(asked("need ", line, sizeof line) >= 1, "no need was sent");
     snprintf(want, sizeof want, "need GPU-fa4ec0da-0000-4000-8000-000000000000 %llu %d\n",
              (unsigned long long)(256 * MiB), (int)getpid());
-    CHECK(strcmp(line, want) == 0, "the datagram was '%s', not '%s'", line, want);
-    CHECK(fakecuda_outstanding(0) == 256 * MiB, "the card holds %llu MiB", (unsigned long long)(fakecuda_outstanding(0) / MiB));
+    if (!pitch)
+        CHECK(strcmp(line, want) == 0, "the datagram was '%s', not '%s'", line, want);
+    CHECK(fakecuda_outstanding(0) == (pitch ? (uint64_t)pitch_bytes * 256 : 256 * MiB), "the card holds %llu MiB",
+          (unsigned long long)(fakecuda_outstanding(0) / MiB));
     kill(b, SIGKILL); /* ended by the arbiter already, unless the test failed */
     waitpid(b, NULL, 0);
     stop_arbiter();
+}
+
+static void case_need(void)
+{
+    need(false);
+}
+
+static void case_needpitch(void)
+{
+    need(true);
 }
 
 static void case_needgrace(void)
@@ -654,7 +668,7 @@ int main(int argc, char **argv)
         {"envgrant", case_envgrant}, {"live", case_live},       {"loan", case_loan},
         {"loanthreads", case_loanthreads},
         {"ledgerdir", case_ledgerdir}, {"noarbiter", case_noarbiter}, {"forged", case_forged},
-        {"slow", case_slow},       {"need", case_need},         {"needgrace", case_needgrace},
+        {"slow", case_slow},       {"need", case_need},         {"needpitch", case_needpitch},         {"needgrace", case_needgrace},
     };
     RUN_CASE(cases, argv[1]);
     stop_arbiter();
