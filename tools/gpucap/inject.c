@@ -205,7 +205,7 @@ int cmd_inject(int argc, char **argv)
         t[nt] = (struct target){a, eq + 1, "", ""};
         const char *comma = strchr(eq + 1, ',');
         size_t llen = comma ? (size_t)(comma - eq - 1) : strlen(eq + 1);
-        bool req = comma && strncmp(comma, ",request=", 9) == 0 && strlen(comma + 9) < sizeof t[nt].request;
+        bool req = comma && strncmp(comma, ",request=", 9) == 0 && comma[9] && strlen(comma + 9) < sizeof t[nt].request;
         if (llen >= sizeof t[nt].limit || (comma && !req)) {
             tool_usage_error(&cli_inject_cmd, "'%s' is not CONTAINER=SIZE[,request=SIZE]", a);
             return CLI_USAGE;
