@@ -137,6 +137,11 @@ card_value() { grep "^$1{UUID=\"$uuid\"" "$t/out" | awk '{print $NF}'; }
 [ "$(card_value gpucap_card_loaned_bytes)" = $((4 * GiB)) ] || bad "loaned"
 [ "$(card_value gpucap_card_requested_bytes)" = $((9 * GiB)) ] || bad "requested"
 [ "$(card_value gpucap_card_overcommitted)" = 0 ] || bad "not overcommitted"
+# A container the arbiter made best effort on the card makes the card overcommitted (its usable size
+# is below its size: the arbiter's reserve).
+echo "$uuid request=0 limit=$GiB grant=0 used=0 reclaims_kill=0 reclaims_evict=0 reclaims_deny=0 overcommitted=1" > "$state"
+scrape --arbiter-state "$t/state"
+[ "$(card_value gpucap_card_overcommitted)" = 1 ] || bad "a best-effort container: the card overcommitted"
 grep -q "$other" "$t/out" && bad "a card the node lacks: $(grep "$other" "$t/out" | head -1)"
 printf '%s size=%d lendable=%d loaned=%d requested=%d\n' "$uuid" $card $PiB $PiB $((20 * GiB)) > "$t/state/cards.state"
 scrape --arbiter-state "$t/state"

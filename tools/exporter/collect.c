@@ -557,7 +557,8 @@ static long card_order(const struct scan *sc, const struct dev_rec *dv, unsigned
  * Per card, the arbiter's view (cards.state, --arbiter-state): what it may lend, what is lent, the
  * requests against the card, and whether they add up past it. Only cards the exporter shows (the
  * node's, or with no list those the ledgers name), each figure at most the card's size where the
- * node's source gives it (overcommitted from the figures as the arbiter wrote them).
+ * node's source gives it; overcommitted when the requests pass the size it wrote, or when it made a
+ * container on the card best effort (its qos.state says overcommitted=1).
  */
 static void write_arbiter_cards(const struct scan *sc, struct gpc_text *t, const struct card *cards, unsigned ncards)
 {
@@ -589,7 +590,11 @@ static void write_arbiter_cards(const struct scan *sc, struct gpc_text *t, const
             const struct gpc_card *kc = sc->cards->known ? gpc_cards_find(sc->cards, l->uuid) : NULL;
             uint64_t size = kc && kc->memory ? kc->memory : 0, v;
             if (f == 3) {
+                /* The requests past the card's size, or a container on it the arbiter made best effort
+                 * (its usable size is the card's less its reserve). */
                 v = l->requested > l->size;
+                for (unsigned d = 0; !v && d < sc->ndev; d++)
+                    v = sc->dev[d].q_over && strcasecmp(sc->dev[d].uuid_text, l->uuid) == 0;
             } else {
                 memcpy(&v, (const char *)l + fam[f].offset, sizeof v);
                 if (size && v > size)
