@@ -29,6 +29,12 @@
  * future. A card's size taken from the ledgers (no NVML) is labelled source="ledger": the
  * containers' claim, not the node's.
  *
+ * Burstable memory (issue 35): a ledger's QoS fields (request, limit, grant, loan asks, the most
+ * held above the request) are the tenant's, bounded like the rest; where the node arbiter wrote a
+ * container's qos.state beside its settings file (the pod's gpucap-lib volume, which the container
+ * mounts read-only) its request, limit, grant, reclaims and best-effort flag replace the ledger's,
+ * and its cards.state (--arbiter-state) gives the per-card series; both read by qos.c.
+ *
  * Bounds: GPC_EXPORTER_MAX_LEDGERS ledgers per scrape (documented; past it the rest are counted as
  * skipped, reason "limit", and main.c warns), MAX_POD_ENTRIES pod directories, MAX_CONTAINERS_PER_POD.
  *

@@ -156,6 +156,16 @@ static char *scrape(size_t *len, bool *ok)
     else if (rc == 0 && said != 0)
         say("%s can be read again", root);
     said = rc;
+    /* The arbiter's cards.state: said when it cannot be read (not when it is merely absent: no
+     * arbiter yet), and when it can again. */
+    static int state_said;
+    int st = arbiter_state && s.arbiter_cards < 0 && s.arbiter_cards != -ENOENT ? s.arbiter_cards : 0;
+    if (st != 0 && st != state_said)
+        say("--arbiter-state %s: cards.state cannot be read: %s; no card QoS series", arbiter_state,
+            st == -EINVAL ? "not a regular file of at most 16 KiB without a NUL" : strerror(-st));
+    else if (st == 0 && state_said != 0)
+        say("--arbiter-state %s: cards.state read again", arbiter_state);
+    state_said = st;
     unsigned limited = s.skipped[GPC_SKIP_LIMIT];
     if (limited && !over)
         say("warning: %u ledgers not read: past the bound of %u ledgers per scrape (or of pods and containers "
