@@ -9,8 +9,9 @@ A container's request reaches its locked ini through the init container's argume
 (gpucap.io/budgets, what the node agent applies) keeps its format: the limits. The cases:
   - request_annotation: gpucap.io/memory-request beside gpucap.io/memory; no request, no suffix;
   - request_refused: above the limit, above the maximum, not a size: denied, saying which;
-  - request_mixed_kinds: a request of bytes under a limit that is a share: admitted, the cards where
-    the request is above the limit said in the warnings;
+  - request_mixed_kinds: a request of bytes under a limit that is a share (or a share under a byte
+    maximum): admitted, the cards where the request is above the limit (the maximum) said in the
+    warnings;
   - kai_pair: Run:ai's gpu-fraction with gpu-fraction-limit, gpu-memory with gpu-memory-limit: the
     limit is the budget, the plain one the request; a limit below its request or of the other kind
     denied;
@@ -94,6 +95,11 @@ def request_mixed_kinds(cli, fx):
     w = [x for x in resp.get("warnings", []) if "request 10GiB" in x]
     check(len(w) == 1 and "on cards under 20.00 GiB" in w[0] and "best effort" in w[0],
           f"the cards where the request is above the limit are said: {resp.get('warnings')}")
+    # A share under a byte maximum: above it on large cards, where the limit is the maximum.
+    _, resp = allowed(cli, ["--max-memory", "20GiB"], annotated(fx, memory="100%", request="50%"), "50% under 20GiB")
+    w = [x for x in resp.get("warnings", []) if "request 50%" in x]
+    check(len(w) == 1 and "above the maximum 20GiB" in w[0] and "on cards over 40.00 GiB" in w[0],
+          f"the cards where the request is above the maximum are said: {resp.get('warnings')}")
     _, resp = allowed(cli, ["--max-memory", "60GiB"], annotated(fx, memory="50%", request="0"), "0 under 50%")
     check(not [x for x in resp.get("warnings", []) if "request" in x], f"request 0: no warning: {resp.get('warnings')}")
 

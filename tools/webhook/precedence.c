@@ -105,10 +105,18 @@ static enum verdict request_of(struct review *r, json_t *c, const char *name, st
                "limit: guaranteed)", name, out->request, out->request_source, out->budget, out->source);
         return V_DENY;
     }
+    /* Where the limit or the maximum is of the other kind, the card decides: said, once. */
     char card[GPC_SIZE_TEXT];
-    if ((q.is_percent ? q.ppm != 0 : q.bytes != 0) && wh_size_of(out->budget, &l) && meet_card(&q, &l, card))
+    struct gpc_size m;
+    if (!(q.is_percent ? q.ppm != 0 : q.bytes != 0))
+        return V_ALLOW;
+    if (wh_size_of(out->budget, &l) && meet_card(&q, &l, card))
         wh_warn(r, "container %s: its request %s (%s) is above its limit %s (%s) on cards %s %s: there it runs best "
                 "effort (request 0)", name, out->request, out->request_source, out->budget, out->source,
+                q.is_percent ? "over" : "under", card);
+    else if (r->max[0] && wh_size_of(r->max, &m) && !(m.is_percent && m.ppm >= 1000000u) && meet_card(&q, &m, card))
+        wh_warn(r, "container %s: its request %s (%s) is above the maximum %s (%s) on cards %s %s: there it runs best "
+                "effort (request 0)", name, out->request, out->request_source, r->max, r->max_source,
                 q.is_percent ? "over" : "under", card);
     return V_ALLOW;
 }
