@@ -14,9 +14,12 @@
 # --arbiter-state: no card QoS series. Hostile state files (a symbolic link, a FIFO, a file past the
 # size bound, lines with a bad UUID, a missing key, a number past 64 bits, a repeated card) are left
 # out and counted (gpucap_exporter_arbiter_state_lines_refused), never followed, never hang a scrape.
+# A container whose settings have memory_request (as gpucap inject writes them) shows the library's own
+# record: request, limit, no grant, its budget in force the request (no arbiter), where the library
+# knows memory_request (gpucap check says so; the library's part of issue 35).
 # promtool check metrics passes when promtool is installed.
 set -u
-exporter=$1 alloc=$2 forge=$3
+exporter=$1 alloc=$2 forge=$3 gpucap=${4:-}
 . "$(dirname "$0")/../common.sh"
 export FAKECUDA_MEM=16GiB GPUCAP_MEMORY_LIMIT=4GiB
 root=$t/pods
@@ -154,6 +157,22 @@ rm "$t/state/cards.state"; ln -s "$t/elsewhere" "$t/state/cards.state"
 scrape --arbiter-state "$t/state"
 grep -q '^gpucap_card_lendable_bytes{' "$t/out" && bad "a symbolic link as cards.state"
 scrape --arbiter-state "$t/nonexistent"
+
+# The library's own record, from settings as the webhook's init container writes them.
+uid_r=0d0d0d0d-1111-4222-8333-000000000004
+mkdir -p "$(ldir $uid_r lib)"
+printf '[gpucap]\nmemory_limit = 2GiB\nmemory_request = 1GiB\nledger = %s\n' "$(ldir $uid_r lib)/gpucap.ledger" > "$t/lib.ini"
+if [ -n "$gpucap" ] && env -i PATH="$PATH" "$gpucap" check "$t/lib.ini" 2>&1 | grep -q 'burstable: request'; then
+    env -u GPUCAP_MEMORY_LIMIT GPUCAP_CONFIG=$t/lib.ini GPUCAP_POD_NAMESPACE=team GPUCAP_POD_NAME=p-lib GPUCAP_POD_UID=$uid_r \
+        GPUCAP_CONTAINER_NAME=lib LD_PRELOAD=$TEST_PRELOAD "$alloc" a100 > "$t/lib.out" 2>&1 || bad "lib did not run: $(cat "$t/lib.out")"
+    scrape
+    [ "$(value gpucap_container_request_bytes $uid_r)" = $GiB ] || bad "library: request $(value gpucap_container_request_bytes $uid_r)"
+    [ "$(value gpucap_container_limit_bytes $uid_r)" = $((2 * GiB)) ] || bad "library: limit"
+    [ "$(value gpucap_container_grant_bytes $uid_r)" = 0 ] || bad "library: no grant without an arbiter"
+    [ "$(value gpucap_container_budget_bytes $uid_r)" = $GiB ] || bad "library: in force = the request: $(value gpucap_container_budget_bytes $uid_r)"
+else
+    echo "the library does not know memory_request yet (issue 35's library part): its record not checked"
+fi
 
 if command -v promtool > /dev/null; then
     printf '%s size=%d lendable=%d loaned=%d requested=%d\n' "$uuid" $card $GiB 0 $GiB > "$t/state/cards.state.new"
