@@ -106,6 +106,15 @@ rm -f "$state"; { echo "$good"; head -c 20000 /dev/zero | tr '\0' ' '; } > "$sta
 rm -f "$state"; printf '%s\0\n' "$good" > "$state"; hostile "a NUL"
 rm -f "$state"; mkdir "$state"; hostile "a directory"
 rmdir "$state"
+# The container's directory, and the pod's gpucap-lib, as links to a directory with a good state.
+mkdir -p "$t/other/arbiter" && echo "$good" > "$t/other/arbiter/qos.state"
+mv "$(sdir $uid_a arbiter)" "$t/saved" && ln -s "$t/other/arbiter" "$(sdir $uid_a arbiter)"
+hostile "the container's directory a symbolic link"
+rm "$(sdir $uid_a arbiter)"; mv "$(dirname "$(sdir $uid_a arbiter)")" "$t/saved-lib"
+ln -s "$t/other" "$(dirname "$(sdir $uid_a arbiter)")"
+hostile "the pod's gpucap-lib a symbolic link"
+rm "$(dirname "$(sdir $uid_a arbiter)")"; mv "$t/saved-lib" "$(dirname "$(sdir $uid_a arbiter)")"
+mv "$t/saved" "$(sdir $uid_a arbiter)"
 other=GPU-deadbeef-0000-4000-8000-0000000000ff
 {
     echo "GPU-nothex-0000-4000-8000-0000000000ff request=1 limit=2 grant=2 used=0 reclaims_kill=0 reclaims_evict=0 reclaims_deny=0 overcommitted=0"
