@@ -5,7 +5,8 @@
  *
  * usage: ledger_forge set FILE [FIELD=VALUE...]
  *          rewrites figures of the first device entry in use (physical, limit, peak, contexts,
- *          denials, allocs, driver_limit, limit_was, changed_s, changes) and `used` (process entry 0
+ *          denials, allocs, driver_limit, limit_was, changed_s, changes; the QoS fields qos_request,
+ *          qos_limit, qos_grant, qos_flags, loan_asks, loaned_peak) and `used` (process entry 0
  *          made to hold VALUE bytes on it: pid 1, its lease, procs_used 1 at least, no liveness lock
  *          said), `alive_lock` (entry 0 says it is held by its lock, `locked`), as a tenant root writing
  *          into its file would;
@@ -81,6 +82,18 @@ static int set(const char *path, int argc, char **argv)
             atomic_store(&e->limit_changed_s, (uint32_t)v);
         else if (strcmp(f, "changes") == 0)
             atomic_store(&e->limit_changes, (uint16_t)v);
+        else if (strcmp(f, "qos_request") == 0)
+            atomic_store(&e->qos_request, v);
+        else if (strcmp(f, "qos_limit") == 0)
+            atomic_store(&e->qos_limit, v);
+        else if (strcmp(f, "qos_grant") == 0)
+            atomic_store(&e->qos_grant, v);
+        else if (strcmp(f, "qos_flags") == 0)
+            atomic_store(&e->qos_flags, (uint32_t)v);
+        else if (strcmp(f, "loan_asks") == 0)
+            atomic_store(&e->loan_asks, (uint32_t)v);
+        else if (strcmp(f, "loaned_peak") == 0)
+            atomic_store(&e->loaned_peak, v);
         else if (strcmp(f, "alive_lock") == 0)
             atomic_store(&l->proc[0].locked, (uint32_t)v);
         else if (strcmp(f, "used") == 0) {

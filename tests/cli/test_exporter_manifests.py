@@ -148,6 +148,11 @@ try:
           "no alert on denials")
     check("GpucapBudgetsExceedCard" in alerts and "gpucap_gpu_budgets_bytes" in alerts["GpucapBudgetsExceedCard"]
           and "gpucap_gpu_memory_bytes" in alerts["GpucapBudgetsExceedCard"], "no alert on budgets past the card")
+    # Burstable memory (issue 35): reclaims and requests past a card alerted.
+    check("GpucapReclaims" in alerts and "gpucap_container_reclaims_total" in alerts["GpucapReclaims"],
+          "no alert on reclaims")
+    check("GpucapCardRequestsOvercommitted" in alerts and "gpucap_card_overcommitted" in
+          alerts["GpucapCardRequestsOvercommitted"], "no alert on requests past a card")
     exprs = list(alerts.values())
 
     # The dashboard.
@@ -169,6 +174,10 @@ try:
           "no panel shows the rate of denials")
     check(any(any("gpucap_gpu_budgets_bytes" in e for e in es) and any("gpucap_gpu_memory_bytes" in e for e in es)
               for es in by_title.values()), "no panel shows budgets against the card")
+    check(any(any("gpucap_container_request_bytes" in e for e in es) and any("gpucap_container_loaned_bytes" in e for e in es)
+              for es in by_title.values()), "no panel shows burstable containers' requests and loans")
+    check(any(any("gpucap_card_lendable_bytes" in e for e in es) and any("gpucap_card_loaned_bytes" in e for e in es)
+              for es in by_title.values()), "no panel shows what each card lends")
     for v in dash["templating"]["list"]:
         q = v.get("query")
         if isinstance(q, dict):

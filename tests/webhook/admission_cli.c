@@ -5,7 +5,7 @@
  * usage: admission_cli [--default-memory SIZE] [--max-memory SIZE] [--image REF] [--preload file|env]
  *                      [--dra-claims true|false] [--visible-devices cap|deny|ignore]
  *                      [--trusted-namespaces LIST] [--namespace-policy FILE] [--pod-opt-out true|false]
- *                      [--driver-limits off|on|auto] [--driver-limits-label LABEL]
+ *                      [--driver-limits off|on|auto] [--driver-limits-label LABEL] [--qos guaranteed|burstable]
  *                      [--kube-api URL --kube-token FILE --kube-ca FILE] < request.json
  * Prints the HTTP status on the first line and the response body after it. Exit 0, or 1 when the
  * configuration is refused or memory runs out.
@@ -44,6 +44,8 @@ int main(int argc, char **argv)
             cfg.driver = strcmp(v, "on") == 0 ? GPC_DRIVER_ON : strcmp(v, "auto") == 0 ? GPC_DRIVER_AUTO : GPC_DRIVER_OFF;
         else if (strcmp(k, "--driver-limits-label") == 0)
             cfg.driver_label = v;
+        else if (strcmp(k, "--qos") == 0)
+            cfg.qos = strcmp(v, "burstable") == 0 ? GPC_QOS_BURSTABLE : GPC_QOS_GUARANTEED;
         else if (strcmp(k, "--namespace-policy") == 0)
             policy_file = v;
         else if (strcmp(k, "--kube-api") == 0)

@@ -196,6 +196,7 @@ def main():
             check(len(pols) == 1 and pols[0]["data"]["policy.ini"] == f.read(),
                   f"overlay {name}: the namespace policy is not its namespace-policy.ini")
     check_default_combined(examples)
+    check_burstable_combined(examples)
     return verdict(f"ok: {len(names)} overlays render; Kubernetes schemas {', '.join(versions)}")
 
 
@@ -223,6 +224,62 @@ def check_default_combined(examples):
     ds = [d for d in docs if d["kind"] == "DaemonSet" and d["metadata"]["name"] == "gpucap-exporter"]
     check(ds and {c["name"] for c in ds[0]["spec"]["template"]["spec"]["containers"]} == {"exporter", "agent"},
           "live-budgets with the default-budget component: the agent beside the exporter")
+
+
+def check_burstable_combined(examples):
+    """The burstable component (issue 35) after node-agent in live-budgets: renders, valid against the
+    schemas and the namespaces' Pod Security levels; the agent arbitrates (--arbiter by its variable)
+    with RECLAIM and RECLAIM_GRACE of settings.env, host PIDs, NVML, CAP_KILL and CAP_SYS_PTRACE only
+    beyond its own, the state directory a host path it writes and the exporter reads read-only
+    (--arbiter-state), RBAC to create pods/eviction, and the webhook's --qos from QOS."""
+    tmp = tempfile.mkdtemp()
+    try:
+        shutil.copytree(examples, os.path.join(tmp, "examples"))
+        here = os.path.join(tmp, "examples", "overlays", "live-budgets")
+        kust = os.path.join(here, "kustomization.yaml")
+        with open(kust) as f:
+            k = yaml.safe_load(f)
+        check(k["components"][-1] == "../../components/node-agent", f"live-budgets components {k['components']}")
+        k["components"].append("../../components/burstable")
+        with open(kust, "w") as f:
+            yaml.safe_dump(k, f)
+        with open(os.path.join(here, "settings.env"), "a") as f:
+            f.write("RECLAIM=evict\nRECLAIM_GRACE=7\nQOS=burstable\n")
+        docs = render(here)
+    finally:
+        shutil.rmtree(tmp)
+    named = [("live-budgets+burstable", d) for d in docs]
+    cm.check_schemas(named)
+    cm.check_pod_security(by_kind(docs), named)
+    _, env = webhook_env(docs)
+    check(env.get("GPUCAP_WEBHOOK_QOS") == "burstable", f"burstable: the webhook's QOS {env.get('GPUCAP_WEBHOOK_QOS')}")
+    ds = [d for d in docs if d["kind"] == "DaemonSet" and d["metadata"]["name"] == "gpucap-exporter"]
+    check(len(ds) == 1, "burstable: the exporter's DaemonSet")
+    if not ds:
+        return
+    pod = ds[0]["spec"]["template"]["spec"]
+    ctrs = {c["name"]: c for c in pod["containers"]}
+    check(set(ctrs) == {"exporter", "agent"} and pod.get("hostPID") is True,
+          f"burstable: containers {sorted(ctrs)}, hostPID {pod.get('hostPID')}")
+    ag, ex = ctrs.get("agent", {}), ctrs.get("exporter", {})
+    aenv = {e["name"]: e.get("value") for e in ag.get("env", [])}
+    want = {"GPUCAP_AGENT_ARBITER": "1", "GPUCAP_AGENT_RECLAIM": "evict", "GPUCAP_AGENT_RECLAIM_GRACE": "7",
+            "GPUCAP_AGENT_STATE_DIR": "/run/gpucap", "NVIDIA_VISIBLE_DEVICES": "all"}
+    check(all(aenv.get(k) == v for k, v in want.items()), f"burstable: the agent's arbiter settings {aenv}")
+    caps = ag.get("securityContext", {}).get("capabilities", {})
+    check(caps == {"drop": ["ALL"], "add": ["DAC_OVERRIDE", "KILL", "SYS_PTRACE"]}, f"burstable: agent caps {caps}")
+    vols = {v["name"]: v for v in pod["volumes"]}
+    amount = {m["mountPath"]: m for m in ag.get("volumeMounts", [])}.get("/run/gpucap", {})
+    check(vols.get(amount.get("name"), {}).get("hostPath", {}).get("path") == "/run/gpucap" and
+          not amount.get("readOnly"), f"burstable: the agent's state directory {amount}")
+    args = ex.get("args", [])
+    state = args[args.index("--arbiter-state") + 1] if "--arbiter-state" in args else None
+    emount = {m["mountPath"]: m for m in ex.get("volumeMounts", [])}.get(state or "", {})
+    check(state and emount.get("name") == amount.get("name") and emount.get("readOnly") is True,
+          f"burstable: the exporter reads the arbiter's state read-only: {args} {ex.get('volumeMounts')}")
+    roles = [d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "gpucap-agent"]
+    check(roles and any("pods/eviction" in r.get("resources", []) and r.get("verbs") == ["create"]
+                        for r in roles[0]["rules"]), "burstable: RBAC create pods/eviction")
 
 
 if __name__ == "__main__":

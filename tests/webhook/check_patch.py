@@ -297,6 +297,10 @@ def env_from_prefix(c, pod):
 ESCAPES = {
     "memory_limit": ([], env("GPUCAP_MEMORY_LIMIT", "100%"), ["GPUCAP_MEMORY_LIMIT", "100%"]),
     "mode_audit": ([], env("GPUCAP_MODE", "audit"), ["GPUCAP_MODE", "audit"]),
+    # Burstable memory (issue 35): the request and the grant are the platform's too.
+    "memory_request": ([], env("GPUCAP_MEMORY_REQUEST", "8GiB"), ["GPUCAP_MEMORY_REQUEST", "8GiB"]),
+    "memory_grant": ([], env("GPUCAP_MEMORY_GRANT", "100%"), ["GPUCAP_MEMORY_GRANT", "100%"]),
+    "request_above_limit": ([], annotate("gpucap.io/memory-request", "9GiB"), ["9GiB", "above its limit 8GiB"]),
     "ledger_off": ([], env("GPUCAP_LEDGER", "off"), ["GPUCAP_LEDGER", "off"]),
     "config_null": ([], env("GPUCAP_CONFIG", "/dev/null"), ["GPUCAP_CONFIG", "/dev/null"]),
     "identity_forged": ([], env("GPUCAP_POD_NAME", "someone-else"), ["GPUCAP_POD_NAME"]),

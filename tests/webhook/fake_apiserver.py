@@ -23,6 +23,8 @@ NAMESPACES = {
     "driver": {"gpucap.io/driver-limits": "auto", "gpucap.io/allow-opt-out": "true"},
     "baddriver": {"gpucap.io/driver-limits": "yes"},
     "optout": {},
+    "burst": {"gpucap.io/qos": "burstable"},
+    "badqos": {"gpucap.io/qos": "sometimes"},
 }
 # Labels beyond kubernetes.io/metadata.name, by namespace.
 LABELS = {"optout": {"gpucap.io/allow-opt-out": "true"}}

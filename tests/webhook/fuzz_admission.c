@@ -18,7 +18,7 @@ static const struct gpc_admission_config configs[2] = {
     {.image = "gpucap:fuzz", .driver = GPC_DRIVER_AUTO},
     {.image = "gpucap:fuzz", .default_memory = " 25% ", .max_memory = "8GiB", .preload = GPC_PRELOAD_ENV,
      .dra_claims = true, .visible = GPC_VISIBLE_DENY, .trusted_namespaces = "ml", .pod_opt_out = true,
-     .driver = GPC_DRIVER_ON},
+     .driver = GPC_DRIVER_ON, .qos = GPC_QOS_BURSTABLE},
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -68,6 +68,10 @@ int main(int argc, char **argv)
     CHECK(lookup(p, "open", &pol, err, sizeof err) == 0 && !pol.allow_opt_out && !pol.driver_limits[0], "open: neither");
     CHECK(lookup(p, "baddriver", &pol, err, sizeof err) == -EINVAL && strstr(err, "gpucap.io/driver-limits"),
           "baddriver: %s", err);
+    CHECK(lookup(p, "burst", &pol, err, sizeof err) == 0 && strcmp(pol.qos, "burstable") == 0, "gpucap.io/qos: %s",
+          pol.qos);
+    CHECK(lookup(p, "open", &pol, err, sizeof err) == 0 && !pol.qos[0], "open: no qos");
+    CHECK(lookup(p, "badqos", &pol, err, sizeof err) == -EINVAL && strstr(err, "gpucap.io/qos"), "badqos: %s", err);
     CHECK(lookup(p, "gone", &pol, err, sizeof err) < 0 && strstr(err, "404"), "unknown namespace: %s", err);
     /* An API server answering 5xx: -EAGAIN, which the handler turns into a 503 that says retry. */
     CHECK(lookup(p, "flaky", &pol, err, sizeof err) == -EAGAIN && strstr(err, "503"), "API 503: %s", err);

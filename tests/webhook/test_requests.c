@@ -3,7 +3,9 @@
  * test_requests.c: the schedulers' requests as budgets (tools/webhook/requests.c), one table row per
  * case: KAI's fraction and memory annotations, the container they apply to (first, named, init),
  * several devices, HAMi's gpumem and gpumem-percentage, gpucores reported, conflicts, and malformed
- * values, each with the message that names the annotation or resource and the accepted forms. Every
+ * values, each with the message that names the annotation or resource and the accepted forms;
+ * Run:ai's request/limit pairs (gpu-fraction-limit, gpu-memory-limit: the budget is the limit, the
+ * request the plain annotation). Every
  * budget given must read back through the library's size parser and name its source.
  */
 #include "requests.h"
@@ -92,6 +94,34 @@ static const struct row rows[] = {
      "gpumem-percentage: \"0\""},
     {"gpumem and percentage", POD("", HAMI("\"nvidia.com/gpumem\":\"1000\",\"nvidia.com/gpumem-percentage\":\"50\"")),
      "main", false, -1, "both set"},
+    /* Run:ai's dynamic fractions (issue 35): the budget is the limit. */
+    {"fraction limit: the budget", POD("\"gpu-fraction\":\"0.25\",\"gpu-fraction-limit\":\"0.5\"", ONE), "main", true, 1,
+     "50%"},
+    {"memory limit: the budget", POD("\"gpu-memory\":\"10240\",\"gpu-memory-limit\":\"40960\"", ONE), "main", true,
+     1, "40960MiB"},
+    {"limit = request", POD("\"gpu-fraction\":\"0.5\",\"gpu-fraction-limit\":\"0.5\"", ONE), "main", true, 1, "50%"},
+    {"limit: other container", POD("\"gpu-fraction\":\"0.25\",\"gpu-fraction-limit\":\"0.5\"", TWO), "sidecar",
+     true, 0, NULL},
+    {"fraction limit alone", POD("\"gpu-fraction-limit\":\"0.5\"", ONE), "main", true, -1,
+     "annotation gpu-fraction-limit without gpu-fraction"},
+    {"memory limit alone", POD("\"gpu-memory-limit\":\"4000\"", ONE), "main", true, -1,
+     "annotation gpu-memory-limit without gpu-memory"},
+    {"fraction limit below the request", POD("\"gpu-fraction\":\"0.5\",\"gpu-fraction-limit\":\"0.25\"", ONE),
+     "main", true, -1, "gpu-fraction-limit: \"0.25\" is below the request gpu-fraction \"0.5\""},
+    {"memory limit below the request", POD("\"gpu-memory\":\"4000\",\"gpu-memory-limit\":\"2000\"", ONE), "main",
+     true, -1, "is below the request gpu-memory"},
+    {"fraction limit beside memory", POD("\"gpu-memory\":\"4000\",\"gpu-fraction-limit\":\"0.5\"", ONE), "main",
+     true, -1, "a limit is of the request's kind"},
+    {"memory limit beside fraction", POD("\"gpu-fraction\":\"0.1\",\"gpu-memory-limit\":\"4000\"", ONE), "main",
+     true, -1, "a limit is of the request's kind"},
+    {"two limits", POD("\"gpu-fraction\":\"0.1\",\"gpu-fraction-limit\":\"0.5\",\"gpu-memory-limit\":\"4000\"", ONE),
+     "main", true, -1, "a limit is of the request's kind"},
+    {"fraction limit 1.5", POD("\"gpu-fraction\":\"0.1\",\"gpu-fraction-limit\":\"1.5\"", ONE), "main", true, -1,
+     "annotation gpu-fraction-limit: \"1.5\" is not valid"},
+    {"memory limit text", POD("\"gpu-memory\":\"100\",\"gpu-memory-limit\":\"8Gi\"", ONE), "main", true, -1,
+     "annotation gpu-memory-limit: \"8Gi\" is not valid"},
+    {"limit bad, other container asked", POD("\"gpu-fraction\":\"0.1\",\"gpu-fraction-limit\":\"x\"", TWO), "sidecar",
+     true, -1, "gpu-fraction-limit"},
     /* KAI and HAMi on one container. */
     {"KAI and HAMi", POD("\"gpu-fraction\":\"0.5\"", HAMI("\"nvidia.com/gpumem\":\"1000\"")), "main", true, -1,
      "KAI's annotation asks for 50% and HAMi's resource for 1000MiB"},
@@ -149,6 +179,37 @@ int main(void)
         json_decref(pod);
     }
 
+    /* The request of a request/limit pair (issue 35): the plain annotation; none without a limit. */
+    static const struct {
+        const char *pod, *container;
+        int rc;
+        const char *want, *source;
+    } reqs[] = {
+        {POD("\"gpu-fraction\":\"0.25\",\"gpu-fraction-limit\":\"0.5\"", ONE), "main", 1, "25%",
+         "KAI annotation gpu-fraction"},
+        {POD("\"gpu-memory\":\"10240\",\"gpu-memory-limit\":\"40960\"", ONE), "main", 1, "10240MiB",
+         "KAI annotation gpu-memory"},
+        {POD("\"gpu-fraction\":\"0.25\"", ONE), "main", 0, "", NULL},
+        {POD("\"gpu-fraction\":\"0.25\",\"gpu-fraction-limit\":\"0.5\"", TWO), "sidecar", 0, "", NULL},
+        {POD("\"gpu-fraction\":\"0.25\",\"gpu-fraction-limit\":\"0.5\",\"gpu-fraction-container-name\":\"sidecar\"",
+             TWO), "sidecar", 1, "25%", "KAI annotation gpu-fraction"},
+        {POD("", HAMI("\"nvidia.com/gpumem\":\"3000\"")), "main", 0, "", NULL},
+        {POD("\"gpu-fraction-limit\":\"0.5\"", ONE), "main", -1, "without gpu-fraction", NULL},
+    };
+    for (size_t i = 0; i < sizeof reqs / sizeof reqs[0]; i++) {
+        json_t *p = json_loads(reqs[i].pod, 0, NULL);
+        char req[64] = "", err[512] = "";
+        int rc = gpc_wh_sched_request(p, container_named(p, reqs[i].container), req, sizeof req, err, sizeof err);
+        bool ok = rc == reqs[i].rc && (rc != 1 || (strcmp(req, reqs[i].want) == 0 &&
+                                                   strcmp(gpc_wh_sched_request_source(p), reqs[i].source) == 0)) &&
+                  (rc != -1 || strstr(err, reqs[i].want));
+        if (!ok) {
+            printf("FAIL request %zu: rc %d (want %d), request '%s', err '%s'\n", i, rc, reqs[i].rc, req, err);
+            failures++;
+        }
+        json_decref(p);
+    }
+
     /* gpucores: a warning the caller can surface; none without it. */
     json_t *pod = json_loads(POD("", HAMI("\"nvidia.com/gpu\":\"1\",\"nvidia.com/gpucores\":\"30\"")), 0, NULL);
     char warn[256] = "";
@@ -165,6 +226,6 @@ int main(void)
     }
     json_decref(pod);
 
-    printf("%zu cases, %d failed\n", sizeof rows / sizeof rows[0] + 2, failures);
+    printf("%zu cases, %d failed\n", sizeof rows / sizeof rows[0] + sizeof reqs / sizeof reqs[0] + 2, failures);
     return failures ? 1 : 0;
 }

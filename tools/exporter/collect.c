@@ -29,6 +29,12 @@
  * future. A card's size taken from the ledgers (no NVML) is labelled source="ledger": the
  * containers' claim, not the node's.
  *
+ * Burstable memory (issue 35): a ledger's QoS fields (request, limit, grant, loan asks, the most
+ * held above the request) are the tenant's, bounded like the rest; where the node arbiter wrote a
+ * container's qos.state beside its settings file (the pod's gpucap-lib volume, which the container
+ * mounts read-only) its request, limit, grant, reclaims and best-effort flag replace the ledger's,
+ * and its cards.state (--arbiter-state) gives the per-card series; both read by qos.c.
+ *
  * Bounds: GPC_EXPORTER_MAX_LEDGERS ledgers per scrape (documented; past it the rest are counted as
  * skipped, reason "limit", and main.c warns), MAX_POD_ENTRIES pod directories, MAX_CONTAINERS_PER_POD.
  *
@@ -58,6 +64,7 @@
 #include <time.h>
 
 #include "cards.h"
+#include "qos.h"
 #include "common/drvlimit.h"
 #include "common/ledger.h"
 #include "common/units.h"
@@ -92,6 +99,13 @@ struct dev_rec {
     /* Live budget changes: the budget before the last one, when (s), how many; used > limit. */
     uint64_t limit_was, changed_s, changes, above;
     uint64_t pending; /* a budget `gpucap set-memory` asked that no process applied yet, GPC_UNLIMITED: none */
+    /* Burstable memory (issue 35): request, limit, grant, loaned (grant above request), from the
+     * arbiter's qos.state where it has the card, else the ledger's own record; loan asks and the
+     * most in use above the request at once, from the ledger; reclaims, from the arbiter. */
+    uint64_t q_request, q_limit, q_grant, q_loaned, q_asks, q_loaned_peak, q_over;
+    uint64_t q_reclaims[GPC_RECLAIM__COUNT];
+    bool qos;         /* burstable by its ledger, or on the arbiter's books: the QoS series are shown */
+    bool q_arbiter;   /* the figures are the arbiter's */
     unsigned procs;
 };
 
@@ -112,6 +126,8 @@ struct scan {
     struct gpc_scrape *s;
     const struct gpc_cards *cards;
     uint64_t now_s;
+    struct gpc_card_line arb_cards[GPC_QOS_STATE_LINES]; /* cards.state (--arbiter-state) */
+    int n_arb_cards;                                     /* its lines, or a negative errno */
 };
 
 /* Copies what is shown of the open ledger into sc->copy (gpc_ledger_copy_used: the head, then the
@@ -153,6 +169,8 @@ static struct dev_rec *new_dev(struct scan *sc)
     return room((void **)&sc->dev, sc->ndev, &sc->dev_cap, sizeof *sc->dev) ? &sc->dev[sc->ndev] : NULL;
 }
 
+static void bound_qos(struct dev_rec *o, uint64_t card);
+
 /*
  * The figures of one device entry, bounded: every byte figure at most the card's size where the
  * node's source gives it (`card`, 0: unknown), the driver's limit counted only below the card (that
@@ -161,7 +179,7 @@ static struct dev_rec *new_dev(struct scan *sc)
 static void bound(struct dev_rec *o, uint64_t card, uint64_t now_s)
 {
     if (card) {
-        uint64_t *fig[] = {&o->physical, &o->limit, &o->used,        &o->contexts,
+        uint64_t *fig[] = {&o->physical, &o->limit,     &o->used,         &o->contexts,
                            &o->peak,     &o->limit_was, &o->driver_limit, &o->pending};
         for (size_t k = 0; k < sizeof fig / sizeof fig[0]; k++)
             if (*fig[k] > card && *fig[k] != GPC_UNLIMITED) /* unlimited stays so */
@@ -171,6 +189,55 @@ static void bound(struct dev_rec *o, uint64_t card, uint64_t now_s)
     o->driver_limit = drv ? drv : GPC_UNLIMITED;
     if (o->changed_s > now_s)
         o->changed_s = now_s;
+    bound_qos(o, card);
+}
+
+/* The QoS figures of a device record, bounded: at most the card's size (`card`, 0: unknown), a
+ * request and a grant at most the limit, as the library reads them; the loan from those. */
+static void bound_qos(struct dev_rec *o, uint64_t card)
+{
+    uint64_t *fig[] = {&o->q_request, &o->q_limit, &o->q_grant, &o->q_loaned_peak};
+    for (size_t k = 0; card && k < sizeof fig / sizeof fig[0]; k++)
+        if (*fig[k] > card)
+            *fig[k] = card;
+    /* As the library reads them: a request at most the limit, a grant at most the limit. */
+    if (o->q_request > o->q_limit)
+        o->q_request = o->q_limit;
+    if (o->q_grant > o->q_limit)
+        o->q_grant = o->q_limit;
+    o->q_loaned = o->q_grant > o->q_request ? o->q_grant - o->q_request : 0;
+}
+
+/*
+ * The arbiter's qos.state of one container (in `lib`, its gpucap-lib directory) laid over its device
+ * records (those of a card the state names): the request, limit, grant and reclaims are then the
+ * arbiter's, bounded as every figure. A file that cannot be read leaves the ledger's figures.
+ */
+static void take_state(struct scan *sc, struct ctr_rec *r, int lib, const char *container)
+{
+    if (lib < 0)
+        return;
+    int cfd = openat(lib, container, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (cfd < 0)
+        return;
+    struct gpc_qos_line lines[GPC_QOS_STATE_LINES];
+    int n = gpc_qos_read_member(cfd, GPC_QOS_STATE_FILE, lines, GPC_QOS_STATE_LINES, &sc->s->state_refused);
+    close(cfd);
+    for (int i = 0; i < n; i++) {
+        for (unsigned d = 0; d < r->ndev; d++) {
+            struct dev_rec *o = &sc->dev[r->first + d];
+            if (strcasecmp(o->uuid_text, lines[i].uuid) != 0)
+                continue;
+            o->qos = o->q_arbiter = true;
+            o->q_request = lines[i].request;
+            o->q_limit = lines[i].limit;
+            o->q_grant = lines[i].grant;
+            o->q_over = lines[i].overcommitted;
+            memcpy(o->q_reclaims, lines[i].reclaims, sizeof o->q_reclaims);
+            const struct gpc_card *kc = sc->cards->known ? gpc_cards_find(sc->cards, o->uuid_text) : NULL;
+            bound_qos(o, kc ? kc->memory : 0);
+        }
+    }
 }
 
 /* Takes the figures out of a checked copy. Returns NO_SKIP or the skip reason. */
@@ -244,6 +311,15 @@ static int take(struct scan *sc, const char *pod_uid, const char *container, int
         o->pending = gpc_ledger_pending_limit(e);
         if (!o->pending)
             o->pending = GPC_UNLIMITED;
+        /* The library's record of its QoS settings: the tenant's file, so bounded like the rest. */
+        o->qos = (atomic_load(&e->qos_flags) & GPC_QOS_BURSTABLE) != 0;
+        if (o->qos) {
+            o->q_request = atomic_load(&e->qos_request);
+            o->q_limit = atomic_load(&e->qos_limit);
+            o->q_grant = atomic_load(&e->qos_grant);
+        }
+        o->q_asks = atomic_load(&e->loan_asks);
+        o->q_loaned_peak = atomic_load(&e->loaned_peak);
         /* A tenant's ledger is writable: a 1 PiB budget on a real card would fire the over-commit
          * alert, a 1 PiB driver limit would say the driver enforces. A budget above the card caps
          * nothing more than one of the card's size. */
@@ -289,8 +365,9 @@ static void skip(struct scan *sc, int reason)
         sc->s->skipped[reason]++;
 }
 
-/* One container directory: <...>/gpucap-ledger/<container>/gpucap.ledger. */
-static void scan_container(struct scan *sc, int ledgers_fd, const char *pod_uid, const char *container)
+/* One container directory: <...>/gpucap-ledger/<container>/gpucap.ledger, and the arbiter's
+ * <...>/gpucap-lib/<container>/qos.state (lib_fd: -1 when the pod has no gpucap-lib). */
+static void scan_container(struct scan *sc, int ledgers_fd, int lib_fd, const char *pod_uid, const char *container)
 {
     int cfd = open_dir_at(ledgers_fd, container);
     if (cfd < 0) {
@@ -314,6 +391,8 @@ static void scan_container(struct scan *sc, int ledgers_fd, const char *pod_uid,
         reason = take(sc, pod_uid, container, fd);
     close(fd);
     if (reason == NO_SKIP)
+        take_state(sc, &sc->ctr[sc->nctr - 1], lib_fd, container);
+    if (reason == NO_SKIP)
         sc->s->ledgers++;
     else
         skip(sc, reason);
@@ -322,18 +401,25 @@ static void scan_container(struct scan *sc, int ledgers_fd, const char *pod_uid,
 /* One pod directory: a pod without gpucap has no gpucap-ledger volume and is passed over. */
 static void scan_pod(struct scan *sc, int root_fd, const char *pod_uid)
 {
-    int fd = open_dir_at(root_fd, pod_uid);
+    int fd = open_dir_at(root_fd, pod_uid), lib = -1;
     const char *steps[] = {"volumes", "kubernetes.io~empty-dir", "gpucap-ledger"};
     for (unsigned i = 0; i < sizeof steps / sizeof *steps && fd >= 0; i++) {
+        if (i == 2)
+            lib = open_dir_at(fd, "gpucap-lib");
         int next = open_dir_at(fd, steps[i]);
         close(fd);
         fd = next;
     }
-    if (fd < 0)
+    if (fd < 0) {
+        if (lib >= 0)
+            close(lib);
         return;
+    }
     DIR *d = fdopendir(fd);
     if (!d) {
         close(fd);
+        if (lib >= 0)
+            close(lib);
         return;
     }
     struct dirent *e;
@@ -349,9 +435,11 @@ static void scan_pod(struct scan *sc, int root_fd, const char *pod_uid)
             skip(sc, GPC_SKIP_NAME);
             continue;
         }
-        scan_container(sc, dirfd(d), pod_uid, e->d_name);
+        scan_container(sc, dirfd(d), lib, pod_uid, e->d_name);
     }
     closedir(d);
+    if (lib >= 0)
+        close(lib);
 }
 
 /* ---- the exposition ---- */
@@ -377,43 +465,67 @@ struct dev_family {
     bool finite_only; /* leave out GPC_UNLIMITED (no budget) */
     bool mode;        /* carries the container's `mode` label */
     bool changed_only; /* only for a budget changed live */
+    bool qos_only;     /* only for a burstable container, or one the arbiter has on its books */
 };
 
 static const struct dev_family dev_families[] = {
     {"gpucap_container_budget_bytes", "gauge",
      "Device memory budget of the container on this card (absent: no budget).", offsetof(struct dev_rec, limit),
-     true, false, false},
+     true, false, false, false},
     {"gpucap_container_used_bytes", "gauge", "Device memory the container's processes hold on this card.",
-     offsetof(struct dev_rec, used), false, false, false},
+     offsetof(struct dev_rec, used), false, false, false, false},
     {"gpucap_container_context_reserve_bytes", "gauge",
      "Of gpucap_container_used_bytes, the reserves charged for CUDA contexts.", offsetof(struct dev_rec, contexts),
-     false, false, false},
+     false, false, false, false},
     {"gpucap_container_peak_bytes", "gauge", "Highest device memory in use by the container on this card.",
-     offsetof(struct dev_rec, peak), false, false, false},
+     offsetof(struct dev_rec, peak), false, false, false, false},
     {"gpucap_container_denials_total", "counter",
      "Allocations over the container's budget on this card: answered out-of-memory when mode=\"enforce\", "
      "only counted when mode=\"audit\".",
-     offsetof(struct dev_rec, denials), false, true, false},
+     offsetof(struct dev_rec, denials), false, true, false, false},
     {"gpucap_container_allocations_total", "counter", "Charges admitted for the container on this card (allocations and context reserves).",
-     offsetof(struct dev_rec, allocs), false, false, false},
+     offsetof(struct dev_rec, allocs), false, false, false, false},
     {"gpucap_container_driver_limit_bytes", "gauge",
      "The NVIDIA driver's own memory limit for the container on this card, as gpucap saw it in force (absent: "
-     "none; gpucap alone enforces).", offsetof(struct dev_rec, driver_limit), true, false, false},
+     "none; gpucap alone enforces).", offsetof(struct dev_rec, driver_limit), true, false, false, false},
     {"gpucap_container_budget_changes_total", "counter",
      "Live changes of the container's budget on this card (the node agent, gpucap set-memory).",
-     offsetof(struct dev_rec, changes), false, false, false},
+     offsetof(struct dev_rec, changes), false, false, false, false},
     {"gpucap_container_budget_previous_bytes", "gauge",
      "The budget before its last live change (absent: never changed).", offsetof(struct dev_rec, limit_was), true,
-     false, true},
+     false, true, false},
     {"gpucap_container_budget_changed_timestamp_seconds", "gauge",
      "When the budget last changed live, Unix time (absent: never changed).", offsetof(struct dev_rec, changed_s),
-     false, false, true},
+     false, false, true, false},
     {"gpucap_container_budget_pending_bytes", "gauge",
      "A budget gpucap set-memory asked for that no process of the container applied yet: in force from the next "
-     "process's first allocation (absent: none pending).", offsetof(struct dev_rec, pending), true, false, false},
+     "process's first allocation (absent: none pending).", offsetof(struct dev_rec, pending), true, false, false, false},
     {"gpucap_container_above_budget", "gauge",
      "1 when the container holds more than its budget (after a lowering: nothing more is admitted until it is "
-     "below), else 0.", offsetof(struct dev_rec, above), false, false, false},
+     "below), else 0.", offsetof(struct dev_rec, above), false, false, false, false},
+    {"gpucap_container_request_bytes", "gauge",
+     "Burstable memory: the container's request on this card, guaranteed (0: best effort; the limit for a "
+     "guaranteed container the arbiter counts). The arbiter's figure where it has one, else the ledger's.",
+     offsetof(struct dev_rec, q_request), false, false, false, true},
+    {"gpucap_container_limit_bytes", "gauge",
+     "Burstable memory: the most the container may use on this card (its budget in force is min(limit, "
+     "max(request, grant))).", offsetof(struct dev_rec, q_limit), false, false, false, true},
+    {"gpucap_container_grant_bytes", "gauge",
+     "Burstable memory: the grant the node arbiter wrote for the container on this card (0: none, it runs at "
+     "its request).", offsetof(struct dev_rec, q_grant), false, false, false, true},
+    {"gpucap_container_loaned_bytes", "gauge",
+     "Burstable memory: memory lent to the container on this card, its grant above its request.",
+     offsetof(struct dev_rec, q_loaned), false, false, false, true},
+    {"gpucap_container_loaned_peak_bytes", "gauge",
+     "Burstable memory: the most the container held above its request at once on this card (its ledger).",
+     offsetof(struct dev_rec, q_loaned_peak), false, false, false, true},
+    {"gpucap_container_loan_asks_total", "counter",
+     "Burstable memory: loans the container's processes asked the arbiter for on this card (its ledger).",
+     offsetof(struct dev_rec, q_asks), false, false, false, true},
+    {"gpucap_container_overcommitted", "gauge",
+     "Burstable memory: 1 when the container's request is not honoured on this card (requests there add up "
+     "past its size, and it came last: best effort), else 0. The arbiter's.",
+     offsetof(struct dev_rec, q_over), false, false, false, true},
 };
 
 /*
@@ -447,6 +559,59 @@ static long card_order(const struct scan *sc, const struct dev_rec *dv, unsigned
     return index * (GPC_LEDGER_DEVICES + 1) + (long)d;
 }
 
+/*
+ * Per card, the arbiter's view (cards.state, --arbiter-state): what it may lend, what is lent, the
+ * requests against the card, and whether they add up past it. Only cards the exporter shows (the
+ * node's, or with no list those the ledgers name), each figure at most the card's size where the
+ * node's source gives it; overcommitted when the requests pass the size it wrote, or when it made a
+ * container on the card best effort (its qos.state says overcommitted=1).
+ */
+static void write_arbiter_cards(const struct scan *sc, struct gpc_text *t, const struct card *cards, unsigned ncards)
+{
+    static const struct {
+        const char *name, *help;
+        size_t offset;
+    } fam[] = {
+        {"gpucap_card_lendable_bytes", "Burstable memory: what the node arbiter may lend on the card (its usable "
+                                       "size less every container's request or use, the larger).",
+         offsetof(struct gpc_card_line, lendable)},
+        {"gpucap_card_loaned_bytes", "Burstable memory: memory lent on the card (the grants above the requests).",
+         offsetof(struct gpc_card_line, loaned)},
+        {"gpucap_card_requested_bytes", "Burstable memory: the requests of the card's containers added up.",
+         offsetof(struct gpc_card_line, requested)},
+        {"gpucap_card_overcommitted", "Burstable memory: 1 when the requests on the card add up past its size (the "
+                                      "last-scheduled containers are then best effort), else 0.",
+         0},
+    };
+    char labels[256];
+    for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
+        gpc_prom_family(t, fam[f].name, "gauge", fam[f].help);
+        for (int i = 0; i < sc->n_arb_cards; i++) {
+            const struct gpc_card_line *l = &sc->arb_cards[i];
+            unsigned c = 0;
+            while (c < ncards && strcasecmp(cards[c].uuid, l->uuid) != 0)
+                c++;
+            if (c == ncards)
+                continue; /* a card this node does not have (or no ledger names, without a list) */
+            const struct gpc_card *kc = sc->cards->known ? gpc_cards_find(sc->cards, l->uuid) : NULL;
+            uint64_t size = kc && kc->memory ? kc->memory : 0, v;
+            if (f == 3) {
+                /* The requests past the card's size, or a container on it the arbiter made best effort
+                 * (its usable size is the card's less its reserve). */
+                v = l->requested > l->size;
+                for (unsigned d = 0; !v && d < sc->ndev; d++)
+                    v = sc->dev[d].q_over && strcasecmp(sc->dev[d].uuid_text, l->uuid) == 0;
+            } else {
+                memcpy(&v, (const char *)l + fam[f].offset, sizeof v);
+                if (size && v > size)
+                    v = size;
+            }
+            card_labels(&cards[c], labels, sizeof labels);
+            gpc_text_printf(t, "%s{%s} %llu\n", fam[f].name, labels, (unsigned long long)v);
+        }
+    }
+}
+
 static void write_metrics(struct scan *sc, struct gpc_text *t)
 {
     gpc_prom_family(t, "gpucap_container_info", "gauge",
@@ -465,11 +630,26 @@ static void write_metrics(struct scan *sc, struct gpc_text *t)
                 const struct dev_rec *dv = &sc->dev[r->first + d];
                 uint64_t v;
                 memcpy(&v, (const char *)dv + df->offset, sizeof v);
-                if ((df->finite_only && v == GPC_UNLIMITED) || (df->changed_only && !dv->changes))
+                if ((df->finite_only && v == GPC_UNLIMITED) || (df->changed_only && !dv->changes) ||
+                    (df->qos_only && !dv->qos))
                     continue;
                 ctr_card_series(t, df->name, r, dv);
                 gpc_text_printf(t, "%s%s%s} %llu\n", df->mode ? ",mode=\"" : "", df->mode ? r->mode : "",
                                 df->mode ? "\"" : "", (unsigned long long)v);
+            }
+        }
+    }
+    gpc_prom_family(t, "gpucap_container_reclaims_total", "counter",
+           "Burstable memory: loans the node arbiter took back from the container on this card past the grace "
+           "period, by action: kill (its process furthest above its request), evict (its pod), deny (nothing "
+           "killed, the requester waited). The arbiter's.");
+    for (unsigned i = 0; i < sc->nctr; i++) {
+        const struct ctr_rec *r = &sc->ctr[i];
+        for (unsigned d = 0; d < r->ndev; d++) {
+            const struct dev_rec *dv = &sc->dev[r->first + d];
+            for (int a = 0; dv->q_arbiter && a < GPC_RECLAIM__COUNT; a++) {
+                ctr_card_series(t, "gpucap_container_reclaims_total", r, dv);
+                gpc_text_printf(t, ",action=\"%s\"} %llu\n", gpc_reclaim_names[a], (unsigned long long)dv->q_reclaims[a]);
             }
         }
     }
@@ -588,6 +768,7 @@ static void write_metrics(struct scan *sc, struct gpc_text *t)
         card_labels(&cards[c], labels, sizeof labels);
         gpc_text_printf(t, "gpucap_gpu_containers{%s} %u\n", labels, cards[c].containers);
     }
+    write_arbiter_cards(sc, t, cards, ncards);
 }
 
 static void write_scrape(const struct gpc_scrape *s, struct gpc_text *t)
@@ -603,13 +784,27 @@ static void write_scrape(const struct gpc_scrape *s, struct gpc_text *t)
     gpc_prom_family(t, "gpucap_exporter_foreign_cards", "gauge",
            "Card entries of the ledgers read by the last scrape that name a card this node does not have (left out).");
     gpc_text_printf(t, "gpucap_exporter_foreign_cards %u\n", s->foreign_cards);
+    gpc_prom_family(t, "gpucap_exporter_arbiter_state_lines_refused", "gauge",
+           "Lines of the node arbiter's state files (qos.state, cards.state) the last scrape left out: not of the "
+           "arbiter's form, or repeating a card.");
+    gpc_text_printf(t, "gpucap_exporter_arbiter_state_lines_refused %u\n", s->state_refused);
 }
 
-int gpc_collect(const char *root, const struct gpc_cards *cards, struct gpc_text *out, struct gpc_scrape *s)
+int gpc_collect(const char *root, const char *arbiter_state, const struct gpc_cards *cards, struct gpc_text *out,
+                struct gpc_scrape *s)
 {
     memset(s, 0, sizeof *s);
-    struct scan sc = {.s = s, .cards = cards, .now_s = (uint64_t)time(NULL)};
+    struct scan sc = {.s = s, .cards = cards, .now_s = (uint64_t)time(NULL), .n_arb_cards = -ENOENT};
     int rc = 0;
+    if (arbiter_state) {
+        int dir = open(arbiter_state, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir >= 0) {
+            sc.n_arb_cards = gpc_qos_read_cards(dir, GPC_CARDS_STATE_FILE, sc.arb_cards, GPC_QOS_STATE_LINES,
+                                                &s->state_refused);
+            close(dir);
+        }
+        s->arbiter_cards = sc.n_arb_cards;
+    }
     int root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = root_fd >= 0 ? fdopendir(root_fd) : NULL;
     if (!d) {

@@ -41,11 +41,15 @@ struct gpc_scrape {
     unsigned skipped[GPC_SKIP__COUNT];
     int root_error;                  /* 0, or the errno of opening the root directory */
     unsigned foreign_cards;          /* device entries naming a card the node does not have */
+    unsigned state_refused;          /* lines of the arbiter's state files left out (qos.h) */
+    int arbiter_cards;               /* lines of cards.state taken, or a negative errno (-ENOENT: none) */
 };
 
 /*
  * Walks `root` (laid out like /var/lib/kubelet/pods: <pod-uid>/volumes/kubernetes.io~empty-dir/
- * gpucap-ledger/<container>/gpucap.ledger), reads the parts of each ledger it shows with pread(2)
+ * gpucap-ledger/<container>/gpucap.ledger, and the node arbiter's gpucap-lib/<container>/qos.state
+ * where it wrote one), with `arbiter_state` (NULL: none) the arbiter's state directory holding
+ * cards.state (burstable memory, issue 35: qos.h), reads the parts of each ledger it shows with pread(2)
  * (the header and device entries, the process entries in use), validates them and appends the
  * per-container, per-card and per-scrape metric families (cards and card entries only for the cards
  * in `cards`, when it is a known list: cards.h) to `out` in the Prometheus text format (the caller
@@ -54,7 +58,8 @@ struct gpc_scrape {
  * counts).
  */
 struct gpc_cards;
-int gpc_collect(const char *root, const struct gpc_cards *cards, struct gpc_text *out, struct gpc_scrape *s);
+int gpc_collect(const char *root, const char *arbiter_state, const struct gpc_cards *cards, struct gpc_text *out,
+                struct gpc_scrape *s);
 
 /* The label value of each skip reason. */
 extern const char *const gpc_skip_names[GPC_SKIP__COUNT];

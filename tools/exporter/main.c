@@ -41,7 +41,9 @@
 #include "serve.h"
 #include "tool.h"
 
-enum opt_id { OPT_LISTEN, OPT_ROOT, OPT_CARDS, OPT_CARDS_RETRY, OPT_MAX_CONNECTIONS_PER_IP, OPT_ONCE, OPT_COUNT };
+enum opt_id {
+    OPT_LISTEN, OPT_ROOT, OPT_CARDS, OPT_CARDS_RETRY, OPT_MAX_CONNECTIONS_PER_IP, OPT_ARBITER_STATE, OPT_ONCE, OPT_COUNT
+};
 
 #define MAX_CONNECTIONS 64
 #define HEADER_DEADLINE 5 /* seconds from accept to complete request headers */
@@ -63,13 +65,16 @@ static const struct tool_flag rows[OPT_COUNT] = {
                          "3600; meanwhile /readyz fails and no container is shown"},
     [OPT_MAX_CONNECTIONS_PER_IP] = {"max-connections-per-ip", 0, "N", "GPUCAP_EXPORTER_MAX_CONNECTIONS_PER_IP", "4",
                                     "open connections from one address, 1 to 64 (64 in all)"},
+    [OPT_ARBITER_STATE] = {"arbiter-state", 0, "DIR", "GPUCAP_EXPORTER_ARBITER_STATE", NULL,
+                           "the node arbiter's state directory (gpucap-agent --state-dir, mounted read-only):\n"
+                           "cards.state, for the burstable-memory card series (unset: none)"},
     [OPT_ONCE] = {"once", 0, NULL, NULL, NULL, "print one scrape on stdout and exit, without serving HTTP"},
 };
 
 static const struct tool_cmd exporter_cmd = {
     TOOL_COMMAND("gpucap-exporter", rows,
                  "[--listen ADDR] [--root DIR] [--cards SOURCE] [--cards-retry SECONDS] [--max-connections-per-ip N] "
-                 "[--once]",
+                 "[--arbiter-state DIR] [--once]",
                  "Prometheus exporter of the gpucap ledgers of a node"),
     .about = "Prometheus exporter of the gpucap ledgers on this node: GET /metrics, GET /livez, GET /readyz\n"
              "(and /healthz: the pod directory can be read and the node's cards are known). Reads the\n"
@@ -88,7 +93,9 @@ static const struct tool_cmd exporter_cmd = {
     .man_exit = "0 after SIGTERM or SIGINT, or after --once when the pod directory could be read; 1 when it "
                 "could not be read (--once) or the address cannot be served; 2 for a bad option or value.",
     .man_files = "/var/lib/kubelet/pods/<pod-uid>/volumes/kubernetes.io~empty-dir/gpucap-ledger/<container>/"
-                 "gpucap.ledger: the ledgers read (under --root). libnvidia-ml.so.1: NVML, for the node's cards "
+                 "gpucap.ledger: the ledgers read (under --root); beside them, gpucap-lib/<container>/qos.state: "
+                 "the node arbiter's figures of a burstable container. --arbiter-state DIR/cards.state: the "
+                 "arbiter's figures of each card. libnvidia-ml.so.1: NVML, for the node's cards "
                  "(--cards auto or nvml). /proc/driver/nvidia/gpus/*/information: the driver's list of cards "
                  "(--cards auto or proc).",
     .man_see_also = ".BR gpucap (1),\n.BR gpucap\\-webhook (1),\n.BR gpucap\\-agent (1),\n.BR gpucap.ini (5)",
@@ -96,6 +103,7 @@ static const struct tool_cmd exporter_cmd = {
 
 static volatile sig_atomic_t stop;
 static const char *root;
+static const char *arbiter_state; /* --arbiter-state */
 static struct gpc_cards cards;
 static const char *cards_source; /* --cards */
 static unsigned cards_retry;     /* --cards-retry: seconds between two asks of a source that found none */
@@ -137,7 +145,7 @@ static char *scrape(size_t *len, bool *ok)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     struct gpc_text t = {0};
     struct gpc_scrape s;
-    int rc = gpc_collect(root, &cards, &t, &s);
+    int rc = gpc_collect(root, arbiter_state, &cards, &t, &s);
     /* Said when it starts and when it ends, not at every scrape. */
     static int said;
     static unsigned over;
@@ -148,6 +156,16 @@ static char *scrape(size_t *len, bool *ok)
     else if (rc == 0 && said != 0)
         say("%s can be read again", root);
     said = rc;
+    /* The arbiter's cards.state: said when it cannot be read (not when it is merely absent: no
+     * arbiter yet), and when it can again. */
+    static int state_said;
+    int st = arbiter_state && s.arbiter_cards < 0 && s.arbiter_cards != -ENOENT ? s.arbiter_cards : 0;
+    if (st != 0 && st != state_said)
+        say("--arbiter-state %s: cards.state cannot be read: %s; no card QoS series", arbiter_state,
+            st == -EINVAL ? "not a regular file of at most 16 KiB without a NUL" : strerror(-st));
+    else if (st == 0 && state_said != 0)
+        say("--arbiter-state %s: cards.state read again", arbiter_state);
+    state_said = st;
     unsigned limited = s.skipped[GPC_SKIP_LIMIT];
     if (limited && !over)
         say("warning: %u ledgers not read: past the bound of %u ledgers per scrape (or of pods and containers "
@@ -289,6 +307,7 @@ int main(int argc, char **argv)
         return rc;
     bool once = val[OPT_ONCE] != NULL;
     root = val[OPT_ROOT];
+    arbiter_state = val[OPT_ARBITER_STATE];
     unsigned per_ip;
     if (tool_number(&exporter_cmd, "--max-connections-per-ip", val[OPT_MAX_CONNECTIONS_PER_IP], 1, MAX_CONNECTIONS,
                     &per_ip) != 0 ||

@@ -14,6 +14,11 @@
  * cannot be removed, renamed or replaced from inside the container, even by a process running as
  * this same uid. An existing ledger (the init container run again) is kept.
  *
+ * CONTAINER=LIMIT,request=REQUEST (issue 35, burstable GPU memory) adds memory_request = REQUEST to
+ * that container's ini: its guaranteed share, at most LIMIT and --max (refused otherwise, before any
+ * file is written). Without it the ini has no memory_request: the container is guaranteed at its
+ * budget, as before.
+ *
  * Each ini opens with its generation line ("; generation = N", which the node agent bumps once a
  * rewrite is complete: the signal every process of the container watches) and its ceiling
  * ("; ceiling = SIZE"): --max, else the container's budget. The node agent never writes a budget
@@ -45,7 +50,8 @@ static const struct tool_flag inject_flags[F_COUNT] = {
 };
 
 const struct tool_cmd cli_inject_cmd = {
-    CLI_COMMAND("inject", inject_flags, "--to DIR [--ledgers DIR] [--max SIZE] [--lib FILE] CONTAINER=SIZE...",
+    CLI_COMMAND("inject", inject_flags,
+                "--to DIR [--ledgers DIR] [--max SIZE] [--lib FILE] CONTAINER=SIZE[,request=SIZE]...",
                 "fill a pod's gpucap volume"),
     .about = "Fills a pod's gpucap volume (run by the init container the webhook injects):\n"
              "  DIR/lib/libgpucap.so, DIR/bin/gpucap   the library and this command\n"
@@ -54,7 +60,9 @@ const struct tool_cmd cli_inject_cmd = {
              "                                         memory_limit_max = --max (when given), ledger;\n"
              "                                         its ceiling line: --max, else SIZE, the most\n"
              "                                         gpucap-agent may ever set there\n"
-             "CONTAINER is a container name (DNS label); SIZE a size for that container.",
+             "                                         memory_request = the request (burstable), when given\n"
+             "CONTAINER is a container name (DNS label); SIZE a size for that container, its limit;\n"
+             ",request=SIZE its request (guaranteed share, at most the limit and --max).",
     .tail = "Exit 0 when every file is in place, 1 on a failure, 2 on a usage error.\n",
     .max_operands = TOOL_ANY,
 };
@@ -62,6 +70,7 @@ const struct tool_cmd cli_inject_cmd = {
 struct target {
     const char *name;
     const char *size;
+    char limit[64], request[64]; /* the operand's two sizes; request "" when none */
 };
 
 static bool dns_label(const char *s, size_t n)
@@ -193,7 +202,19 @@ int cmd_inject(int argc, char **argv)
                              nt == MAX_CONTAINERS ? ", or too many containers" : "");
             return CLI_USAGE;
         }
-        t[nt++] = (struct target){a, eq + 1};
+        t[nt] = (struct target){a, eq + 1, "", ""};
+        const char *comma = strchr(eq + 1, ',');
+        size_t llen = comma ? (size_t)(comma - eq - 1) : strlen(eq + 1);
+        bool req = comma && strncmp(comma, ",request=", 9) == 0 && comma[9] && strlen(comma + 9) < sizeof t[nt].request;
+        if (llen >= sizeof t[nt].limit || (comma && !req)) {
+            tool_usage_error(&cli_inject_cmd, "'%s' is not CONTAINER=SIZE[,request=SIZE]", a);
+            return CLI_USAGE;
+        }
+        snprintf(t[nt].limit, sizeof t[nt].limit, "%.*s", (int)llen, eq + 1);
+        if (req)
+            snprintf(t[nt].request, sizeof t[nt].request, "%s", comma + 9);
+        t[nt].size = t[nt].limit;
+        nt++;
     }
     if (!to || !nt) {
         tool_usage_error(&cli_inject_cmd, "--to DIR and at least one CONTAINER=SIZE are required");
@@ -215,6 +236,19 @@ int cmd_inject(int argc, char **argv)
         bool over = max && s.is_percent == smax.is_percent && (s.is_percent ? s.ppm > smax.ppm : s.bytes > smax.bytes);
         if (over) {
             fprintf(stderr, "gpucap inject: %s: above --max %s\n", t[i].name, max);
+            return CLI_USAGE;
+        }
+        struct gpc_size q = {0};
+        if (t[i].request[0] && gpc_parse_size(t[i].request, &q) != 0) {
+            tool_usage_error(&cli_inject_cmd, "%s: request '%s' is not a size; accepted forms: %s", t[i].name,
+                             t[i].request, gpc_size_forms);
+            return CLI_USAGE;
+        }
+        bool q_over_l = q.is_percent == s.is_percent && (q.is_percent ? q.ppm > s.ppm : q.bytes > s.bytes);
+        bool q_over_m = max && q.is_percent == smax.is_percent && (q.is_percent ? q.ppm > smax.ppm : q.bytes > smax.bytes);
+        if (t[i].request[0] && (q_over_l || q_over_m)) {
+            fprintf(stderr, "gpucap inject: %s: request %s above %s %s\n", t[i].name, t[i].request,
+                    q_over_l ? "the limit" : "--max", q_over_l ? t[i].size : max);
             return CLI_USAGE;
         }
     }
@@ -247,7 +281,7 @@ int cmd_inject(int argc, char **argv)
 
     for (size_t i = 0; i < nt; i++) {
         int name_len = (int)(strchr(t[i].name, '=') - t[i].name);
-        char ini[512];
+        char ini[640];
         /* The ceiling line: the most the node agent may ever write here (--max, else this budget),
          * fixed now; the agent keeps the line as it rewrites the budget (tools/agent/apply.c). */
         /* The generation line first: gpucap-agent bumps it once a rewrite is complete, and every
@@ -260,10 +294,11 @@ int cmd_inject(int argc, char **argv)
                            "lock = true\n"
                            "memory_limit = %s\n"
                            "%s%s%s"
+                           "%s%s%s"
                            "ledger = " MOUNT_LEDGER_FILE "\n",
                            name_len, t[i].name, max ? max : t[i].size, t[i].size, max ? "memory_limit_max = " : "",
-                           max ? max : "",
-                           max ? "\n" : "");
+                           max ? max : "", max ? "\n" : "", t[i].request[0] ? "memory_request = " : "", t[i].request,
+                           t[i].request[0] ? "\n" : "");
         snprintf(path, sizeof path, "%s/%.*s", to, name_len, t[i].name);
         if ((rc = make_dir(path, 0755)) != 0)
             return fail("cannot create", path, rc);
@@ -278,8 +313,8 @@ int cmd_inject(int argc, char **argv)
             if ((rc = make_ledger(path)) != 0)
                 return fail("cannot make the ledger", path, rc);
         }
-        printf("gpucap inject: %.*s: memory_limit %s%s%s, locked\n", name_len, t[i].name, t[i].size,
-               max ? ", at most " : "", max ? max : "");
+        printf("gpucap inject: %.*s: memory_limit %s%s%s%s%s, locked\n", name_len, t[i].name, t[i].size,
+               t[i].request[0] ? ", memory_request " : "", t[i].request, max ? ", at most " : "", max ? max : "");
     }
     return 0;
 }

@@ -41,6 +41,7 @@ enum verdict wh_pod_parts(struct review *r, json_t *req, json_t *pod, struct pod
     p->spec = wh_get_typed(pod, "spec", JSON_OBJECT, &bad);
     p->inject = wh_get_string(p->ann, ANN_INJECT, &bad);
     p->memory = wh_get_string(p->ann, ANN_MEMORY, &bad);
+    p->memory_request = wh_get_string(p->ann, ANN_MEMORY_REQUEST, &bad);
     p->preload = wh_get_string(p->ann, ANN_PRELOAD, &bad);
     r->ns = wh_get_string(req, "namespace", &bad);
     if (!r->ns)
@@ -306,8 +307,10 @@ void gpc_admission_describe(const struct gpc_admission_config *cfg, char *out, s
     else
         snprintf(bound, sizeof bound, "no max-memory and no default: annotated pods only, bounded only by a "
                                       "namespace policy");
-    snprintf(out, len, "policy: %s; default-memory %s; pod opt-out (%s: \"false\") %s; driver limits %s%s%s%s",
-             bound, def ? def : "none", ANN_INJECT,
+    snprintf(out, len, "policy: %s; default-memory %s; qos %s; pod opt-out (%s: \"false\") %s; driver limits %s%s%s%s",
+             bound, def ? def : "none",
+             cfg->qos == GPC_QOS_BURSTABLE ? "burstable (no request: best effort)" : "guaranteed (requests where asked)",
+             ANN_INJECT,
              cfg->pod_opt_out ? "honoured everywhere" : "only where the namespace policy allows it",
              driver[cfg->driver <= GPC_DRIVER_AUTO ? cfg->driver : 0],
              cfg->driver == GPC_DRIVER_AUTO ? " (pods selecting nodes labelled " : "",

@@ -69,6 +69,7 @@ struct gpc_ns_policy {
     char driver_limits[8];   /* "off", "on", "auto"; "": the cluster's --driver-limits */
     bool trusted;            /* tenant GPUCAP_* variables and mounts over gpucap's paths allowed */
     bool allow_opt_out;      /* a pod's gpucap.io/inject: "false" is honoured in this namespace */
+    char qos[16];            /* "burstable", "guaranteed"; "": the cluster's --qos */
 };
 
 /*
@@ -78,6 +79,16 @@ struct gpc_ns_policy {
  * malformed: retrying does not help).
  */
 typedef int (*gpc_ns_lookup_fn)(void *ctx, const char *ns, struct gpc_ns_policy *out, char *err, size_t errlen);
+
+/*
+ * Burstable GPU memory (issue 35): whether a container that asks for no request gets one. A
+ * container is burstable when its settings carry memory_request (the webhook writes it for pods
+ * that use the request annotations, or for every GPU container where the platform turns QoS on).
+ */
+enum gpc_qos {
+    GPC_QOS_GUARANTEED, /* only pods that ask for a request get one; the others as before (request = limit) */
+    GPC_QOS_BURSTABLE,  /* a GPU container that asks for no request gets memory_request = 0 (best effort) */
+};
 
 /* What the webhook injects; every string must outlive the calls that use it. */
 struct gpc_admission_config {
@@ -92,6 +103,8 @@ struct gpc_admission_config {
                                        where the namespace policy allows it) */
     enum gpc_driver_limits driver;  /* the NVIDIA driver's limits too (a namespace policy may override) */
     const char *driver_label;       /* node label of driver-limit nodes, for `auto`; NULL: GPC_DRIVER_LABEL */
+    enum gpc_qos qos;               /* --qos: the requests of containers that ask for none (a namespace policy
+                                       may override) */
     gpc_ns_lookup_fn ns_lookup;     /* NULL: no per-namespace policy */
     void *ns_ctx;
 };

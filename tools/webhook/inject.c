@@ -3,7 +3,8 @@
  * inject.c: the injection patch of a pod CREATE (the layout of contract 2, admission.h): the
  * identity and driver variables of each GPU container, its read-only mounts of the library, the
  * preload file and its locked ini, its ledger, the two emptyDir volumes and the `gpucap inject`
- * init container. A tenant's variables or mounts over gpucap's are refused unless the namespace is
+ * init container (whose arguments carry each container's budget and, for a burstable one, its
+ * request: gpucap inject writes both into the locked ini). A tenant's variables or mounts over gpucap's are refused unless the namespace is
  * trusted. What is already there and ours is kept, so a second pass patches nothing (reinvocation).
  */
 #include "review.h"
@@ -450,8 +451,10 @@ static json_t *init_container(struct review *r)
         json_array_append_new(cmd, json_string(r->max));
     }
     for (size_t i = 0; cmd && i < r->nchosen; i++) {
-        char arg[160];
-        snprintf(arg, sizeof arg, "%s=%s", r->chosen[i].name, r->chosen[i].budget);
+        char arg[224];
+        /* With a request (issue 35), NAME=LIMIT,request=REQUEST: gpucap inject writes memory_request. */
+        snprintf(arg, sizeof arg, "%s=%s%s%s", r->chosen[i].name, r->chosen[i].budget,
+                 r->chosen[i].request[0] ? ",request=" : "", r->chosen[i].request);
         json_array_append_new(cmd, json_string(arg));
     }
     return json_pack("{s:s, s:s, s:s, s:o, s:{s:{s:s, s:s}, s:{s:s, s:s}}, s:{s:b, s:i, s:i, s:b, s:b, s:{s:[s]}, "
@@ -526,6 +529,9 @@ enum verdict wh_review_create(struct review *r, json_t *req, json_t *pod, const 
         return V_DENY;
     }
     if (p.memory && !wh_take_size(r, r->annotation, sizeof r->annotation, p.memory, "annotation " ANN_MEMORY))
+        return V_DENY;
+    if (p.memory_request && !wh_take_size(r, r->request_annotation, sizeof r->request_annotation, p.memory_request,
+                                          "annotation " ANN_MEMORY_REQUEST))
         return V_DENY;
 
     if ((v = wh_platform(r, p.preload, p.spec)) != V_ALLOW)

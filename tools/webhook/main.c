@@ -25,7 +25,7 @@ enum opt_id { OPT_LISTEN, OPT_CERT, OPT_KEY, OPT_DEFAULT_MEMORY, OPT_MAX_MEMORY,
               OPT_NAMESPACE_ANNOTATIONS, OPT_KUBE_API, OPT_KUBE_TOKEN, OPT_KUBE_CA, OPT_NAMESPACE_TTL, OPT_IMAGE,
               OPT_PRELOAD, OPT_DRA_CLAIMS, OPT_VISIBLE_DEVICES, OPT_TRUSTED_NAMESPACES, OPT_THREADS,
               OPT_RELOAD_INTERVAL, OPT_MAX_CONNECTIONS, OPT_MAX_CONNECTIONS_PER_IP, OPT_POD_OPT_OUT, OPT_DRIVER_LIMITS,
-              OPT_DRIVER_LIMITS_LABEL, OPT_COUNT };
+              OPT_DRIVER_LIMITS_LABEL, OPT_QOS, OPT_COUNT };
 
 enum opt_type { T_STRING, T_PATH, T_SIZE, T_UINT, T_CHOICE };
 
@@ -83,6 +83,10 @@ static const struct tool_flag rows[OPT_COUNT] = {
     [OPT_DRIVER_LIMITS_LABEL] = {"driver-limits-label", 0, "LABEL", "GPUCAP_WEBHOOK_DRIVER_LIMITS_LABEL",
                                  GPC_DRIVER_LABEL, "node label (value \"true\") that --driver-limits auto looks for in\n"
                                  "a pod's nodeSelector or required node affinity"},
+    [OPT_QOS] = {"qos", 0, "guaranteed|burstable", "GPUCAP_WEBHOOK_QOS", "guaranteed",
+                 "burstable GPU memory: guaranteed (a request only where a pod asks, gpucap.io/memory-request\n"
+                 "or gpu-fraction-limit), burstable (a GPU container without a request gets memory_request = 0,\n"
+                 "best effort); a namespace policy's qos overrides it"},
 };
 
 static const struct check_row {
@@ -113,6 +117,7 @@ static const struct check_row {
     [OPT_POD_OPT_OUT] = {T_CHOICE, 0, 0, {"false", "true"}},
     [OPT_DRIVER_LIMITS] = {T_CHOICE, 0, 0, {"off", "on", "auto"}},
     [OPT_DRIVER_LIMITS_LABEL] = {T_STRING, 0, 0, {0}},
+    [OPT_QOS] = {T_CHOICE, 0, 0, {"guaranteed", "burstable"}},
 };
 
 static const struct tool_cmd webhook_cmd = {
@@ -219,7 +224,8 @@ int main(int argc, char **argv)
                       .trusted_namespaces = value[OPT_TRUSTED_NAMESPACES],
                       .pod_opt_out = num[OPT_POD_OPT_OUT] == 1,
                       .driver = (enum gpc_driver_limits)num[OPT_DRIVER_LIMITS],
-                      .driver_label = value[OPT_DRIVER_LIMITS_LABEL]},
+                      .driver_label = value[OPT_DRIVER_LIMITS_LABEL],
+                      .qos = num[OPT_QOS] == 1 ? GPC_QOS_BURSTABLE : GPC_QOS_GUARANTEED},
     };
     char err[512];
     struct sockaddr_storage addr;

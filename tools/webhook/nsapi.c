@@ -10,6 +10,7 @@
  *   gpucap.io/trusted: "true"         tenant GPUCAP_* variables and mounts over gpucap's paths allowed
  *   gpucap.io/allow-opt-out: "true"   a pod's gpucap.io/inject: "false" is honoured (annotation or label)
  *   gpucap.io/driver-limits: "auto"   on, off, auto: the NVIDIA driver's own limits too
+ *   gpucap.io/qos: "burstable"        burstable, guaranteed: containers without a request best effort
  *
  * A fetched policy is kept for a TTL. When the API cannot be reached, an expired entry is used
  * (said in the log); with none, the lookup fails and the pod is denied: never an unbounded cap.
@@ -32,6 +33,7 @@
 #define ANN_TRUSTED "gpucap.io/trusted"
 #define ANN_OPT_OUT "gpucap.io/allow-opt-out"
 #define ANN_DRIVER "gpucap.io/driver-limits"
+#define ANN_QOS "gpucap.io/qos"
 #define CACHE_SIZE 1024
 #define MAX_ANSWER (1u << 20) /* a Namespace object is a few kB */
 
@@ -97,12 +99,13 @@ static int parse_namespace(const char *body, size_t len, struct gpc_ns_policy *o
     const char *def = json_string_value(json_object_get(ann, ANN_DEFAULT));
     const char *trusted = json_string_value(json_object_get(ann, ANN_TRUSTED));
     const char *driver = json_string_value(json_object_get(ann, ANN_DRIVER));
+    const char *qos = json_string_value(json_object_get(ann, ANN_QOS));
     const char *opt_out = json_string_value(json_object_get(ann, ANN_OPT_OUT));
     if (!opt_out) /* a label too: the Namespace's labels are the platform's as much as its annotations */
         opt_out = json_string_value(json_object_get(json_object_get(json_object_get(root, "metadata"), "labels"),
                                                     ANN_OPT_OUT));
     json_t *used[] = {json_object_get(ann, ANN_MAX), json_object_get(ann, ANN_DEFAULT), json_object_get(ann, ANN_TRUSTED),
-                      json_object_get(ann, ANN_DRIVER), json_object_get(ann, ANN_OPT_OUT),
+                      json_object_get(ann, ANN_DRIVER), json_object_get(ann, ANN_OPT_OUT), json_object_get(ann, ANN_QOS),
                       json_object_get(json_object_get(json_object_get(root, "metadata"), "labels"), ANN_OPT_OUT)};
     for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) {
         if (json_is_string(used[i]) && json_string_length(used[i]) != strlen(json_string_value(used[i]))) {
@@ -131,6 +134,12 @@ static int parse_namespace(const char *body, size_t len, struct gpc_ns_policy *o
         rc = -EINVAL;
         goto out;
     }
+    if (qos && strcmp(qos, "burstable") != 0 && strcmp(qos, "guaranteed") != 0) {
+        snprintf(err, errlen, "annotation " ANN_QOS " is not \"burstable\" or \"guaranteed\"");
+        rc = -EINVAL;
+        goto out;
+    }
+    snprintf(out->qos, sizeof out->qos, "%s", qos ? qos : "");
     snprintf(out->driver_limits, sizeof out->driver_limits, "%s", driver ? driver : "");
     out->allow_opt_out = opt_out && strcmp(opt_out, "true") == 0;
     snprintf(out->max_memory, sizeof out->max_memory, "%s", max ? max : "");
@@ -304,6 +313,8 @@ int gpc_ns_chain_lookup(void *ctx, const char *ns, struct gpc_ns_policy *out, ch
         memcpy(out->default_memory, file.default_memory, sizeof out->default_memory);
     if (file.driver_limits[0])
         memcpy(out->driver_limits, file.driver_limits, sizeof out->driver_limits);
+    if (file.qos[0])
+        memcpy(out->qos, file.qos, sizeof out->qos);
     out->trusted |= file.trusted;
     out->allow_opt_out |= file.allow_opt_out;
     return 0;

@@ -9,6 +9,7 @@
  *   trusted = false        ; true: tenant GPUCAP_* variables and mounts over gpucap's paths allowed
  *   allow_opt_out = false  ; true: a pod's gpucap.io/inject: "false" is honoured here
  *   driver_limits = auto   ; on, off, auto: the NVIDIA driver's own limits too (--driver-limits)
+ *   qos = burstable        ; burstable: containers without a request are best effort (--qos)
  *
  * Read with inih. A lookup stats the file (a ConfigMap update swaps a symlink) and reads it again
  * when it changed; an update that breaks the file keeps the last good table, said once in the log.
@@ -83,9 +84,15 @@ static int on_key(void *user, const char *section, const char *name, const char 
             return 0;
         }
         snprintf(e->policy.driver_limits, sizeof e->policy.driver_limits, "%s", value);
+    } else if (strcmp(name, "qos") == 0) {
+        if (strcmp(value, "burstable") != 0 && strcmp(value, "guaranteed") != 0) {
+            snprintf(t->err, sizeof t->err, "[%s] qos = %s: not burstable or guaranteed", section, value);
+            return 0;
+        }
+        snprintf(e->policy.qos, sizeof e->policy.qos, "%s", value);
     } else {
         snprintf(t->err, sizeof t->err,
-                 "[%s] unknown key %s (max_memory, default_memory, trusted, allow_opt_out, driver_limits)", section,
+                 "[%s] unknown key %s (max_memory, default_memory, trusted, allow_opt_out, driver_limits, qos)", section,
                  name);
         return 0;
     }

@@ -20,6 +20,22 @@
 #include "common/units.h"
 
 /*
+ * The card size at which a size of bytes and a share of the card meet (bytes / share), as text;
+ * false when the two are of one kind or the share is 0.
+ */
+static bool meet_card(const struct gpc_size *a, const struct gpc_size *b, char card[GPC_SIZE_TEXT])
+{
+    if (a->is_percent == b->is_percent)
+        return false;
+    uint32_t share = a->is_percent ? a->ppm : b->ppm;
+    if (share == 0)
+        return false;
+    long double at = (long double)(a->is_percent ? b->bytes : a->bytes) * 1e6L / (long double)share;
+    gpc_format_size(at >= 1.8e19L ? UINT64_MAX : (uint64_t)at, card, GPC_SIZE_TEXT);
+    return true;
+}
+
+/*
  * Where the maximum lowers a budget that passed admission, the response says so (kubectl shows it),
  * once per container. Of one kind (a default above the namespace's or the cluster's maximum): the
  * budget is the maximum, said with both values. Of two kinds (bytes against a share of the card),
@@ -30,17 +46,79 @@
 static void clamp_warning(struct review *r, const struct chosen *out, const char *name)
 {
     struct gpc_size b, m;
-    if (!wh_size_of(out->budget, &b) || !wh_size_of(r->max, &m) || b.is_percent == m.is_percent)
-        return;
-    uint32_t share = b.is_percent ? b.ppm : m.ppm;
-    if (share == 0 || (m.is_percent && m.ppm >= 1000000u))
-        return;
-    /* bytes / share, in bytes: the card size at which the two meet */
-    long double at = (long double)(b.is_percent ? m.bytes : b.bytes) * 1e6L / (long double)share;
     char card[GPC_SIZE_TEXT];
-    gpc_format_size(at >= 1.8e19L ? UINT64_MAX : (uint64_t)at, card, sizeof card);
+    if (!wh_size_of(out->budget, &b) || !wh_size_of(r->max, &m) || (m.is_percent && m.ppm >= 1000000u) ||
+        !meet_card(&b, &m, card))
+        return;
     wh_warn(r, "container %s: %s (%s) is above the maximum %s (%s) on cards %s %s: there its budget is %s", name,
             out->budget, out->source, r->max, r->max_source, b.is_percent ? "over" : "under", card, r->max);
+}
+
+/*
+ * The request of a chosen container whose budget (its limit) is out->budget (issue 35), in one
+ * order: a scheduler's request/limit pair (Run:ai's gpu-fraction with gpu-fraction-limit), else the
+ * pod's gpucap.io/memory-request, else "0" (best effort) where the platform turned QoS on, else none
+ * (the container stays guaranteed at its budget, as before). A request above the maximum or above
+ * the limit (of one kind) is the tenant's ask: denied, never lowered. Of two kinds (bytes against
+ * a share) the card decides on the node, where a request above the limit runs best effort: the
+ * warning says on which cards.
+ */
+static enum verdict request_of(struct review *r, json_t *c, const char *name, struct chosen *out)
+{
+    char err[256] = "";
+    out->request[0] = '\0';
+    out->request_source = NULL;
+    out->request_asked = true;
+    int rc = gpc_wh_sched_request(r->pod, c, out->request, sizeof out->request, err, sizeof err);
+    if (rc < 0) { /* gpc_wh_sched_budget() said it first; kept for a caller that asks this alone */
+        char shown[256];
+        wh_clean(shown, sizeof shown, err);
+        wh_say(r, "container %s: %s", name, shown);
+        return V_DENY;
+    }
+    if (rc > 0) {
+        out->request_source = gpc_wh_sched_request_source(r->pod);
+    } else if (r->request_annotation[0]) {
+        snprintf(out->request, sizeof out->request, "%s", r->request_annotation);
+        out->request_source = "annotation " ANN_MEMORY_REQUEST;
+    } else if (r->burstable) {
+        snprintf(out->request, sizeof out->request, "0");
+        out->request_source = r->qos_source;
+        out->request_asked = false;
+        return V_ALLOW; /* best effort: below every limit and maximum */
+    } else {
+        out->request_asked = false;
+        return V_ALLOW;
+    }
+    struct gpc_size q, l;
+    if (!wh_size_of(out->request, &q)) {
+        wh_say(r, "container %s: the request gives \"%s\" (%s), not a size", name, out->request, out->request_source);
+        return V_DENY;
+    }
+    if (r->max[0] && wh_above(out->request, r->max)) {
+        wh_say(r, "container %s requests %s (%s), above the maximum %s (%s); request %s or less", name, out->request,
+               out->request_source, r->max, r->max_source, r->max);
+        return V_DENY;
+    }
+    if (wh_above(out->request, out->budget)) {
+        wh_say(r, "container %s requests %s (%s), above its limit %s (%s); a request is at most the limit (request = "
+               "limit: guaranteed)", name, out->request, out->request_source, out->budget, out->source);
+        return V_DENY;
+    }
+    /* Where the limit or the maximum is of the other kind, the card decides: said, once. */
+    char card[GPC_SIZE_TEXT];
+    struct gpc_size m;
+    if (!(q.is_percent ? q.ppm != 0 : q.bytes != 0))
+        return V_ALLOW;
+    if (wh_size_of(out->budget, &l) && meet_card(&q, &l, card))
+        wh_warn(r, "container %s: its request %s (%s) is above its limit %s (%s) on cards %s %s: there it runs best "
+                "effort (request 0)", name, out->request, out->request_source, out->budget, out->source,
+                q.is_percent ? "over" : "under", card);
+    else if (r->max[0] && wh_size_of(r->max, &m) && !(m.is_percent && m.ppm >= 1000000u) && meet_card(&q, &m, card))
+        wh_warn(r, "container %s: its request %s (%s) is above the maximum %s (%s) on cards %s %s: there it runs best "
+                "effort (request 0)", name, out->request, out->request_source, r->max, r->max_source,
+                q.is_percent ? "over" : "under", card);
+    return V_ALLOW;
 }
 
 /*
@@ -51,7 +129,8 @@ static void clamp_warning(struct review *r, const struct chosen *out, const char
  * when a request (the scheduler's, the annotation) is above the maximum. A default above the maximum
  * (the cluster's default under a namespace's lower maximum) is the platform's own, not the tenant's
  * ask: the budget is the maximum, said in the response's warnings, and what is recorded is that
- * effective budget. Any other budget the maximum may lower on the node is said there too.
+ * effective budget. Any other budget the maximum may lower on the node is said there too. The
+ * container's request comes last (request_of).
  */
 enum verdict wh_budget_of(struct review *r, json_t *c, const char *name, struct chosen *out, bool *skip)
 {
@@ -95,7 +174,7 @@ enum verdict wh_budget_of(struct review *r, json_t *c, const char *name, struct 
         clamp_warning(r, out, name);
     }
     snprintf(out->name, sizeof out->name, "%s", name);
-    return V_ALLOW;
+    return request_of(r, c, name, out);
 }
 
 /*
@@ -208,8 +287,9 @@ static bool selects_label(json_t *spec, const char *label)
 }
 
 /*
- * The platform's side: namespace policy, then cluster flags; fills max, fallback, trusted, preload
- * and whether the driver's limits are set (spec: the pod's, for `auto`). Without a maximum the
+ * The platform's side: namespace policy, then cluster flags; fills max, fallback, trusted, preload,
+ * QoS (burstable: containers without a request get 0) and whether the driver's limits are set
+ * (spec: the pod's, for `auto`). Without a maximum the
  * default is the maximum: a tenant may ask for less than the default, never more.
  */
 enum verdict wh_platform(struct review *r, const char *preload_ann, json_t *spec)
@@ -264,6 +344,21 @@ enum verdict wh_platform(struct review *r, const char *preload_ann, json_t *spec
     r->driver = mode == GPC_DRIVER_ON ||
                 (mode == GPC_DRIVER_AUTO && selects_label(spec, r->cfg->driver_label ? r->cfg->driver_label
                                                                                       : GPC_DRIVER_LABEL));
+
+    r->burstable = r->cfg->qos == GPC_QOS_BURSTABLE;
+    r->qos_source = "cluster --qos=burstable";
+    if (r->policy.qos[0]) {
+        const char *q = r->policy.qos;
+        if (strcmp(q, "burstable") != 0 && strcmp(q, "guaranteed") != 0) {
+            char shown[16];
+            wh_clean(shown, sizeof shown, q);
+            wh_say(r, "the policy of namespace %s is not valid (qos \"%s\" is not burstable or guaranteed); the "
+                   "platform must fix it", r->ns ? r->ns : "-", shown);
+            return V_DENY;
+        }
+        r->burstable = q[0] == 'b';
+        r->qos_source = "namespace policy qos = burstable";
+    }
 
     r->preload = r->cfg->preload;
     if (preload_ann) {

@@ -15,6 +15,12 @@
  *   - `gpu-fraction-num-devices`: the number of devices, each shared by the same `gpu-fraction` or
  *     `gpu-memory` (Run:ai's annotation reference, and KAI's GpuFractionsNumDevices): gpucap's
  *     budget applies per device, so the budget is unchanged; the count is only validated.
+ *   - Run:ai's dynamic fractions (issue 35): `gpu-fraction-limit` beside `gpu-fraction`, and
+ *     `gpu-memory-limit` (MiB) beside `gpu-memory`, make the pair a request and a limit: the budget
+ *     (the limit) is the `-limit` annotation, the request (guaranteed) the plain one
+ *     (gpc_wh_sched_request). A limit needs its own kind of request (a fraction limit beside a
+ *     fraction, MiB beside MiB) and is at least the request; without a `-limit` the plain
+ *     annotation is both, as before.
  * HAMi (Project-HAMi/HAMi, README) takes it from container resources, per GPU of the container:
  *   - `nvidia.com/gpumem`: MiB of each GPU ("3000" -> "3000MiB").
  *   - `nvidia.com/gpumem-percentage`: a whole percentage of each GPU (1 to 100).
@@ -33,6 +39,8 @@
 
 #define KAI_FRACTION "gpu-fraction"
 #define KAI_MEMORY "gpu-memory"
+#define KAI_FRACTION_LIMIT "gpu-fraction-limit"
+#define KAI_MEMORY_LIMIT "gpu-memory-limit"
 #define KAI_DEVICES "gpu-fraction-num-devices"
 #define KAI_CONTAINER "gpu-fraction-container-name"
 #define HAMI_MEM "nvidia.com/gpumem"
@@ -167,18 +175,30 @@ static bool kai_target(const json_t *pod, const json_t *container, char *err, si
     return name && strcmp(name, chosen) == 0;
 }
 
-/* KAI's request for this container: 1 with budget, 0 none, -1 with err. */
-static int kai_budget(const json_t *pod, const json_t *container, char *budget, size_t n, char *err, size_t errn)
+/*
+ * KAI's (and Run:ai's) request for this container: 1 with the limit in budget and the request in
+ * request ("" when the pod gives no `-limit`: the one value is both), 0 none, -1 with err.
+ */
+static int kai_pair(const json_t *pod, const json_t *container, char *budget, size_t n, char *request, size_t rn,
+                    char *err, size_t errn)
 {
     const char *frac = annotation(pod, KAI_FRACTION), *mem = annotation(pod, KAI_MEMORY);
+    const char *flim = annotation(pod, KAI_FRACTION_LIMIT), *mlim = annotation(pod, KAI_MEMORY_LIMIT);
     const char *devices = annotation(pod, KAI_DEVICES);
     uint64_t count;
+    request[0] = '\0';
     if (devices && !whole(devices, 1024, &count)) {
         snprintf(err, errn, "annotation " KAI_DEVICES ": \"%.64s\" is not valid; accepted: a whole number of "
                  "devices from 1, each given the pod's " KAI_FRACTION " or " KAI_MEMORY, devices);
         return -1;
     }
     if (!frac && !mem) {
+        if (flim || mlim) {
+            snprintf(err, errn, "annotation %s without %s: a limit needs the request it is the limit of (the "
+                     "request is guaranteed, the limit the most the container may use)",
+                     flim ? KAI_FRACTION_LIMIT : KAI_MEMORY_LIMIT, flim ? KAI_FRACTION : KAI_MEMORY);
+            return -1;
+        }
         if (!devices)
             return 0;
         snprintf(err, errn, "annotation " KAI_DEVICES " without " KAI_FRACTION " or " KAI_MEMORY
@@ -190,9 +210,21 @@ static int kai_budget(const json_t *pod, const json_t *container, char *budget, 
                  "share of the GPU or MiB of it");
         return -1;
     }
-    /* Read the value before choosing the container: a bad value denies the pod whichever is asked. */
-    uint32_t ppm = 0;
-    uint64_t mib = 0;
+    if ((frac && mlim) || (mem && flim)) {
+        snprintf(err, errn, "annotation %s beside %s: a limit is of the request's kind (" KAI_FRACTION_LIMIT
+                 " beside " KAI_FRACTION ", " KAI_MEMORY_LIMIT " beside " KAI_MEMORY ")",
+                 frac ? KAI_MEMORY_LIMIT : KAI_FRACTION_LIMIT, frac ? KAI_FRACTION : KAI_MEMORY);
+        return -1;
+    }
+    if (flim && mlim) {
+        snprintf(err, errn, "annotations " KAI_FRACTION_LIMIT " and " KAI_MEMORY_LIMIT " both set: a pod gives one "
+                 "limit");
+        return -1;
+    }
+    /* Read the values before choosing the container: a bad value denies the pod whichever is asked. */
+    uint32_t ppm = 0, lppm = 0;
+    uint64_t mib = 0, lmib = 0;
+    const char *lim = flim ? flim : mlim;
     if (frac && !fraction(frac, &ppm)) {
         snprintf(err, errn, "annotation " KAI_FRACTION ": \"%.64s\" is not valid; accepted: a decimal share of "
                  "one GPU's memory above 0 and at most 1, such as 0.5", frac);
@@ -203,13 +235,39 @@ static int kai_budget(const json_t *pod, const json_t *container, char *budget, 
                  "above 0, such as 2000", mem);
         return -1;
     }
+    if (flim && !fraction(flim, &lppm)) {
+        snprintf(err, errn, "annotation " KAI_FRACTION_LIMIT ": \"%.64s\" is not valid; accepted: a decimal share "
+                 "of one GPU's memory above 0 and at most 1, at least " KAI_FRACTION ", such as 0.8", flim);
+        return -1;
+    }
+    if (mlim && !whole(mlim, MAX_MIB, &lmib)) {
+        snprintf(err, errn, "annotation " KAI_MEMORY_LIMIT ": \"%.64s\" is not valid; accepted: a whole number of "
+                 "MiB above 0, at least " KAI_MEMORY ", such as 8000", mlim);
+        return -1;
+    }
+    if ((flim && lppm < ppm) || (mlim && lmib < mib)) {
+        snprintf(err, errn, "annotation %s: \"%.32s\" is below the request %s \"%.32s\"; a limit is at least the "
+                 "request", flim ? KAI_FRACTION_LIMIT : KAI_MEMORY_LIMIT, lim, frac ? KAI_FRACTION : KAI_MEMORY,
+                 frac ? frac : mem);
+        return -1;
+    }
     err[0] = '\0';
     if (!kai_target(pod, container, err, errn))
         return err[0] ? -1 : 0;
+    char one[32];
     if (frac)
-        percent_text(ppm, budget, n);
+        percent_text(ppm, one, sizeof one);
     else
-        snprintf(budget, n, "%" PRIu64 "MiB", mib);
+        snprintf(one, sizeof one, "%" PRIu64 "MiB", mib);
+    if (!lim) {
+        snprintf(budget, n, "%s", one);
+        return 1;
+    }
+    snprintf(request, rn, "%s", one);
+    if (flim)
+        percent_text(lppm, budget, n);
+    else
+        snprintf(budget, n, "%" PRIu64 "MiB", lmib);
     return 1;
 }
 
@@ -248,14 +306,15 @@ static int hami_budget(const json_t *container, char *budget, size_t n, char *er
 
 bool gpc_wh_sched_gpu_pod(const json_t *pod)
 {
-    return annotation(pod, KAI_FRACTION) || annotation(pod, KAI_MEMORY);
+    return annotation(pod, KAI_FRACTION) || annotation(pod, KAI_MEMORY) || annotation(pod, KAI_FRACTION_LIMIT) ||
+           annotation(pod, KAI_MEMORY_LIMIT);
 }
 
 int gpc_wh_sched_budget(const json_t *pod, const json_t *container, char *budget, size_t n, char *err,
                         size_t errn)
 {
-    char kai[32] = "", hami[32] = "";
-    int k = kai_budget(pod, container, kai, sizeof kai, err, errn);
+    char kai[32] = "", hami[32] = "", request[32];
+    int k = kai_pair(pod, container, kai, sizeof kai, request, sizeof request, err, errn);
     if (k < 0)
         return -1;
     int h = hami_budget(container, hami, sizeof hami, err, errn);
@@ -281,6 +340,10 @@ const char *gpc_wh_sched_source(const json_t *pod, const json_t *container)
         return "HAMi resource " HAMI_MEM;
     if (resource(container, HAMI_PERCENT, buf, sizeof buf))
         return "HAMi resource " HAMI_PERCENT;
+    if (annotation(pod, KAI_FRACTION_LIMIT))
+        return "KAI annotation " KAI_FRACTION_LIMIT;
+    if (annotation(pod, KAI_MEMORY_LIMIT))
+        return "KAI annotation " KAI_MEMORY_LIMIT;
     if (annotation(pod, KAI_FRACTION))
         return "KAI annotation " KAI_FRACTION;
     if (annotation(pod, KAI_MEMORY))
@@ -298,4 +361,20 @@ int gpc_wh_sched_warning(const json_t *container, char *warn, size_t n)
     snprintf(warn, n, "container %.64s: " HAMI_CORES " (%.32s) is not enforced: gpucap caps GPU memory only, "
              "compute is time-sliced as before", name ? name : "(unnamed)", cores);
     return 1;
+}
+
+int gpc_wh_sched_request(const json_t *pod, const json_t *container, char *request, size_t n, char *err,
+                         size_t errn)
+{
+    char budget[32], req[32];
+    int k = kai_pair(pod, container, budget, sizeof budget, req, sizeof req, err, errn);
+    if (k <= 0 || !req[0])
+        return k < 0 ? -1 : 0;
+    snprintf(request, n, "%s", req);
+    return 1;
+}
+
+const char *gpc_wh_sched_request_source(const json_t *pod)
+{
+    return annotation(pod, KAI_FRACTION) ? "KAI annotation " KAI_FRACTION : "KAI annotation " KAI_MEMORY;
 }

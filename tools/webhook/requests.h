@@ -24,11 +24,25 @@ bool gpc_wh_sched_gpu_pod(const json_t *pod);
  * the card it runs on, resolved on the node) in budget; 0 when no request applies to this container
  * (a KAI pod's other containers: KAI gives the share to one container); -1 with one line in err,
  * naming the annotation or resource and the accepted forms, when a request is malformed or two
- * requests for this container conflict. A budget is per device: a request for several devices
+ * requests for this container conflict. With a request/limit pair (gpc_wh_sched_request) the
+ * budget is the limit. A budget is per device: a request for several devices
  * gives each the same share, as KAI and HAMi define it.
  */
 int gpc_wh_sched_budget(const json_t *pod, const json_t *container, char *budget, size_t n, char *err,
                         size_t errn);
+
+/*
+ * The request (guaranteed, issue 35) a scheduler's request/limit pair gives `container`: Run:ai's
+ * `gpu-fraction-limit` beside `gpu-fraction`, `gpu-memory-limit` beside `gpu-memory`, where the
+ * budget gpc_wh_sched_budget() gives is the limit. Returns 1 with the request ("25%", "2000MiB")
+ * in request, 0 when no pair applies (no `-limit` annotation: the one value is request and limit
+ * alike, or the share goes to another container), -1 with one line in err as gpc_wh_sched_budget().
+ */
+int gpc_wh_sched_request(const json_t *pod, const json_t *container, char *request, size_t n, char *err,
+                         size_t errn);
+
+/* Where the request gpc_wh_sched_request() gave comes from: "KAI annotation gpu-fraction"... */
+const char *gpc_wh_sched_request_source(const json_t *pod);
 
 /*
  * Where the budget gpc_wh_sched_budget() gave `container` (returning 1) comes from, for messages:

@@ -27,6 +27,7 @@
 #include "common/units.h"
 
 #define ANN_MEMORY "gpucap.io/memory"
+#define ANN_MEMORY_REQUEST "gpucap.io/memory-request"
 #define ANN_INJECT "gpucap.io/inject"
 #define ANN_INJECTED "gpucap.io/injected"
 #define ANN_PRELOAD "gpucap.io/preload"
@@ -44,6 +45,9 @@ struct chosen {
     char name[72];
     char budget[64];
     const char *source; /* "KAI annotation gpu-fraction", "annotation gpucap.io/memory", ... */
+    char request[64];   /* memory_request (issue 35), "" none: the container is guaranteed as before */
+    const char *request_source;
+    bool request_asked; /* the pod asked for the request (an annotation), not the platform's QoS default */
     bool mig;           /* a MIG device: the driver's limits do not apply there */
 };
 
@@ -65,6 +69,9 @@ struct review {
     char fallback[64]; /* budget of containers that ask for none, "" none */
     const char *fallback_source;
     char annotation[64]; /* the pod's gpucap.io/memory, trimmed and checked, "" none */
+    char request_annotation[64]; /* the pod's gpucap.io/memory-request, trimmed and checked, "" none */
+    bool burstable;  /* QoS on (namespace policy qos, else --qos): containers without a request get 0 */
+    const char *qos_source;
     bool sched_pod;  /* a scheduler annotation makes every container, and its named init container, GPU ones */
     struct chosen chosen[MAX_CHOSEN];
     size_t nchosen;
@@ -77,7 +84,7 @@ struct review {
 /* The pod's parts every review reads. */
 struct pod_parts {
     json_t *meta, *ann, *spec;
-    const char *inject, *memory, *preload;
+    const char *inject, *memory, *memory_request, *preload;
 };
 
 /* ---- patch.c: the scratch ---- */
@@ -165,7 +172,9 @@ enum verdict wh_platform(struct review *r, const char *preload_ann, json_t *spec
  * gpucap.io/memory, namespace or cluster default). V_ALLOW with *skip when nothing gives one,
  * V_DENY for a request above the maximum or a malformed one; a default above the maximum becomes
  * the maximum. Every budget the maximum lowers, here or on the node (a share against bytes), is
- * said in r->warnings.
+ * said in r->warnings. Then its request (issue 35) in out->request: the scheduler's pair's, else
+ * gpucap.io/memory-request, else "0" where QoS is on, else none; V_DENY for one above the limit or
+ * the maximum.
  */
 enum verdict wh_budget_of(struct review *r, json_t *c, const char *name, struct chosen *out, bool *skip);
 /* A size annotation or setting, trimmed into dst; false (with r->msg) when it is not a size. */

@@ -13,6 +13,12 @@
  * init container, the two volumes, the env, envFrom and mounts of the capped containers) cannot
  * change at all: an init container's image is mutable on a running pod, and a new one would write
  * another ini.
+ *
+ * A container's request (issue 35) is fixed when the pod is created: gpucap inject wrote it into the
+ * locked ini from the init container's arguments, which cannot change (above), and the node agent
+ * rewrites budgets only. So an update may change a limit but not the request the pod asks for, and
+ * no limit may fall below the request written at creation (the library would run the container
+ * best effort).
  */
 #include "review.h"
 
@@ -27,10 +33,11 @@
 
 /* The pod annotations a change of budget comes from: gpucap's own, then KAI's (from SCHED_FIRST on:
  * a scheduler's share, which may only lower a budget on a running pod). */
-static const char *const budget_annotations[] = {ANN_MEMORY, "gpu-fraction", "gpu-memory",
-                                                 "gpu-fraction-container-name", "gpu-fraction-num-devices"};
+static const char *const budget_annotations[] = {ANN_MEMORY, ANN_MEMORY_REQUEST, "gpu-fraction", "gpu-memory",
+                                                 "gpu-fraction-container-name", "gpu-fraction-num-devices",
+                                                 "gpu-fraction-limit", "gpu-memory-limit"};
 #define NBUDGET_ANN (sizeof budget_annotations / sizeof budget_annotations[0])
-#define SCHED_FIRST 1
+#define SCHED_FIRST 2
 
 /*
  * `kubectl debug` and the like: an ephemeral container added to a running pod (UPDATE of
@@ -178,6 +185,11 @@ static enum verdict resolve(struct review *f, json_t *pod, json_t *spec, const c
     f->pod = pod;
     if (memory && !wh_take_size(f, f->annotation, sizeof f->annotation, memory, "annotation " ANN_MEMORY))
         return V_DENY;
+    const char *request = json_string_value(
+        json_object_get(json_object_get(json_object_get(pod, "metadata"), "annotations"), ANN_MEMORY_REQUEST));
+    if (request && !wh_take_size(f, f->request_annotation, sizeof f->request_annotation, request,
+                                 "annotation " ANN_MEMORY_REQUEST))
+        return V_DENY;
     enum verdict v = wh_platform(f, NULL, spec);
     if (v != V_ALLOW)
         return v;
@@ -253,6 +265,53 @@ static enum verdict shares_not_raised(struct review *r, const struct review *now
     return v;
 }
 
+/*
+ * The request the init container of `spec` wrote for container `name` (its argument
+ * NAME=LIMIT,request=REQUEST) into out; "" when it wrote none (a guaranteed container).
+ */
+static void request_at_creation(json_t *spec, const char *name, char *out, size_t len)
+{
+    json_t *cmd = json_object_get(named(json_object_get(spec, "initContainers"), GPC_ADMISSION_INIT), "command");
+    size_t n = strlen(name);
+    out[0] = '\0';
+    for (size_t i = 0; i < json_array_size(cmd); i++) {
+        const char *a = json_string_value(json_array_get(cmd, i));
+        const char *at = a && strncmp(a, name, n) == 0 && a[n] == '=' ? strstr(a + n, ",request=") : NULL;
+        if (at)
+            snprintf(out, len, "%s", at + strlen(",request="));
+    }
+}
+
+/*
+ * The requests of an UPDATE (issue 35): the one written at creation stays. A request the pod asks
+ * for now that is not that one is denied, as is the removal of gpucap.io/memory-request
+ * (annotation_moved) (a platform default, QoS turned on since, is not the pod's
+ * ask: the written one stays); a limit below the written request is denied. Each chosen request is
+ * set to the written one, for what follows.
+ */
+static enum verdict requests_kept(struct review *r, json_t *old_spec, bool annotation_moved)
+{
+    for (size_t i = 0; i < r->nchosen; i++) {
+        struct chosen *ch = &r->chosen[i];
+        char fixed[64];
+        request_at_creation(old_spec, ch->name, fixed, sizeof fixed);
+        const char *now = ch->request_asked ? ch->request : "";
+        if ((ch->request_asked || annotation_moved) && strcmp(now, fixed) != 0) {
+            wh_say(r, "container %s: its request is fixed when the pod is created (%s); this update asks for %s%s%s%s: "
+                      "recreate the pod to change it", ch->name, fixed[0] ? fixed : "none: guaranteed at its budget",
+                   now[0] ? now : "none", now[0] ? " (" : "", now[0] ? ch->request_source : "", now[0] ? ")" : "");
+            return V_DENY;
+        }
+        if (fixed[0] && wh_above(fixed, ch->budget)) {
+            wh_say(r, "container %s: its limit would be %s (%s), below its request %s fixed at creation; a limit is at "
+                      "least the request", ch->name, ch->budget, ch->source, fixed);
+            return V_DENY;
+        }
+        snprintf(ch->request, sizeof ch->request, "%s", fixed);
+    }
+    return V_ALLOW;
+}
+
 /* Where the driver's limit was set when the container started, a raise does not reach it: said. */
 static void driver_warnings(struct review *r, json_t *spec)
 {
@@ -326,7 +385,9 @@ enum verdict wh_review_update(struct review *r, json_t *req, json_t *pod, const 
     }
 
     /* A budget changed: resolved again as at creation; any failure denies the update. */
-    if ((v = resolve(r, pod, p.spec, p.memory, injected)) != V_ALLOW)
+    bool request_moved = annotation_changed(old_ann, p.ann, ANN_MEMORY_REQUEST);
+    if ((v = resolve(r, pod, p.spec, p.memory, injected)) != V_ALLOW ||
+        (v = requests_kept(r, old_spec, request_moved)) != V_ALLOW)
         return v;
     if (sched && (v = shares_not_raised(r, r, old, old_record, injected, sched)) != V_ALLOW)
         return v;
