@@ -44,6 +44,8 @@
  * copy is only ever a name for people. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
+#define EVICT_WAIT 30.0 /* seconds an evicted pod (or a run sent SIGTERM) has to end (the kubelet's default grace) */
+
 static double mono(void)
 {
     struct timespec ts;
@@ -264,6 +266,10 @@ static void progress(struct gpc_arbiter *a, int card)
         return; /* the last victim's memory comes back first */
     if (c->killed > 0)
         c->killed = 0;
+    /* An eviction (or a denial) was asked in this reclaim: the pod (the job) ends in its own time, and
+     * another is not named before it had that time; a denial is said once. */
+    if (c->killed < 0 && (a->cfg.reclaim == GPC_RECLAIM_DENY || t - c->kill_at < EVICT_WAIT))
+        return;
     int asker = c->needs[0].member;
     int v = gpc_arb_victim(a, card, asker);
     if (v < 0) {
@@ -299,8 +305,6 @@ static void progress(struct gpc_arbiter *a, int card)
         break;
     }
     case GPC_RECLAIM_EVICT:
-        if (c->killed == -v - 1 && t - c->kill_at < 10.0)
-            return; /* asked already */
         u->evicts++;
         a->evicts++;
         c->killed = -v - 1;
@@ -314,9 +318,7 @@ static void progress(struct gpc_arbiter *a, int card)
                (unsigned long long)req, a->m[asker].name);
         break;
     case GPC_RECLAIM_DENY:
-        if (c->killed == -v - 1)
-            return; /* told already: the need waits until the grace and a second are over */
-        c->killed = -v - 1;
+        c->killed = -v - 1; /* told: the need waits until the grace and a second are over */
         c->kill_at = t;
         u->denies++;
         a->denies++;
@@ -327,6 +329,7 @@ static void progress(struct gpc_arbiter *a, int card)
                a->m[asker].name);
         break;
     }
+    gpc_arb_write_member_state(a, vm); /* the count said at once (a victim may leave before the next tick) */
 }
 
 /* ---- the node, each tick ---- */
