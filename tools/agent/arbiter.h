@@ -67,6 +67,8 @@ struct gpc_arb_member {
     uint64_t sched_ns;          /* when it was scheduled (the order of "the last-scheduled") */
     pid_t run_pid;              /* local: the `gpucap run` process (its evict: SIGTERM) */
     int sock;                   /* Kubernetes: its own socket in its ledger's directory; -1 */
+    int ledger_fd;              /* Kubernetes: that directory, held open while it is a member; -1 */
+    bool bind_said;             /* a socket that cannot be bound there is said once */
     bool settings_ok;           /* its file was read */
     struct gpc_arb_use u[GPC_ARB_CARDS];
     unsigned long loans, refusals;

@@ -340,7 +340,7 @@ static struct gpc_arb_member *member_at(struct gpc_arbiter *a, const char *dir)
     for (int i = 0; i < a->nmembers; i++) {
         if (a->m[i].dir[0] && strcmp(a->m[i].dir, dir) == 0)
             return &a->m[i];
-        if (free_at < 0 && !a->m[i].live && a->m[i].sock < 0 && !a->m[i].dir[0])
+        if (free_at < 0 && !a->m[i].live && a->m[i].sock < 0 && a->m[i].ledger_fd < 0 && !a->m[i].dir[0])
             free_at = i;
     }
     if (free_at < 0) {
@@ -350,7 +350,7 @@ static struct gpc_arb_member *member_at(struct gpc_arbiter *a, const char *dir)
     }
     struct gpc_arb_member *m = &a->m[free_at];
     memset(m, 0, sizeof *m);
-    m->sock = -1;
+    m->sock = m->ledger_fd = -1;
     snprintf(m->dir, sizeof m->dir, "%s", dir);
     return m;
 }

@@ -25,6 +25,8 @@
  */
 #include "arbiter.h"
 
+#include "apply.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -107,24 +109,28 @@ static int bind_in(int dir, const char *name, mode_t mode)
 
 static void member_sockets(struct gpc_arbiter *a)
 {
-    if (a->cfg.local)
-        return;
     for (int i = 0; i < a->nmembers; i++) {
         struct gpc_arb_member *m = &a->m[i];
-        if (m->live && m->sock < 0 && m->ledger_dir[0]) {
-            int dir = open(m->ledger_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (dir >= 0) {
-                m->sock = bind_in(dir, GPC_ARB_SOCK, 0666);
-                if (m->sock < 0)
-                    say("%s: no socket in its ledger directory: %s", m->name, strerror(-m->sock));
-                close(dir);
+        if (m->live && m->sock < 0 && m->pod_uid[0] && !a->cfg.local) {
+            if (m->ledger_fd < 0) {
+                int dir = gpc_agent_volume_dir(a->cfg.base, m->pod_uid, "gpucap-ledger", m->container);
+                if (dir < 0)
+                    continue; /* not made yet: looked at again at the next tick */
+                m->ledger_fd = dir;
             }
-        } else if (!m->live && m->sock >= 0) {
-            close(m->sock);
-            m->sock = -1;
+            m->sock = bind_in(m->ledger_fd, GPC_ARB_SOCK, 0666);
+            if (m->sock < 0 && !m->bind_said)
+                say("%s: no socket in its ledger directory: %s", m->name, strerror(-m->sock));
+            m->bind_said = m->sock < 0;
+        } else if (!m->live && (m->sock >= 0 || m->ledger_fd >= 0 || m->dir[0])) {
+            if (m->sock >= 0) {
+                unlinkat(m->ledger_fd, GPC_ARB_SOCK, 0);
+                close(m->sock);
+            }
+            if (m->ledger_fd >= 0)
+                close(m->ledger_fd);
+            m->sock = m->ledger_fd = -1;
             m->dir[0] = '\0'; /* the entry may be reused */
-        } else if (!m->live && m->dir[0]) {
-            m->dir[0] = '\0';
         }
     }
 }
@@ -463,13 +469,58 @@ static void handle(struct gpc_arbiter *a, int sock, const char *text, pid_t cred
         return;
     }
     start_reclaim(a, card, "a request needs its memory back");
-    struct gpc_arb_need *n = &c->needs[c->nneeds++];
-    *n = (struct gpc_arb_need){.member = mi, .bytes = bytes, .since = mono(), .sock = sock, .addr_len = addr_len};
+    /* One need per member and card: the library asks again (from a new address) while it waits. */
+    struct gpc_arb_need *n = NULL;
+    for (int k = 0; k < c->nneeds && !n; k++)
+        if (c->needs[k].member == mi)
+            n = &c->needs[k];
+    if (!n) {
+        n = &c->needs[c->nneeds++];
+        *n = (struct gpc_arb_need){.member = mi, .since = mono()};
+    }
+    n->bytes = bytes > n->bytes ? bytes : n->bytes;
+    n->sock = sock;
+    n->addr_len = addr_len;
     memcpy(n->addr, addr, addr_len > sizeof(sa_family_t) ? addr_len - sizeof(sa_family_t) : 0);
-    double left = a->cfg.grace_ms / 1000.0 - (n->since - c->reclaim_since);
     a->pending++;
-    answer(sock, addr, addr_len, "pending %u", (unsigned)((left > 0 ? left : 0) * 1000 + 1000));
     progress(a, card);
+    /* Still waiting: when to ask again (the grace's end, at most a second away). */
+    for (int k = 0; k < c->nneeds; k++)
+        if (c->needs[k].member == mi) {
+            double left = a->cfg.grace_ms / 1000.0 - (mono() - c->reclaim_since);
+            unsigned ms = left > 1.0 ? 1000 : left > 0.05 ? (unsigned)(left * 1000) : 50;
+            answer(sock, addr, addr_len, "pending %u", ms);
+        }
+}
+
+/*
+ * On Kubernetes the asker names its reply socket by its own mount namespace's path, which the node
+ * does not have: the library binds it beside the arbiter's socket, in the container's ledger
+ * directory, so its name there is the member's ledger directory (held open) and the path's last
+ * component. An abstract address is left as it is. The address's new length (0: none usable).
+ */
+static unsigned node_address(const struct gpc_arbiter *a, int sock, struct sockaddr_un *from, unsigned len)
+{
+    if (len <= sizeof(sa_family_t) || from->sun_path[0] == '\0')
+        return len;
+    size_t n = len - sizeof(sa_family_t);
+    char path[sizeof from->sun_path + 1];
+    memcpy(path, from->sun_path, n < sizeof from->sun_path ? n : sizeof from->sun_path);
+    path[n < sizeof from->sun_path ? n : sizeof from->sun_path] = '\0';
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    for (int i = 0; i < a->nmembers; i++) {
+        const struct gpc_arb_member *m = &a->m[i];
+        if (m->sock != sock || m->ledger_fd < 0)
+            continue;
+        if (!base[0] || strcmp(base, "..") == 0 || strcmp(base, ".") == 0)
+            return 0;
+        int w = snprintf(from->sun_path, sizeof from->sun_path, "/proc/self/fd/%d/%s", m->ledger_fd, base);
+        if (w < 0 || (size_t)w >= sizeof from->sun_path)
+            return 0;
+        return (unsigned)(sizeof(sa_family_t) + (size_t)w + 1);
+    }
+    return 0;
 }
 
 static void receive(struct gpc_arbiter *a, int sock)
@@ -495,7 +546,10 @@ static void receive(struct gpc_arbiter *a, int sock)
         char *nl = strchr(buf, '\n');
         if (nl)
             *nl = '\0';
-        handle(a, sock, buf, pid, from.sun_path, mh.msg_namelen);
+        unsigned len = mh.msg_namelen;
+        if (!a->cfg.local)
+            len = node_address(a, sock, &from, len);
+        handle(a, sock, buf, pid, from.sun_path, len);
     }
 }
 
@@ -505,7 +559,7 @@ int gpc_arb_init(struct gpc_arbiter *a, char *why, size_t whylen)
 {
     a->sock = -1;
     for (int i = 0; i < GPC_ARB_MEMBERS; i++)
-        a->m[i].sock = -1;
+        a->m[i].sock = a->m[i].ledger_fd = -1;
     int rc = gpc_arb_nvml_open(a, why, whylen);
     if (rc != 0)
         return rc;
@@ -594,9 +648,8 @@ void gpc_arb_close(struct gpc_arbiter *a)
         if (a->m[i].sock >= 0) {
             close(a->m[i].sock);
             a->m[i].sock = -1;
-            char path[PATH_MAX + 32];
-            snprintf(path, sizeof path, "%s/%s", a->m[i].ledger_dir, GPC_ARB_SOCK);
-            unlink(path);
+            if (a->m[i].ledger_fd >= 0)
+                unlinkat(a->m[i].ledger_fd, GPC_ARB_SOCK, 0);
         }
     say("requests=%lu granted=%lu refused=%lu pending=%lu reclaims=%lu kills=%lu evicts=%lu denies=%lu writes=%lu "
         "bad=%lu", a->requests, a->granted, a->refused, a->pending, a->reclaims, a->kills, a->evicts, a->denies,
