@@ -24,6 +24,7 @@
 #include "driver/resolve.h"
 #include "charge/backtrace.h"
 #include "charge/device.h"
+#include "charge/loan.h"
 #include "charge/reclaim.h"
 
 #include <stdatomic.h>
@@ -211,16 +212,32 @@ static CUresult charge_begin(struct gpc_charge *c, int device, uint64_t bytes, c
     unsigned how = admit_how(c);
     if (gpc_unlikely(gpc_budget_admit(budget, bytes, how | GPC_ADMIT_QUIET) != 0)) {
         bool again = repeats_denial(device, budget, bytes);
-        if (!again)
-            gpc_budget_count_denial(budget);
         if (retry_after_trim(budget, device, bytes, how | GPC_ADMIT_QUIET)) {
+            if (!again)
+                gpc_budget_count_denial(budget);
             c->budget = budget;
             return CUDA_SUCCESS;
         }
+        /* Burstable below its limit: the node arbiter may lend (charge/loan.c); a loan that admits is
+         * no denial. */
+        if (budget >= 0 && gpc_opt_enum(&gpc_config, GPC_OPT_MODE) != GPC_MODE_AUDIT &&
+            gpc_loan_ask(device, budget, bytes) && gpc_budget_admit(budget, bytes, how | GPC_ADMIT_QUIET) == 0) {
+            c->budget = budget;
+            return CUDA_SUCCESS;
+        }
+        if (!again)
+            gpc_budget_count_denial(budget);
         return deny(c, call, device, budget, bytes, how, again);
     }
     c->budget = budget;
     return CUDA_SUCCESS;
+}
+
+bool gpc_charge_need(const struct gpc_charge *c, struct gpc_loan_need *n)
+{
+    if (c->budget < 0 || c->context)
+        return false;
+    return gpc_loan_need(c->device, c->budget, c->bytes, n);
 }
 
 CUresult gpc_charge_begin(struct gpc_charge *c, int device, uint64_t bytes, const char *call)

@@ -25,6 +25,14 @@ struct gpc_charge {
  * the denial; the caller must then not call the driver.
  */
 CUresult gpc_charge_begin(struct gpc_charge *c, int device, uint64_t bytes, const char *call);
+/*
+ * The driver answered CUDA_ERROR_OUT_OF_MEMORY to the allocation charged by `c`: when it is within
+ * the request and a node arbiter is there, asks it to take loans back (charge/loan.c) and waits a
+ * step; true while the caller should call the driver again (up to reclaim_grace + 1 s). `n` is the
+ * wait's state, zeroed before the first call. Only after a refusal: nothing on the fast path.
+ */
+struct gpc_loan_need;
+bool gpc_charge_need(const struct gpc_charge *c, struct gpc_loan_need *n);
 /* gpc_charge_begin for what is not an allocation call (a context reserve): no fault is injected. */
 CUresult gpc_charge_begin_context(struct gpc_charge *c, int device, uint64_t bytes, const char *call);
 /*

@@ -60,6 +60,8 @@ struct device_setup {
     bool have_uuid;
 };
 static struct device_setup setups[GPC_MAX_DEVICES];
+/* The burstable figures last applied per device (under setup_lock). */
+static struct gpc_qos qos_of[GPC_MAX_DEVICES];
 static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
 atomic_int gpc_single_device = -1; /* -1 unknown, 0 several, 1 exactly one */
 
@@ -126,16 +128,74 @@ static uint64_t capped(uint64_t limit, uint64_t cap)
     return cap && (limit == GPC_UNLIMITED || limit > cap) ? cap : limit;
 }
 
+/* The last request refused as above the limit, per device (said once until it changes). */
+static uint64_t refused_said[GPC_MAX_DEVICES][2];
+
+/* A request above the limit: one error line (once per figures), the safe state best effort. */
+static void say_refused(int ordinal, const struct gpc_value *rf, uint64_t request, uint64_t limit)
+{
+    if (refused_said[ordinal][0] == request + 1 && refused_said[ordinal][1] == limit)
+        return;
+    refused_said[ordinal][0] = request + 1;
+    refused_said[ordinal][1] = limit;
+    char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT];
+    gpc_log(GPC_LOG_ERROR, "device %d: memory_request = %s (%s) is above the limit %s (the limit, the platform's "
+            "maximum or the driver's): refused; the request is 0 (best effort) until it is fixed", ordinal,
+            rf ? rf->text : "?", gpc_format_size(request, a, sizeof a), gpc_format_size(limit, b, sizeof b));
+}
+
 /* gpucap's budget for the device by settings `s`: its own limit (a percentage of the driver's figure
  * when the driver's limit is in force, else of the card), never above the driver's limit, nor above
- * a declared one. *in_force tells whether the driver's is. The one resolution of a limit, at start-up
- * and for a live change alike. */
+ * a declared one; for a burstable container (a memory_request applies) the budget in force,
+ * min(limit, max(request, grant)), each figure resolved the same way (without a limit, the limit is
+ * the card, or the driver's figure). *in_force tells whether the driver's is; *q (optional) gets the
+ * figures. The one resolution of a budget, at start-up and for a live change alike. */
 static uint64_t resolve_limit(const struct device_setup *d, const struct gpc_settings *s, int ordinal,
-                              uint64_t reported, const struct gpc_value **from, bool *in_force)
+                              uint64_t reported, const struct gpc_value **from, bool *in_force, struct gpc_qos *q)
 {
     uint64_t cap, base = base_of(d, reported, in_force, &cap);
-    uint64_t limit = gpc_settings_limit(s, ordinal, d->have_uuid ? d->uuid_text : NULL, base, from);
-    return *from && (*from)->bad ? limit : capped(limit, cap);
+    const char *uuid = d->have_uuid ? d->uuid_text : NULL;
+    uint64_t limit = gpc_settings_limit(s, ordinal, uuid, base, from);
+    struct gpc_qos none = {0};
+    q = q ? q : &none;
+    *q = (struct gpc_qos){.limit = limit, .from_file = *from && (*from)->src == GPC_SRC_FILE};
+    if (*from && (*from)->bad)
+        return limit;
+    limit = capped(limit, cap);
+    q->limit = limit;
+    uint64_t request;
+    const struct gpc_value *rf = NULL;
+    if (!gpc_settings_request(s, ordinal, uuid, base, &request, &rf))
+        return limit;
+    if (limit == GPC_UNLIMITED && !base)
+        return limit; /* no limit, and a card of unknown size: nothing to be burstable within */
+    if (limit == GPC_UNLIMITED)
+        limit = capped(base, cap);
+    bool refused;
+    uint64_t grant = gpc_settings_grant(s, ordinal, uuid, base);
+    uint64_t budget = gpc_qos_in_force(limit, capped(request, cap), grant, &refused);
+    if (refused)
+        say_refused(ordinal, rf, request, limit);
+    *q = (struct gpc_qos){
+        .burstable = true,
+        .request = refused ? 0 : capped(request, cap),
+        .limit = limit,
+        .grant = grant < limit ? grant : limit,
+        /* The figure is the file's own unless the environment lowered the limit or the request. */
+        .from_file = (!*from || (*from)->src == GPC_SRC_FILE) && (!rf || rf->src != GPC_SRC_ENV),
+    };
+    return budget;
+}
+
+void gpc_device_note_qos(int id, const struct gpc_qos *q)
+{
+    if (id < 0 || id >= GPC_LEDGER_DEVICES || !gpc_ledger)
+        return;
+    struct gpc_ledger_dev *e = &gpc_ledger->dev[id];
+    atomic_store(&e->qos_request, q->burstable ? q->request : 0);
+    atomic_store(&e->qos_limit, q->limit == GPC_UNLIMITED ? 0 : q->limit);
+    atomic_store(&e->qos_grant, q->burstable ? q->grant : 0);
+    atomic_store(&e->qos_flags, q->burstable ? GPC_QOS_BURSTABLE : 0u);
 }
 
 static void note_driver(int budget, int ordinal, uint64_t reported, uint64_t limit)
@@ -185,7 +245,8 @@ static int setup(int ordinal, bool current)
     d->reported = reported;
     const struct gpc_value *from;
     bool in_force;
-    uint64_t limit = resolve_limit(d, &gpc_config, ordinal, reported, &from, &in_force);
+    struct gpc_qos q;
+    uint64_t limit = resolve_limit(d, &gpc_config, ordinal, reported, &from, &in_force, &q);
     int budget = GPC_BUDGET_NONE;
     if (limit == GPC_UNLIMITED) {
         budget = GPC_BUDGET_NONE;
@@ -205,8 +266,11 @@ static int setup(int ordinal, bool current)
             uuid.bytes[15] = (char)ordinal;
         }
         budget = gpc_ledger_device((const uint8_t *)uuid.bytes, physical, limit, ordinal);
-        if (budget >= 0)
-            gpc_budget_bind(budget, limit, gpc_config.locked, from && from->src == GPC_SRC_FILE);
+        if (budget >= 0) {
+            gpc_budget_bind(budget, limit, gpc_config.locked, q.from_file);
+            gpc_device_note_qos(budget, &q);
+            qos_of[ordinal] = q;
+        }
         if (budget == -EAGAIN) {
             /* Contended (a crowd starting) or the process table full: logged; this call is
              * denied and the next one tries again. Never cached as a denial for life. */
@@ -225,6 +289,12 @@ static int setup(int ordinal, bool current)
         gpc_log(GPC_LOG_INFO, "device %d (%s): budget %s of %s (%s)", ordinal, uuid_text, gpc_format_size(limit, a, sizeof a),
                 gpc_format_size(physical, b, sizeof b),
                 gpc_value_origin(&gpc_config, from, GPC_OPT_MEMORY_LIMIT, ordinal, where, sizeof where));
+        if (q.burstable) {
+            char r[GPC_SIZE_TEXT], l[GPC_SIZE_TEXT], g[GPC_SIZE_TEXT];
+            gpc_log(GPC_LOG_INFO, "device %d: burstable: request %s, limit %s, grant %s", ordinal,
+                    gpc_format_size(q.request, r, sizeof r), gpc_format_size(q.limit, l, sizeof l),
+                    gpc_format_size(q.grant, g, sizeof g));
+        }
         if (in_force)
             note_driver(budget, ordinal, reported, limit);
         /* The platform's maximum lowered what this process asked for: one line, once per device,
@@ -272,7 +342,8 @@ __attribute__((noinline, cold)) static int look_again(int ordinal, bool current)
     d->reported = reported;
     const struct gpc_value *from;
     bool in_force;
-    uint64_t limit = resolve_limit(d, &gpc_config, ordinal, reported, &from, &in_force);
+    struct gpc_qos q;
+    uint64_t limit = resolve_limit(d, &gpc_config, ordinal, reported, &from, &in_force, &q);
     if (in_force && limit != GPC_UNLIMITED) {
         uint64_t now = budget >= 0 && gpc_ledger ? atomic_load(&gpc_ledger->dev[budget].slot.limit) : GPC_UNLIMITED;
         int got = budget;
@@ -284,7 +355,9 @@ __attribute__((noinline, cold)) static int look_again(int ordinal, bool current)
         }
         if (got >= 0) {
             budget = got;
-            gpc_budget_bind(budget, limit, gpc_config.locked, from && from->src == GPC_SRC_FILE);
+            gpc_budget_bind(budget, limit, gpc_config.locked, q.from_file);
+            gpc_device_note_qos(budget, &q);
+            qos_of[ordinal] = q;
             note_driver(budget, ordinal, reported, limit);
         }
         atomic_store(&dev->budget, budget);
@@ -343,14 +416,28 @@ void gpc_device_hold(bool hold)
         gpc_unlock(&setup_lock, GPC_LOCK_SETUP);
 }
 
-uint64_t gpc_device_limit_of(int ordinal, const struct gpc_settings *s, const struct gpc_value **from)
+uint64_t gpc_device_limit_of(int ordinal, const struct gpc_settings *s, const struct gpc_value **from,
+                             struct gpc_qos *q)
 {
     bool in_force;
     *from = NULL;
+    if (q)
+        *q = (struct gpc_qos){.limit = GPC_UNLIMITED};
     if (ordinal < 0 || ordinal >= GPC_MAX_DEVICES || !atomic_load_explicit(&devices[ordinal].ready, memory_order_acquire))
         return GPC_UNLIMITED;
     const struct device_setup *d = &setups[ordinal];
-    return resolve_limit(d, s, ordinal, d->reported, from, &in_force);
+    return resolve_limit(d, s, ordinal, d->reported, from, &in_force, q);
+}
+
+bool gpc_device_qos(int ordinal, struct gpc_qos *q, struct gpc_qos *set)
+{
+    if (ordinal < 0 || ordinal >= GPC_MAX_DEVICES)
+        return false;
+    if (q)
+        *q = qos_of[ordinal];
+    if (set)
+        qos_of[ordinal] = *set;
+    return qos_of[ordinal].burstable;
 }
 
 uint64_t gpc_device_limit_size(int ordinal, const struct gpc_size *size)

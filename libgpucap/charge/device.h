@@ -68,7 +68,23 @@ void gpc_device_hold(bool hold);
 struct gpc_settings;
 struct gpc_value;
 struct gpc_size;
-uint64_t gpc_device_limit_of(int ordinal, const struct gpc_settings *s, const struct gpc_value **from);
+/* A device's figures by the burstable model (issue 35): `burstable` when a memory_request applies; then the
+ * budget in force is min(limit, max(request, grant)). `from_file`: the figure in force is the settings
+ * file's own (no environment value lowered it). */
+struct gpc_qos {
+    bool burstable, from_file;
+    uint64_t request, limit, grant;
+};
+/* ... and with *q (optional) the figures of the budget in force it returns. */
+uint64_t gpc_device_limit_of(int ordinal, const struct gpc_settings *s, const struct gpc_value **from,
+                             struct gpc_qos *q);
+/* Writes the figures *q of ledger entry `id` (qos_request, qos_limit, qos_grant, qos_flags) for the
+ * tools (`gpucap status`, the exporter, the arbiter). */
+void gpc_device_note_qos(int id, const struct gpc_qos *q);
+/* The figures last applied on device `ordinal` into *q (optional); with `set`, they become *set.
+ * True when the device is burstable. Under the set-up lock, or racy reads of a few words (the
+ * denial path: a stale figure only costs an extra or a missed ask). */
+bool gpc_device_qos(int ordinal, struct gpc_qos *q, struct gpc_qos *set);
 /* A size asked for device `ordinal` (`gpucap set-memory`), resolved the same way: 0 when it cannot be
  * (a percentage of a card of unknown size, a device not set up). Under the set-up lock. */
 uint64_t gpc_device_limit_size(int ordinal, const struct gpc_size *size);

@@ -237,7 +237,8 @@ static void apply_one(int ordinal, int id, const char *uuid, uint64_t physical, 
     const struct gpc_value *from = NULL;
     /* Resolved as at start-up: against the driver's figure where its limit is in force, never
      * above that limit. */
-    uint64_t limit = gpc_device_limit_of(ordinal, a->fresh, &from);
+    struct gpc_qos q, was_q;
+    uint64_t limit = gpc_device_limit_of(ordinal, a->fresh, &from, &q);
     if (limit == GPC_UNLIMITED || (from && from->bad) || (from && from->u.size.is_percent && !physical)) {
         if (!said_bad)
             gpc_log(GPC_LOG_WARN, "device %d: the rewritten %s gives no valid limit; the budget in force stays "
@@ -245,17 +246,26 @@ static void apply_one(int ordinal, int id, const char *uuid, uint64_t physical, 
         said_bad = true;
         return;
     }
-    if (limit == gpc_budget_own_limit(id) && limit == gpc_budget_limit(id))
+    /* A change of the grant alone (the request and the limit as they were) is the node arbiter's. */
+    gpc_device_qos(ordinal, &was_q, NULL);
+    bool arbiter = q.burstable && was_q.burstable && q.request == was_q.request && q.limit == was_q.limit &&
+                   q.grant != was_q.grant;
+    if (limit == gpc_budget_own_limit(id) && limit == gpc_budget_limit(id)) {
+        gpc_device_qos(ordinal, NULL, &q);
+        gpc_device_note_qos(id, &q);
         return;
+    }
     uint64_t was, now;
-    unsigned by = GPC_LIMIT_BY_PLATFORM | (from && from->src == GPC_SRC_FILE ? GPC_LIMIT_FROM_FILE : 0);
+    unsigned by = (arbiter ? GPC_LIMIT_BY_ARBITER : GPC_LIMIT_BY_PLATFORM) | (q.from_file ? GPC_LIMIT_FROM_FILE : 0);
     if (gpc_budget_set_limit(id, limit, by, &was, &now) != 0) {
         a->failed = true; /* the entry's lock was not obtained: looked at again at the next admission */
         return;
     }
+    gpc_device_qos(ordinal, NULL, &q);
+    gpc_device_note_qos(id, &q);
     a->changed = true;
     if (was != now)
-        say_change(ordinal, id, was, now, "the settings file was rewritten");
+        say_change(ordinal, id, was, now, arbiter ? "the node arbiter moved the grant" : "the settings file was rewritten");
 }
 
 /* Copies the mapped text (`len` bytes of it) into `out`; false when the mapping is gone. */
@@ -339,7 +349,9 @@ static bool check_file(bool look, bool *done)
             before = after;
             continue;
         }
-        bad = errors || fresh.config_bad || fresh.locked != gpc_config.locked;
+        /* The file is judged by its own errors: the environment's (the tenant's) are the same at every
+         * read and would otherwise hold every live change off, a lowered grant's too. */
+        bad = errors > fresh.env_errors || fresh.config_bad || fresh.locked != gpc_config.locked;
         good = !bad;
     }
     if (bad && !said_bad)

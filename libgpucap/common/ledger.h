@@ -82,6 +82,17 @@ struct gpc_ledger_dev {
      * applied (0: not known): a rewrite moves every ask of that figure, whoever applies it (a
      * process that started after the rewrite asks the new one already). Under `lock`. */
     _Atomic uint64_t limit_file;
+    /* v8 (issue 35, burstable memory): the request R and the limit L resolved for this device, the
+     * grant G of the node arbiter as last applied from the platform settings file (0: none); the
+     * budget in force is min(L, max(R, G)) when qos_flags has GPC_QOS_BURSTABLE, else L. loan_asks
+     * counts the datagrams sent to the arbiter, loaned_peak the most in use above R at once. Written
+     * under `lock` (loan_asks, loaned_peak: atomically, by any process). */
+    _Atomic uint64_t qos_request;
+    _Atomic uint64_t qos_limit;
+    _Atomic uint64_t qos_grant;
+    _Atomic uint32_t qos_flags;
+    _Atomic uint32_t loan_asks;
+    _Atomic uint64_t loaned_peak;
     /* v8: the last GPC_LEDGER_CHANGES live changes, change number n (limit_changes counts them) at
      * changes[(n - 1) % GPC_LEDGER_CHANGES]: for the report and `gpucap status`. Under `lock`. */
     struct gpc_limit_change {
@@ -95,11 +106,14 @@ struct gpc_ledger_dev {
 /* limit_asked: a size in bytes, or with GPC_ASK_PERCENT a share of the card in parts per million
  * (resolved by the library as at start-up: against the driver's limit where it is in force). */
 #define GPC_ASK_PERCENT (UINT64_C(1) << 63)
+/* gpc_ledger_dev.qos_flags: the container is burstable (its platform settings have memory_request). */
+#define GPC_QOS_BURSTABLE 1u
 /* Who changed a limit while processes ran (gpc_ledger_dev.limit_by). */
 #define GPC_LIMIT_BY_PLATFORM 1u /* the platform settings file was rewritten (the node agent) */
 #define GPC_LIMIT_BY_CLI 2u      /* `gpucap set-memory` on a ledger of unlocked settings */
 #define GPC_LIMIT_BY_SETTINGS 3u /* a figure set-memory held ended: the settings of a process that joined a
                                   * ledger that no other process was on */
+#define GPC_LIMIT_BY_ARBITER 4u  /* the node arbiter moved the grant (memory_grant) of a burstable container */
 #define GPC_LIMIT_BY_MASK 0xffu
 /* With GPC_LIMIT_BY_PLATFORM, to gpc_budget_set_limit (never stored): the figure is the settings
  * file's own (not a lower one of the process's environment). */
@@ -202,7 +216,8 @@ struct gpc_ledger {
     X(slot.largest) X(slot.first_denial_ns) X(slot.contexts) X(victim_spare) X(victim_spare_after)    \
     X(victim_lease) X(victim) X(limit_was) X(limit_changed_s) X(limit_asked) X(limit_changes)         \
     X(limit_by) X(closed) X(driver_limit) X(refused_driver) X(context_count) X(held_at_exit)          \
-    X(ask_seq) X(ask_done) X(period_peak) X(limit_file)
+    X(ask_seq) X(ask_done) X(period_peak) X(limit_file) X(qos_request) X(qos_limit) X(qos_grant)        \
+    X(qos_flags) X(loan_asks) X(loaned_peak)
 /* Set by the rebuild: the card and the record of changes (copied whole), a fresh lock, the state last
  * (it publishes the entry). */
 #define GPC_LEDGER_DEV_SET(X) X(uuid) X(physical) X(changes) X(lock) X(pad2) X(state)
@@ -236,7 +251,7 @@ _Static_assert(0 GPC_LEDGER_FIELD_SIZE_(struct gpc_slot, limit) GPC_LEDGER_FIELD
                "a field of struct gpc_slot is not in GPC_LEDGER_DEV_CARRIED");
 
 /* The name of a live change's origin (GPC_LIMIT_BY_*, the low bits of `by`): "platform", "set-memory",
- * "settings", else "unknown". */
+ * "settings", "arbiter", else "unknown". */
 const char *gpc_limit_by_name(unsigned by);
 
 /* ---- a fresh ledger (ledger_make.c) ---- */

@@ -208,6 +208,7 @@ const char *gpc_limit_by_name(unsigned by)
     case GPC_LIMIT_BY_PLATFORM: return "platform";
     case GPC_LIMIT_BY_CLI: return "set-memory";
     case GPC_LIMIT_BY_SETTINGS: return "settings";
+    case GPC_LIMIT_BY_ARBITER: return "arbiter";
     }
     return "unknown";
 }

@@ -125,6 +125,24 @@ const struct gpc_option_def gpc_option_defs[GPC_OPT__COUNT] = {
     [GPC_OPT_SCHED_LIMIT] = {"gpu_memory_limit", "GPU_MEMORY_LIMIT", GPC_T_SIZE, NULL, NULL, GPC_OPTF_ENV_ONLY,
                              "set by a GPU-sharing scheduler (KAI's binder), in bytes: bounds every device's "
                              "limit like memory_limit_max; under the lock it is one more tightening"},
+    [GPC_OPT_MEMORY_REQUEST] = {"memory_request", "GPUCAP_MEMORY_REQUEST", GPC_T_SIZE, NULL, NULL,
+                                GPC_OPTF_PER_DEVICE | GPC_OPTF_LOCK_LOWER,
+                                "burstable memory: the part of the limit guaranteed (per device as memory_limit); "
+                                "present (0 too: best effort), the budget in force is min(limit, max(request, "
+                                "grant)); unset: the budget is the limit. Above the limit: refused, best effort"},
+    [GPC_OPT_MEMORY_GRANT] = {"memory_grant", "GPUCAP_MEMORY_GRANT", GPC_T_SIZE, NULL, NULL,
+                              GPC_OPTF_PER_DEVICE | GPC_OPTF_FILE_ONLY,
+                              "written by the node arbiter in the platform settings file (never read from the "
+                              "environment; per device as memory_limit): what a burstable container may use "
+                              "now, its request plus a loan; clamped to the limit; unset: 0 (no loan)"},
+    [GPC_OPT_ARBITER_SOCKET] = {"arbiter_socket", "GPUCAP_ARBITER_SOCKET", GPC_T_STRING, NULL, NULL, GPC_OPTF_LOCK_FIXED,
+                                "the node arbiter's datagram socket, asked for a loan when an allocation of a "
+                                "burstable container is denied; default <ledger directory>/arbiter.sock, then "
+                                "$XDG_RUNTIME_DIR/gpucap/arbiter.sock or /tmp/gpucap-<uid>/arbiter.sock; none: no loans"},
+    [GPC_OPT_RECLAIM_GRACE] = {"reclaim_grace", "GPUCAP_RECLAIM_GRACE", GPC_T_INT, "10", NULL, 0,
+                               "seconds the arbiter takes to get memory back from borrowers: an allocation within "
+                               "the request that the driver refuses is retried, asking the arbiter, for this long "
+                               "plus 1 s before it answers CUDA_ERROR_OUT_OF_MEMORY"},
 };
 
 /* Kubernetes names as the ledger can hold them: lowercase letters, digits, '-' and '.' (the
@@ -146,11 +164,6 @@ static bool identity_ok(const struct gpc_option_def *d, const char *text)
 
 /* Below this context reserve a locked platform file that leaves it unset could be undercut. */
 #define LOCK_RESERVE_FLOOR ((uint64_t)768 << 20)
-
-static const char *source_name(enum gpc_source src)
-{
-    return src == GPC_SRC_ENV ? "environment" : src == GPC_SRC_FILE ? "file" : "default";
-}
 
 /* One line of the load of *s: to the load's sink (s->sink), or log.c's stderr lines without one. */
 __attribute__((format(printf, 3, 4))) static void say(const struct gpc_settings *s, enum gpc_log_level level,
@@ -256,6 +269,10 @@ static const char *safe_state(const struct gpc_option_def *d)
         return "the default for the device's class applies";
     if (d->flags & GPC_OPTF_IDENTITY)
         return "it is not recorded in the ledger (limits are not affected)";
+    if (d == &gpc_option_defs[GPC_OPT_MEMORY_REQUEST])
+        return "the request is 0 until it is fixed (best effort: the container runs on what it is granted)";
+    if (d == &gpc_option_defs[GPC_OPT_MEMORY_GRANT])
+        return "the grant is 0 until it is fixed (no loan)";
     return d->type == GPC_T_SIZE ? "that budget is 0 until it is fixed (every allocation is denied)"
                                  : "the default applies";
 }
@@ -328,12 +345,24 @@ bool gpc_settings_uuid_text(const char *t)
     return digits >= 8;
 }
 
-/* The per-UUID value for `uuid` (added if new), or NULL when the table is full. */
-static struct gpc_value *uuid_value(struct gpc_settings *s, const char *uuid)
+struct gpc_value *gpc_settings_dev_value(struct gpc_settings *s, enum gpc_opt o, int dev)
+{
+    return o == GPC_OPT_MEMORY_REQUEST ? &s->dev_request[dev]
+           : o == GPC_OPT_MEMORY_GRANT ? &s->dev_grant[dev]
+                                       : &s->dev_limit[dev];
+}
+
+struct gpc_value *gpc_settings_uuid_slot(struct gpc_uuid_limit *u, enum gpc_opt o)
+{
+    return o == GPC_OPT_MEMORY_REQUEST ? &u->request : o == GPC_OPT_MEMORY_GRANT ? &u->grant : &u->v;
+}
+
+/* The per-UUID value of setting `o` for `uuid` (the entry added if new), or NULL when the table is full. */
+static struct gpc_value *uuid_value(struct gpc_settings *s, enum gpc_opt o, const char *uuid)
 {
     for (int i = 0; i < s->n_uuid; i++)
         if (strcasecmp(s->uuid_limit[i].uuid, uuid) == 0)
-            return &s->uuid_limit[i].v;
+            return gpc_settings_uuid_slot(&s->uuid_limit[i], o);
     if (s->n_uuid == GPC_MAX_UUID_LIMITS) {
         s->errors++;
         s->env_bad = true;
@@ -342,7 +371,7 @@ static struct gpc_value *uuid_value(struct gpc_settings *s, const char *uuid)
     }
     struct gpc_uuid_limit *u = &s->uuid_limit[s->n_uuid++];
     snprintf(u->uuid, sizeof u->uuid, "%s", uuid);
-    return &u->v;
+    return gpc_settings_uuid_slot(u, o);
 }
 
 /* Edit distance between a and b (insert, delete, replace, swap two neighbours), up to 64 characters. */
@@ -480,8 +509,8 @@ static int on_key(void *user, const char *section, const char *name, const char 
                 report_bad(s, d, where, value, "it is in an unknown section, so it applies nowhere");
             return 1;
         }
-        struct gpc_value *v = dev == SECTION_UUID ? uuid_value(s, section + 7)
-                              : dev >= 0           ? &s->dev_limit[dev]
+        struct gpc_value *v = dev == SECTION_UUID ? uuid_value(s, (enum gpc_opt)i, section + 7)
+                              : dev >= 0           ? gpc_settings_dev_value(s, (enum gpc_opt)i, dev)
                                                    : &s->opt[i];
         if (!v)
             return 1;
@@ -623,7 +652,7 @@ static bool apply_env(struct gpc_settings *s, const char *name, const char *valu
         if (name[n] == '\0') {
             v = &s->opt[i];
         } else if (name[n] == '_' && (d->flags & GPC_OPTF_PER_DEVICE) && gpc_settings_uuid_text(name + n + 1)) {
-            v = uuid_value(s, name + n + 1);
+            v = uuid_value(s, (enum gpc_opt)i, name + n + 1);
             if (!v)
                 return true;
         } else if (name[n] == '_' && (d->flags & GPC_OPTF_PER_DEVICE) && isdigit((unsigned char)name[n + 1])) {
@@ -631,18 +660,21 @@ static bool apply_env(struct gpc_settings *s, const char *name, const char *valu
             long dev = strtol(name + n + 1, &end, 10);
             if (*end || dev < 0 || dev >= GPC_MAX_DEVICES)
                 return false;
-            v = &s->dev_limit[dev];
+            v = gpc_settings_dev_value(s, (enum gpc_opt)i, (int)dev);
         } else {
             continue;
         }
         if (d->flags & GPC_OPTF_FILE_ONLY) {
             s->errors++;
+            s->env_errors++;
             say(s, GPC_LOG_ERROR, "%s: %s is read only from the platform file %s; ignored", name, d->key,
                          GPC_SYSTEM_CONFIG);
             return true;
         }
-        if (!parse_value(d, value, v))
+        if (!parse_value(d, value, v)) {
+            s->env_errors++;
             report_bad(s, d, name, value, safe_state(d));
+        }
         v->src = GPC_SRC_ENV;
         v->line = 0;
         return true;
@@ -708,21 +740,48 @@ static void refuse(struct gpc_settings *s, const char *var, const char *text, co
 /* Checks one memory limit from the environment against the platform file's limit for the same
  * scope (`plat`; NULL: none). Both stay in force (the lower applies, see gpc_settings_limit); a
  * refused one is put back to the platform's value so that `gpucap check` shows what applies. */
-static void lock_limit(struct gpc_settings *s, const char *var, struct gpc_value *v, const struct gpc_value *plat)
+static void lock_limit(struct gpc_settings *s, enum gpc_opt o, const char *var, struct gpc_value *v,
+                       const struct gpc_value *plat)
 {
     if (!v->set || v->src != GPC_SRC_ENV || !plat || !plat->set)
         return;
-    int c = size_cmp(GPC_OPT_MEMORY_LIMIT, v, plat);
+    int c = size_cmp(o, v, plat);
     if (c == 2 && v->u.size.is_percent && v->u.size.ppm == 1000000)
         c = 1; /* the whole card is never below a size */
     char why[320];
+    const char *key = gpc_option_defs[o].key;
     if (c == 1) {
-        snprintf(why, sizeof why, "memory_limit = %s applies", plat->text);
+        snprintf(why, sizeof why, "%s = %s applies", key, plat->text);
         refuse(s, var, v->text, why);
         *v = *plat;
     } else if (c == 2) {
         say(s, GPC_LOG_WARN, "%s=%s: the settings are locked by %s: it applies only on devices where it "
-                     "is below memory_limit = %s", var, v->text, s->platform->config_path, plat->text);
+                     "is below %s = %s", var, v->text, s->platform->config_path, key, plat->text);
+    }
+}
+
+/* Under the lock: every per-device value of size setting `o` from the environment against the
+ * platform file's for the same scope (its per-device value, else its value for all devices). */
+static void lock_sizes(struct gpc_settings *s, enum gpc_opt o)
+{
+    const struct gpc_settings *p = s->platform;
+    const char *env = gpc_option_defs[o].env;
+    lock_limit(s, o, env, &s->opt[o], &p->opt[o]);
+    for (int dev = 0; dev < GPC_MAX_DEVICES; dev++) {
+        char var[64];
+        snprintf(var, sizeof var, "%s_%d", env, dev);
+        const struct gpc_value *pd = gpc_settings_dev_value((struct gpc_settings *)p, o, dev);
+        lock_limit(s, o, var, gpc_settings_dev_value(s, o, dev), pd->set ? pd : &p->opt[o]);
+    }
+    for (int i = 0; i < s->n_uuid; i++) {
+        char var[96];
+        snprintf(var, sizeof var, "%s_%s", env, s->uuid_limit[i].uuid);
+        const struct gpc_value *plat = &p->opt[o];
+        for (int j = 0; j < p->n_uuid; j++)
+            if (strcasecmp(p->uuid_limit[j].uuid, s->uuid_limit[i].uuid) == 0 &&
+                gpc_settings_uuid_slot((struct gpc_uuid_limit *)&p->uuid_limit[j], o)->set)
+                plat = gpc_settings_uuid_slot((struct gpc_uuid_limit *)&p->uuid_limit[j], o);
+        lock_limit(s, o, var, gpc_settings_uuid_slot(&s->uuid_limit[i], o), plat);
     }
 }
 
@@ -734,7 +793,7 @@ static void apply_lock(struct gpc_settings *s)
         const struct gpc_option_def *d = &gpc_option_defs[i];
         struct gpc_value *v = &s->opt[i];
         const struct gpc_value *pv = &p->opt[i];
-        if (!v->set || v->src != GPC_SRC_ENV || i == GPC_OPT_MEMORY_LIMIT)
+        if (!v->set || v->src != GPC_SRC_ENV || i == GPC_OPT_MEMORY_LIMIT || i == GPC_OPT_MEMORY_REQUEST)
             continue;
         bool ok = true;
         if ((d->flags & GPC_OPTF_LOCK_FIXED) && d->type == GPC_T_BOOL)
@@ -759,23 +818,10 @@ static void apply_lock(struct gpc_settings *s)
         refuse(s, d->env, v->text, why);
         *v = *pv;
     }
-    lock_limit(s, gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, &s->opt[GPC_OPT_MEMORY_LIMIT],
-               &p->opt[GPC_OPT_MEMORY_LIMIT]);
-    for (int dev = 0; dev < GPC_MAX_DEVICES; dev++) {
-        char var[64];
-        snprintf(var, sizeof var, "%s_%d", gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, dev);
-        const struct gpc_value *plat = p->dev_limit[dev].set ? &p->dev_limit[dev] : &p->opt[GPC_OPT_MEMORY_LIMIT];
-        lock_limit(s, var, &s->dev_limit[dev], plat);
-    }
-    for (int i = 0; i < s->n_uuid; i++) {
-        char var[96];
-        snprintf(var, sizeof var, "%s_%s", gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, s->uuid_limit[i].uuid);
-        const struct gpc_value *plat = &p->opt[GPC_OPT_MEMORY_LIMIT];
-        for (int j = 0; j < p->n_uuid; j++)
-            if (strcasecmp(p->uuid_limit[j].uuid, s->uuid_limit[i].uuid) == 0)
-                plat = &p->uuid_limit[j].v;
-        lock_limit(s, var, &s->uuid_limit[i].v, plat);
-    }
+    /* A request from the environment may only lower the platform's (none there: the request is the
+     * limit, so any is lower); the lower one per device applies (gpc_settings_request). */
+    lock_sizes(s, GPC_OPT_MEMORY_LIMIT);
+    lock_sizes(s, GPC_OPT_MEMORY_REQUEST);
 }
 
 static void load(struct gpc_settings *s, struct gpc_settings *platform, char *const *envp, gpc_settings_sink *to,
@@ -862,6 +908,7 @@ static void load(struct gpc_settings *s, struct gpc_settings *platform, char *co
         if (!apply_env(s, name, eq + 1)) {
             char hint[96];
             s->errors++;
+            s->env_errors++;
             s->env_bad = true;
             say(s, GPC_LOG_ERROR, "%s is not a gpucap setting%s (see `gpucap check`); every budget is 0 "
                          "until it is removed or corrected", name, suggest(name, true, false, false, hint, sizeof hint));
@@ -872,105 +919,4 @@ static void load(struct gpc_settings *s, struct gpc_settings *platform, char *co
         apply_lock(s);
     s->sink = NULL;
     s->sink_arg = NULL;
-}
-
-/* The per-UUID value from `src` whose configured text is a prefix of `uuid`, or NULL. */
-static const struct gpc_value *uuid_match(const struct gpc_settings *s, const char *uuid, enum gpc_source src)
-{
-    for (int i = 0; uuid && i < s->n_uuid; i++) {
-        const struct gpc_uuid_limit *u = &s->uuid_limit[i];
-        if (u->v.set && u->v.src == src && strncasecmp(uuid, u->uuid, strlen(u->uuid)) == 0)
-            return &u->v;
-    }
-    return NULL;
-}
-
-uint64_t gpc_settings_limit(const struct gpc_settings *s, int ordinal, const char *uuid, uint64_t physical,
-                            const struct gpc_value **from)
-{
-    static const struct gpc_value forced = {.set = true, .bad = true};
-    const struct gpc_value *dev = ordinal >= 0 && ordinal < GPC_MAX_DEVICES ? &s->dev_limit[ordinal] : NULL;
-    const struct gpc_value *all = &s->opt[GPC_OPT_MEMORY_LIMIT];
-    const struct gpc_value *v = NULL;
-
-    /* Environment first (per UUID, per ordinal, for all), then the file (in the same order). */
-    if ((v = uuid_match(s, uuid, GPC_SRC_ENV)))
-        ;
-    else if (dev && dev->set && dev->src == GPC_SRC_ENV)
-        v = dev;
-    else if (all->set && all->src == GPC_SRC_ENV)
-        v = all;
-    else if (s->config_bad)
-        v = &forced;
-    else if ((v = uuid_match(s, uuid, GPC_SRC_FILE)))
-        ;
-    else if (dev && dev->set)
-        v = dev;
-    else if (all->set)
-        v = all;
-    if (s->env_bad)
-        v = &forced;
-    uint64_t limit = !v ? GPC_UNLIMITED : v->bad ? 0 : gpc_size_resolve(&v->u.size, physical);
-
-    /* The bounds: the platform's maximum, the scheduler's request, and under the lock the platform
-     * file's own figure (resolved on this card, so a percentage and a size compare). */
-    const struct gpc_value *bounds[] = {&s->opt[GPC_OPT_MEMORY_LIMIT_MAX], &s->opt[GPC_OPT_SCHED_LIMIT]};
-    for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++) {
-        const struct gpc_value *b = bounds[i];
-        uint64_t x = !b->set ? GPC_UNLIMITED : b->bad ? 0 : gpc_size_resolve(&b->u.size, physical);
-        if (x < limit) {
-            limit = x;
-            v = b;
-        }
-    }
-    if (s->platform) {
-        const struct gpc_value *pf;
-        uint64_t x = gpc_settings_limit(s->platform, ordinal, uuid, physical, &pf);
-        if (x < limit) {
-            limit = x;
-            v = pf;
-        }
-    }
-    if (from)
-        *from = v;
-    return limit;
-}
-
-bool gpc_settings_any_limit(const struct gpc_settings *s)
-{
-    if (s->config_bad || s->env_bad || s->opt[GPC_OPT_MEMORY_LIMIT].set || s->opt[GPC_OPT_MEMORY_LIMIT_MAX].set ||
-        s->opt[GPC_OPT_SCHED_LIMIT].set || (s->platform && gpc_settings_any_limit(s->platform)))
-        return true;
-    for (int i = 0; i < GPC_MAX_DEVICES; i++)
-        if (s->dev_limit[i].set)
-            return true;
-    return s->n_uuid > 0;
-}
-
-const char *gpc_value_origin(const struct gpc_settings *s, const struct gpc_value *v, enum gpc_opt opt,
-                             int ordinal, char *buf, size_t len)
-{
-    if (!v || !v->set) {
-        snprintf(buf, len, "unset");
-    } else if (v->bad && v->text[0] == '\0') {
-        snprintf(buf, len, "safe state after an error");
-    } else if (v->src == GPC_SRC_ENV) {
-        const char *uuid = NULL;
-        for (int i = 0; i < s->n_uuid; i++)
-            if (v == &s->uuid_limit[i].v)
-                uuid = s->uuid_limit[i].uuid;
-        if (uuid)
-            snprintf(buf, len, "%s_%s", gpc_option_defs[opt].env, uuid);
-        else if (ordinal >= 0 && v == &s->dev_limit[ordinal])
-            snprintf(buf, len, "%s_%d", gpc_option_defs[opt].env, ordinal);
-        else if (v >= s->opt && v < s->opt + GPC_OPT__COUNT) /* a bound: memory_limit_max, GPU_MEMORY_LIMIT */
-            snprintf(buf, len, "%s", gpc_option_defs[v - s->opt].env);
-        else
-            snprintf(buf, len, "%s", gpc_option_defs[opt].env);
-    } else if (v->src == GPC_SRC_FILE) {
-        snprintf(buf, len, "%s:%d", s->config_path, v->line);
-    } else {
-        snprintf(buf, len, "%s", source_name(v->src));
-    }
-    return buf;
 }

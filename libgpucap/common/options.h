@@ -41,6 +41,10 @@ enum gpc_opt {
     GPC_OPT_MEMORY_LIMIT_MAX,
     GPC_OPT_LOCK,
     GPC_OPT_SCHED_LIMIT,
+    GPC_OPT_MEMORY_REQUEST,
+    GPC_OPT_MEMORY_GRANT,
+    GPC_OPT_ARBITER_SOCKET,
+    GPC_OPT_RECLAIM_GRACE,
     GPC_OPT__COUNT
 };
 enum gpc_opt_type { GPC_T_SIZE, GPC_T_BOOL, GPC_T_INT, GPC_T_STRING, GPC_T_ENUM };
@@ -84,16 +88,21 @@ typedef void gpc_settings_sink(enum gpc_log_level level, const char *line, void 
 struct gpc_settings {
     struct gpc_value opt[GPC_OPT__COUNT];
     struct gpc_value dev_limit[GPC_MAX_DEVICES]; /* per ordinal memory_limit */
+    struct gpc_value dev_request[GPC_MAX_DEVICES]; /* per ordinal memory_request */
+    struct gpc_value dev_grant[GPC_MAX_DEVICES];   /* per ordinal memory_grant */
     struct gpc_uuid_limit {
         char uuid[GPC_UUID_TEXT];                 /* "GPU-..." as written: the UUID or a prefix */
-        struct gpc_value v;
-    } uuid_limit[GPC_MAX_UUID_LIMITS];            /* per UUID memory_limit */
+        struct gpc_value v;                       /* memory_limit */
+        struct gpc_value request, grant;          /* memory_request, memory_grant */
+    } uuid_limit[GPC_MAX_UUID_LIMITS];            /* per UUID settings */
     int n_uuid;
     char config_path[512];
     bool config_read;    /* the ini file existed and was read */
     bool config_bad;     /* unreadable, bad syntax or unknown keys: budgets not set by env are 0 */
     bool env_bad;        /* an unknown GPUCAP_* variable: every budget is 0 */
     int errors;          /* error lines written */
+    int env_errors;      /* of those, the ones about the environment (a live re-read of the file
+                          * judges the file by the others: charge/live.c) */
     bool locked;         /* the platform file locks the settings: the environment may only tighten */
     uid_t platform_uid;  /* under the lock: the platform file's owner, who alone makes ledgers */
     bool platform_mounted; /* the platform file is a mount of its own (the webhook's layout): so is the ledger */
@@ -154,6 +163,38 @@ int gpc_option_parse(enum gpc_opt o, const char *text, struct gpc_value *v);
 bool gpc_settings_uuid_text(const char *t);
 uint64_t gpc_settings_limit(const struct gpc_settings *s, int ordinal, const char *uuid, uint64_t physical,
                             const struct gpc_value **from);
+/*
+ * The value of per-device setting `o` (memory_limit, memory_request, memory_grant) that applies to
+ * device `ordinal` (UUID text `uuid`, may be NULL): the environment over the file, and in each per
+ * UUID over per ordinal over all devices; NULL when none is set. With `forced`, a settings file or
+ * an environment that is broken (config_bad, env_bad) gives a bad value (a budget of 0) instead.
+ */
+const struct gpc_value *gpc_settings_pick(const struct gpc_settings *s, enum gpc_opt o, int ordinal,
+                                          const char *uuid, bool forced);
+/* The slot of per-device setting `o` for ordinal `dev` (0 <= dev < GPC_MAX_DEVICES), and of entry u
+ * of the per-UUID table. */
+struct gpc_value *gpc_settings_dev_value(struct gpc_settings *s, enum gpc_opt o, int dev);
+struct gpc_value *gpc_settings_uuid_slot(struct gpc_uuid_limit *u, enum gpc_opt o);
+
+/*
+ * Burstable memory (issue 35, options_qos.c). Whether device `ordinal` has a request
+ * (memory_request, any source; under the lock the environment's only lowers the platform file's,
+ * the lower per device wins): true and *request the bytes resolved against `physical` (0 when the
+ * value that applies is malformed: best effort, its safe state; *from names it), or false: no
+ * request applies, the container is not burstable there (its budget is its limit, as before QoS).
+ */
+bool gpc_settings_request(const struct gpc_settings *s, int ordinal, const char *uuid, uint64_t physical,
+                          uint64_t *request, const struct gpc_value **from);
+/* The grant (memory_grant) of the node arbiter for device `ordinal`, resolved against `physical`: from
+ * the settings file only, never the environment (GPC_OPTF_FILE_ONLY); 0 when none or malformed. */
+uint64_t gpc_settings_grant(const struct gpc_settings *s, int ordinal, const char *uuid, uint64_t physical);
+/*
+ * The budget in force by the QoS model: min(limit, max(request, grant)), the grant first clamped to
+ * the limit. A request above the limit is refused: best effort (request 0), *refused set (the
+ * caller says it). The one formula, for the library and the tools alike.
+ */
+uint64_t gpc_qos_in_force(uint64_t limit, uint64_t request, uint64_t grant, bool *refused);
+
 /* True when some budget applies to some device (or a bad setting forces the safe state). */
 bool gpc_settings_any_limit(const struct gpc_settings *s);
 /* Describes where a value came from: "GPUCAP_MEMORY_LIMIT", "/etc/gpucap/gpucap.ini:3", "default". */

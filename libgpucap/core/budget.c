@@ -839,6 +839,13 @@ uint64_t gpc_budget_in_use(int id)
     uint64_t in_use = gpc_ledger_in_use(gpc_ledger, id);
     gpc_atomic_max(&gpc_ledger->dev[id].slot.peak, in_use); /* the device's peak: the sums seen */
     gpc_atomic_max(&gpc_ledger->dev[id].period_peak, in_use); /* and its budget period's */
+    /* Burstable: what is in use above the request is on loan (only a grant admits past it). */
+    struct gpc_ledger_dev *d = &gpc_ledger->dev[id];
+    if (gpc_unlikely(atomic_load_explicit(&d->qos_flags, memory_order_relaxed) & GPC_QOS_BURSTABLE)) {
+        uint64_t r = atomic_load_explicit(&d->qos_request, memory_order_relaxed);
+        if (in_use > r)
+            gpc_atomic_max(&d->loaned_peak, in_use - r);
+    }
     return in_use;
 }
 

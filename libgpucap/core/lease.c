@@ -243,6 +243,12 @@ void gpc_lease_note_change(struct gpc_ledger_dev *d, uint64_t before, uint64_t a
     struct gpc_limit_change *c = &d->changes[n % GPC_LEDGER_CHANGES];
     /* The period that ends: its peak, never below what is held as it ends. */
     uint64_t peak = atomic_exchange(&d->period_peak, in_use);
+    /* Burstable (issue 35): the period's peak above the request was on loan. */
+    if (atomic_load(&d->qos_flags) & GPC_QOS_BURSTABLE) {
+        uint64_t top = peak > in_use ? peak : in_use, r = atomic_load(&d->qos_request);
+        if (top > r)
+            gpc_atomic_max(&d->loaned_peak, top - r);
+    }
     atomic_store(&c->t_ns, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
     atomic_store(&c->from, before);
     atomic_store(&c->to, after);

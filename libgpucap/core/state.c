@@ -28,7 +28,11 @@ void gpc_config_adopt_limits(const struct gpc_settings *fresh)
 {
     gpc_config.opt[GPC_OPT_MEMORY_LIMIT] = fresh->opt[GPC_OPT_MEMORY_LIMIT];
     gpc_config.opt[GPC_OPT_MEMORY_LIMIT_MAX] = fresh->opt[GPC_OPT_MEMORY_LIMIT_MAX];
+    gpc_config.opt[GPC_OPT_MEMORY_REQUEST] = fresh->opt[GPC_OPT_MEMORY_REQUEST];
+    gpc_config.opt[GPC_OPT_MEMORY_GRANT] = fresh->opt[GPC_OPT_MEMORY_GRANT];
     memcpy(gpc_config.dev_limit, fresh->dev_limit, sizeof gpc_config.dev_limit);
+    memcpy(gpc_config.dev_request, fresh->dev_request, sizeof gpc_config.dev_request);
+    memcpy(gpc_config.dev_grant, fresh->dev_grant, sizeof gpc_config.dev_grant);
     memcpy(gpc_config.uuid_limit, fresh->uuid_limit, sizeof gpc_config.uuid_limit);
     gpc_config.n_uuid = fresh->n_uuid;
     /* Under the lock the platform file bounds every limit: the one just read is the platform's now. */

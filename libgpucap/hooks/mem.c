@@ -9,6 +9,7 @@
 #include "hooks/init.h"
 
 #include "charge/charge.h"
+#include "charge/loan.h"
 #include "charge/pool.h"
 #include "driver/resolve.h"
 
@@ -16,8 +17,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The exports per ABI (size_t, and the legacy unsigned int): charge, the driver's call, commit. */
+/* The exports per ABI (size_t, and the legacy unsigned int): charge, the driver's call, commit. A
+ * refusal by the driver within the request: the node arbiter is asked to take loans back and the
+ * call is made again until it succeeds or the grace passed (charge/loan.c; out of line). */
 #define MEM_ALLOC(name, ptr_type, size_type)                                  \
+    __attribute__((noinline, cold)) static CUresult retry_##name(struct gpc_charge *c, CUresult rc, \
+                                                                 ptr_type *dptr, size_type bytesize) \
+    {                                                                         \
+        struct gpc_loan_need n = {0};                                         \
+        while (rc == CUDA_ERROR_OUT_OF_MEMORY && gpc_charge_need(c, &n))      \
+            rc = GPC_CALL_REAL(name, (dptr, bytesize));                       \
+        return rc;                                                            \
+    }                                                                         \
     GPC_EXPORT CUresult name(ptr_type *dptr, size_type bytesize)               \
     {                                                                         \
         gpc_init();                                                           \
@@ -26,6 +37,8 @@
         if (rc != CUDA_SUCCESS)                                               \
             return rc;                                                        \
         rc = GPC_CALL_REAL(name, (dptr, bytesize));                           \
+        if (gpc_unlikely(rc == CUDA_ERROR_OUT_OF_MEMORY))                     \
+            rc = retry_##name(&c, rc, dptr, bytesize);                        \
         gpc_charge_end(&c, rc, GPC_MAP_PTR, rc == CUDA_SUCCESS ? *dptr : 0);  \
         return rc;                                                            \
     }

@@ -15,11 +15,24 @@
 #include "driver/resolve.h"
 #include "charge/charge.h"
 #include "charge/device.h"
+#include "charge/loan.h"
 #include "hooks/init.h"
 
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* The driver refused a creation within the request: the node arbiter is asked to take loans back and
+ * the call is made again until it succeeds or the grace passed (charge/loan.c). */
+__attribute__((noinline, cold)) static CUresult retry_create(struct gpc_charge *c, CUresult rc,
+                                                             CUmemGenericAllocationHandle *handle, size_t size,
+                                                             const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    struct gpc_loan_need n = {0};
+    while (rc == CUDA_ERROR_OUT_OF_MEMORY && gpc_charge_need(c, &n))
+        rc = GPC_CALL_REAL(cuMemCreate, (handle, size, prop, flags));
+    return rc;
+}
 
 GPC_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
                                 unsigned long long flags)
@@ -32,6 +45,8 @@ GPC_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = GPC_CALL_REAL(cuMemCreate, (handle, size, prop, flags));
+    if (gpc_unlikely(rc == CUDA_ERROR_OUT_OF_MEMORY))
+        rc = retry_create(&c, rc, handle, size, prop, flags);
     gpc_charge_end(&c, rc, GPC_MAP_HANDLE, rc == CUDA_SUCCESS ? *handle : 0);
     return rc;
 }
