@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_arbiter.c CASE: the arbiter's rules (tools/agent/arbiter.c) on figures, one case each, and the
+ * test_arbiter_rules.c CASE: the arbiter's rules (tools/agent/arbiter.c) on figures, one case each, and the
  * settings text it edits (arbiter_file.c):
  *   lendable    lendable = usable - other - sum max(R, used, G); loaned = sum G - R; requested = sum R
  *   overcommit  in scheduling order, a request that does not fit beside those before it is best effort
@@ -214,6 +214,6 @@ int main(int argc, char **argv)
             cases[i].fn();
             return failures ? 1 : 0;
         }
-    fprintf(stderr, "usage: test_arbiter CASE\n");
+    fprintf(stderr, "usage: test_arbiter_rules CASE\n");
     return 2;
 }
