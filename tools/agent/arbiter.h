@@ -26,6 +26,7 @@
 #define GPC_ARB_SOCK "arbiter.sock"
 #define GPC_ARB_QOS_STATE "qos.state"
 #define GPC_ARB_CARDS_STATE "cards.state"
+#define GPC_ARB_CONF "arbiter.conf" /* --local: its reclaim and reclaim_grace, for `gpucap run` */
 /* A loan is never smaller than this (fewer round trips for a caching allocator's small blocks). */
 #define GPC_ARB_LOAN_MIN (UINT64_C(2) << 20)
 

@@ -139,8 +139,7 @@ static void answer(int sock, const char *addr, unsigned addr_len, const char *fm
     __attribute__((format(printf, 4, 5)));
 static void answer(int sock, const char *addr, unsigned addr_len, const char *fmt, ...)
 {
-    if (addr_len <= sizeof(sa_family_t))
-        return; /* an unbound sender: nowhere to answer */
+    static double said_at;
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     size_t n = addr_len - sizeof(sa_family_t);
     memcpy(sa.sun_path, addr, n < sizeof sa.sun_path ? n : sizeof sa.sun_path);
@@ -149,7 +148,11 @@ static void answer(int sock, const char *addr, unsigned addr_len, const char *fm
     va_start(ap, fmt);
     int len = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    if (len > 0)
+    if (len > 0 && strncmp(line, "refused", 7) == 0 && mono() - said_at >= 1.0) {
+        said_at = mono();
+        say("%s", line);
+    }
+    if (len > 0 && addr_len > sizeof(sa_family_t)) /* an unbound sender: nowhere to answer */
         sendto(sock, line, (size_t)len < sizeof line ? (size_t)len : sizeof line - 1, MSG_DONTWAIT,
                (struct sockaddr *)&sa, addr_len);
 }
@@ -408,11 +411,14 @@ static void handle(struct gpc_arbiter *a, int sock, const char *text, pid_t cred
     /* The asker is the process the kernel named, a process of a member (of the socket's own member on
      * Kubernetes), looked at afresh. */
     int mi = cred_pid > 0 ? gpc_arb_member_of_pid(a, cred_pid) : -1;
-    if (mi < 0) {
+    if (mi < 0 && cred_pid > 0) {
+        /* A job's first ask may come before the tick that sees its ledger: the node looked at again. */
+        gpc_arb_scan_members(a);
+        member_sockets(a);
         for (int p = 0; p < a->nprocs; p++)
             if (a->procs[p].pid == cred_pid)
                 a->procs[p].checked = 0;
-        mi = cred_pid > 0 ? gpc_arb_member_of_pid(a, cred_pid) : -1;
+        mi = gpc_arb_member_of_pid(a, cred_pid);
     }
     if (mi < 0 || (!a->cfg.local && a->m[mi].sock != sock)) {
         a->refused++;
@@ -596,6 +602,19 @@ int gpc_arb_init(struct gpc_arbiter *a, char *why, size_t whylen)
         if (probe >= 0)
             close(probe);
         a->sock = bind_in(dir, GPC_ARB_SOCK, 0600);
+        /* What a run's library must know of this arbiter: how long a need may wait (gpucap run copies
+         * it into the job's settings file, as reclaim_grace, whole seconds rounded up). */
+        char conf[128];
+        snprintf(conf, sizeof conf, "reclaim = %s\nreclaim_grace = %u\n",
+                 a->cfg.reclaim == GPC_RECLAIM_KILL ? "kill" : a->cfg.reclaim == GPC_RECLAIM_EVICT ? "evict" : "deny",
+                 (a->cfg.grace_ms + 999) / 1000);
+        int cf = openat(dir, GPC_ARB_CONF ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (cf >= 0) {
+            bool ok = write(cf, conf, strlen(conf)) == (ssize_t)strlen(conf);
+            close(cf);
+            if (!ok || renameat(dir, GPC_ARB_CONF ".tmp", dir, GPC_ARB_CONF) != 0)
+                unlinkat(dir, GPC_ARB_CONF ".tmp", 0);
+        }
         close(dir);
         if (a->sock < 0) {
             snprintf(why, whylen, "%s: %s", a->sock_path, strerror(-a->sock));

@@ -12,11 +12,14 @@
  *   ledger        the job's ledger (GPUCAP_LEDGER): its processes map it, so the arbiter knows them
  *   run           "<pid> <start time>" of this gpucap: a directory whose gpucap is gone is no job
  *   arbiter.sock  a link to the arbiter's socket, so that the library finds it beside its ledger
+ * and, when the arbiter runs, its reclaim_grace (from its arbiter.conf) in the settings file: the
+ * library waits for a request within it that long and a second.
  * The QoS directory and runs/ are made 0700 and must be this user's alone. Nothing is made without
  * --memory-request: a run as before knows nothing of the arbiter (its use counts as others' use).
  */
 #include "cli.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -99,9 +102,21 @@ int cli_qos_register(const char *request, const char *limit, char *dir, size_t d
         }
         text[n] = '\0';
     }
+    /* How long the library waits for a need: the arbiter's grace (its arbiter.conf), + 1 s. */
+    char grace[32] = "";
+    char conf_path[PATH_MAX + 16], conf[256];
+    snprintf(conf_path, sizeof conf_path, "%s/arbiter.conf", base);
+    int cf = open(conf_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    ssize_t cn = cf >= 0 ? read(cf, conf, sizeof conf - 1) : -1;
+    if (cf >= 0)
+        close(cf);
+    unsigned g;
+    const char *gl = cn > 0 ? (conf[cn] = '\0', strstr(conf, "reclaim_grace = ")) : NULL;
+    if (gl && sscanf(gl, "reclaim_grace = %u", &g) == 1 && g <= 3600)
+        snprintf(grace, sizeof grace, "reclaim_grace = %u\n", g);
     snprintf(text + n, sizeof text - n,
              "[gpucap]\n; gpucap run --memory-request: the arbiter (gpucap-agent --local) writes memory_grant here\n"
-             "memory_limit = %s\nmemory_request = %s\n", limit, request);
+             "memory_limit = %s\nmemory_request = %s\n%s", limit, request, grace);
     char run[64];
     snprintf(run, sizeof run, "%d %llu\n", (int)getpid(), (unsigned long long)self_start_time());
     char link_to[PATH_MAX + 32];
@@ -126,6 +141,17 @@ int cli_qos_register(const char *request, const char *limit, char *dir, size_t d
 
 void cli_qos_unregister(const char *dir)
 {
+    /* A reply socket the library left (a process killed while it asked the arbiter). */
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strncmp(e->d_name, ".gpucap-loan-", 13) == 0) {
+            char p[PATH_MAX + 256];
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+    if (d)
+        closedir(d);
     static const char *const files[] = {"run", "arbiter.sock", "gpucap.ini", "qos.state", "ledger"};
     char path[PATH_MAX + 32];
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
