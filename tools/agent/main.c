@@ -44,10 +44,10 @@ static const struct tool_flag rows[OPT_COUNT] = {
     [OPT_ROUNDS] = {"rounds", 0, "N", "GPUCAP_AGENT_ROUNDS", "0",
                     "exit after N watches have ended (a failed list counts as one); 0: never (tests)"},
     [OPT_PLAIN_HTTP] = {"plain-http", 0, NULL, NULL, NULL, "allow an http:// API address (tests only)"},
-    [OPT_ARBITER] = {"arbiter", 0, NULL, "GPUCAP_AGENT_ARBITER=1", NULL,
+    [OPT_ARBITER] = {"arbiter", 0, NULL, "GPUCAP_AGENT_ARBITER", NULL,
                      "also arbitrate burstable GPU memory on this node: lend what no container requested to the\n"
                      "containers with a memory_request, take it back when a request needs it (hostPID, NVML)"},
-    [OPT_LOCAL] = {"local", 0, NULL, "GPUCAP_AGENT_LOCAL=1", NULL,
+    [OPT_LOCAL] = {"local", 0, NULL, "GPUCAP_AGENT_LOCAL", NULL,
                    "outside Kubernetes: arbitrate this user's `gpucap run --memory-request` jobs (no API server)"},
     [OPT_RUNS_DIR] = {"runs-dir", 0, "DIR", "GPUCAP_AGENT_RUNS_DIR", "$XDG_RUNTIME_DIR/gpucap, else /tmp/gpucap-<uid>",
                       "--local: where the runs register (DIR/runs) and the arbiter's socket is"},
@@ -92,12 +92,31 @@ static const struct tool_cmd agent_cmd = {
                        "holds more than a lowered budget or the record asked for more than the maximum; Events "
                        "are posted from a bounded queue beside the watch. The processes of the container apply "
                        "the change at their next CUDA call. All requests share kept-alive connections (one over "
-                       "HTTP/2), trusting only --ca-file.",
+                       "HTTP/2), trusting only --ca-file.\n"
+                       ".PP\n"
+                       "With --arbiter (Kubernetes, hostPID) or --local (outside Kubernetes: this user's `gpucap run "
+                       "--memory-request` jobs, no API server) it is also the node arbiter of burstable GPU memory. "
+                       "Per card, from NVML's per-process figures (each process mapped to its container by the "
+                       "device and inode of the ledger its /proc/PID/maps lists; never from the ledgers, which the "
+                       "tenants write), it lends what no container requested, uses or was lent already, one loan per "
+                       "request on its socket (arbiter.sock in each container's ledger directory; --local: "
+                       "RUNS-DIR/arbiter.sock), each written as memory_grant into the container's settings file in "
+                       "place, the generation line bumped, within its limit. A request the card cannot hold, or "
+                       "requests that no longer fit beside the loans, start a reclaim: lending stops on the card, "
+                       "every grant there is lowered to nothing at once, and after --reclaim-grace the process "
+                       "holding the most of the container furthest above its request (best effort first) is "
+                       "killed, its pod evicted, or nothing is done (--reclaim). Requests that add up past the card "
+                       "make the last scheduled best effort. Each is said (an Event on Kubernetes) and counted in "
+                       "qos.state beside each settings file; cards.state in --state-dir has each card's size, "
+                       "lendable, loaned and requested bytes.",
     .man_exit = "0 after --rounds watches; 1 when the API address or its files cannot be used; 2 for a bad option "
                 "or value. Otherwise it runs until it is stopped.",
     .man_files = "<root>/<pod-uid>/volumes/kubernetes.io~empty-dir/gpucap-lib/<container>/gpucap.ini: each "
                  "container's locked settings file, rewritten; <root>/<pod-uid>/volumes/kubernetes.io~empty-dir/"
-                 "gpucap-ledger/<container>/gpucap.ledger: its ledger, read for the Event's message.",
+                 "gpucap-ledger/<container>/gpucap.ledger: its ledger, read for the Event's message; arbiter.sock "
+                 "beside it (--arbiter); qos.state beside the settings file and STATE-DIR/cards.state (--arbiter, "
+                 "--local); RUNS-DIR/runs/<job>/ (gpucap.ini, ledger, run) and RUNS-DIR/arbiter.sock, "
+                 "RUNS-DIR/arbiter.conf (--local).",
     .man_see_also = ".BR gpucap (1),\n.BR gpucap\\-exporter (1),\n.BR gpucap\\-webhook (1),\n.BR gpucap.ini (5)",
 };
 
@@ -164,6 +183,10 @@ int main(int argc, char **argv)
     int first, rc = tool_settings(&agent_cmd, argc, argv, val, from, &first);
     if (rc >= 0)
         return rc;
+    /* The two switches, from a flag or their variable (1 or true: on). */
+    for (int o = OPT_ARBITER; o <= OPT_LOCAL; o++)
+        if (val[o] && from[o] == TOOL_FROM_ENV && strcmp(val[o], "1") != 0 && strcmp(val[o], "true") != 0)
+            val[o] = NULL;
     if (val[OPT_LOCAL] || val[OPT_ARBITER]) {
         if ((rc = arbiter_config(&arb.cfg, val, from, val[OPT_ROOT])) != 0)
             return rc;

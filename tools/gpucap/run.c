@@ -15,7 +15,9 @@
  * stderr as `-` does), the ledger removed, and gpucap exits with CMD's status, or dies of CMD's
  * signal so that the shell sees the same thing. A report file that could not be written is refused
  * before CMD runs. gpucap's own failures exit 125, a CMD that cannot be executed 126, one not found
- * 127 (env(1)).
+ * 127 (env(1)). With --memory-request the run is burstable: its directory is its registration with the
+ * user's arbiter (runqos.c), and its limit and request are in its own settings file (GPUCAP_CONFIG),
+ * where the arbiter writes its grant.
  */
 #include "cli.h"
 
