@@ -21,6 +21,10 @@
 #   files      a settings file that is a symbolic link, a FIFO or has two links is never written; a
 #              member whose gpucap is gone is no member
 #   noarbiter  no arbiter: no socket, and nothing is killed however full the card
+#   idle       a loan its member left unused (for a second) is lent to another that asks, the first
+#              one's grant lowered to what it uses
+#   needclamp  a need claims at most the rest of its request: a forged huge one, with that rest free on
+#              the card, is granted at once and takes nothing back (no reclaim, no kill)
 set -u
 mode=$1 agent=$2 alloc=$3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -228,6 +232,38 @@ noarbiter)
     sleep 1
     test -e "$base/arbiter.sock" && bad "a socket without an arbiter"
     kill -0 "$pid_a" || bad "killed without an arbiter"
+    ;;
+idle)
+    member a 0 1GiB 1
+    member b 0 1GiB 2
+    arbiter
+    hold a 8
+    hold b 4
+    ask a loan $((600 * MB))
+    [ "$(answer)" = "granted $((600 * MB))" ] || bad "a's loan: $(cat "$t/ans")"
+    ask b loan $((600 * MB))
+    case $(answer) in "refused not enough lendable"*) ;; *) bad "lent twice at once: $(cat "$t/ans")" ;; esac
+    sleep 1.2
+    ask b loan $((600 * MB))
+    [ "$(answer)" = "granted $((600 * MB))" ] || bad "the unused loan not lent again: $(cat "$t/ans")"
+    grep -qx "memory_grant = $((8 * MB))" "$runs/a/gpucap.ini" || bad "a's grant: $(grep grant "$runs/a/gpucap.ini")"
+    ;;
+needclamp)
+    member a 0 1GiB 1
+    member g 50MiB 50MiB 2
+    arbiter
+    hold a 8
+    ask a loan $((950 * MB))
+    [ "$(answer)" = "granted $((950 * MB))" ] || bad "a's loan: $(cat "$t/ans")"
+    hold a 940
+    pid_a=$held
+    hold g 4
+    ask g need $((1 << 40))
+    [ "$(answer)" = "granted 0" ] || bad "the need: $(cat "$t/ans")"
+    sleep $((GRACE + 1))
+    kill -0 "$pid_a" || bad "a borrower killed for more than a request"
+    grep -qx "memory_grant = $((950 * MB))" "$runs/a/gpucap.ini" || bad "a's loan taken back: $(grep grant "$runs/a/gpucap.ini")"
+    ! grep -q "reclaim (" "$t/agent.err" || bad "a reclaim: $(cat "$t/agent.err")"
     ;;
 *)
     echo "unknown mode $mode"

@@ -53,6 +53,7 @@ struct gpc_arb_use {
     pid_t top_pid;              /* its process holding the most there (0: none) */
     uint64_t top_bytes;
     unsigned long kills, evicts, denies; /* reclaims that named it */
+    double granted_at;          /* CLOCK_MONOTONIC seconds of its last loan (not taken back unused sooner) */
 };
 
 struct gpc_arb_member {

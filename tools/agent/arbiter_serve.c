@@ -46,6 +46,7 @@
  * copy is only ever a name for people. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
+#define IDLE_GRANT_S 1.0 /* a loan not used for this long may be lent to another */
 #define EVICT_WAIT 30.0 /* seconds an evicted pod (or a run sent SIGTERM) has to end (the kubelet's default grace) */
 
 static double mono(void)
@@ -180,6 +181,39 @@ static void lower_grants(struct gpc_arbiter *a, int card)
             say("%s: its grant cannot be lowered: %s", m->name, why);
         }
     }
+}
+
+/*
+ * Grants on the card that others hold unused (above both their request and their use, by 2 MiB or
+ * more) lowered to what they use: a loan not used is lent again rather than refused (the lowering is
+ * exact; a member that needs it asks again). True when one moved.
+ */
+static bool trim_idle_grants(struct gpc_arbiter *a, int card, int except)
+{
+    bool moved = false;
+    for (int i = 0; i < a->nmembers; i++) {
+        struct gpc_arb_member *m = &a->m[i];
+        struct gpc_arb_use *u = &m->u[card];
+        if (i == except || !m->live || !u->on || !u->burstable)
+            continue;
+        uint64_t keep = gpc_arb_request(u) > u->used ? gpc_arb_request(u) : u->used;
+        keep = (keep + GPC_ARB_LOAN_MIN - 1) / GPC_ARB_LOAN_MIN * GPC_ARB_LOAN_MIN;
+        if (u->grant < keep + GPC_ARB_LOAN_MIN || mono() - u->granted_at < IDLE_GRANT_S)
+            continue;
+        uint64_t to = keep > u->request ? keep : 0;
+        char why[256];
+        int cards = 0;
+        for (int c = 0; c < a->ncards; c++)
+            cards += m->u[c].on;
+        if (gpc_arb_write_grant(a, m, a->card[card].uuid, cards <= 1, to, why, sizeof why) == 0) {
+            say("%s: its unused loan on %s taken back: grant %llu -> %llu", m->name, a->card[card].uuid,
+                (unsigned long long)u->grant, (unsigned long long)to);
+            u->grant = to;
+            a->writes++;
+            moved = true;
+        }
+    }
+    return moved;
 }
 
 static void start_reclaim(struct gpc_arbiter *a, int card, const char *why)
@@ -434,6 +468,10 @@ static void handle(struct gpc_arbiter *a, int sock, const char *text, pid_t cred
     char why[200];
     if (verb[0] == 'l') {
         uint64_t g = gpc_arb_loan(a, card, mi, bytes, why, sizeof why);
+        if (!g && u->burstable && !c->reclaiming && trim_idle_grants(a, card, mi)) {
+            gpc_arb_card_figures(a, card);
+            g = gpc_arb_loan(a, card, mi, bytes, why, sizeof why);
+        }
         int cards = 0;
         for (int k = 0; k < a->ncards; k++)
             cards += m->u[k].on;
@@ -446,6 +484,7 @@ static void handle(struct gpc_arbiter *a, int sock, const char *text, pid_t cred
             return;
         }
         u->grant = g;
+        u->granted_at = mono();
         m->loans++;
         a->granted++;
         a->writes++;
@@ -463,6 +502,10 @@ static void handle(struct gpc_arbiter *a, int sock, const char *text, pid_t cred
                                                              : "it holds its request already");
         return;
     }
+    /* What it may claim: the rest of its request, never more (a forged figure only asks for what the
+     * request gives it anyway). */
+    if (bytes > req - u->used)
+        bytes = req - u->used;
     uint64_t free_b = c->size > c->held ? c->size - c->held : 0;
     if (free_b >= bytes && !c->reclaiming) {
         a->granted++;
