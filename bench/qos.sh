@@ -9,13 +9,15 @@
 #   2. the reclaim time: a guaranteed job arriving while a best-effort borrower fills the card; the
 #      time its allocation within its request takes (QOS_RECLAIM_ROUNDS rounds, grace QOS_GRACE s).
 #      Target: grace + 1 s, p99.
-#   3. QOS_ROUNDS (default 1000) adversarial rounds (grace 0: reclaims at once): a burstable job
-#      looping to its limit the whole time (its allocations above its request through loans), and in
-#      each round a best-effort job borrowing 600 MiB in two processes (one forked), killed by the
-#      bench itself in one round of five, then a guaranteed job allocating its 400 MiB request.
-#      Printed: allocations within a request refused (target 0), the card's peak against its size
-#      (the fake's record; target never above), the reclaims' victims (target: every one the
-#      rule's: the best-effort job, never the burstable one, never the guaranteed one).
+#   3. QOS_ROUNDS (default 1000) adversarial rounds (grace 0: reclaims at once) on a 1 GiB card: a
+#      burstable job (request 200 MiB, limit 400 MiB) looping to its limit the whole time (its
+#      allocations above its request through loans, taken back and asked again), and in each round a
+#      best-effort job borrowing 600 MiB in two processes (one forked), killed by the bench itself in
+#      one round of five, then a guaranteed job allocating its 400 MiB request. The figures are such
+#      that the best-effort job's two processes always cover what the guaranteed job needs back, so
+#      the rule names them alone: a kill of the burstable job is a wrong victim. Printed: allocations
+#      within a request refused (target 0), the card's peak against its size (the fake's record;
+#      target never above), the reclaims' victims (target: every one the best-effort job's).
 set -u
 build=$(cd "${1:-build}" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
@@ -53,7 +55,7 @@ end_job() {
     wait "$1" 2> /dev/null
     # A job whose gpucap was killed leaves its registration: removed as the user would.
     for r in "$base"/runs/*/run; do
-        [ -e "$r" ] && ! kill -0 "$(cut -d' ' -f1 "$r")" 2> /dev/null && rm -rf "$(dirname "$r")"
+        [ -e "$r" ] && ! kill -0 "$(cut -d' ' -f1 "$r" 2> /dev/null)" 2> /dev/null && rm -rf "$(dirname "$r")"
     done
 }
 
@@ -105,7 +107,7 @@ start_agent 0 --reclaim kill
 # The burstable job, looping to its limit for the whole run (a new job each time one ends).
 (
     while [ ! -e "$tmp/stop" ]; do
-        run --memory-request 200MiB --memory 1GiB -- "$alloc" a100 a100 a100 a100 s3 F a100 a100 a100 a100 s3 \
+        run --memory-request 200MiB --memory 400MiB -- "$alloc" a100 a100 a100 a100 s3 F a100 a100 a100 a100 s3 \
             > /dev/null 2>&1
         echo $? >> "$tmp/burst.rc"
     done
