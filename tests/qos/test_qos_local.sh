@@ -13,7 +13,8 @@
 #              guaranteed member's request, nor what was lent already; malformed requests, unknown cards
 #   overcommit requests adding up past the card: the last scheduled is best effort (qos.state
 #              overcommitted=1, an Event line), its need refused
-#   kill       a job arriving while loans fill the card: grants lowered at once (the files say 0), and its
+#   kill       a job arriving while loans fill the card: grants lowered at once (the files say 0), lending
+#              stopped, and its
 #              request back within the grace + 1 s by SIGKILL of the best-effort borrower (the rule's
 #              victim, though a burstable one is further above its request), the others untouched
 #   deny       the same with reclaim = deny: nothing killed, the need refused after the grace, counted
@@ -163,6 +164,9 @@ kill | deny | evict)
     sleep 0.5
     grep -qx "memory_grant = 0" "$runs/a/gpucap.ini" && grep -qx "memory_grant = 0" "$runs/b/gpucap.ini" ||
         bad "grants not lowered at once: $(grep memory_grant "$runs"/*/gpucap.ini)"
+    # Lending stopped on the card while the reclaim lasts.
+    ask b loan $((2 * MB))
+    case $(answer) in "refused reclaiming"*) ;; *) bad "lent during a reclaim: $(cat "$t/ans")" ;; esac
     t0=$(date +%s%N)
     ask g need $((400 * MB)) --wait $((GRACE + 4))
     t1=$(date +%s%N)
