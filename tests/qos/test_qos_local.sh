@@ -277,7 +277,8 @@ esac
 if [ -n "${apid:-}" ]; then
     kill "$apid"
     wait "$apid"
-    grep -q "requests=" "$t/agent.err" || bad "the arbiter did not end cleanly: $(tail -3 "$t/agent.err")"
+    rc=$?
+    [ $rc = 0 ] && grep -q "requests=" "$t/agent.err" || bad "the arbiter did not end cleanly ($rc): $(tail -3 "$t/agent.err")"
 fi
 [ $fail = 0 ] || { echo "--- agent:"; cat "$t/agent.err" 2> /dev/null; }
 exit $fail

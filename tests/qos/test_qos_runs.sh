@@ -116,6 +116,8 @@ pk=$(peak)
 if [ -n "${apid:-}" ]; then
     kill $apid
     wait $apid
+    rc=$?
+    [ $rc = 0 ] || bad "the arbiter did not end cleanly ($rc): $(tail -3 "$t/agent.err")"
 fi
 [ $fail = 0 ] || { echo "--- agent:"; cat "$t/agent.err" 2> /dev/null; for f in "$t"/*.err; do echo "--- $f"; cat "$f"; done; }
 exit $fail

@@ -12,6 +12,7 @@
 #include "common/units.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 
 #define GPC_AGENT_PODS 2048
@@ -37,7 +38,7 @@ struct gpc_agent {
      * by uid (from the list and the watch) for its Events; notes under note_lock. */
     struct gpc_arbiter *arbiter;
     pthread_t arbiter_thread;
-    volatile int arbiter_stop;
+    _Atomic int arbiter_stop;
     pthread_mutex_t note_lock;
     struct gpc_agent_note notes[GPC_AGENT_NOTES];
     unsigned nnotes;

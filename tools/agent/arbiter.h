@@ -205,8 +205,8 @@ int gpc_arb_init(struct gpc_arbiter *a, char *why, size_t whylen);
 /* One pass: the node looked at (every tick_ms), the requests answered, the reclaims moved on; waits
  * for a datagram up to `wait_ms`. */
 void gpc_arb_step(struct gpc_arbiter *a, int wait_ms);
-/* Runs until *stop (or cfg.run_for). */
-void gpc_arb_run(struct gpc_arbiter *a, volatile int *stop);
+/* Runs until stopped(arg) says so (asked at least every 200 ms), or for cfg.run_for seconds. */
+void gpc_arb_run(struct gpc_arbiter *a, bool (*stopped)(void *arg), void *arg);
 void gpc_arb_close(struct gpc_arbiter *a);
 
 #endif

@@ -9,6 +9,7 @@
 #include "agent.h"
 #include "arbiter.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -78,10 +79,16 @@ void gpc_agent_arbiter_drain(struct gpc_agent *a)
     pthread_mutex_unlock(&a->note_lock);
 }
 
+static bool stopped(void *arg)
+{
+    struct gpc_agent *a = arg;
+    return atomic_load(&a->arbiter_stop) != 0;
+}
+
 static void *arbiter_main(void *arg)
 {
     struct gpc_agent *a = arg;
-    gpc_arb_run(a->arbiter, &a->arbiter_stop);
+    gpc_arb_run(a->arbiter, stopped, a);
     return NULL;
 }
 
@@ -90,7 +97,7 @@ int gpc_agent_arbiter_start(struct gpc_agent *a, struct gpc_arbiter *arb)
     a->arbiter = arb;
     arb->notify = note;
     arb->notify_arg = a;
-    a->arbiter_stop = 0;
+    atomic_store(&a->arbiter_stop, 0);
     int rc = pthread_create(&a->arbiter_thread, NULL, arbiter_main, a);
     if (rc != 0)
         a->arbiter = NULL;
@@ -101,7 +108,7 @@ void gpc_agent_arbiter_stop(struct gpc_agent *a)
 {
     if (!a->arbiter)
         return;
-    a->arbiter_stop = 1;
+    atomic_store(&a->arbiter_stop, 1);
     pthread_join(a->arbiter_thread, NULL);
     gpc_agent_arbiter_drain(a);
 }

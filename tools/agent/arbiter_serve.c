@@ -692,10 +692,10 @@ void gpc_arb_step(struct gpc_arbiter *a, int wait_ms)
     }
 }
 
-void gpc_arb_run(struct gpc_arbiter *a, volatile int *stop)
+void gpc_arb_run(struct gpc_arbiter *a, bool (*stopped)(void *arg), void *arg)
 {
     double end = a->cfg.run_for > 0 ? mono() + a->cfg.run_for : 0;
-    while (!(stop && *stop) && (!end || mono() < end))
+    while (!(stopped && stopped(arg)) && (!end || mono() < end))
         gpc_arb_step(a, 200);
 }
 

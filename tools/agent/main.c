@@ -155,10 +155,17 @@ static int arbiter_config(struct gpc_arb_config *cfg, const char **val, const en
     return 0;
 }
 
+static volatile sig_atomic_t stop_local;
+
+static bool local_stopped(void *arg)
+{
+    (void)arg;
+    return stop_local != 0;
+}
+
 /* gpucap-agent --local: the arbiter alone, until SIGTERM or SIGINT. */
 static int run_local(struct gpc_arbiter *arb)
 {
-    static volatile sig_atomic_t stop;
     char why[512];
     if (gpc_arb_init(arb, why, sizeof why) != 0) {
         tool_error(agent_cmd.name, "%s", why);
@@ -168,8 +175,8 @@ static int run_local(struct gpc_arbiter *arb)
             "socket %s\n", arb->cfg.base, arb->ncards,
             arb->cfg.reclaim == GPC_RECLAIM_KILL ? "kill" : arb->cfg.reclaim == GPC_RECLAIM_EVICT ? "evict" : "deny",
             arb->cfg.grace_ms / 1000.0, arb->sock_path);
-    tool_stop_on_signals(&stop);
-    gpc_arb_run(arb, (volatile int *)&stop);
+    tool_stop_on_signals(&stop_local);
+    gpc_arb_run(arb, local_stopped, NULL);
     gpc_arb_close(arb);
     return 0;
 }
