@@ -12,7 +12,8 @@
 #   forged     a process of no member is refused (whatever pid its text says); a loan never takes a
 #              guaranteed member's request, nor what was lent already; malformed requests, unknown cards
 #   overcommit requests adding up past the card: the last scheduled is best effort (qos.state
-#              overcommitted=1, an Event line), its need refused
+#              overcommitted=1, an Event line), its need refused; a member's file without the arbiter's
+#              reclaim_grace gets it
 #   kill       a job arriving while loans fill the card: grants lowered at once (the files say 0), lending
 #              stopped, and its
 #              request back within the grace + 1 s by SIGKILL of the best-effort borrower (the rule's
@@ -43,6 +44,7 @@ member() {
     {
         printf '; generation = 00000000000000000\n[gpucap]\nmemory_limit = %s\n' "$3"
         [ "$2" = - ] || printf 'memory_request = %s\n' "$2"
+        [ -n "${NO_GRACE:-}" ] || [ "$2" = - ] || printf 'reclaim_grace = %s\n' "$GRACE"
     } > "$d/gpucap.ini"
     echo "$anchor $(start_of "$anchor")" > "$d/run"
     touch -d "@$((1700000000 + $4))" "$d/run" # the order it was scheduled in
@@ -127,8 +129,10 @@ forged)
     ;;
 overcommit)
     member a 600MiB 800MiB 1
-    member b 600MiB 800MiB 2
+    NO_GRACE=1 member b 600MiB 800MiB 2
     arbiter
+    # The arbiter's grace given to a burstable member's library (how long it waits for a need).
+    waitfor grep -qx "reclaim_grace = $GRACE" "$runs/b/gpucap.ini" || bad "no reclaim_grace: $(cat "$runs/b/gpucap.ini")"
     hold a 8
     hold b 8
     sleep 0.3

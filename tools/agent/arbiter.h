@@ -71,6 +71,7 @@ struct gpc_arb_member {
     int sock;                   /* Kubernetes: its own socket in its ledger's directory; -1 */
     int ledger_fd;              /* Kubernetes: that directory, held open while it is a member; -1 */
     bool bind_said;             /* a socket that cannot be bound there is said once */
+    bool grace_written;         /* its file was given the arbiter's reclaim_grace */
     bool settings_ok;           /* its file was read */
     struct gpc_arb_use u[GPC_ARB_CARDS];
     unsigned long loans, refusals;
@@ -184,6 +185,10 @@ uint64_t gpc_arb_start_time(pid_t pid);
  */
 int gpc_arb_write_grant(const struct gpc_arbiter *a, const struct gpc_arb_member *m, const char *uuid, bool only_card, uint64_t bytes, char *why,
                         size_t whylen);
+/* `key = value` written into section `section` of the member's settings file the same way (nothing
+ * written when the file says it already). 0, or -errno with why set. */
+int gpc_arb_write_setting(const struct gpc_arbiter *a, const struct gpc_arb_member *m, const char *section,
+                          const char *key, const char *value, char *why, size_t whylen);
 /*
  * Sets `key = value` in section `section` ("gpucap" or "device.GPU-...") of ini text `in`, into out
  * (the section added at the end when missing). 0 or -ENOSPC.

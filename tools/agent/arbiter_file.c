@@ -168,11 +168,11 @@ static int settings_dir(const struct gpc_arbiter *a, const struct gpc_arb_member
     return fd >= 0 ? fd : -errno;
 }
 
-int gpc_arb_write_grant(const struct gpc_arbiter *a, const struct gpc_arb_member *m, const char *uuid, bool only_card, uint64_t bytes, char *why,
-                        size_t whylen)
+int gpc_arb_write_setting(const struct gpc_arbiter *a, const struct gpc_arb_member *m, const char *section,
+                          const char *key, const char *value, char *why, size_t whylen)
 {
     static char in[INI_MAX + 1], out[INI_MAX + 512];
-    char section[96], value[32], reason[160], old[64];
+    char reason[160], old[64];
     struct stat st;
     int rc = 0, fd = -1, dir = settings_dir(a, m);
     if (dir < 0) {
@@ -192,20 +192,27 @@ int gpc_arb_write_grant(const struct gpc_arbiter *a, const struct gpc_arb_member
         goto out;
     }
     in[got] = '\0';
-    if (only_card)
-        snprintf(section, sizeof section, "gpucap");
-    else
-        snprintf(section, sizeof section, "device.%s", uuid);
-    snprintf(value, sizeof value, "%llu", (unsigned long long)bytes);
-    if (gpc_arb_ini_get(in, section, "memory_grant", old, sizeof old) && strcmp(old, value) == 0)
+    if (gpc_arb_ini_get(in, section, key, old, sizeof old) && strcmp(old, value) == 0)
         goto out; /* the file says it already */
-    if ((rc = gpc_arb_ini_set(in, section, "memory_grant", value, out, sizeof out)) != 0 ||
+    if ((rc = gpc_arb_ini_set(in, section, key, value, out, sizeof out)) != 0 ||
         (rc = gpc_agent_signal_generation(out, sizeof out, in)) != 0 || (rc = gpc_agent_write_in_place(fd, out)) != 0 ||
         (rc = gpc_agent_signal(fd, out)) != 0)
         snprintf(why, whylen, "rewrite its settings file: %s", strerror(-rc));
 out:
     close(fd);
     return rc;
+}
+
+int gpc_arb_write_grant(const struct gpc_arbiter *a, const struct gpc_arb_member *m, const char *uuid, bool only_card,
+                        uint64_t bytes, char *why, size_t whylen)
+{
+    char section[96], value[32];
+    if (only_card)
+        snprintf(section, sizeof section, "gpucap");
+    else
+        snprintf(section, sizeof section, "device.%s", uuid);
+    snprintf(value, sizeof value, "%llu", (unsigned long long)bytes);
+    return gpc_arb_write_setting(a, m, section, "memory_grant", value, why, whylen);
 }
 
 /* Writes `text` as file `name` of directory fd `dir` (a new file renamed over the old), then closes dir. */

@@ -400,6 +400,17 @@ static void tick(struct gpc_arbiter *a)
         struct gpc_arb_member *m = &a->m[i];
         if (!m->live)
             continue;
+        bool burstable = false;
+        for (int c = 0; c < a->ncards; c++)
+            burstable |= m->u[c].burstable;
+        if (burstable && m->settings_ok && !m->grace_written) {
+            /* How long its library waits for a request in reclaim: this arbiter's grace (and a second). */
+            char v[16], why[256];
+            snprintf(v, sizeof v, "%u", (a->cfg.grace_ms + 999) / 1000);
+            if (gpc_arb_write_setting(a, m, "gpucap", "reclaim_grace", v, why, sizeof why) != 0)
+                say("%s: reclaim_grace not written: %s", m->name, why);
+            m->grace_written = true;
+        }
         for (int c = 0; c < a->ncards; c++) {
             struct gpc_arb_use *u = &m->u[c];
             /* Said once when it becomes best effort because the requests add up past the card. */
