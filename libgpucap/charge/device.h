@@ -82,8 +82,7 @@ uint64_t gpc_device_limit_of(int ordinal, const struct gpc_settings *s, const st
  * tools (`gpucap status`, the exporter, the arbiter). */
 void gpc_device_note_qos(int id, const struct gpc_qos *q);
 /* The figures last applied on device `ordinal` into *q (optional); with `set`, they become *set.
- * True when the device is burstable. Under the set-up lock, or racy reads of a few words (the
- * denial path: a stale figure only costs an extra or a missed ask). */
+ * True when the device is burstable. Under the set-up lock (gpc_device_hold). */
 bool gpc_device_qos(int ordinal, struct gpc_qos *q, struct gpc_qos *set);
 /* A size asked for device `ordinal` (`gpucap set-memory`), resolved the same way: 0 when it cannot be
  * (a percentage of a card of unknown size, a device not set up). Under the set-up lock. */

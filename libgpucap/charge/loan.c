@@ -200,6 +200,23 @@ static enum answer ask(int id, const char *server, const char *line, uint64_t wa
 }
 
 
+/* What is admitted on entry `id` now, an admission the driver has not carried out included; read
+ * without moving the peak (which follows the driver: core/budget.c). */
+static uint64_t in_use(int id)
+{
+    return gpc_ledger ? gpc_ledger_in_use(gpc_ledger, id) : 0;
+}
+
+/* The device's burstable figures as last applied (read under the set-up lock, which this path does
+ * not hold: a live change writes them under it). True when burstable. */
+static bool qos_now(int device, struct gpc_qos *q)
+{
+    gpc_device_hold(true);
+    bool b = gpc_device_qos(device, q, NULL);
+    gpc_device_hold(false);
+    return b;
+}
+
 static const char *answer_name(enum answer a)
 {
     switch (a) {
@@ -215,7 +232,7 @@ static const char *answer_name(enum answer a)
 bool gpc_loan_ask(int device, int id, uint64_t bytes)
 {
     struct gpc_qos q;
-    if (id < 0 || !gpc_device_qos(device, &q, NULL))
+    if (id < 0 || !qos_now(device, &q))
         return false;
     uint64_t in_force = gpc_budget_limit(id);
     if (in_force >= q.limit)
@@ -224,7 +241,7 @@ bool gpc_loan_ask(int device, int id, uint64_t bytes)
     if (gpc_loan_socket_path(&gpc_config, server, sizeof server) != 0)
         return false; /* no arbiter: best effort borrows nothing */
     const char *uuid = gpc_device_uuid(device);
-    uint64_t want = gpc_budget_in_use(id) + bytes;
+    uint64_t want = in_use(id) + bytes;
     if (want > q.limit)
         want = q.limit;
     uint64_t beyond = want > in_force ? want - in_force : bytes;
@@ -251,8 +268,8 @@ bool gpc_loan_need(int device, int id, uint64_t bytes, struct gpc_loan_need *n)
         n->started = true;
         /* Within the request only: R for a burstable container, the whole budget for a guaranteed one. */
         struct gpc_qos q;
-        uint64_t request = gpc_device_qos(device, &q, NULL) ? q.request : gpc_budget_limit(id);
-        if (gpc_budget_in_use(id) > request ||
+        uint64_t request = qos_now(device, &q) ? q.request : gpc_budget_limit(id);
+        if (in_use(id) > request ||
             gpc_loan_socket_path(&gpc_config, n->server, sizeof n->server) != 0) {
             n->done = true;
             return false;
@@ -261,12 +278,12 @@ bool gpc_loan_need(int device, int id, uint64_t bytes, struct gpc_loan_need *n)
         n->deadline_ms = now + (uint64_t)(grace < 0 ? 0 : grace > 3600 ? 3600 : grace) * 1000u + 1000u;
         n->next_ask_ms = now;
     }
-    if (now >= n->deadline_ms) {
+    if (now >= n->deadline_ms || n->refused) {
         n->done = true;
         char b[GPC_SIZE_TEXT];
-        gpc_log(GPC_LOG_WARN, "device %d: the driver refused %s within the request, and the arbiter did not get "
-                "it back within reclaim_grace + 1 s -> CUDA_ERROR_OUT_OF_MEMORY", device,
-                gpc_format_size(bytes, b, sizeof b));
+        gpc_log(GPC_LOG_WARN, "device %d: the driver refused %s within the request, and the arbiter %s -> "
+                "CUDA_ERROR_OUT_OF_MEMORY", device, gpc_format_size(bytes, b, sizeof b),
+                n->refused ? "has nothing on loan to take back" : "did not get it back within reclaim_grace + 1 s");
         return false;
     }
     if (now >= n->next_ask_ms) {
@@ -286,6 +303,9 @@ bool gpc_loan_need(int device, int id, uint64_t bytes, struct gpc_loan_need *n)
                     device, gpc_format_size(bytes, b, sizeof b), n->server, answer_name(a));
         }
         n->asked = true;
+        /* Nothing on loan on the card (the arbiter says): the driver is asked once more, then the
+         * refusal stands. Trusting it can only shorten this process's own wait. */
+        n->refused = a == ANSWER_REFUSED;
         n->next_ask_ms = mono_ms() + (a == ANSWER_PENDING && pending > NEED_ASK_EVERY_MS ? pending : NEED_ASK_EVERY_MS);
     } else {
         sleep_ms(NEED_STEP_MS);

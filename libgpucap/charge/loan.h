@@ -26,7 +26,7 @@ int gpc_loan_socket_path(const struct gpc_settings *s, char *buf, size_t len);
 bool gpc_loan_ask(int device, int id, uint64_t bytes);
 /* The state of one allocation's wait for memory within its request (zero it before the first call). */
 struct gpc_loan_need {
-    bool started, done, asked;
+    bool started, done, asked, refused;
     uint64_t deadline_ms, next_ask_ms;
     char server[108];
 };
@@ -34,8 +34,9 @@ struct gpc_loan_need {
  * The driver refused an allocation of `bytes` on budget `id` that is within the request (a
  * guaranteed container's budget is all request): asks the arbiter to take loans back (`need`), at
  * most every 500 ms, and waits a step. True while the caller should call the driver again; false
- * at once when it is not within the request or no arbiter is there, and once reclaim_grace + 1 s
- * have passed since the first call (said in one line).
+ * at once when it is not within the request or no arbiter is there, after one more try when the
+ * arbiter answers `refused` (nothing on loan), and once reclaim_grace + 1 s have passed since the
+ * first call (said in one line).
  */
 bool gpc_loan_need(int device, int id, uint64_t bytes, struct gpc_loan_need *n);
 

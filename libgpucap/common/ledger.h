@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -253,6 +254,20 @@ _Static_assert(0 GPC_LEDGER_FIELD_SIZE_(struct gpc_slot, limit) GPC_LEDGER_FIELD
 /* The name of a live change's origin (GPC_LIMIT_BY_*, the low bits of `by`): "platform", "set-memory",
  * "settings", "arbiter", else "unknown". */
 const char *gpc_limit_by_name(unsigned by);
+
+/*
+ * A device entry's burstable figures (issue 35) as the tools show them (`gpucap status`, the
+ * report, the exporter): R, L, G as last applied, loaned = G - R above 0 (what the arbiter lends
+ * now), the peak in use above R, the datagrams sent to the arbiter, and of the live changes kept the
+ * arbiter's (grant changes) and how many of them lowered the budget (a loan taken back).
+ */
+struct gpc_ledger_qos {
+    bool burstable;
+    uint64_t request, limit, grant, loaned, loaned_peak;
+    uint32_t loan_asks;
+    unsigned arbiter_changes, arbiter_lowerings;
+};
+void gpc_ledger_qos_of(const struct gpc_ledger_dev *d, struct gpc_ledger_qos *q);
 
 /* ---- a fresh ledger (ledger_make.c) ---- */
 

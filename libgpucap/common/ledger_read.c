@@ -213,6 +213,34 @@ const char *gpc_limit_by_name(unsigned by)
     return "unknown";
 }
 
+void gpc_ledger_qos_of(const struct gpc_ledger_dev *d, struct gpc_ledger_qos *q)
+{
+    memset(q, 0, sizeof *q);
+    q->burstable = atomic_load(&d->qos_flags) & GPC_QOS_BURSTABLE;
+    q->loan_asks = atomic_load(&d->loan_asks);
+    uint16_t n = atomic_load(&d->limit_changes);
+    int kept = n < GPC_LEDGER_CHANGES ? n : GPC_LEDGER_CHANGES;
+    for (int k = 1; k <= kept; k++) {
+        const struct gpc_limit_change *c = &d->changes[(uint16_t)(n - k) % GPC_LEDGER_CHANGES];
+        if ((atomic_load(&c->by) & GPC_LIMIT_BY_MASK) == GPC_LIMIT_BY_ARBITER) {
+            q->arbiter_changes++;
+            q->arbiter_lowerings += atomic_load(&c->to) < atomic_load(&c->from);
+        }
+    }
+    if (!q->burstable)
+        return;
+    q->request = atomic_load(&d->qos_request);
+    q->limit = atomic_load(&d->qos_limit);
+    q->grant = atomic_load(&d->qos_grant);
+    /* The file is the tenant's: figures are bounded as the library bounds them. */
+    if (q->grant > q->limit)
+        q->grant = q->limit;
+    if (q->request > q->limit)
+        q->request = 0;
+    q->loaned = q->grant > q->request ? q->grant - q->request : 0;
+    q->loaned_peak = atomic_load(&d->loaned_peak);
+}
+
 uint64_t gpc_ledger_pending_limit(const struct gpc_ledger_dev *d)
 {
     if (atomic_load(&d->ask_seq) == atomic_load(&d->ask_done))

@@ -269,6 +269,39 @@ static const char *enforcer(const struct figures *f, bool audit)
     return gpc_enforced_by(f->driver_limit);
 }
 
+/* Burstable memory (issue 35): the request, limit and grant, the loans and the arbiter's changes. */
+static void text_qos(struct out *o, const struct gpc_ledger_dev *d)
+{
+    struct gpc_ledger_qos q;
+    gpc_ledger_qos_of(d, &q);
+    char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], c[GPC_SIZE_TEXT], e[GPC_SIZE_TEXT];
+    if (q.burstable)
+        put(o, "  %-17s request %s, limit %s, grant %s (loaned %s)\n", "burstable", gpc_format_size(q.request, a, sizeof a),
+            gpc_format_size(q.limit, b, sizeof b), gpc_format_size(q.grant, c, sizeof c),
+            gpc_format_size(q.loaned, e, sizeof e));
+    if (q.burstable || q.loan_asks || q.arbiter_changes)
+        put(o, "  %-17s %u asked of the arbiter, peak loaned %s, %u grant change%s by the arbiter (%u taken back)\n",
+            "loans", q.loan_asks, gpc_format_size(q.loaned_peak, a, sizeof a), q.arbiter_changes,
+            q.arbiter_changes == 1 ? "" : "s", q.arbiter_lowerings);
+}
+
+/* "qos":{...} of a burstable device (or one that asked the arbiter), else "qos":null. */
+static void json_qos(struct out *o, const struct gpc_ledger_dev *d)
+{
+    struct gpc_ledger_qos q;
+    gpc_ledger_qos_of(d, &q);
+    if (!q.burstable && !q.loan_asks && !q.arbiter_changes) {
+        put(o, "\"qos\":null,");
+        return;
+    }
+    put(o, "\"qos\":{\"burstable\":%s,", q.burstable ? "true" : "false");
+    if (q.burstable)
+        put(o, "\"request\":%llu,\"limit\":%llu,\"grant\":%llu,\"loaned\":%llu,", (unsigned long long)q.request,
+            (unsigned long long)q.limit, (unsigned long long)q.grant, (unsigned long long)q.loaned);
+    put(o, "\"loaned_peak\":%llu,\"loan_asks\":%u,\"arbiter_changes\":%u,\"arbiter_lowerings\":%u},",
+        (unsigned long long)q.loaned_peak, q.loan_asks, q.arbiter_changes, q.arbiter_lowerings);
+}
+
 static void text_device(struct out *o, const struct gpc_ledger_dev *d, const struct figures *f, bool audit,
                         const struct gpc_report_device *named)
 {
@@ -309,6 +342,7 @@ static void text_device(struct out *o, const struct gpc_ledger_dev *d, const str
         put(o, "  %-17s none\n", "first denial");
     }
     text_changes(o, f);
+    text_qos(o, d);
 }
 
 /* "timeline":{"start":ISO,"points":[[seconds from start, highest, last, denials],...]} */
@@ -357,6 +391,7 @@ static void json_device(struct out *o, const struct gpc_ledger_dev *d, const str
     else
         put(o, "\"sufficient\":null,");
     put(o, "\"largest\":%llu,", (unsigned long long)f->largest);
+    json_qos(o, d);
     json_changes(o, f);
     if (f->first_denial_ns) {
         format_time(f->first_denial_ns, when);

@@ -75,8 +75,18 @@ static uint64_t pitch_guess(uint64_t width, uint64_t height)
     return ((width + PITCH_GUESS - 1) / PITCH_GUESS) * PITCH_GUESS * height;
 }
 
-/* The exports per ABI (size_t, and the legacy unsigned int with its own free). */
+/* The exports per ABI (size_t, and the legacy unsigned int with its own free); a refusal by the
+ * driver within the request is retried as for cuMemAlloc. */
 #define ALLOC_PITCH(name, ptr_type, size_type, free_name)                                                   \
+    __attribute__((noinline, cold)) static CUresult retry_##name(struct gpc_charge *c, CUresult rc, ptr_type *dptr, \
+                                                                 size_type *pPitch, size_type w, size_type h,   \
+                                                                 unsigned int e)                               \
+    {                                                                                                       \
+        struct gpc_loan_need n = {0};                                                                       \
+        while (rc == CUDA_ERROR_OUT_OF_MEMORY && gpc_charge_need(c, &n))                                    \
+            rc = GPC_CALL_REAL(name, (dptr, pPitch, w, h, e));                                              \
+        return rc;                                                                                          \
+    }                                                                                                       \
     GPC_EXPORT CUresult name(ptr_type *dptr, size_type *pPitch, size_type WidthInBytes, size_type Height,     \
                              unsigned int ElementSizeBytes)                                                 \
     {                                                                                                       \
@@ -86,6 +96,8 @@ static uint64_t pitch_guess(uint64_t width, uint64_t height)
         if (rc != CUDA_SUCCESS)                                                                             \
             return rc;                                                                                      \
         rc = GPC_CALL_REAL(name, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));                   \
+        if (gpc_unlikely(rc == CUDA_ERROR_OUT_OF_MEMORY))                                                   \
+            rc = retry_##name(&c, rc, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);                \
         if (rc != CUDA_SUCCESS) {                                                                           \
             gpc_charge_end(&c, rc, GPC_MAP_PTR, 0);                                                         \
             return rc;                                                                                      \

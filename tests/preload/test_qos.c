@@ -20,6 +20,7 @@
  *             the change), recorded as the arbiter's change (limit_by, the change record)
  *   loan      a denial above the request asks the test arbiter (`loan <uuid> <bytes> <pid>`), which
  *             writes a grant: the same call is admitted; loan_asks counts the datagram
+ *   loanthreads six threads denied at once each ask: what is admitted never passes the grant written
  *   ledgerdir the arbiter at <ledger directory>/arbiter.sock, found without a setting
  *   noarbiter no socket: the denial stands at once, no datagram, no grant
  *   forged    an arbiter answering `granted 1 TiB` without writing the file: nothing changes
@@ -28,13 +29,16 @@
  *   need      a guaranteed process's allocation within its budget is refused by the driver (a
  *             borrower fills the card): `need` goes to the arbiter, which ends the borrower; the call
  *             made before succeeds, within reclaim_grace + 1 s
+ *   needpitch the same for cuMemAllocPitch_v2
  *   needgrace the arbiter never frees the card: the refusal stands after reclaim_grace (1 s) + 1 s,
- *             not before; and with no arbiter at once
+ *             not before; beyond the request nothing waits; an arbiter that refuses (nothing on loan)
+ *             and no arbiter: soon
  */
 #include "common.h"
 #include "ledger_test.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
@@ -416,6 +420,40 @@ static void case_loan(void)
     stop_arbiter();
 }
 
+/* Threads denied at once each ask (a reply socket each), the live re-reads serialise: what is
+ * admitted never passes the grant written, and the loans admit. */
+static _Atomic int loans_admitted;
+static void *loan_thread(void *arg)
+{
+    cuCtxSetCurrent((CUcontext)arg);
+    CUdeviceptr p;
+    if (cuMemAlloc_v2(&p, 32 * MiB) == CUDA_SUCCESS)
+        atomic_fetch_add(&loans_admitted, 1);
+    return NULL;
+}
+
+static void case_loanthreads(void)
+{
+    start_arbiter("grant", 128 * MiB, 512 * MiB, NULL);
+    CUcontext ctx = make_context(0);
+    CUdeviceptr p;
+    CHECK(cuMemAlloc_v2(&p, 128 * MiB) == CUDA_SUCCESS, "the request denied");
+    pthread_t t[6];
+    for (int i = 0; i < 6; i++)
+        pthread_create(&t[i], NULL, loan_thread, ctx);
+    for (int i = 0; i < 6; i++)
+        pthread_join(t[i], NULL);
+    struct gpc_ledger *l = map_ledger();
+    uint64_t grant = atomic_load(&l->dev[0].qos_grant), card = fakecuda_outstanding(0);
+    CHECK(atomic_load(&loans_admitted) >= 1, "no loan admitted of 6 threads");
+    CHECK(card == 128 * MiB + (uint64_t)atomic_load(&loans_admitted) * 32 * MiB && card <= grant,
+          "the card holds %llu MiB, the grant is %llu MiB", (unsigned long long)(card / MiB),
+          (unsigned long long)(grant / MiB));
+    CHECK(asked("loan ", NULL, 0) == (int)atomic_load(&l->dev[0].loan_asks), "%d datagrams, loan_asks %u",
+          asked("loan ", NULL, 0), atomic_load(&l->dev[0].loan_asks));
+    stop_arbiter();
+}
+
 static void case_ledgerdir(void)
 {
     /* The ledger in a directory of its own, with the arbiter's socket beside it. */
@@ -513,7 +551,7 @@ static pid_t borrower(uint64_t bytes)
     return pid;
 }
 
-static void case_need(void)
+static void need(bool pitch)
 {
     pid_t b = borrower(900 * MiB);
     char victim[32];
@@ -524,8 +562,9 @@ static void case_need(void)
     write_settings("memory_limit = 512MiB\nreclaim_grace = 3");
     make_context(0);
     CUdeviceptr p;
+    size_t pitch_bytes = 0;
     uint64_t t0 = mono_ms();
-    CUresult rc = cuMemAlloc_v2(&p, 256 * MiB);
+    CUresult rc = pitch ? cuMemAllocPitch_v2(&p, &pitch_bytes, MiB, 256, 4) : cuMemAlloc_v2(&p, 256 * MiB);
     uint64_t took = mono_ms() - t0;
     CHECK(rc == CUDA_SUCCESS, "the allocation within the budget failed (%d) after the arbiter ended the borrower", rc);
     CHECK(took < 4000, "it took %llu ms, past reclaim_grace + 1 s", (unsigned long long)took);
@@ -533,11 +572,23 @@ static void case_need(void)
     CHECK(asked("need ", line, sizeof line) >= 1, "no need was sent");
     snprintf(want, sizeof want, "need GPU-fa4ec0da-0000-4000-8000-000000000000 %llu %d\n",
              (unsigned long long)(256 * MiB), (int)getpid());
-    CHECK(strcmp(line, want) == 0, "the datagram was '%s', not '%s'", line, want);
-    CHECK(fakecuda_outstanding(0) == 256 * MiB, "the card holds %llu MiB", (unsigned long long)(fakecuda_outstanding(0) / MiB));
+    if (!pitch)
+        CHECK(strcmp(line, want) == 0, "the datagram was '%s', not '%s'", line, want);
+    CHECK(fakecuda_outstanding(0) == (pitch ? (uint64_t)pitch_bytes * 256 : 256 * MiB), "the card holds %llu MiB",
+          (unsigned long long)(fakecuda_outstanding(0) / MiB));
     kill(b, SIGKILL); /* ended by the arbiter already, unless the test failed */
     waitpid(b, NULL, 0);
     stop_arbiter();
+}
+
+static void case_need(void)
+{
+    need(false);
+}
+
+static void case_needpitch(void)
+{
+    need(true);
 }
 
 static void case_needgrace(void)
@@ -564,6 +615,15 @@ static void case_needgrace(void)
     CHECK(rc == CUDA_ERROR_OUT_OF_MEMORY && mono_ms() - t0 < 1000, "best effort: %d after %llu ms", rc,
           (unsigned long long)(mono_ms() - t0));
     CHECK(asked("need ", NULL, 0) == 0, "a need for memory beyond the request (%d before)", before);
+    stop_arbiter();
+    /* An arbiter with nothing on loan to take back (it refuses the need): the refusal stands soon. */
+    start_arbiter("grant", 512 * MiB, 512 * MiB, NULL);
+    write_settings("memory_limit = 512MiB\nreclaim_grace = 1");
+    t0 = mono_ms();
+    rc = cuMemAlloc_v2(&p, 128 * MiB);
+    CHECK(rc == CUDA_ERROR_OUT_OF_MEMORY && mono_ms() - t0 < 1000, "a refused need: %d after %llu ms", rc,
+          (unsigned long long)(mono_ms() - t0));
+    CHECK(asked("need ", NULL, 0) == 1, "asked %d times after a refusal", asked("need ", NULL, 0));
     stop_arbiter();
     /* No arbiter at all: at once. */
     unlink(sock);
@@ -592,6 +652,12 @@ int main(int argc, char **argv)
         unsetenv("GPUCAP_CONTEXT_RESERVE");
         unsetenv("GPUCAP_ARBITER_SOCKET"); /* fixed under the lock: the platform file's (none) */
         unlink(settings);
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s", settings);
+        if (strrchr(dir, '/')) {
+            *strrchr(dir, '/') = '\0';
+            mkdir(dir, 0755);
+        }
     } else {
         snprintf(settings, sizeof settings, "%s.ini", base_ledger);
         unlink(settings);
@@ -600,8 +666,9 @@ int main(int argc, char **argv)
     static const struct test_case cases[] = {
         {"formula", case_formula}, {"drvlimit", case_drvlimit}, {"locked", case_locked},
         {"envgrant", case_envgrant}, {"live", case_live},       {"loan", case_loan},
+        {"loanthreads", case_loanthreads},
         {"ledgerdir", case_ledgerdir}, {"noarbiter", case_noarbiter}, {"forged", case_forged},
-        {"slow", case_slow},       {"need", case_need},         {"needgrace", case_needgrace},
+        {"slow", case_slow},       {"need", case_need},         {"needpitch", case_needpitch},         {"needgrace", case_needgrace},
     };
     RUN_CASE(cases, argv[1]);
     stop_arbiter();

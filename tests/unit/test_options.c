@@ -358,6 +358,52 @@ static void test_sink(void)
     CHECK(strstr(captured, "gpucap: error: ") && sunk_errors == 2, "without a sink: %s", captured);
 }
 
+/* Burstable memory (issue 35): the request and the grant by device, and the one formula. */
+static void test_qos(void)
+{
+    const uint64_t M = 1ULL << 20;
+    const char *one = "GPU-fa4ec0da-0000-4000-8000-000000000001";
+    char env_config[64];
+    snprintf(env_config, sizeof env_config, "GPUCAP_CONFIG=%s", ini_path);
+    uint64_t r = 1;
+    const struct gpc_value *from;
+    write_ini("[gpucap]\nmemory_limit = 4GiB\n");
+    const char *a[] = {env_config, NULL};
+    load(a);
+    CHECK(!gpc_settings_request(&s, 0, one, PHYS, &r, &from) && r == 0, "no request: not burstable");
+    write_ini("[gpucap]\nmemory_limit = 4GiB\nmemory_request = 1GiB\nmemory_grant = 2GiB\n[device.1]\nmemory_request = 0\n"
+              "memory_grant = 10%\n[device.GPU-fa4ec0da]\nmemory_request = 512MiB\n");
+    load(a);
+    CHECK(gpc_settings_request(&s, 0, NULL, PHYS, &r, &from) && r == GiB, "request for all: %llu", (unsigned long long)r);
+    CHECK(gpc_settings_request(&s, 1, NULL, PHYS, &r, &from) && r == 0, "per-ordinal request 0 (best effort)");
+    CHECK(gpc_settings_request(&s, 2, one, PHYS, &r, &from) && r == 512 * M, "per-UUID request: %llu", (unsigned long long)r);
+    CHECK(gpc_settings_grant(&s, 0, NULL, PHYS) == 2 * GiB, "grant for all");
+    CHECK(gpc_settings_grant(&s, 1, NULL, PHYS) == PHYS / 10 + (PHYS % 10 >= 5), "per-ordinal grant, a percentage: %llu",
+          (unsigned long long)gpc_settings_grant(&s, 1, NULL, PHYS));
+    CHECK(s.errors == 0, "errors %d: %s", s.errors, captured);
+    /* The environment sets a request, never a grant; each of those is one error line, the file's stays. */
+    const char *b[] = {env_config, "GPUCAP_MEMORY_REQUEST_0=256MiB", "GPUCAP_MEMORY_GRANT=3GiB", "GPUCAP_MEMORY_GRANT_0=3GiB",
+                       NULL};
+    load(b);
+    CHECK(gpc_settings_request(&s, 0, NULL, PHYS, &r, &from) && r == 256 * M && from->src == GPC_SRC_ENV,
+          "the environment's request per ordinal");
+    CHECK(gpc_settings_grant(&s, 0, NULL, PHYS) == 2 * GiB, "a grant from the environment applied");
+    CHECK(s.errors == 2 && s.env_errors == 2 && strstr(captured, "GPUCAP_MEMORY_GRANT: memory_grant is read only"),
+          "errors %d (%d of the environment): %s", s.errors, s.env_errors, captured);
+    const char *c[] = {env_config, "GPUCAP_MEMORY_REQUEST=lots", NULL};
+    load(c);
+    CHECK(gpc_settings_request(&s, 0, NULL, PHYS, &r, &from) && r == 0 && from->bad && strstr(captured, "best effort"),
+          "a malformed request: best effort, said: %s", captured);
+    /* The formula: min(L, max(R, G)), the grant clamped, a request above the limit refused. */
+    bool refused;
+    CHECK(gpc_qos_in_force(512 * M, 128 * M, 0, &refused) == 128 * M && !refused, "R alone");
+    CHECK(gpc_qos_in_force(512 * M, 128 * M, 300 * M, &refused) == 300 * M, "G above R");
+    CHECK(gpc_qos_in_force(512 * M, 256 * M, 64 * M, &refused) == 256 * M, "G below R");
+    CHECK(gpc_qos_in_force(512 * M, 128 * M, 2 * GiB, &refused) == 512 * M, "G above L: clamped");
+    CHECK(gpc_qos_in_force(512 * M, 600 * M, 100 * M, &refused) == 100 * M && refused, "R above L: refused, best effort");
+    CHECK(gpc_qos_in_force(512 * M, 512 * M, 0, &refused) == 512 * M && !refused, "R = L: guaranteed");
+}
+
 int main(void)
 {
     int fd = mkstemp(ini_path);
@@ -370,6 +416,7 @@ int main(void)
     test_identity();
     test_typed();
     test_sink();
+    test_qos();
     unlink(ini_path);
     return test_result();
 }

@@ -74,6 +74,50 @@ static void show_budget(const struct gpc_settings *s, const char *who, int ordin
                (unsigned long long)from->u.size.bytes, where);
 }
 
+/*
+ * Burstable (issue 35): where a request applies to the device, the request, the grant and the
+ * budget in force by the library's formula (gpc_qos_in_force), in bytes where the figures are sizes
+ * (a percentage waits for the card). *refused: a request above the limit (an error, as the
+ * library says it). False when no request applies.
+ */
+struct qos_view {
+    const struct gpc_value *rf, *lf, *gf;
+    bool sizes, refused;
+    uint64_t request, limit, grant, in_force;
+};
+static bool qos_of(const struct gpc_settings *s, int ordinal, const char *uuid, struct qos_view *q)
+{
+    memset(q, 0, sizeof *q);
+    if (!gpc_settings_request(s, ordinal, uuid, 0, &q->request, &q->rf))
+        return false;
+    q->limit = gpc_settings_limit(s, ordinal, uuid, 0, &q->lf);
+    q->gf = gpc_settings_pick(s, GPC_OPT_MEMORY_GRANT, ordinal, uuid, false);
+    q->grant = gpc_settings_grant(s, ordinal, uuid, 0);
+    bool pct = (q->rf && !q->rf->bad && q->rf->u.size.is_percent) || (q->lf && !q->lf->bad && q->lf->u.size.is_percent) ||
+               (q->gf && !q->gf->bad && q->gf->u.size.is_percent);
+    q->sizes = !pct && q->limit != GPC_UNLIMITED;
+    if (q->sizes)
+        q->in_force = gpc_qos_in_force(q->limit, q->request, q->grant, &q->refused);
+    return true;
+}
+
+static void show_qos(const struct gpc_settings *s, const char *who, int ordinal, const char *uuid)
+{
+    struct qos_view q;
+    if (!qos_of(s, ordinal, uuid, &q))
+        return;
+    char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], c[GPC_SIZE_TEXT], d[GPC_SIZE_TEXT];
+    if (!q.sizes) {
+        printf("  %-12s burstable: request %s, grant %s; in force min(limit, max(request, grant)) on the card\n", who,
+               q.rf && !q.rf->bad ? q.rf->text : "0", q.gf && !q.gf->bad ? q.gf->text : "0");
+        return;
+    }
+    printf("  %-12s burstable: request %s, limit %s, grant %s: in force %s%s\n", who,
+           gpc_format_size(q.refused ? 0 : q.request, a, sizeof a), gpc_format_size(q.limit, b, sizeof b),
+           gpc_format_size(q.grant < q.limit ? q.grant : q.limit, c, sizeof c), gpc_format_size(q.in_force, d, sizeof d),
+           q.refused ? " (the request is above the limit: refused, best effort)" : "");
+}
+
 /* One budget of --json: {"device": WHO, "budget": TEXT or null, "bytes": N or null, "origin": TEXT or
  * null}, as show_budget says it (a bad setting: "0", 0 bytes). */
 static void json_budget(const struct gpc_settings *s, const char *who, int ordinal, const char *uuid)
@@ -97,7 +141,24 @@ static void json_budget(const struct gpc_settings *s, const char *who, int ordin
         printf(",\"bytes\":%llu", (unsigned long long)from->u.size.bytes);
     printf(",\"origin\":");
     tool_json_string(stdout, gpc_value_origin(s, from, GPC_OPT_MEMORY_LIMIT, ordinal, where, sizeof where));
+    struct qos_view q;
+    if (qos_of(s, ordinal, uuid, &q)) {
+        printf(",\"burstable\":true,\"request\":");
+        tool_json_string(stdout, q.rf && !q.rf->bad ? q.rf->text : "0");
+        printf(",\"grant\":");
+        tool_json_string(stdout, q.gf && !q.gf->bad ? q.gf->text : "0");
+        if (q.sizes)
+            printf(",\"request_bytes\":%llu,\"grant_bytes\":%llu,\"in_force_bytes\":%llu,\"request_refused\":%s",
+                   (unsigned long long)(q.refused ? 0 : q.request), (unsigned long long)(q.grant < q.limit ? q.grant : q.limit),
+                   (unsigned long long)q.in_force, q.refused ? "true" : "false");
+    }
     printf("}");
+}
+
+/* Whether device `dev` has a setting of its own (any per-device key). */
+static bool dev_has(const struct gpc_settings *s, int dev)
+{
+    return s->dev_limit[dev].set || s->dev_request[dev].set || s->dev_grant[dev].set;
 }
 
 /* --json: {"config": {...}, "settings": [...], "budget": {...}, "errors": [...], "ok": bool}. */
@@ -139,7 +200,7 @@ static int print_json(const struct gpc_settings *s, const char *file, const stru
     for (int dev = 0; dev < GPC_MAX_DEVICES; dev++) {
         char who[16];
         snprintf(who, sizeof who, "%d", dev);
-        if (s->dev_limit[dev].set) {
+        if (dev_has(s, dev)) {
             putchar(',');
             json_budget(s, who, dev, NULL);
         }
@@ -195,6 +256,25 @@ int cmd_check(int argc, char **argv)
                  "percentage (5%%)", gpc_value_origin(&s, rate, GPC_OPT_FAIL_RATE, -1, where, sizeof where), rate->text);
         collect(GPC_LOG_ERROR, line, &said);
     }
+    /* A request above the limit (sizes both): the library refuses it, an error said here too. */
+    for (int dev = -1; dev < GPC_MAX_DEVICES + s.n_uuid; dev++) {
+        struct qos_view qv;
+        bool by_uuid = dev >= GPC_MAX_DEVICES;
+        const char *uuid = by_uuid ? s.uuid_limit[dev - GPC_MAX_DEVICES].uuid : NULL;
+        if ((dev >= 0 && !by_uuid && !dev_has(&s, dev)) || !qos_of(&s, by_uuid ? -1 : dev, uuid, &qv) || !qv.refused)
+            continue;
+        char line[700], who[96];
+        if (by_uuid)
+            snprintf(who, sizeof who, "device %s: ", uuid);
+        else if (dev >= 0)
+            snprintf(who, sizeof who, "device %d: ", dev);
+        else
+            who[0] = '\0';
+        s.errors++;
+        snprintf(line, sizeof line, "%smemory_request = %s is above the limit (memory_limit, memory_limit_max): "
+                 "refused; the request is 0 (best effort) until it is fixed", who, qv.rf ? qv.rf->text : "?");
+        collect(GPC_LOG_ERROR, line, &said);
+    }
     if (json)
         return print_json(&s, file, &said);
 
@@ -219,35 +299,43 @@ int cmd_check(int argc, char **argv)
             origin = "the command line";
         printf("  %-16s = %-24s %s\n", d->key, val, origin);
     }
-    for (int i = 0; i < s.n_uuid; i++) {
-        char val[300], where[600];
-        char key[96];
-        snprintf(key, sizeof key, "[device.%s] memory_limit", s.uuid_limit[i].uuid);
-        show_value(&s.uuid_limit[i].v, val, sizeof val);
-        printf("  %-16s = %-24s %s\n", key, val,
-               gpc_value_origin(&s, &s.uuid_limit[i].v, GPC_OPT_MEMORY_LIMIT, -1, where, sizeof where));
-    }
-    for (int dev = 0; dev < GPC_MAX_DEVICES; dev++) {
-        if (!s.dev_limit[dev].set)
-            continue;
-        char val[300], where[600];
-        char key[48];
-        snprintf(key, sizeof key, "[device.%d] memory_limit", dev);
-        show_value(&s.dev_limit[dev], val, sizeof val);
-        printf("  %-16s = %-24s %s\n", key, val,
-               gpc_value_origin(&s, &s.dev_limit[dev], GPC_OPT_MEMORY_LIMIT, dev, where, sizeof where));
+    static const enum gpc_opt per_device[] = {GPC_OPT_MEMORY_LIMIT, GPC_OPT_MEMORY_REQUEST, GPC_OPT_MEMORY_GRANT};
+    for (size_t k = 0; k < sizeof per_device / sizeof per_device[0]; k++) {
+        enum gpc_opt o = per_device[k];
+        for (int i = 0; i < s.n_uuid; i++) {
+            const struct gpc_value *v = gpc_settings_uuid_slot(&s.uuid_limit[i], o);
+            if (!v->set && o != GPC_OPT_MEMORY_LIMIT)
+                continue;
+            char val[300], where[600], key[96];
+            snprintf(key, sizeof key, "[device.%s] %s", s.uuid_limit[i].uuid, gpc_option_defs[o].key);
+            show_value(v, val, sizeof val);
+            printf("  %-16s = %-24s %s\n", key, val, gpc_value_origin(&s, v, o, -1, where, sizeof where));
+        }
+        for (int dev = 0; dev < GPC_MAX_DEVICES; dev++) {
+            const struct gpc_value *v = gpc_settings_dev_value(&s, o, dev);
+            if (!v->set)
+                continue;
+            char val[300], where[600], key[64];
+            snprintf(key, sizeof key, "[device.%d] %s", dev, gpc_option_defs[o].key);
+            show_value(v, val, sizeof val);
+            printf("  %-16s = %-24s %s\n", key, val, gpc_value_origin(&s, v, o, dev, where, sizeof where));
+        }
     }
     printf("effective budget:\n");
     show_budget(&s, "all devices", -1, NULL);
+    show_qos(&s, "all devices", -1, NULL);
     for (int dev = 0; dev < GPC_MAX_DEVICES; dev++) {
-        if (!s.dev_limit[dev].set)
+        if (!dev_has(&s, dev))
             continue;
         char who[32];
         snprintf(who, sizeof who, "device %d", dev);
         show_budget(&s, who, dev, NULL);
+        show_qos(&s, who, dev, NULL);
     }
-    for (int i = 0; i < s.n_uuid; i++)
+    for (int i = 0; i < s.n_uuid; i++) {
         show_budget(&s, s.uuid_limit[i].uuid, -1, s.uuid_limit[i].uuid);
+        show_qos(&s, s.uuid_limit[i].uuid, -1, s.uuid_limit[i].uuid);
+    }
     if (s.env_bad)
         printf("  an unknown GPUCAP_* variable puts every budget at 0\n");
     if (gpc_opt_enum(&s, GPC_OPT_MODE) == GPC_MODE_AUDIT)

@@ -141,6 +141,39 @@ static void print_change(const struct gpc_ledger_dev *d, uint64_t limit, uint64_
                gpc_format_size(asked, a, sizeof a));
 }
 
+/* Burstable memory (issue 35): request, limit, grant, what is loaned now (granted above the request,
+ * and in use above it), the loans asked, and the arbiter's changes among those above. */
+static void print_qos(const struct gpc_ledger_dev *d, uint64_t used, bool json)
+{
+    struct gpc_ledger_qos q;
+    gpc_ledger_qos_of(d, &q);
+    uint64_t above = q.burstable && used > q.request ? used - q.request : 0;
+    if (json) {
+        if (!q.burstable && !q.loan_asks && !q.arbiter_changes) {
+            printf(",\"qos\":null");
+            return;
+        }
+        printf(",\"qos\":{\"burstable\":%s", q.burstable ? "true" : "false");
+        if (q.burstable)
+            printf(",\"request\":%llu,\"limit\":%llu,\"grant\":%llu,\"loaned\":%llu,\"in_use_loaned\":%llu",
+                   (unsigned long long)q.request, (unsigned long long)q.limit, (unsigned long long)q.grant,
+                   (unsigned long long)q.loaned, (unsigned long long)above);
+        printf(",\"loaned_peak\":%llu,\"loan_asks\":%u,\"arbiter_changes\":%u,\"arbiter_lowerings\":%u}",
+               (unsigned long long)q.loaned_peak, q.loan_asks, q.arbiter_changes, q.arbiter_lowerings);
+        return;
+    }
+    char a[GPC_SIZE_TEXT], b[GPC_SIZE_TEXT], c[GPC_SIZE_TEXT], e[GPC_SIZE_TEXT], f[GPC_SIZE_TEXT];
+    if (q.burstable)
+        printf("  burstable: request %s  limit %s  grant %s  loaned %s (in use above the request %s)\n",
+               gpc_format_size(q.request, a, sizeof a), gpc_format_size(q.limit, b, sizeof b),
+               gpc_format_size(q.grant, c, sizeof c), gpc_format_size(q.loaned, e, sizeof e),
+               gpc_format_size(above, f, sizeof f));
+    if (q.burstable || q.loan_asks || q.arbiter_changes)
+        printf("  loans: %u asked of the arbiter, peak loaned %s, %u grant change%s by the arbiter (%u taken back)\n",
+               q.loan_asks, gpc_format_size(q.loaned_peak, a, sizeof a), q.arbiter_changes,
+               q.arbiter_changes == 1 ? "" : "s", q.arbiter_lowerings);
+}
+
 static void budget_text(uint64_t limit, char *buf, size_t len)
 {
     if (limit == GPC_UNLIMITED)
@@ -300,6 +333,7 @@ int cmd_status(int argc, char **argv)
                    (unsigned long long)contexts, (unsigned long long)peak,
                    (unsigned long long)denials);
             print_change(d, limit, used, true);
+            print_qos(d, used, true);
             printf("}");
         } else {
             budget_text(limit, a, sizeof a);
@@ -317,6 +351,7 @@ int cmd_status(int argc, char **argv)
             else
                 printf("  enforced by: %s\n", gpc_enforced_by(0));
             print_change(d, limit, used, false);
+            print_qos(d, used, false);
         }
         shown++;
     }
