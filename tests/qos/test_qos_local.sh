@@ -25,6 +25,8 @@
 #   noarbiter  no arbiter: no socket, and nothing is killed however full the card
 #   idle       a loan its member left unused (for a second) is lent to another that asks, the first
 #              one's grant lowered to what it uses
+#   orphan     a job whose gpucap is gone while a process of it still holds a loan: that process is
+#              best effort, the victim before a burstable borrower
 #   needclamp  a need claims at most the rest of its request: a forged huge one, with that rest free on
 #              the card, is granted at once and takes nothing back (no reclaim, no kill)
 set -u
@@ -255,6 +257,33 @@ idle)
     ask b loan $((600 * MB))
     [ "$(answer)" = "granted $((600 * MB))" ] || bad "the unused loan not lent again: $(cat "$t/ans")"
     grep -qx "memory_grant = $((8 * MB))" "$runs/a/gpucap.ini" || bad "a's grant: $(grep grant "$runs/a/gpucap.ini")"
+    ;;
+orphan)
+    sleep 600 &
+    anchor_a=$!
+    member a 0 1GiB 1 "$anchor_a"
+    member b 100MiB 1GiB 2
+    arbiter
+    hold a 8
+    ask a loan $((300 * MB))
+    hold b 8
+    ask b loan $((400 * MB))
+    hold a 290
+    pid_a=$held
+    hold b 490
+    pid_b=$held
+    kill "$anchor_a" # its gpucap ends; its processes do not
+    waitfor grep -q "run a (gpucap pid $anchor_a) ended; its processes still hold memory" "$t/agent.err" ||
+        bad "not kept: $(cat "$t/agent.err")"
+    ask a loan $((2 * MB))
+    [ "$(answer)" = "refused its job ended" ] || bad "a departed job's loan: $(cat "$t/ans")"
+    member g 400MiB 400MiB 3
+    hold g 4
+    ask g need $((400 * MB)) --wait $((GRACE + 4))
+    [ "$(answer)" = "granted 0" ] || bad "the request not given back: $(cat "$t/ans")"
+    wait "$pid_a"
+    [ $? = 137 ] || bad "the departed job's process was not the victim"
+    kill -0 "$pid_b" || bad "the burstable borrower was killed"
     ;;
 needclamp)
     member a 0 1GiB 1

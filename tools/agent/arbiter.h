@@ -58,6 +58,10 @@ struct gpc_arb_use {
 
 struct gpc_arb_member {
     bool live;
+    /* Its registration is gone (its gpucap ended, its pod's directories were removed) while processes
+     * of it still hold memory on a card: kept, as best effort (no request, no grant, no answer), until
+     * they hold none. */
+    bool departed;
     unsigned seen;              /* the scan that last found it */
     char dir[PATH_MAX];         /* its settings file's directory (qos.state goes there) */
     char ledger_dir[PATH_MAX];  /* its ledger's directory (its own socket on Kubernetes) */

@@ -429,8 +429,9 @@ static bool run_alive(int dirfd, pid_t *pid, uint64_t *sched)
 
 static void begin_member(struct gpc_arbiter *a, struct gpc_arb_member *m)
 {
-    bool was = m->live;
+    bool was = m->live && !m->departed;
     m->live = true;
+    m->departed = false;
     m->seen = a->scan;
     for (int c = 0; c < a->ncards; c++)
         m->u[c].on = false;
@@ -560,13 +561,33 @@ void gpc_arb_scan_members(struct gpc_arbiter *a)
         scan_pods(a);
     for (int i = 0; i < a->nmembers; i++) {
         struct gpc_arb_member *m = &a->m[i];
-        if (m->live && m->seen != a->scan) {
-            fprintf(stderr, "gpucap-agent: arbiter: %s left\n", m->name);
-            m->live = false;
-            m->have_ledger = false;
-            for (int p = 0; p < a->nprocs; p++)
-                if (a->procs[p].member == i)
-                    a->procs[p] = (struct gpc_arb_proc){0, 0, -1, 0};
+        if (!m->live || m->seen == a->scan)
+            continue;
+        bool holds = false;
+        for (int c = 0; c < a->ncards; c++)
+            holds |= m->u[c].used > 0;
+        if (holds && m->have_ledger) {
+            /* Gone, but its processes (an orphan of the job, a process still exiting) hold memory that
+             * is nobody's request: theirs as best effort, the first a reclaim takes. */
+            if (!m->departed)
+                fprintf(stderr, "gpucap-agent: arbiter: %s ended; its processes still hold memory: best effort "
+                        "until they end\n", m->name);
+            m->departed = true;
+            for (int c = 0; c < a->ncards; c++) {
+                struct gpc_arb_use *u = &m->u[c];
+                u->on = false; /* NVML's figures say again where they are */
+                u->burstable = true;
+                u->request = u->grant = 0;
+                u->limit = a->card[c].size;
+            }
+            continue;
         }
+        fprintf(stderr, "gpucap-agent: arbiter: %s %s\n", m->name, m->departed ? "is gone" : "left");
+        m->departed = false;
+        m->live = false;
+        m->have_ledger = false;
+        for (int p = 0; p < a->nprocs; p++)
+            if (a->procs[p].member == i)
+                a->procs[p] = (struct gpc_arb_proc){0, 0, -1, 0};
     }
 }

@@ -398,7 +398,7 @@ static void tick(struct gpc_arbiter *a)
     }
     for (int i = 0; i < a->nmembers; i++) {
         struct gpc_arb_member *m = &a->m[i];
-        if (!m->live)
+        if (!m->live || m->departed)
             continue;
         bool burstable = false;
         for (int c = 0; c < a->ncards; c++)
@@ -464,6 +464,11 @@ static void handle(struct gpc_arbiter *a, int sock, const char *text, pid_t cred
             if (a->procs[p].pid == cred_pid)
                 a->procs[p].checked = 0;
         mi = gpc_arb_member_of_pid(a, cred_pid);
+    }
+    if (mi >= 0 && a->m[mi].departed) {
+        a->refused++;
+        answer(sock, addr, addr_len, "refused its job ended");
+        return;
     }
     if (mi < 0 || (!a->cfg.local && a->m[mi].sock != sock)) {
         a->refused++;
