@@ -87,17 +87,24 @@ for r in $(seq "${QOS_RECLAIM_ROUNDS:-10}"); do
     job --memory-request 0 --memory 1GiB -- "$alloc" a100 a800 s600
     e=$!
     for _ in $(seq 100); do grep -qs "used=$((900 * MiB)) " "$base"/runs/*/qos.state && break; sleep 0.05; done
-    run --memory-request 500MiB --memory 500MiB -- python3 "$worker" 1 450 2> /dev/null >> "$tmp/reclaim"
+    s0=$(date +%s%N)
+    line=$(run --memory-request 500MiB --memory 500MiB -- python3 "$worker" 1 450 2> /dev/null)
+    echo "$line job_ms=$((($(date +%s%N) - s0) / 1000000))" >> "$tmp/reclaim"
     end_job $e
 done
 python3 - "$tmp/reclaim" "${QOS_GRACE:-1}" <<'PY'
 import re, sys
 ms = sorted(float(re.search(r"first_ms=([0-9.]+)", l).group(1)) for l in open(sys.argv[1]) if "first_ms" in l)
 failed = sum(int(re.search(r"failed=(\d+)", l).group(1)) for l in open(sys.argv[1]) if "failed" in l)
+job = sorted(float(re.search(r"job_ms=([0-9.]+)", l).group(1)) for l in open(sys.argv[1]) if "job_ms" in l)
 if ms:
-    print("  request back: n=%d p50_ms=%.0f p99_ms=%.0f max_ms=%.0f refused=%d (target: p99 <= %.0f ms)" % (
+    # The allocation's own time (from the driver's refusal to the memory back: what the target is
+    # about), and the whole job's (its start registers it: the reclaim may start then, before it asks).
+    print("  allocation within the request: n=%d p50_ms=%.0f p99_ms=%.0f max_ms=%.0f refused=%d (target: p99 <= %.0f ms)" % (
         len(ms), ms[len(ms) // 2], ms[min(len(ms) - 1, int(len(ms) * 0.99))], ms[-1], failed,
         float(sys.argv[2]) * 1000 + 1000))
+    print("  the guaranteed job, start to end:  p50_ms=%.0f p99_ms=%.0f max_ms=%.0f" % (
+        job[len(job) // 2], job[min(len(job) - 1, int(len(job) * 0.99))], job[-1]))
 PY
 stop_agent
 
