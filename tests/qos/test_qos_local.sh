@@ -25,6 +25,8 @@
 #   noarbiter  no arbiter: no socket, and nothing is killed however full the card
 #   idle       a loan its member left unused (for a second) is lent to another that asks, the first
 #              one's grant lowered to what it uses
+#   promise    a loan not used yet that no longer fits beside a request (a job arrived) is taken back at
+#              once, before anything is short: a loan never makes a request fail
 #   orphan     a job whose gpucap is gone while a process of it still holds a loan: that process is
 #              best effort, the victim before a burstable borrower
 #   needclamp  a need claims at most the rest of its request: a forged huge one, with that rest free on
@@ -257,6 +259,21 @@ idle)
     ask b loan $((600 * MB))
     [ "$(answer)" = "granted $((600 * MB))" ] || bad "the unused loan not lent again: $(cat "$t/ans")"
     grep -qx "memory_grant = $((8 * MB))" "$runs/a/gpucap.ini" || bad "a's grant: $(grep grant "$runs/a/gpucap.ini")"
+    ;;
+promise)
+    member a 0 1GiB 1
+    arbiter
+    hold a 8
+    ask a loan $((800 * MB))
+    [ "$(answer)" = "granted $((800 * MB))" ] || bad "a's loan: $(cat "$t/ans")"
+    member g 500MiB 500MiB 2
+    hold g 4 # its card known (its ledger): its request counts there
+    waitfor grep -qx "memory_grant = $((8 * MB))" "$runs/a/gpucap.ini" ||
+        bad "the unused loan kept beside g's request: $(grep grant "$runs/a/gpucap.ini")"
+    # The request is whole: 496 MiB more fit beside a's use.
+    ask a loan $((600 * MB))
+    case $(answer) in "refused not enough lendable"*) ;; *) bad "lent from g's request: $(cat "$t/ans")" ;; esac
+    ! grep -q "reclaim (" "$t/agent.err" || bad "a reclaim where a loan was not used"
     ;;
 orphan)
     sleep 600 &

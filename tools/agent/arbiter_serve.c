@@ -188,7 +188,7 @@ static void lower_grants(struct gpc_arbiter *a, int card)
  * more) lowered to what they use: a loan not used is lent again rather than refused (the lowering is
  * exact; a member that needs it asks again). True when one moved.
  */
-static bool trim_idle_grants(struct gpc_arbiter *a, int card, int except)
+static bool trim_idle_grants(struct gpc_arbiter *a, int card, int except, bool now)
 {
     bool moved = false;
     for (int i = 0; i < a->nmembers; i++) {
@@ -198,7 +198,7 @@ static bool trim_idle_grants(struct gpc_arbiter *a, int card, int except)
             continue;
         uint64_t keep = gpc_arb_request(u) > u->used ? gpc_arb_request(u) : u->used;
         keep = (keep + GPC_ARB_LOAN_MIN - 1) / GPC_ARB_LOAN_MIN * GPC_ARB_LOAN_MIN;
-        if (u->grant < keep + GPC_ARB_LOAN_MIN || mono() - u->granted_at < IDLE_GRANT_S)
+        if (u->grant < keep + GPC_ARB_LOAN_MIN || (!now && mono() - u->granted_at < IDLE_GRANT_S))
             continue;
         uint64_t to = keep > u->request ? keep : 0;
         char why[256];
@@ -246,6 +246,22 @@ static int signal_member_pid(struct gpc_arbiter *a, pid_t pid, int mi, int sig)
         rc = -errno;
     close(fd);
     return rc;
+}
+
+/* The grants on the card, used or not, no longer fit beside the requests (a member came, or its
+ * request counts again): a loan not used yet would make a request fail. */
+static bool promises_short(const struct gpc_arbiter *a, int card)
+{
+    const struct gpc_arb_card *c = &a->card[card];
+    uint64_t sum = c->other;
+    for (int i = 0; i < a->nmembers; i++) {
+        const struct gpc_arb_use *u = &a->m[i].u[card];
+        if (!a->m[i].live || !u->on)
+            continue;
+        uint64_t r = gpc_arb_request(u), g = u->burstable ? u->grant : 0, m = u->used > r ? u->used : r;
+        sum += g > m ? g : m;
+    }
+    return sum > c->usable;
 }
 
 /* The requests on the card no longer fit beside what borrowers hold above theirs. */
@@ -391,6 +407,9 @@ static void tick(struct gpc_arbiter *a)
     figures(a);
     for (int c = 0; c < a->ncards; c++) {
         struct gpc_arb_card *k = &a->card[c];
+        /* First of a reclaim's steps, before any is short: the loans nobody uses yet go, at once. */
+        if (promises_short(a, c) && trim_idle_grants(a, c, -1, true))
+            gpc_arb_card_figures(a, c);
         if (!k->reclaiming && requests_short(a, c))
             start_reclaim(a, c, "the requests no longer fit beside the loans");
         if (k->reclaiming)
@@ -484,7 +503,7 @@ static void handle(struct gpc_arbiter *a, int sock, const char *text, pid_t cred
     char why[200];
     if (verb[0] == 'l') {
         uint64_t g = gpc_arb_loan(a, card, mi, bytes, why, sizeof why);
-        if (!g && u->burstable && !c->reclaiming && trim_idle_grants(a, card, mi)) {
+        if (!g && u->burstable && !c->reclaiming && trim_idle_grants(a, card, mi, false)) {
             gpc_arb_card_figures(a, card);
             g = gpc_arb_loan(a, card, mi, bytes, why, sizeof why);
         }
@@ -522,6 +541,8 @@ static void handle(struct gpc_arbiter *a, int sock, const char *text, pid_t cred
      * request gives it anyway). */
     if (bytes > req - u->used)
         bytes = req - u->used;
+    if (promises_short(a, card) && trim_idle_grants(a, card, mi, true))
+        gpc_arb_card_figures(a, card);
     uint64_t free_b = c->size > c->held ? c->size - c->held : 0;
     if (free_b >= bytes && !c->reclaiming) {
         a->granted++;
