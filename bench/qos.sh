@@ -141,10 +141,11 @@ for r in $(seq "$rounds"); do
         end_job $e # being killed: all its processes, by the bench
         self_killed=$((self_killed + 1))
     fi
-    out=$(run --memory-request 400MiB --memory 400MiB -- "$alloc" a100 a100 a100 a100 2> /dev/null)
+    out=$(run --memory-request 400MiB --memory 400MiB -- "$alloc" a100 a100 a100 a100 2> "$tmp/g.err")
     res=${out##*results=}
     bad=${res//0/}
     refused=$((refused + ${#bad}))
+    [ -z "$bad" ] || { echo "round $r: $res $(date +%T.%N)"; cat "$tmp/g.err"; } >> "$tmp/refusals"
     end_job $e
 done
 touch "$tmp/stop"
@@ -157,7 +158,7 @@ kills_other=$(grep "GpuMemoryReclaimed: process" "$tmp/agent.err" | grep -vc "(b
 burst_killed=$(grep -c '^137$' "$tmp/burst.rc" 2> /dev/null)
 burst_runs=$(wc -l < "$tmp/burst.rc" 2> /dev/null)
 echo "  rounds=$rounds in $((t1 - t0)) s; best-effort job killed by the bench in $self_killed"
-echo "  allocations within a request refused: $refused (target 0)"
+echo "  allocations within a request refused: $refused (target 0)$([ $refused = 0 ] || echo "; $tmp/refusals")"
 echo "  card peak: $((peak / MiB)) MiB of $((1024)) MiB (target: never above)"
 echo "  reclaim kills: best effort $kills_be, any other $kills_other; burstable job runs $burst_runs, killed $burst_killed" \
     "(target: 0 other, 0 burstable killed)"

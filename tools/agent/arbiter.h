@@ -62,6 +62,7 @@ struct gpc_arb_member {
      * of it still hold memory on a card: kept, as best effort (no request, no grant, no answer), until
      * they hold none. */
     bool departed;
+    bool ledger_removed;        /* departed, and its ledger file is gone: its processes map it "(deleted)" */
     unsigned seen;              /* the scan that last found it */
     char dir[PATH_MAX];         /* its settings file's directory (qos.state goes there) */
     char ledger_dir[PATH_MAX];  /* its ledger's directory (its own socket on Kubernetes) */

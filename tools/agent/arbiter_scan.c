@@ -157,7 +157,11 @@ uint64_t gpc_arb_start_time(pid_t pid)
     return start;
 }
 
-/* The member whose ledger (device:inode) /proc/<pid>/maps lists, or -1. */
+/*
+ * The member whose ledger (device:inode) /proc/<pid>/maps lists, or -1. A file's inode is reused once
+ * it is removed: a job gone whose processes remain (departed) maps its ledger as "(deleted)", a job
+ * that took the same inode since maps it whole; each line goes to the member in that state first.
+ */
 static int member_by_maps(const struct gpc_arbiter *a, pid_t pid)
 {
     char path[64], line[1024];
@@ -165,24 +169,30 @@ static int member_by_maps(const struct gpc_arbiter *a, pid_t pid)
     FILE *f = fopen(path, "re");
     if (!f)
         return -1;
-    int found = -1;
+    int found = -1, other = -1;
     while (found < 0 && fgets(line, sizeof line, f)) {
         unsigned maj, min;
         unsigned long long ino;
         if (sscanf(line, "%*s %*s %*s %x:%x %llu", &maj, &min, &ino) != 3 || ino == 0)
             continue;
+        bool deleted = strstr(line, " (deleted)") != NULL;
         for (int i = 0; i < a->nmembers; i++) {
             const struct gpc_arb_member *m = &a->m[i];
-            if (m->live && m->have_ledger && (unsigned long long)m->ledger_ino == ino && major(m->ledger_dev) == maj &&
-                minor(m->ledger_dev) == min) {
+            if (!m->live || !m->have_ledger || (unsigned long long)m->ledger_ino != ino ||
+                major(m->ledger_dev) != maj || minor(m->ledger_dev) != min)
+                continue;
+            if (m->departed ? deleted || !m->ledger_removed : !deleted) {
                 found = i;
                 break;
             }
+            /* A departed job's file is removed: a whole one of its inode is another's, not yet known. */
+            if (other < 0 && !m->departed)
+                other = i;
         }
     }
     /* A line longer than the buffer continues on the next read: its tail does not parse. */
     fclose(f);
-    return found;
+    return found >= 0 ? found : other;
 }
 
 int gpc_arb_member_of_pid(struct gpc_arbiter *a, pid_t pid)
@@ -573,6 +583,11 @@ void gpc_arb_scan_members(struct gpc_arbiter *a)
                 fprintf(stderr, "gpucap-agent: arbiter: %s ended; its processes still hold memory: best effort "
                         "until they end\n", m->name);
             m->departed = true;
+            /* Its ledger still there (a registration gone, its files not), or removed. */
+            char lp[PATH_MAX + 32];
+            struct stat st;
+            snprintf(lp, sizeof lp, "%s/%s", m->ledger_dir, m->pod_uid[0] ? "gpucap.ledger" : "ledger");
+            m->ledger_removed = stat(lp, &st) != 0 || st.st_ino != m->ledger_ino || st.st_dev != m->ledger_dev;
             for (int c = 0; c < a->ncards; c++) {
                 struct gpc_arb_use *u = &m->u[c];
                 u->on = false; /* NVML's figures say again where they are */

@@ -136,6 +136,8 @@ static void member_sockets(struct gpc_arbiter *a)
     }
 }
 
+static bool answering_need; /* the request being answered is a need */
+
 static void answer(int sock, const char *addr, unsigned addr_len, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static void answer(int sock, const char *addr, unsigned addr_len, const char *fmt, ...)
@@ -149,9 +151,11 @@ static void answer(int sock, const char *addr, unsigned addr_len, const char *fm
     va_start(ap, fmt);
     int len = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    if (len > 0 && strncmp(line, "refused", 7) == 0 && mono() - said_at >= 1.0) {
+    /* A refused loan is said once a second at most (a job at its limit asks at each allocation); a
+     * refused need, always. */
+    if (len > 0 && strncmp(line, "refused", 7) == 0 && (answering_need || mono() - said_at >= 1.0)) {
         said_at = mono();
-        say("%s", line);
+        say("%s%s", answering_need ? "a need: " : "", line);
     }
     if (len > 0 && addr_len > sizeof(sa_family_t)) /* an unbound sender: nowhere to answer */
         sendto(sock, line, (size_t)len < sizeof line ? (size_t)len : sizeof line - 1, MSG_DONTWAIT,
@@ -288,7 +292,16 @@ static void drop_need(struct gpc_arb_card *c, int k)
 
 /* The reclaim on card `card` moved on: needs that the card can hold now are answered; after the grace
  * the action on the victim the rule names; the reclaim ends once no need waits and the requests fit. */
+static void progress_card(struct gpc_arbiter *a, int card);
 static void progress(struct gpc_arbiter *a, int card)
+{
+    bool was = answering_need;
+    answering_need = true;
+    progress_card(a, card);
+    answering_need = was;
+}
+
+static void progress_card(struct gpc_arbiter *a, int card)
 {
     struct gpc_arb_card *c = &a->card[card];
     double t = mono();
@@ -306,6 +319,8 @@ static void progress(struct gpc_arbiter *a, int card)
             drop_need(c, k);
         } else if (t - n->since > a->cfg.grace_ms / 1000.0 + 1.5) {
             answer(n->sock, n->addr, n->addr_len, "refused not freed within the grace period");
+            say("%s: %llu bytes within its request not freed on %s within the grace period", m->name,
+                (unsigned long long)n->bytes, c->uuid);
             a->refused++;
             drop_need(c, k);
         } else {
@@ -332,9 +347,14 @@ static void progress(struct gpc_arbiter *a, int card)
     int asker = c->needs[0].member;
     int v = gpc_arb_victim(a, card, asker);
     if (v < 0) {
-        for (int k = 0; k < c->nneeds; k++)
+        for (int k = 0; k < c->nneeds; k++) {
             answer(c->needs[k].sock, c->needs[k].addr, c->needs[k].addr_len,
                    "refused nothing borrowed on the card to take back");
+            say("%s: %llu bytes within its request short on %s, and nothing borrowed there to take back (the "
+                "card holds %llu, %llu of it by processes of no container)", a->m[c->needs[k].member].name,
+                (unsigned long long)c->needs[k].bytes, c->uuid, (unsigned long long)c->held,
+                (unsigned long long)c->other);
+        }
         a->refused += (unsigned long)c->nneeds;
         c->nneeds = 0;
         return;
@@ -460,6 +480,7 @@ static void handle(struct gpc_arbiter *a, int sock, const char *text, pid_t cred
     int pid;
     char extra;
     a->requests++;
+    answering_need = strncmp(text, "need ", 5) == 0;
     if (sscanf(text, "%7s %63s %llu %d %c", verb, uuid, &bytes, &pid, &extra) != 4 ||
         (strcmp(verb, "loan") != 0 && strcmp(verb, "need") != 0) || bytes == 0 || bytes > (1ull << 50)) {
         a->bad++;
@@ -475,13 +496,13 @@ static void handle(struct gpc_arbiter *a, int sock, const char *text, pid_t cred
     /* The asker is the process the kernel named, a process of a member (of the socket's own member on
      * Kubernetes), looked at afresh. */
     int mi = cred_pid > 0 ? gpc_arb_member_of_pid(a, cred_pid) : -1;
-    if (mi < 0 && cred_pid > 0) {
+    if ((mi < 0 || a->m[mi].departed) && cred_pid > 0) {
         /* A job's first ask may come before the tick that sees its ledger: the node looked at again. */
         gpc_arb_scan_members(a);
         member_sockets(a);
         for (int p = 0; p < a->nprocs; p++)
             if (a->procs[p].pid == cred_pid)
-                a->procs[p].checked = 0;
+                a->procs[p] = (struct gpc_arb_proc){0, 0, -1, 0}; /* looked at afresh */
         mi = gpc_arb_member_of_pid(a, cred_pid);
     }
     if (mi >= 0 && a->m[mi].departed) {
