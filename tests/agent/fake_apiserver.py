@@ -156,6 +156,10 @@ class Handler(JsonHandler):
         u = self.record(body)
         if self.headers.get("Authorization") != "Bearer " + TOKEN:
             return self.answer(401, status(401, "Unauthorized", "no"))
+        if u.path.startswith("/api/v1/namespaces/") and u.path.endswith("/eviction") and "/pods/" in u.path:
+            # policy/v1 Eviction of a pod (the arbiter's reclaim = evict): accepted as the API server
+            # does when the pod's disruption budget allows it.
+            return self.answer(201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
         if not u.path.startswith("/api/v1/namespaces/") or not u.path.endswith("/events"):
             return self.answer(404, status(404, "NotFound", u.path))
         time.sleep(float(os.environ.get("FAKE_POST_DELAY", "0")))
@@ -511,7 +515,15 @@ class Churn(Scripted):
         h.end_stream()
 
 
-SCENARIOS = {"basic": Basic, "pages": Pages, "bloated": Bloated, "files": Files, "ceiling": Ceiling,
+class Qos(Scripted):
+    """Burstable memory (the arbiter, issue 35): pods train-0 (container train) and serve-0 (uid_of(5),
+    container serve) without budget records, listed once; watches that last 2 s each."""
+    LISTS = [podlist(100, [pod(None, 90, rec=False), pod(None, 91, uid=uid_of(5), name="serve-0", rec=False,
+                                                         container="serve")])]
+    WATCHES = [[bookmark(101), 2.0]]
+
+
+SCENARIOS = {"qos": Qos, "basic": Basic, "pages": Pages, "bloated": Bloated, "files": Files, "ceiling": Ceiling,
              "atonce": AtOnce, "errors": Errors, "hostile": Hostile, "rate": Rate, "restart": Restart,
              "churn": Churn}
 SCENARIO = SCENARIOS[sys.argv[3] if len(sys.argv) > 3 else "basic"]()

@@ -269,8 +269,7 @@ static void ceiling_of(const char *in, char *out, size_t len)
     }
 }
 
-/* The directory <root>/<uid>/volumes/kubernetes.io~empty-dir/<volume>/<container>, or -errno. */
-static int volume_dir(const char *root, const char *uid, const char *volume, const char *container)
+int gpc_agent_volume_dir(const char *root, const char *uid, const char *volume, const char *container)
 {
     const char *parts[] = {uid, "volumes", "kubernetes.io~empty-dir", volume, container};
     int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -290,12 +289,7 @@ static const char *kind_of(mode_t m)
            : S_ISCHR(m) || S_ISBLK(m) ? "a device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
 }
 
-/*
- * Opens `name` in directory `dir` with `flags` only when it is a regular file with one link, owned
- * by the directory's owner, of at most `max` bytes: the fd (and *st), or -errno with `why` set
- * (-EPERM for a file of the wrong kind, links or owner).
- */
-static int open_typed(int dir, const char *name, int flags, off_t max, struct stat *st, char *why, size_t whylen)
+int gpc_agent_open_typed(int dir, const char *name, int flags, off_t max, struct stat *st, char *why, size_t whylen)
 {
     struct stat ds, st2;
     int fd = -1, p = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -368,10 +362,10 @@ void gpc_agent_use(const char *root, const char *uid, const char *container, con
     char why[128];
     struct stat st;
     struct gpc_size size;
-    int fd = -1, dir = volume_dir(root, uid, "gpucap-ledger", container);
+    int fd = -1, dir = gpc_agent_volume_dir(root, uid, "gpucap-ledger", container);
     if (dir < 0)
         return;
-    fd = open_typed(dir, "gpucap.ledger", O_RDONLY, (off_t)sizeof *l, &st, why, sizeof why);
+    fd = gpc_agent_open_typed(dir, "gpucap.ledger", O_RDONLY, (off_t)sizeof *l, &st, why, sizeof why);
     close(dir);
     if (fd < 0 || (!l && !(l = calloc(1, sizeof *l))) || gpc_parse_size(value, &size) != 0)
         goto out;
@@ -423,12 +417,12 @@ int gpc_agent_apply(const char *root, const char *pod_uid, const char *container
                  max ? " or maximum " : "", max ? max : "", gpc_size_forms);
         return -EINVAL;
     }
-    int dir = volume_dir(root, pod_uid, "gpucap-lib", container);
+    int dir = gpc_agent_volume_dir(root, pod_uid, "gpucap-lib", container);
     if (dir < 0)
         return dir;
     struct stat st;
     char why[160];
-    int fd = open_typed(dir, "gpucap.ini", O_RDWR, INI_MAX, &st, why, sizeof why);
+    int fd = gpc_agent_open_typed(dir, "gpucap.ini", O_RDWR, INI_MAX, &st, why, sizeof why);
     close(dir);
     if (fd < 0) {
         if (fd != -ENOENT)

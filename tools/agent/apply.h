@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /*
  * Replaces (or adds) the key `key` of the [gpucap] section of the ini text `in` by `key = value`:
@@ -35,6 +36,18 @@ int gpc_agent_signal_generation(char *text, size_t len, const char *in);
 /* After `text` (starting with its generation line) was written over the file open on `fd`: the
  * line alone, at offset 0, with the next generation: the rewrite is complete. 0 or -errno. */
 int gpc_agent_signal(int fd, const char *text);
+
+/* The directory <root>/<uid>/volumes/kubernetes.io~empty-dir/<volume>/<container>, each component
+ * opened without following links: its fd, or -errno. */
+int gpc_agent_volume_dir(const char *root, const char *uid, const char *volume, const char *container);
+
+struct stat;
+/*
+ * Opens `name` in directory `dir` with `flags` only when it is a regular file with one link, owned
+ * by the directory's owner, of at most `max` bytes, without following a link or blocking: the fd
+ * (and *st), or -errno with `why` set (-EPERM for a file of the wrong kind, links or owner).
+ */
+int gpc_agent_open_typed(int dir, const char *name, int flags, off_t max, struct stat *st, char *why, size_t whylen);
 
 struct gpc_agent_change {
     char from[64], to[64];       /* memory_limit before and after, as written */

@@ -41,6 +41,26 @@ void gpc_events_push(struct gpc_events *e, const char *ns, const char *name, con
     snprintf(ev->uid, sizeof ev->uid, "%s", uid);
     snprintf(ev->container, sizeof ev->container, "%s", container);
     ev->ch = *ch;
+    ev->kind = GPC_EVENT_CHANGE;
+    ev->reason[0] = ev->text[0] = '\0';
+    ev->warning = false;
+}
+
+void gpc_events_push_arbiter(struct gpc_events *e, enum gpc_event_kind kind, const char *ns, const char *name,
+                             const char *uid, const char *container, const char *reason, const char *text,
+                             bool warning)
+{
+    struct gpc_agent_change none;
+    memset(&none, 0, sizeof none);
+    unsigned len = e->len;
+    gpc_events_push(e, ns, name, uid, container, &none);
+    if (e->len == len)
+        return; /* dropped */
+    struct gpc_event *ev = &e->q[(e->head + e->len - 1) % GPC_EVENTS_QUEUE];
+    ev->kind = kind;
+    snprintf(ev->reason, sizeof ev->reason, "%s", reason ? reason : "");
+    snprintf(ev->text, sizeof ev->text, "%s", text ? text : "");
+    ev->warning = warning;
 }
 
 static void utc_now(char *buf, size_t len)
@@ -86,19 +106,56 @@ static void posted(struct gpc_kube_req *r, int rc, long code, const char *err)
     e->failed++;
     char why[64];
     snprintf(why, sizeof why, "HTTP %ld", code);
-    fprintf(stderr, "gpucap-agent: pod %s/%s: the event was not created (%s)\n", e->sending.ns, e->sending.name,
-            rc ? err : code == 403 ? "HTTP 403: the agent's service account needs create on events" : why);
+    bool evict = e->sending.kind == GPC_EVENT_EVICT;
+    fprintf(stderr, "gpucap-agent: pod %s/%s: the %s (%s)\n", e->sending.ns, e->sending.name,
+            evict ? "eviction was not done" : "event was not created",
+            rc ? err : code == 403 ? (evict ? "HTTP 403: the agent's service account needs create on pods/eviction"
+                                            : "HTTP 403: the agent's service account needs create on events")
+               : code == 429 ? "HTTP 429: the pod's disruption budget allows no eviction now" : why);
+}
+
+/* Asks the Eviction API for the pod of `ev` (policy/v1: the pod's disruption budget is honoured);
+ * 0 or -errno (said). */
+static int post_eviction(struct gpc_events *e, struct gpc_event *ev)
+{
+    char path[400], err[512];
+    json_t *j = json_pack("{s:s, s:s, s:{s:s, s:s}}", "apiVersion", "policy/v1", "kind", "Eviction", "metadata", "name",
+                          ev->name, "namespace", ev->ns);
+    char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!body)
+        return -ENOMEM;
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/eviction", ev->ns, ev->name);
+    e->post.data = discard;
+    e->post.done = posted;
+    e->post.arg = e;
+    int rc = gpc_kube_start(e->kube, &e->post, path, NULL, body, 30000, 0, err, sizeof err);
+    free(body);
+    if (rc != 0) {
+        e->failed++;
+        fprintf(stderr, "gpucap-agent: pod %s/%s: the eviction was not asked (%s)\n", ev->ns, ev->name, err);
+    }
+    return rc;
 }
 
 /* Posts `ev`; 0 or -errno (said). */
 static int post(struct gpc_events *e, struct gpc_event *ev)
 {
-    gpc_agent_use(e->root, ev->uid, ev->container, ev->ch.to, &ev->ch);
+    if (ev->kind == GPC_EVENT_EVICT)
+        return post_eviction(e, ev);
     char msg[768], when[32], path[400], field[128], gen[300], err[512];
-    message(ev, msg, sizeof msg);
-    bool warn = ev->ch.above || ev->ch.clamped;
-    const char *reason = ev->ch.clamped ? "GpuBudgetAboveMaximum" : ev->ch.above ? "GpuBudgetBelowUse"
-                                                                               : "GpuBudgetChanged";
+    bool warn;
+    const char *reason;
+    if (ev->kind == GPC_EVENT_ARBITER) {
+        snprintf(msg, sizeof msg, "container %s: %s", ev->container, ev->text);
+        warn = ev->warning;
+        reason = ev->reason;
+    } else {
+        gpc_agent_use(e->root, ev->uid, ev->container, ev->ch.to, &ev->ch);
+        message(ev, msg, sizeof msg);
+        warn = ev->ch.above || ev->ch.clamped;
+        reason = ev->ch.clamped ? "GpuBudgetAboveMaximum" : ev->ch.above ? "GpuBudgetBelowUse" : "GpuBudgetChanged";
+    }
     utc_now(when, sizeof when);
     snprintf(field, sizeof field, "spec.containers{%s}", ev->container);
     snprintf(gen, sizeof gen, "%s.", ev->name);

@@ -12,9 +12,18 @@
 
 #define GPC_EVENTS_QUEUE 512
 
+enum gpc_event_kind {
+    GPC_EVENT_CHANGE,   /* a budget record applied: ch */
+    GPC_EVENT_ARBITER,  /* the arbiter's (burstable memory): reason, text, warning */
+    GPC_EVENT_EVICT,    /* not an Event: the Eviction API asked for the pod (reclaim = evict) */
+};
+
 struct gpc_event {
     char ns[64], name[254], uid[64], container[64];
+    enum gpc_event_kind kind;
     struct gpc_agent_change ch;
+    char reason[48], text[512];
+    bool warning;
 };
 
 struct gpc_events {
@@ -37,6 +46,12 @@ void gpc_events_init(struct gpc_events *e, struct gpc_kube *kube, const char *no
  */
 void gpc_events_push(struct gpc_events *e, const char *ns, const char *name, const char *uid, const char *container,
                      const struct gpc_agent_change *ch);
+
+/* Queues an Event of the arbiter (GPC_EVENT_ARBITER: reason, text, warning), or an eviction of
+ * the pod (GPC_EVENT_EVICT), as gpc_events_push does. */
+void gpc_events_push_arbiter(struct gpc_events *e, enum gpc_event_kind kind, const char *ns, const char *name,
+                             const char *uid, const char *container, const char *reason, const char *text,
+                             bool warning);
 
 /* Starts posting the next queued Event when none is in flight. True when one is queued or in flight. */
 bool gpc_events_pump(struct gpc_events *e);

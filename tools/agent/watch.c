@@ -84,6 +84,8 @@ static bool dns_chars(const char *s, size_t max, bool dots)
 /* One pod's record applied to each of its containers' files. */
 static void handle_pod(struct gpc_agent *a, const struct gpc_pod_meta *p)
 {
+    if (!p->bad && a->arbiter && (!p->node[0] || strcmp(p->node, a->node) == 0) && dns_chars(p->uid, 63, false))
+        gpc_agent_pod_seen(a, p->uid, p->ns, p->name);
     if (p->bad || !p->has_record)
         return;
     if (!dns_chars(p->ns, 63, false) || !dns_chars(p->name, 253, true) || !dns_chars(p->uid, 63, false)) {
@@ -410,6 +412,8 @@ int gpc_agent_run(struct gpc_agent *a)
             start_next(&r);
         else if (r.req.busy && r.stop_at && t > r.stop_at)
             gpc_kube_abort(&a->kube, &r.req);
+        if (a->arbiter)
+            gpc_agent_arbiter_drain(a);
         gpc_events_pump(&a->events);
         double wait = r.req.busy ? 1.0 : r.next_at - now();
         if (gpc_kube_run(&a->kube, wait <= 0 ? 0 : wait > 1.0 ? 1000 : (int)(wait * 1000) + 1) != 0) {

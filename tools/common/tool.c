@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpucap_version.h"
 #include "man.h"
@@ -380,4 +381,13 @@ char *tool_field_text(char *out, size_t out_size, const char *field, size_t fiel
         out[i] = name_char(field[i]) || field[i] == '+' ? field[i] : '?';
     out[n] = '\0';
     return out;
+}
+
+void tool_qos_dir(char *buf, size_t len)
+{
+    const char *x = getenv("XDG_RUNTIME_DIR");
+    if (x && x[0] == '/' && strlen(x) + 8 < len)
+        snprintf(buf, len, "%s/gpucap", x);
+    else
+        snprintf(buf, len, "/tmp/gpucap-%u", (unsigned)geteuid());
 }

@@ -151,4 +151,11 @@ char *tool_field_text(char *out, size_t out_size, const char *field, size_t fiel
  */
 bool tool_name_ok(const char *name);
 
+/*
+ * The directory of this user's burstable-memory arbiter (`gpucap-agent --local`) and of the
+ * `gpucap run` jobs it arbitrates (runs/ there): $XDG_RUNTIME_DIR/gpucap when XDG_RUNTIME_DIR names
+ * an absolute path, else /tmp/gpucap-<euid>. Into buf (the path only: nothing is made).
+ */
+void tool_qos_dir(char *buf, size_t len);
+
 #endif

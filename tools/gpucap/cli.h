@@ -77,6 +77,16 @@ int cli_report_write(int fd, const struct gpc_ledger *l, int ledger_fd, bool jso
 void cli_timeline_clean(const char *dir);
 
 /*
+ * A `gpucap run --memory-request` job registered with the user's arbiter (runqos.c): its directory
+ * made under tool_qos_dir()/runs (into dir), holding its settings file (memory_limit `limit`,
+ * memory_request `request`; GPUCAP_CONFIG set to it), the gpucap's pid, and a link to the arbiter's
+ * socket. 0, or -1 with err set (nothing left behind).
+ */
+int cli_qos_register(const char *request, const char *limit, char *dir, size_t dirlen, char *err, size_t errlen);
+/* Its files and directory removed (the ledger and timelines too). */
+void cli_qos_unregister(const char *dir);
+
+/*
  * shared.c: finds libgpucap.so: `given` (--lib), GPUCAP_LIB, beside this executable (build tree and
  * install prefix), the configured install path, /usr/local/lib/gpucap, /usr/lib/gpucap, each place
  * once. Writes the absolute path into buf and returns 0, or -ENOENT with *tried listing where it

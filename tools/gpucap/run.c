@@ -15,7 +15,9 @@
  * stderr as `-` does), the ledger removed, and gpucap exits with CMD's status, or dies of CMD's
  * signal so that the shell sees the same thing. A report file that could not be written is refused
  * before CMD runs. gpucap's own failures exit 125, a CMD that cannot be executed 126, one not found
- * 127 (env(1)).
+ * 127 (env(1)). With --memory-request the run is burstable: its directory is its registration with the
+ * user's arbiter (runqos.c), and its limit and request are in its own settings file (GPUCAP_CONFIG),
+ * where the arbiter writes its grant.
  */
 #include "cli.h"
 
@@ -31,11 +33,14 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { F_MEMORY, F_DEVICE_MEMORY, F_AUDIT, F_REPORT, F_REPORT_FD, F_JSON, F_FAIL_AFTER, F_FAIL_RATE, F_SEED,
+enum { F_MEMORY, F_MEMORY_REQUEST, F_DEVICE_MEMORY, F_AUDIT, F_REPORT, F_REPORT_FD, F_JSON, F_FAIL_AFTER, F_FAIL_RATE, F_SEED,
        F_BACKTRACE, F_LIB, F_COUNT };
 
 static const struct tool_flag run_flags[F_COUNT] = {
     [F_MEMORY] = {"memory", 'm', "SIZE", "GPUCAP_MEMORY_LIMIT", NULL, "budget for every device"},
+    [F_MEMORY_REQUEST] = {"memory-request", 0, "SIZE", "GPUCAP_MEMORY_REQUEST", NULL,
+                          "burstable: SIZE of every device guaranteed, up to --memory when the user's arbiter\n"
+                          "(gpucap-agent --local) lends it; the run registers with it (0: best effort)"},
     [F_DEVICE_MEMORY] = {"device-memory", 'd', "DEV=SIZE", "GPUCAP_MEMORY_LIMIT_<DEV>", NULL,
                          "budget for one device, DEV its ordinal (0, 1, ...) or UUID (GPU-...); repeatable"},
     [F_AUDIT] = {"audit", 'a', NULL, "GPUCAP_MODE=audit", NULL,
@@ -196,7 +201,17 @@ static int on_flag(void *arg, int flag, const char *v)
     struct run_opts *o = arg;
     switch (flag) {
     case F_MEMORY:
+        o->given[F_MEMORY] = v;
         return set_size("--memory", gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env, v);
+    case F_MEMORY_REQUEST: {
+        struct gpc_size sz;
+        int rc = gpc_parse_size(v, &sz);
+        if (rc != 0)
+            return tool_usage_error(&cli_run_cmd, "--memory-request: '%s' is %s; accepted: %s", v,
+                                    rc == -ERANGE ? "out of range" : "not a size", gpc_size_forms);
+        o->given[F_MEMORY_REQUEST] = v;
+        return 0;
+    }
     case F_DEVICE_MEMORY: {
         /* DEV=SIZE: DEV an ordinal or a UUID (or its start), the names the settings take. */
         const char *eq = strchr(v, '=');
@@ -325,6 +340,30 @@ int cmd_run(int argc, char **argv)
         return TOOL_EXIT_OWN;
     }
     char **cmd = argv + first;
+    /* --memory-request: a burstable run, registered with the user's arbiter; its limit (--memory, else
+     * the environment's, else the whole card) and request go into its own settings file. */
+    const char *request = o.given[F_MEMORY_REQUEST];
+    char limit[256] = "100%";
+    if (request) {
+        const char *l = o.given[F_MEMORY] ? o.given[F_MEMORY] : getenv(gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env);
+        struct gpc_size rs, ls;
+        if (l && *l) {
+            if (gpc_parse_size(l, &ls) != 0) {
+                tool_usage_error(&cli_run_cmd, "the limit '%s' is not a size; accepted: %s", l, gpc_size_forms);
+                return TOOL_EXIT_OWN;
+            }
+            snprintf(limit, sizeof limit, "%s", l);
+        } else {
+            gpc_parse_size(limit, &ls);
+        }
+        gpc_parse_size(request, &rs);
+        if (rs.is_percent == ls.is_percent && (rs.is_percent ? rs.ppm > ls.ppm : rs.bytes > ls.bytes)) {
+            tool_usage_error(&cli_run_cmd, "--memory-request %s is above the limit %s", request, limit);
+            return TOOL_EXIT_OWN;
+        }
+        unsetenv(gpc_option_defs[GPC_OPT_MEMORY_LIMIT].env);
+        unsetenv("GPUCAP_MEMORY_REQUEST");
+    }
 
     char lib[PATH_MAX], tried[2048];
     if (cli_find_lib(o.given[F_LIB], lib, sizeof lib, tried, sizeof tried) != 0) {
@@ -337,6 +376,11 @@ int cmd_run(int argc, char **argv)
     extern char **environ;
     struct gpc_settings s, platform;
     cli_settings_quiet(&s, &platform, environ);
+    if (request && s.locked) {
+        tool_error("gpucap run", "--memory-request: the platform's settings (%s) are locked: a run cannot have a "
+                   "settings file of its own here", s.platform ? s.platform->config_path : "/etc/gpucap/gpucap.ini");
+        return TOOL_EXIT_OWN;
+    }
     bool audit = gpc_opt_enum(&s, GPC_OPT_MODE) == GPC_MODE_AUDIT;
     bool json = o.given[F_JSON] != NULL || gpc_opt_enum(&s, GPC_OPT_REPORT_FORMAT) == GPC_REPORT_JSON;
     if (!report && o.report_fd < 0 && s.opt[GPC_OPT_REPORT].src == GPC_SRC_ENV)
@@ -364,7 +408,7 @@ int cmd_run(int argc, char **argv)
     bool want_report = report || o.report_fd >= 0;
     /* Every device is measured: one without a budget is under 100% of itself (a budget for one
      * device, -d 1=8GiB, leaves the others in the report). */
-    if (measure_all(&s))
+    if (!request && measure_all(&s))
         set_row(GPC_OPT_MEMORY_LIMIT, "100%");
     /* CMD does not get the report's descriptor. */
     if (o.report_fd > 2)
@@ -373,7 +417,12 @@ int cmd_run(int argc, char **argv)
     const char *tmp = getenv("TMPDIR");
     char dir[PATH_MAX], ledger[PATH_MAX + 16];
     snprintf(dir, sizeof dir, "%s/gpucap-run.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) {
+    if (request) {
+        if (cli_qos_register(request, limit, dir, sizeof dir, why, sizeof why) != 0) {
+            tool_error("gpucap run", "--memory-request: %s", why);
+            return TOOL_EXIT_OWN;
+        }
+    } else if (!mkdtemp(dir)) {
         tool_error("gpucap run", "cannot create a directory for the run's ledger in %s (%s)",
                    tmp && *tmp ? tmp : "/tmp", strerror(errno));
         return TOOL_EXIT_OWN;
@@ -403,6 +452,8 @@ int cmd_run(int argc, char **argv)
     pid_t pid = fork();
     if (pid < 0) {
         tool_error("gpucap run", "fork: %s", strerror(errno));
+        if (request)
+            cli_qos_unregister(dir);
         rmdir(dir);
         return TOOL_EXIT_OWN;
     }
@@ -446,6 +497,8 @@ int cmd_run(int argc, char **argv)
     bool report_failed = want_report && write_report(ledger, dir, report, o.report_fd, json, audit, &run) != 0;
     cli_timeline_clean(dir);
     unlink(ledger);
+    if (request)
+        cli_qos_unregister(dir);
     rmdir(dir);
 
     if (WIFSIGNALED(status)) {
