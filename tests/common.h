@@ -18,6 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "fakecuda.h"
@@ -137,6 +140,43 @@ static inline struct gpucap_usage usage(int dev)
     struct gpucap_usage u = {0};
     get(dev, &u);
     return u;
+}
+
+/* Writes `text` over the open file `fd` from its start, as gpucap-agent rewrites a settings file in
+ * place: the same inode, never shorter than it was (a comment line pads it to the old length, so a
+ * reader never sees the old tail). */
+static inline void write_in_place(int fd, const char *text)
+{
+    struct stat st;
+    REQUIRE(fstat(fd, &st) == 0, "fstat");
+    char buf[4096];
+    size_t n = strlen(text);
+    REQUIRE(n < sizeof buf && st.st_size <= (off_t)sizeof buf, "text");
+    memcpy(buf, text, n);
+    if ((off_t)n < st.st_size) {
+        size_t pad = (size_t)st.st_size - n;
+        buf[n] = ';';
+        memset(buf + n + 1, ' ', pad - 1);
+        buf[n + pad - 1] = '\n';
+        n += pad;
+    }
+    REQUIRE(pwrite(fd, buf, n, 0) == (ssize_t)n, "pwrite");
+}
+
+/* Runs this program again in a child, argv[0] `name` and argv[1] `mode`, to its end (stdio flushed
+ * first): its wait status. */
+static inline int run_self(const char *name, const char *mode)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0, "fork");
+    if (pid == 0) {
+        execl("/proc/self/exe", name, mode, (char *)NULL);
+        _exit(3);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return status;
 }
 
 #endif

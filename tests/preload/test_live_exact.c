@@ -75,17 +75,7 @@ static void write_settings(const char *lines)
     snprintf(text, sizeof text, "%s[gpucap]\ncontext_reserve = 0\n%s\n", gen ? line : "", lines);
     int fd = open(settings, O_WRONLY | O_CREAT, 0644);
     REQUIRE(fd >= 0, "open %s", settings);
-    struct stat st;
-    REQUIRE(fstat(fd, &st) == 0, "fstat");
-    size_t n = strlen(text);
-    if ((off_t)n < st.st_size) {
-        size_t pad = (size_t)st.st_size - n;
-        text[n] = ';';
-        memset(text + n + 1, ' ', pad - 1);
-        text[n + pad - 1] = '\n';
-        n += pad;
-    }
-    REQUIRE(pwrite(fd, text, n, 0) == (ssize_t)n, "pwrite");
+    write_in_place(fd, text);
     if (gen) {
         /* Complete: the generation moves (its low digits are what every process watches). */
         snprintf(line, sizeof line, "; generation = %017llx\n", ++generation);
@@ -97,6 +87,23 @@ static void write_settings(const char *lines)
 static CUresult alloc(CUdeviceptr *p, uint64_t bytes)
 {
     return cuMemAlloc_v2(p, bytes);
+}
+
+/* make_context(0), then `mib` MiB allocated there (the program stops when refused): the pointer. */
+static CUdeviceptr holding(uint64_t mib)
+{
+    make_context(0);
+    CUdeviceptr p;
+    REQUIRE(alloc(&p, mib * MiB) == CUDA_SUCCESS, "%llu MiB", (unsigned long long)mib);
+    return p;
+}
+
+/* In a child: returns once the parent wrote its word on `fd`; exits 3 when the pipe closed first. */
+static void await_go(int fd)
+{
+    char b;
+    if (read(fd, &b, 1) != 1)
+        _exit(3);
 }
 
 /* Runs `gpucap ARGS...` (TEST_CLI) with stdout into `out` (may be NULL): its exit status. */
@@ -424,14 +431,10 @@ static void case_forkstale(void)
     pid_t parent = fork();
     REQUIRE(parent >= 0, "fork");
     if (parent == 0) {
-        make_context(0);
-        CUdeviceptr p;
-        REQUIRE(alloc(&p, 8 * MiB) == CUDA_SUCCESS, "8 MiB");
+        CUdeviceptr p = holding(8);
         pid_t c = fork();
         if (c == 0) {
-            char b;
-            if (read(go[0], &b, 1) != 1) /* its parent lowered and left */
-                _exit(3);
+            await_go(go[0]); /* its parent lowered and left */
             CUdeviceptr q;
             char r = alloc(&q, 1 * MiB) != CUDA_SUCCESS                ? '1'
                      : alloc(&q, 200 * MiB) != CUDA_ERROR_OUT_OF_MEMORY ? '2'
@@ -467,17 +470,13 @@ static void case_forkraise(void)
 {
     if (getenv("TEST_FILE"))
         write_settings("memory_limit = 64MiB");
-    make_context(0);
-    CUdeviceptr p;
-    REQUIRE(alloc(&p, 8 * MiB) == CUDA_SUCCESS, "8 MiB");
+    holding(8);
     int go[2];
     REQUIRE(pipe(go) == 0, "pipe");
     pid_t c = fork();
     REQUIRE(c >= 0, "fork");
     if (c == 0) {
-        char b;
-        if (read(go[0], &b, 1) != 1)
-            _exit(3);
+        await_go(go[0]);
         CUdeviceptr q;
         CHECK(alloc(&q, 200 * MiB) == CUDA_SUCCESS, "child forked before a raise to 256 MiB: denied 200 MiB");
         _exit(failures ? 1 : 0);
@@ -498,9 +497,7 @@ static void case_forkraise(void)
 
 static void case_execlow(void)
 {
-    make_context(0);
-    CUdeviceptr p;
-    REQUIRE(alloc(&p, 8 * MiB) == CUDA_SUCCESS, "8 MiB");
+    holding(8);
     set_memory("64MiB");
     size_t f, t;
     cuMemGetInfo_v2(&f, &t);
@@ -526,15 +523,7 @@ static void case_execlow_after(void)
 /* Runs this program as `mode` in a child (a later process of its own): a failure is this case's. */
 static void later(const char *mode)
 {
-    fflush(NULL);
-    pid_t pid = fork();
-    REQUIRE(pid >= 0, "fork");
-    if (pid == 0) {
-        execl("/proc/self/exe", "test_live_exact", mode, (char *)NULL);
-        _exit(3);
-    }
-    int status;
-    waitpid(pid, &status, 0);
+    int status = run_self("test_live_exact", mode);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s (status %d)", mode, status);
 }
 
@@ -553,9 +542,7 @@ static void case_raisegone(void)
 
 static void case_raisegone_first(void)
 {
-    make_context(0);
-    CUdeviceptr p;
-    REQUIRE(alloc(&p, 8 * MiB) == CUDA_SUCCESS, "8 MiB");
+    CUdeviceptr p = holding(8);
     set_memory("600MiB");
     CHECK(alloc(&p, 500 * MiB) == CUDA_SUCCESS, "the raise admits");
     /* Exits holding it: dead, not reaped yet, when the next run starts. */
@@ -576,9 +563,7 @@ static void case_raisegone_next(void)
 static void case_drvlimit(void)
 {
     write_settings("memory_limit = 512MiB");
-    make_context(0);
-    CUdeviceptr p;
-    REQUIRE(alloc(&p, 1 * MiB) == CUDA_SUCCESS, "1 MiB");
+    holding(1);
     struct gpc_ledger *l = map_ledger();
     size_t f, t, total;
     struct {
@@ -731,13 +716,9 @@ static void case_forkhold(void)
     pid_t parent = fork();
     REQUIRE(parent >= 0, "fork");
     if (parent == 0) {
-        make_context(0);
-        CUdeviceptr p;
-        REQUIRE(alloc(&p, 200 * MiB) == CUDA_SUCCESS, "200 MiB");
+        holding(200);
         if (fork() == 0) { /* a DataLoader worker: never calls CUDA, keeps the device files */
-            char b;
-            if (read(go[0], &b, 1) != 1)
-                _exit(3);
+            await_go(go[0]);
             _exit(0);
         }
         _exit(0); /* without freeing */
@@ -792,9 +773,7 @@ static void case_rawclone(void)
     pid_t parent = fork();
     REQUIRE(parent >= 0, "fork");
     if (parent == 0) {
-        make_context(0);
-        CUdeviceptr p;
-        REQUIRE(alloc(&p, 8 * MiB) == CUDA_SUCCESS, "8 MiB");
+        holding(8);
         long child = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
         if (child == 0) {
             CUdeviceptr q;

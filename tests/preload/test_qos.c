@@ -76,17 +76,7 @@ static void write_settings(const char *lines)
              locked ? "lock = true\nledger = " : "", locked ? getenv("GPUCAP_LEDGER") : "", locked ? "\n" : "", lines);
     int fd = open(settings, O_WRONLY | O_CREAT, 0644);
     REQUIRE(fd >= 0, "open %s", settings);
-    struct stat st;
-    REQUIRE(fstat(fd, &st) == 0, "fstat");
-    size_t n = strlen(text);
-    if ((off_t)n < st.st_size) {
-        size_t pad = (size_t)st.st_size - n;
-        text[n] = ';';
-        memset(text + n + 1, ' ', pad - 1);
-        text[n + pad - 1] = '\n';
-        n += pad;
-    }
-    REQUIRE(pwrite(fd, text, n, 0) == (ssize_t)n, "pwrite");
+    write_in_place(fd, text);
     snprintf(line, sizeof line, "; generation = %017llx\n", ++generation);
     REQUIRE(pwrite(fd, line, strlen(line), 0) == (ssize_t)strlen(line), "pwrite generation");
     close(fd);
