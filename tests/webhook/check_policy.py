@@ -35,7 +35,7 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from checks import check, verdict  # noqa: E402
+from checks import check, run_cases  # noqa: E402
 
 IMAGE = "ghcr.io/example/gpucap:0.1.0"
 
@@ -872,14 +872,5 @@ CASES = {
 }
 
 
-def main():
-    if sys.argv[1:2] == ["--list"]:
-        print(";".join(CASES))
-        return 0
-    cli, fixtures, name = sys.argv[1:4]
-    CASES[name](cli, fixtures)
-    return verdict(f"ok: {name}")
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cases(CASES))

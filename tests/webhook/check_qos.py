@@ -31,7 +31,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_policy import (agent_reads, allowed, annotations, as_update, denied, injected, load,  # noqa: E402
                           policy_file, record_text, with_pod)
-from checks import check, verdict  # noqa: E402
+from checks import check, run_cases  # noqa: E402
 
 
 def inject_args(pod):
@@ -214,14 +214,5 @@ CASES = {
 }
 
 
-def main():
-    if sys.argv[1:2] == ["--list"]:
-        print(";".join(CASES))
-        return 0
-    cli, fixtures, name = sys.argv[1:4]
-    CASES[name](cli, fixtures)
-    return verdict(f"ok: {name}")
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cases(CASES))
