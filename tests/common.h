@@ -14,6 +14,7 @@
 #include <cudaTypedefs.h>
 
 #include <dlfcn.h>
+#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,6 +178,32 @@ static inline int run_self(const char *name, const char *mode)
     int status = 0;
     waitpid(pid, &status, 0);
     return status;
+}
+
+extern char **environ;
+
+/* Starts argv[0] (a path) with `argv` and this environment less LD_PRELOAD (a tool or helper, not a
+ * CUDA program: no library under it), its stdout into a pipe whose read end is *out: the pid. */
+static inline pid_t spawn_unpreloaded(char *const argv[], int *out)
+{
+    char *env[128];
+    int e = 0;
+    for (char **v = environ; *v && e < 126; v++)
+        if (strncmp(*v, "LD_PRELOAD=", 11) != 0)
+            env[e++] = *v;
+    env[e] = NULL;
+    int fds[2];
+    REQUIRE(pipe(fds) == 0, "pipe");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    posix_spawn_file_actions_addclose(&fa, fds[0]);
+    pid_t pid;
+    REQUIRE(posix_spawn(&pid, argv[0], &fa, NULL, argv, env) == 0, "spawn %s", argv[0]);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    *out = fds[0];
+    return pid;
 }
 
 #endif

@@ -117,32 +117,17 @@ static int cli(char *out, size_t outlen, const char *const *args)
     for (int i = 0; args[i] && n < 15; i++)
         argv[n++] = (char *)args[i];
     argv[n] = NULL;
-    int fds[2];
-    REQUIRE(pipe(fds) == 0, "pipe");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_addclose(&fa, fds[0]);
-    /* The command is not a CUDA program: no library under it. */
-    char *env[64];
-    int e = 0;
-    for (char **v = environ; *v && e < 62; v++)
-        if (strncmp(*v, "LD_PRELOAD=", 11) != 0)
-            env[e++] = *v;
-    env[e] = NULL;
-    pid_t pid;
-    REQUIRE(posix_spawn(&pid, exe, &fa, NULL, argv, env) == 0, "spawn %s", exe);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
+    int fd;
+    pid_t pid = spawn_unpreloaded(argv, &fd); /* the command is not a CUDA program */
     size_t got = 0;
     char sink[256];
-    for (ssize_t r; (r = read(fds[0], out && got < outlen - 1 ? out + got : sink,
+    for (ssize_t r; (r = read(fd, out && got < outlen - 1 ? out + got : sink,
                               out && got < outlen - 1 ? outlen - 1 - got : sizeof sink)) > 0;)
         if (out && got < outlen - 1)
             got += (size_t)r;
     if (out)
         out[got] = '\0';
-    close(fds[0]);
+    close(fd);
     int status;
     waitpid(pid, &status, 0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;

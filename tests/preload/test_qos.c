@@ -47,7 +47,6 @@
 #include <time.h>
 #include <unistd.h>
 
-extern char **environ;
 
 static char settings[1024], base_ledger[512];
 static bool locked;
@@ -337,24 +336,11 @@ static void start_arbiter(const char *mode, uint64_t request, uint64_t limit, co
     unlink(arblog);
     setenv("TEST_ARB_LOG", arblog, 1);
     char *argv[] = {exe, sock, settings, (char *)mode, r, l, (char *)(lines ? lines : ""), NULL};
-    char *env[128];
-    int e = 0;
-    for (char **v = environ; *v && e < 126; v++)
-        if (strncmp(*v, "LD_PRELOAD=", 11) != 0)
-            env[e++] = *v;
-    env[e] = NULL;
-    int fds[2];
-    REQUIRE(pipe(fds) == 0, "pipe");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_addclose(&fa, fds[0]);
-    REQUIRE(posix_spawn(&arbiter, exe, &fa, NULL, argv, env) == 0, "spawn %s", exe);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
+    int fd;
+    arbiter = spawn_unpreloaded(argv, &fd);
     char buf[16] = "";
-    REQUIRE(read(fds[0], buf, sizeof buf - 1) > 0 && strncmp(buf, "ready", 5) == 0, "the arbiter did not start");
-    close(fds[0]);
+    REQUIRE(read(fd, buf, sizeof buf - 1) > 0 && strncmp(buf, "ready", 5) == 0, "the arbiter did not start");
+    close(fd);
     generation = 0; /* its own generations from now on: the file is its */
 }
 
