@@ -163,6 +163,27 @@ CUresult fk_require_ctx(struct fk_ctx **out);
  */
 void *fk_entry_begin(size_t size, uint64_t bytes, struct fk_ctx **c, CUresult *rc);
 void fk_entry_abort(void *entry, struct fk_ctx *c, uint64_t bytes);
+/* fk_entry_begin as the helpers of the entry points call it: declares `struct fk_ctx *c` and
+ * `type *var`, the entry (fk_mu held), or returns fk_entry_begin's error from the caller. */
+#define FK_ENTRY_BEGIN(type, var, bytes, c)                                             \
+    struct fk_ctx *c;                                                                   \
+    type *var;                                                                          \
+    do {                                                                                \
+        CUresult rc_;                                                                   \
+        var = fk_entry_begin(sizeof *var, (bytes), &c, &rc_);                           \
+        if (!var)                                                                       \
+            return rc_;                                                                 \
+    } while (0)
+/* Defines `static type *fn(const void *h)`: the entry of the uthash table `table`, keyed by its
+ * handle (a pointer), whose handle is `h`; NULL when there is none or h is NULL. Under fk_mu. */
+#define FK_DEFINE_FIND(fn, type, table)                                                 \
+    static type *fn(const void *h)                                                      \
+    {                                                                                   \
+        type *e_ = NULL;                                                                \
+        if (h)                                                                          \
+            HASH_FIND_PTR(table, &h, e_);                                               \
+        return e_;                                                                      \
+    }
 /* A fresh, never reused, 256-aligned address range of `size` bytes for device `phys`
  * (legacy32: below 4 GiB);
  * returns 0 when the fake address space is spent. Called under fk_mu. */

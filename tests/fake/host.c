@@ -27,11 +27,8 @@ static CUresult host_alloc(void **pp, size_t bytes, unsigned flags)
 {
     if (!pp || bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    struct fk_ctx *c;
-    CUresult rc;
-    struct fk_host *h = fk_entry_begin(sizeof *h, 0, &c, &rc); /* host memory: no device charge */
-    if (!h)
-        return rc;
+    /* host memory: no device charge */
+    FK_ENTRY_BEGIN(struct fk_host, h, 0, c);
     /* mmap rather than malloc: a failed huge request is an error code, also under sanitizers. */
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
@@ -89,11 +86,7 @@ static CUresult host_register(void *p, size_t bytes, unsigned flags)
 {
     if (!p || bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    struct fk_ctx *c;
-    CUresult rc;
-    struct fk_host *h = fk_entry_begin(sizeof *h, 0, &c, &rc);
-    if (!h)
-        return rc;
+    FK_ENTRY_BEGIN(struct fk_host, h, 0, c);
     uint64_t base, size;
     if (fk_host_range((uintptr_t)p, &base, &size) || fk_host_range((uintptr_t)p + bytes - 1, &base, &size)) {
         fk_entry_abort(h, c, 0);

@@ -47,11 +47,7 @@ void fk_alloc_remove(struct fk_alloc *a)
 
 static CUresult linear_alloc(CUdeviceptr *out, uint64_t bytes, enum fk_kind kind)
 {
-    struct fk_ctx *c;
-    CUresult rc;
-    struct fk_alloc *a = fk_entry_begin(sizeof *a, bytes, &c, &rc);
-    if (!a)
-        return rc;
+    FK_ENTRY_BEGIN(struct fk_alloc, a, bytes, c);
     a->ptr = fk_addr_alloc(c->phys, bytes, kind == FK_LEGACY32);
     if (!a->ptr) {
         fk_entry_abort(a, c, bytes);
