@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpucap_version.h"
 #include "man.h"
@@ -337,6 +338,20 @@ void tool_man(const struct tool_cmd *c, FILE *f)
         gpc_man_section(f, "FILES", c->man_files);
     if (c->man_see_also)
         fprintf(f, ".SH SEE ALSO\n%s\n", c->man_see_also);
+}
+
+size_t tool_read_full(int fd, char *buf, size_t len)
+{
+    size_t n = 0;
+    while (n < len) {
+        ssize_t got = read(fd, buf + n, len - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        n += (size_t)got;
+    }
+    return n;
 }
 
 void tool_json_string(FILE *f, const char *text)
