@@ -35,14 +35,11 @@ static struct fk_ctx *ctx_locked(CUcontext h)
 FK_EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 {
     FK_ENTER_INIT(cuCtxGetApiVersion);
-    if (!version)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct fk_ctx *c = ctx_locked(ctx);
-    if (!c)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    fk_unlock();
-    *version = 3020; /* what every context made since CUDA 3.2 reports */
-    return CUDA_SUCCESS;
+    unsigned long long id; /* fk_ctx_id: only whether the context is alive */
+    CUresult rc = version ? fk_ctx_id(ctx, &id) : CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS)
+        *version = 3020; /* what every context made since CUDA 3.2 reports */
+    return rc;
 }
 
 CUresult fk_ctx_id(CUcontext ctx, unsigned long long *ctxId)
@@ -349,11 +346,7 @@ static CUresult ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle)
         return CUDA_ERROR_INVALID_DEVICE;
     }
     a->size = ih.size;
-    a->ordinal = c->ordinal;
-    a->phys = c->phys;
-    a->kind = FK_IPC;
-    a->ctx = c;
-    fk_alloc_insert(a);
+    fk_alloc_insert_in(a, c, FK_IPC);
     *pdptr = a->ptr;
     fk_unlock();
     return CUDA_SUCCESS;

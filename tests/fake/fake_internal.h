@@ -250,6 +250,8 @@ struct fk_alloc {
 struct fk_alloc *fk_alloc_find(CUdeviceptr p, bool interior);
 /* Adds an entry for a graph allocation made by graph.c. Under fk_mu. */
 void fk_alloc_insert(struct fk_alloc *a);
+/* Adds entry `a` of `kind`, made in context c (its ordinal, device and context). Under fk_mu. */
+void fk_alloc_insert_in(struct fk_alloc *a, struct fk_ctx *c, enum fk_kind kind);
 /* Removes and frees an entry (does not touch the record). Under fk_mu. */
 void fk_alloc_remove(struct fk_alloc *a);
 /* What an address is: 1 device memory (an allocation or a VMM mapping), 0 host memory the driver

@@ -37,6 +37,15 @@ void fk_alloc_insert(struct fk_alloc *a)
     HASH_ADD(hh, allocs, ptr, sizeof a->ptr, a);
 }
 
+void fk_alloc_insert_in(struct fk_alloc *a, struct fk_ctx *c, enum fk_kind kind)
+{
+    a->ordinal = c->ordinal;
+    a->phys = c->phys;
+    a->kind = kind;
+    a->ctx = c;
+    fk_alloc_insert(a);
+}
+
 void fk_alloc_remove(struct fk_alloc *a)
 {
     HASH_DEL(allocs, a);
@@ -54,11 +63,7 @@ static CUresult linear_alloc(CUdeviceptr *out, uint64_t bytes, enum fk_kind kind
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     a->size = a->charged = bytes;
-    a->ordinal = c->ordinal;
-    a->phys = c->phys;
-    a->kind = kind;
-    a->ctx = c;
-    fk_alloc_insert(a);
+    fk_alloc_insert_in(a, c, kind);
     *out = a->ptr;
     fk_unlock();
     return CUDA_SUCCESS;

@@ -264,11 +264,7 @@ static CUresult get_global(CUdeviceptr *dptr, size_t *bytes, const void *h, cons
         return rc;
     }
     a->size = FK_GLOBAL_BYTES;
-    a->ordinal = c->ordinal;
-    a->phys = c->phys;
-    a->kind = FK_GLOBAL;
-    a->ctx = c;
-    fk_alloc_insert(a);
+    fk_alloc_insert_in(a, c, FK_GLOBAL);
     if (dptr)
         *dptr = a->ptr;
     if (bytes)

@@ -120,6 +120,7 @@ static CUresult stream_sync(CUstream s)
 FK_FORWARD(cuStreamSynchronize, (CUstream hStream), stream_sync(hStream))
 FK_FORWARD(cuStreamSynchronize_ptsz, (CUstream hStream), stream_sync(hStream))
 
+/* stream_check, taking fk_mu for it. */
 static CUresult stream_query(CUstream s)
 {
     fk_lock();
@@ -178,9 +179,7 @@ static CUresult stream_green(CUstream h, CUgreenCtx *phCtx)
 {
     if (!phCtx)
         return CUDA_ERROR_INVALID_VALUE;
-    fk_lock();
-    CUresult rc = stream_check(h);
-    fk_unlock();
+    CUresult rc = stream_query(h);
     if (rc == CUDA_SUCCESS)
         *phCtx = NULL;
     return rc;
@@ -240,9 +239,7 @@ static CUresult host_func(CUstream s, CUhostFn fn, void *data)
 {
     if (!fn)
         return CUDA_ERROR_INVALID_VALUE;
-    fk_lock();
-    CUresult rc = stream_check(s);
-    fk_unlock();
+    CUresult rc = stream_query(s);
     if (rc == CUDA_SUCCESS)
         fn(data);
     return rc;
@@ -255,9 +252,7 @@ static CUresult add_callback(CUstream s, CUstreamCallback cb, void *data)
 {
     if (!cb)
         return CUDA_ERROR_INVALID_VALUE;
-    fk_lock();
-    CUresult rc = stream_check(s);
-    fk_unlock();
+    CUresult rc = stream_query(s);
     if (rc == CUDA_SUCCESS)
         cb(s, CUDA_SUCCESS, data);
     return rc;
