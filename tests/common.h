@@ -132,6 +132,14 @@ static inline CUdeviceptr context_holding(int dev, uint64_t bytes)
     return p;
 }
 
+/* The total cuMemGetInfo_v2 reports in the current context (the program stops when it fails). */
+static inline size_t total_now(void)
+{
+    size_t f = 0, t = 0;
+    REQUIRE(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS, "cuMemGetInfo_v2");
+    return t;
+}
+
 /* gpucap's own figures for a device, or all zero. */
 static inline struct gpucap_usage usage(int dev)
 {

@@ -98,6 +98,15 @@ static CUdeviceptr holding(uint64_t mib)
     return p;
 }
 
+/* Two pipes `a` and `b`, then fork(): its result (the program stops when either fails). */
+static pid_t fork_piped(int a[2], int b[2])
+{
+    REQUIRE(pipe(a) == 0 && pipe(b) == 0, "pipe");
+    pid_t pid = fork();
+    REQUIRE(pid >= 0, "fork");
+    return pid;
+}
+
 /* In a child: returns once the parent wrote its word on `fd`; exits 3 when the pipe closed first. */
 static void await_go(int fd)
 {
@@ -358,9 +367,7 @@ static void case_busy(void)
     /* A process descheduled inside a locked step: here, this test holds the lock from another
      * process (robust and process-shared, as the library's). */
     int go[2], held[2];
-    REQUIRE(pipe(go) == 0 && pipe(held) == 0, "pipe");
-    pid_t locker = fork();
-    REQUIRE(locker >= 0, "fork");
+    pid_t locker = fork_piped(go, held);
     if (locker == 0) {
         char b = 0;
         int rc = pthread_mutex_lock(&l->dev[0].lock);
@@ -412,9 +419,7 @@ static void case_busy(void)
 static void case_forkstale(void)
 {
     int go[2], result[2];
-    REQUIRE(pipe(go) == 0 && pipe(result) == 0, "pipe");
-    pid_t parent = fork();
-    REQUIRE(parent >= 0, "fork");
+    pid_t parent = fork_piped(go, result);
     if (parent == 0) {
         CUdeviceptr p = holding(8);
         pid_t c = fork();
@@ -430,8 +435,7 @@ static void case_forkstale(void)
         }
         /* Lowered by set-memory after the fork; the child claims its entry only later. */
         set_memory("64MiB");
-        size_t f, t;
-        cuMemGetInfo_v2(&f, &t);
+        size_t t = total_now();
         CHECK(t == 64 * MiB, "the lowering applied: total %zu", t);
         CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
         _exit(failures ? 1 : 0);
@@ -468,8 +472,7 @@ static void case_forkraise(void)
     }
     struct gpc_ledger *l = map_ledger();
     set_memory("256MiB");
-    size_t f, t;
-    cuMemGetInfo_v2(&f, &t);
+    size_t t = total_now();
     REQUIRE(t == 256 * MiB, "the raise applied: total %zu", t);
     char b = 0;
     REQUIRE(write(go[1], &b, 1) == 1, "go");
@@ -484,8 +487,7 @@ static void case_execlow(void)
 {
     holding(8);
     set_memory("64MiB");
-    size_t f, t;
-    cuMemGetInfo_v2(&f, &t);
+    size_t t = total_now();
     REQUIRE(t == 64 * MiB, "the lowering applied: total %zu", t);
     fflush(NULL);
     execl("/proc/self/exe", "test_live_exact", "execlow-after", (char *)NULL);
@@ -496,8 +498,7 @@ static void case_execlow_after(void)
 {
     make_context(0);
     CUdeviceptr q;
-    size_t f, t;
-    cuMemGetInfo_v2(&f, &t);
+    size_t t = total_now();
     CHECK(t == 64 * MiB, "the image after exec reads total %zu MiB, not the budget in force (64)", t / (size_t)MiB);
     CHECK(alloc(&q, 100 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "the image after exec was admitted 100 MiB under 64");
     struct gpc_ledger *l = map_ledger();
@@ -537,8 +538,7 @@ static void case_raisegone_next(void)
 {
     make_context(0);
     CUdeviceptr p;
-    size_t f, t;
-    cuMemGetInfo_v2(&f, &t);
+    size_t t = total_now();
     CHECK(t == 256 * MiB, "the next run reads total %zu MiB, not its own 256", t / (size_t)MiB);
     CHECK(alloc(&p, 300 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "the next run was admitted 300 MiB of its 256");
 }
@@ -697,9 +697,7 @@ static void other(int n, uint64_t each)
 static void case_forkhold(void)
 {
     int ready[2], go[2];
-    REQUIRE(pipe(ready) == 0 && pipe(go) == 0, "pipe");
-    pid_t parent = fork();
-    REQUIRE(parent >= 0, "fork");
+    pid_t parent = fork_piped(ready, go);
     if (parent == 0) {
         holding(200);
         if (fork() == 0) { /* a DataLoader worker: never calls CUDA, keeps the device files */
@@ -754,9 +752,7 @@ static void case_rawexec(void)
 static void case_rawclone(void)
 {
     int ready[2], go[2];
-    REQUIRE(pipe(ready) == 0 && pipe(go) == 0, "pipe");
-    pid_t parent = fork();
-    REQUIRE(parent >= 0, "fork");
+    pid_t parent = fork_piped(ready, go);
     if (parent == 0) {
         holding(8);
         long child = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);

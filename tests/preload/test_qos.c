@@ -81,13 +81,6 @@ static void write_settings(const char *lines)
     close(fd);
 }
 
-static uint64_t total_now(void)
-{
-    size_t f = 0, t = 0;
-    REQUIRE(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS, "cuMemGetInfo_v2");
-    return t;
-}
-
 /* The admission boundary is `in_force` with `held` bytes held: `in_force - held` more is admitted,
  * 1 MiB beyond it is not (everything admitted here is freed again). */
 static void check_boundary(uint64_t in_force, uint64_t held, const char *what)
