@@ -95,6 +95,12 @@ void fk_trace_result(const char *sym, CUresult rc);
 
 /* Physical index of a CUDA ordinal (after CUDA_VISIBLE_DEVICES), or -1 for a bad ordinal. */
 int fk_phys_of(CUdevice ordinal);
+/* Declares `int phys`, the physical index of CUDA ordinal `dev`, or returns CUDA_ERROR_INVALID_DEVICE
+ * from the caller for a bad ordinal. */
+#define FK_DEVICE(dev, phys)                                                            \
+    int phys = fk_phys_of(dev);                                                         \
+    if (phys < 0)                                                                       \
+        return CUDA_ERROR_INVALID_DEVICE
 /* How many devices CUDA_VISIBLE_DEVICES leaves (the ordinals 0 .. n-1); 0 before cuInit. */
 int fk_visible_count(void);
 
