@@ -130,10 +130,8 @@ static CUresult answer_int(int *out, int value)
 /* answer_int for a good ordinal `dev`: CUDA_ERROR_INVALID_DEVICE for a bad one (after a NULL out). */
 static CUresult device_answer(int *out, CUdevice dev, int value)
 {
-    if (!out)
-        return CUDA_ERROR_INVALID_VALUE;
-    FK_DEVICE(dev, phys);
-    (void)phys;
+    if (out && fk_phys_of(dev) < 0)
+        return CUDA_ERROR_INVALID_DEVICE;
     return answer_int(out, value);
 }
 
