@@ -23,6 +23,19 @@ struct fk_host {
 
 static struct fk_host *hosts;
 
+/* Fills entry `h` (from FK_ENTRY_BEGIN: fk_mu held) for the range [p, p + bytes), adds it and
+ * unlocks: CUDA_SUCCESS. */
+static CUresult host_add(struct fk_host *h, void *p, size_t bytes, unsigned flags, bool registered)
+{
+    h->p = p;
+    h->size = bytes;
+    h->registered = registered;
+    h->flags = flags;
+    HASH_ADD_PTR(hosts, p, h);
+    fk_unlock();
+    return CUDA_SUCCESS;
+}
+
 static CUresult host_alloc(void **pp, size_t bytes, unsigned flags)
 {
     if (!pp || bytes == 0)
@@ -35,13 +48,8 @@ static CUresult host_alloc(void **pp, size_t bytes, unsigned flags)
         fk_entry_abort(h, c, 0);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    h->p = p;
-    h->size = bytes;
-    h->flags = flags;
-    HASH_ADD_PTR(hosts, p, h);
     *pp = p;
-    fk_unlock();
-    return CUDA_SUCCESS;
+    return host_add(h, p, bytes, flags, false);
 }
 
 FK_FORWARD(cuMemAllocHost_v2, (void **pp, size_t bytesize), host_alloc(pp, bytesize, 0))
@@ -92,13 +100,7 @@ static CUresult host_register(void *p, size_t bytes, unsigned flags)
         fk_entry_abort(h, c, 0);
         return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
     }
-    h->p = p;
-    h->size = bytes;
-    h->registered = true;
-    h->flags = flags;
-    HASH_ADD_PTR(hosts, p, h);
-    fk_unlock();
-    return CUDA_SUCCESS;
+    return host_add(h, p, bytes, flags, true);
 }
 
 FK_FORWARD(cuMemHostRegister_v2, (void *p, size_t bytesize, unsigned int Flags), host_register(p, bytesize, Flags))
