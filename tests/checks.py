@@ -9,8 +9,12 @@ sys.path: sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file
   render(path), the objects `kubectl kustomize` renders from a kustomization (a failed check when
   it cannot); by_kind(docs), the objects by their kind. These need python3-yaml, which the scripts
   that call them check for first (exit 77 without it).
+- by_name(case, ...), the cases of a script by their function's name; run_cases(cases), the main of a script of cases by name (a dict of name -> case(cli, fixtures)):
+  `--list` prints the names joined by ';' (ctest registers one test each); `CLI FIXTURES NAME` runs
+  that case and returns the verdict.
 """
 import subprocess
+import sys
 
 failures = []
 
@@ -27,6 +31,19 @@ def verdict(ok_line):
         return 1
     print(ok_line)
     return 0
+
+
+def by_name(*cases):
+    return {c.__name__: c for c in cases}
+
+
+def run_cases(cases):
+    if sys.argv[1:2] == ["--list"]:
+        print(";".join(cases))
+        return 0
+    cli, fixtures, name = sys.argv[1:4]
+    cases[name](cli, fixtures)
+    return verdict(f"ok: {name}")
 
 
 def load_yaml(path):

@@ -14,10 +14,14 @@
 #include <cudaTypedefs.h>
 
 #include <dlfcn.h>
+#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "fakecuda.h"
@@ -128,6 +132,14 @@ static inline CUdeviceptr context_holding(int dev, uint64_t bytes)
     return p;
 }
 
+/* The total cuMemGetInfo_v2 reports in the current context (the program stops when it fails). */
+static inline size_t total_now(void)
+{
+    size_t f = 0, t = 0;
+    REQUIRE(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS, "cuMemGetInfo_v2");
+    return t;
+}
+
 /* gpucap's own figures for a device, or all zero. */
 static inline struct gpucap_usage usage(int dev)
 {
@@ -137,6 +149,69 @@ static inline struct gpucap_usage usage(int dev)
     struct gpucap_usage u = {0};
     get(dev, &u);
     return u;
+}
+
+/* Writes `text` over the open file `fd` from its start, as gpucap-agent rewrites a settings file in
+ * place: the same inode, never shorter than it was (a comment line pads it to the old length, so a
+ * reader never sees the old tail). */
+static inline void write_in_place(int fd, const char *text)
+{
+    struct stat st;
+    REQUIRE(fstat(fd, &st) == 0, "fstat");
+    char buf[4096];
+    size_t n = strlen(text);
+    REQUIRE(n < sizeof buf && st.st_size <= (off_t)sizeof buf, "text");
+    memcpy(buf, text, n);
+    if ((off_t)n < st.st_size) {
+        size_t pad = (size_t)st.st_size - n;
+        buf[n] = ';';
+        memset(buf + n + 1, ' ', pad - 1);
+        buf[n + pad - 1] = '\n';
+        n += pad;
+    }
+    REQUIRE(pwrite(fd, buf, n, 0) == (ssize_t)n, "pwrite");
+}
+
+/* Runs this program again in a child, argv[0] `name` and argv[1] `mode`, to its end (stdio flushed
+ * first): its wait status. */
+static inline int run_self(const char *name, const char *mode)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0, "fork");
+    if (pid == 0) {
+        execl("/proc/self/exe", name, mode, (char *)NULL);
+        _exit(3);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return status;
+}
+
+extern char **environ;
+
+/* Starts argv[0] (a path) with `argv` and this environment less LD_PRELOAD (a tool or helper, not a
+ * CUDA program: no library under it), its stdout into a pipe whose read end is *out: the pid. */
+static inline pid_t spawn_unpreloaded(char *const argv[], int *out)
+{
+    char *env[128];
+    int e = 0;
+    for (char **v = environ; *v && e < 126; v++)
+        if (strncmp(*v, "LD_PRELOAD=", 11) != 0)
+            env[e++] = *v;
+    env[e] = NULL;
+    int fds[2];
+    REQUIRE(pipe(fds) == 0, "pipe");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    posix_spawn_file_actions_addclose(&fa, fds[0]);
+    pid_t pid;
+    REQUIRE(posix_spawn(&pid, argv[0], &fa, NULL, argv, env) == 0, "spawn %s", argv[0]);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    *out = fds[0];
+    return pid;
 }
 
 #endif

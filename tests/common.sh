@@ -13,6 +13,7 @@
 # - facts CMD... and fact NAME: the values of a checker's name=value lines.
 # - waitfor CMD...: polls CMD for up to 10 s.
 # - listen_port LOG [PID]: the port a gpucap server announced in its log.
+# - preloaded LIB CMD ENV... -- ARGS...: CMD under a library, its output in $t/out and $t/err.
 
 t=$(mktemp -d)
 fail=0
@@ -67,4 +68,14 @@ listen_port() {
         sleep 0.05
     done
     return 1
+}
+
+# preloaded LIB CMD ENV... -- ARGS...: runs `env ENV... LD_PRELOAD=LIB CMD ARGS...` (ENV: what env
+# takes before the command: -i, -u NAME, NAME=VALUE); stdout to $t/out, stderr to $t/err; its status.
+preloaded() {
+    local lib=$1 cmd=$2 envs=()
+    shift 2
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    env "${envs[@]}" LD_PRELOAD="$lib" "$cmd" "$@" > "$t/out" 2> "$t/err"
 }

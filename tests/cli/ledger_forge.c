@@ -18,6 +18,8 @@
  */
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +39,38 @@ static int device_in_use(struct gpc_ledger *l)
         if (atomic_load(&l->dev[d].state) == 1)
             return d;
     return -1;
+}
+
+/* The device entry's figures `set` rewrites, by name. */
+#define FIELD(name, member) {name, offsetof(struct gpc_ledger_dev, member), sizeof(((struct gpc_ledger_dev *)0)->member)}
+static const struct {
+    const char *name;
+    size_t offset, size;
+} fields[] = {
+    FIELD("physical", physical), FIELD("limit", slot.limit), FIELD("peak", slot.peak),
+    FIELD("contexts", slot.contexts), FIELD("denials", slot.denials), FIELD("allocs", slot.allocs),
+    FIELD("driver_limit", driver_limit), FIELD("limit_was", limit_was), FIELD("changed_s", limit_changed_s),
+    FIELD("changes", limit_changes), FIELD("qos_request", qos_request), FIELD("qos_limit", qos_limit),
+    FIELD("qos_grant", qos_grant), FIELD("qos_flags", qos_flags), FIELD("loan_asks", loan_asks),
+    FIELD("loaned_peak", loaned_peak),
+};
+
+/* Stores v (cut to the field's width) into the field named `name` of e: false when there is none. */
+static bool dev_field(struct gpc_ledger_dev *e, const char *name, uint64_t v)
+{
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (strcmp(fields[i].name, name) != 0)
+            continue;
+        char *p = (char *)e + fields[i].offset;
+        if (fields[i].size == 8)
+            atomic_store((_Atomic uint64_t *)p, v);
+        else if (fields[i].size == 4)
+            atomic_store((_Atomic uint32_t *)p, (uint32_t)v);
+        else
+            atomic_store((_Atomic uint16_t *)p, (uint16_t)v);
+        return true;
+    }
+    return false;
 }
 
 static int set(const char *path, int argc, char **argv)
@@ -62,39 +96,7 @@ static int set(const char *path, int argc, char **argv)
         *eq = '\0';
         uint64_t v = strtoull(eq + 1, NULL, 0);
         const char *f = argv[i];
-        if (strcmp(f, "physical") == 0)
-            e->physical = v;
-        else if (strcmp(f, "limit") == 0)
-            atomic_store(&e->slot.limit, v);
-        else if (strcmp(f, "peak") == 0)
-            atomic_store(&e->slot.peak, v);
-        else if (strcmp(f, "contexts") == 0)
-            atomic_store(&e->slot.contexts, v);
-        else if (strcmp(f, "denials") == 0)
-            atomic_store(&e->slot.denials, v);
-        else if (strcmp(f, "allocs") == 0)
-            atomic_store(&e->slot.allocs, v);
-        else if (strcmp(f, "driver_limit") == 0)
-            atomic_store(&e->driver_limit, v);
-        else if (strcmp(f, "limit_was") == 0)
-            atomic_store(&e->limit_was, v);
-        else if (strcmp(f, "changed_s") == 0)
-            atomic_store(&e->limit_changed_s, (uint32_t)v);
-        else if (strcmp(f, "changes") == 0)
-            atomic_store(&e->limit_changes, (uint16_t)v);
-        else if (strcmp(f, "qos_request") == 0)
-            atomic_store(&e->qos_request, v);
-        else if (strcmp(f, "qos_limit") == 0)
-            atomic_store(&e->qos_limit, v);
-        else if (strcmp(f, "qos_grant") == 0)
-            atomic_store(&e->qos_grant, v);
-        else if (strcmp(f, "qos_flags") == 0)
-            atomic_store(&e->qos_flags, (uint32_t)v);
-        else if (strcmp(f, "loan_asks") == 0)
-            atomic_store(&e->loan_asks, (uint32_t)v);
-        else if (strcmp(f, "loaned_peak") == 0)
-            atomic_store(&e->loaned_peak, v);
-        else if (strcmp(f, "alive_lock") == 0)
+        if (strcmp(f, "alive_lock") == 0)
             atomic_store(&l->proc[0].locked, (uint32_t)v);
         else if (strcmp(f, "used") == 0) {
             /* A process the exporter cannot tell dead (no liveness lock said): what it claims counts. */
@@ -104,7 +106,7 @@ static int set(const char *path, int argc, char **argv)
             atomic_store(&l->proc[0].share[d].spare, 0);
             if (atomic_load(&l->procs_used) < 1)
                 atomic_store(&l->procs_used, 1);
-        } else {
+        } else if (!dev_field(e, f, v)) {
             fprintf(stderr, "ledger_forge: unknown field %s\n", f);
             return 2;
         }

@@ -48,11 +48,9 @@ url=http://127.0.0.1:$port
 scrape() { curl -sf "$url/metrics" > "$t/$1" || bad "scrape $1: curl failed"; }
 # value FILE METRIC LABELS-REGEX: the value of the one sample that matches.
 value() { grep -E "^$2\{[^}]*$3[^}]*\} " "$t/$1" | awk '{print $NF}'; }
-for _ in $(seq 100); do
-    scrape m1
-    [ "$(value m1 gpucap_container_used_bytes 'container="side"')" = $((8 * MiB)) ] && break
-    sleep 0.05
-done
+# scraped FILE SERIES LABELS WANT: scrapes into $t/FILE; status 0 when the value there is WANT.
+scraped() { scrape "$1" && [ "$(value "$1" "$2" "$3")" = "$4" ]; }
+waitfor scraped m1 gpucap_container_used_bytes 'container="side"' $((8 * MiB))
 promtool check metrics < "$t/m1" > "$t/lint" 2>&1 || bad "promtool: $(cat "$t/lint")"
 [ -s "$t/lint" ] && bad "promtool lint: $(cat "$t/lint")"
 
@@ -146,11 +144,7 @@ GPUCAP_LEDGER=$(ldir $uid_a kill)/gpucap.ledger GPUCAP_MEMORY_LIMIT=64MiB GPUCAP
     GPUCAP_POD_NAMESPACE=team-a GPUCAP_POD_NAME=train-0 GPUCAP_POD_UID=$uid_a GPUCAP_CONTAINER_NAME=kill \
     LD_PRELOAD=$TEST_PRELOAD "$alloc" a12 s6000 > /dev/null 2>&1 &
 pid_k=$!
-for _ in $(seq 100); do
-    scrape mk
-    [ "$(value mk gpucap_container_used_bytes 'container="kill"')" = $((16 * MiB)) ] && break
-    sleep 0.05
-done
+waitfor scraped mk gpucap_container_used_bytes 'container="kill"' $((16 * MiB))
 [ "$(value mk gpucap_container_used_bytes 'container="kill"')" = $((16 * MiB)) ] &&
     [ "$(value mk gpucap_container_context_reserve_bytes 'container="kill"')" = $((4 * MiB)) ] &&
     [ "$(value mk gpucap_container_processes 'container="kill"')" = 1 ] ||
@@ -172,11 +166,7 @@ if unshare -p -f true 2> /dev/null; then
         GPUCAP_POD_NAMESPACE=team-a GPUCAP_POD_NAME=train-0 GPUCAP_POD_UID=$uid_a GPUCAP_CONTAINER_NAME=ns \
         LD_PRELOAD=$TEST_PRELOAD unshare -p -f "$alloc" a10 s6000 > /dev/null 2>&1 &
     ns_parent=$!
-    for _ in $(seq 100); do
-        scrape mn
-        [ "$(value mn gpucap_container_used_bytes 'container="ns"')" = $((10 * MiB)) ] && break
-        sleep 0.05
-    done
+    waitfor scraped mn gpucap_container_used_bytes 'container="ns"' $((10 * MiB))
     [ "$(value mn gpucap_container_processes 'container="ns"')" = 1 ] &&
         [ "$(value mn gpucap_container_used_bytes 'container="ns"')" = $((10 * MiB)) ] ||
         bad "ns: a live process of another PID namespace: $(grep 'container="ns"' "$t/mn" | grep -E 'used|processes')"

@@ -96,11 +96,7 @@ static CUresult array_new(void **out, const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned
     /* Sparse and deferred-mapping arrays own no memory: it comes from cuMemCreate allocations
      * mapped into them with cuMemMapArrayAsync. */
     uint64_t charge = d->Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING) ? 0 : bytes;
-    struct fk_ctx *c;
-    CUresult rc;
-    struct fk_array *a = fk_entry_begin(sizeof *a, charge, &c, &rc);
-    if (!a)
-        return rc;
+    FK_ENTRY_BEGIN(struct fk_array, a, charge, c);
     a->key = a;
     a->desc = *d;
     a->bytes = bytes;
@@ -116,13 +112,7 @@ static CUresult array_new(void **out, const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned
     return CUDA_SUCCESS;
 }
 
-static struct fk_array *array_find(const void *h)
-{
-    struct fk_array *a = NULL;
-    if (h)
-        HASH_FIND_PTR(arrays, &h, a);
-    return a;
-}
+FK_DEFINE_FIND(array_find, struct fk_array, arrays)
 
 static void array_free(struct fk_array *a)
 {

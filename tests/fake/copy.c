@@ -173,34 +173,29 @@ FK_FORWARD(cuMemcpy2DUnaligned_v2_ptds, (const CUDA_MEMCPY2D *p), copy2d(p, NULL
 FK_FORWARD(cuMemcpy2DAsync_v2, (const CUDA_MEMCPY2D *p, CUstream s), copy2d(p, s, true))
 FK_FORWARD(cuMemcpy2DAsync_v2_ptsz, (const CUDA_MEMCPY2D *p, CUstream s), copy2d(p, s, true))
 
-static CUresult copy3d(const CUDA_MEMCPY3D *p, CUstream s, bool async)
-{
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct side dst = { p->dstMemoryType, (uintptr_t)p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, p->dstZ,
-                        p->dstPitch, p->dstHeight };
-    struct side src = { p->srcMemoryType, (uintptr_t)p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, p->srcZ,
-                        p->srcPitch, p->srcHeight };
-    return async ? copy_on(s, dst, src, p->WidthInBytes, p->Height, p->Depth)
-                 : copy(dst, src, p->WidthInBytes, p->Height, p->Depth);
-}
+/* Defines `static CUresult fn(const type *p, CUstream s, bool async)`, the copy that 3D parameters of
+ * `type` (CUDA_MEMCPY3D, CUDA_MEMCPY3D_PEER: the same fields) describe, on stream s when async. */
+#define COPY3D(fn, type)                                                                                     \
+    static CUresult fn(const type *p, CUstream s, bool async)                                                \
+    {                                                                                                        \
+        if (!p)                                                                                              \
+            return CUDA_ERROR_INVALID_VALUE;                                                                 \
+        struct side dst = { p->dstMemoryType, (uintptr_t)p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, \
+                            p->dstZ,          p->dstPitch,           p->dstHeight };                         \
+        struct side src = { p->srcMemoryType, (uintptr_t)p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, \
+                            p->srcZ,          p->srcPitch,           p->srcHeight };                         \
+        return async ? copy_on(s, dst, src, p->WidthInBytes, p->Height, p->Depth)                            \
+                     : copy(dst, src, p->WidthInBytes, p->Height, p->Depth);                                 \
+    }
+
+COPY3D(copy3d, CUDA_MEMCPY3D)
 
 FK_FORWARD(cuMemcpy3D_v2, (const CUDA_MEMCPY3D *p), copy3d(p, NULL, false))
 FK_FORWARD(cuMemcpy3D_v2_ptds, (const CUDA_MEMCPY3D *p), copy3d(p, NULL, false))
 FK_FORWARD(cuMemcpy3DAsync_v2, (const CUDA_MEMCPY3D *p, CUstream s), copy3d(p, s, true))
 FK_FORWARD(cuMemcpy3DAsync_v2_ptsz, (const CUDA_MEMCPY3D *p, CUstream s), copy3d(p, s, true))
 
-static CUresult copy3d_peer(const CUDA_MEMCPY3D_PEER *p, CUstream s, bool async)
-{
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct side dst = { p->dstMemoryType, (uintptr_t)p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, p->dstZ,
-                        p->dstPitch, p->dstHeight };
-    struct side src = { p->srcMemoryType, (uintptr_t)p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, p->srcZ,
-                        p->srcPitch, p->srcHeight };
-    return async ? copy_on(s, dst, src, p->WidthInBytes, p->Height, p->Depth)
-                 : copy(dst, src, p->WidthInBytes, p->Height, p->Depth);
-}
+COPY3D(copy3d_peer, CUDA_MEMCPY3D_PEER)
 
 FK_FORWARD(cuMemcpy3DPeer, (const CUDA_MEMCPY3D_PEER *p), copy3d_peer(p, NULL, false))
 FK_FORWARD(cuMemcpy3DPeer_ptds, (const CUDA_MEMCPY3D_PEER *p), copy3d_peer(p, NULL, false))

@@ -127,22 +127,20 @@ static CUresult answer_int(int *out, int value)
     return CUDA_SUCCESS;
 }
 
-#define FK_DEVICE(dev, phys)                                                            \
-    int phys = fk_phys_of(dev);                                                         \
-    if (phys < 0)                                                                       \
-        return CUDA_ERROR_INVALID_DEVICE
+/* answer_int for a good ordinal `dev`: CUDA_ERROR_INVALID_DEVICE for a bad one (after a NULL out). */
+static CUresult device_answer(int *out, CUdevice dev, int value)
+{
+    if (out && fk_phys_of(dev) < 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    return answer_int(out, value);
+}
 
 FK_FORWARD(cuDeviceGetCount, (int *count), answer_int(count, fk_visible_count()))
 
 FK_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal)
 {
     FK_ENTER_INIT(cuDeviceGet);
-    if (!device)
-        return CUDA_ERROR_INVALID_VALUE;
-    FK_DEVICE(ordinal, phys);
-    (void)phys;
-    *device = ordinal;
-    return CUDA_SUCCESS;
+    return device_answer(device, ordinal, ordinal);
 }
 
 static CUresult device_name(char *out, int len, CUdevice dev)
@@ -346,10 +344,5 @@ FK_EXPORT CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute att
 FK_EXPORT CUresult cuDeviceGetExecAffinitySupport(int *pi, CUexecAffinityType type, CUdevice dev)
 {
     FK_ENTER_INIT(cuDeviceGetExecAffinitySupport);
-    if (!pi)
-        return CUDA_ERROR_INVALID_VALUE;
-    FK_DEVICE(dev, phys);
-    (void)phys;
-    *pi = 0;
-    return CUDA_SUCCESS;
+    return device_answer(pi, dev, 0);
 }

@@ -296,11 +296,6 @@ int fk_visible_count(void)
     return vis_n;
 }
 
-#define FK_DEVICE(dev, phys)                                                            \
-    int phys = fk_phys_of(dev);                                                         \
-    if (phys < 0)                                                                       \
-        return CUDA_ERROR_INVALID_DEVICE
-
 /* ---- the fake address space ---- */
 
 /* Device `phys` owns [(phys+1) << 48, (phys+2) << 48); legacy 32-bit allocations share

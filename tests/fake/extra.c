@@ -35,14 +35,11 @@ static struct fk_ctx *ctx_locked(CUcontext h)
 FK_EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 {
     FK_ENTER_INIT(cuCtxGetApiVersion);
-    if (!version)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct fk_ctx *c = ctx_locked(ctx);
-    if (!c)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    fk_unlock();
-    *version = 3020; /* what every context made since CUDA 3.2 reports */
-    return CUDA_SUCCESS;
+    unsigned long long id; /* fk_ctx_id: only whether the context is alive */
+    CUresult rc = version ? fk_ctx_id(ctx, &id) : CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS)
+        *version = 3020; /* what every context made since CUDA 3.2 reports */
+    return rc;
 }
 
 CUresult fk_ctx_id(CUcontext ctx, unsigned long long *ctxId)
@@ -75,51 +72,28 @@ static CUresult ctx_setting(int which, bool set, unsigned *value)
     return CUDA_SUCCESS;
 }
 
-FK_EXPORT CUresult cuCtxGetFlags(unsigned int *flags)
-{
-    FK_ENTER_INIT(cuCtxGetFlags);
-    return ctx_setting(0, false, flags);
-}
+/* Defines the entry points `get` and `set` of setting `which`, kept as an unsigned and given back
+ * as a `type`. */
+#define CTX_SETTING(get, set, type, which)                                              \
+    FK_EXPORT CUresult get(type *out)                                                   \
+    {                                                                                   \
+        FK_ENTER_INIT(get);                                                             \
+        unsigned v = 0;                                                                 \
+        CUresult rc = out ? ctx_setting(which, false, &v) : CUDA_ERROR_INVALID_VALUE;   \
+        if (rc == CUDA_SUCCESS)                                                         \
+            *out = (type)v;                                                             \
+        return rc;                                                                      \
+    }                                                                                   \
+    FK_EXPORT CUresult set(type value)                                                  \
+    {                                                                                   \
+        FK_ENTER_INIT(set);                                                             \
+        unsigned v = (unsigned)value;                                                   \
+        return ctx_setting(which, true, &v);                                            \
+    }
 
-FK_EXPORT CUresult cuCtxSetFlags(unsigned int flags)
-{
-    FK_ENTER_INIT(cuCtxSetFlags);
-    return ctx_setting(0, true, &flags);
-}
-
-FK_EXPORT CUresult cuCtxGetCacheConfig(CUfunc_cache *pconfig)
-{
-    FK_ENTER_INIT(cuCtxGetCacheConfig);
-    unsigned v = 0;
-    CUresult rc = pconfig ? ctx_setting(1, false, &v) : CUDA_ERROR_INVALID_VALUE;
-    if (rc == CUDA_SUCCESS)
-        *pconfig = (CUfunc_cache)v;
-    return rc;
-}
-
-FK_EXPORT CUresult cuCtxSetCacheConfig(CUfunc_cache config)
-{
-    FK_ENTER_INIT(cuCtxSetCacheConfig);
-    unsigned v = (unsigned)config;
-    return ctx_setting(1, true, &v);
-}
-
-FK_EXPORT CUresult cuCtxGetSharedMemConfig(CUsharedconfig *pConfig)
-{
-    FK_ENTER_INIT(cuCtxGetSharedMemConfig);
-    unsigned v = 0;
-    CUresult rc = pConfig ? ctx_setting(2, false, &v) : CUDA_ERROR_INVALID_VALUE;
-    if (rc == CUDA_SUCCESS)
-        *pConfig = (CUsharedconfig)v;
-    return rc;
-}
-
-FK_EXPORT CUresult cuCtxSetSharedMemConfig(CUsharedconfig config)
-{
-    FK_ENTER_INIT(cuCtxSetSharedMemConfig);
-    unsigned v = (unsigned)config;
-    return ctx_setting(2, true, &v);
-}
+CTX_SETTING(cuCtxGetFlags, cuCtxSetFlags, unsigned int, 0)
+CTX_SETTING(cuCtxGetCacheConfig, cuCtxSetCacheConfig, CUfunc_cache, 1)
+CTX_SETTING(cuCtxGetSharedMemConfig, cuCtxSetSharedMemConfig, CUsharedconfig, 2)
 
 FK_EXPORT CUresult cuCtxResetPersistingL2Cache(void)
 {
@@ -366,21 +340,13 @@ static CUresult ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle)
     /* The exporting process opens nothing of its own, and a gone one has nothing left to map. */
     if (ih.pid == getpid() || (kill(ih.pid, 0) != 0 && errno == ESRCH))
         return CUDA_ERROR_INVALID_VALUE;
-    struct fk_ctx *c;
-    CUresult rc;
-    struct fk_alloc *a = fk_entry_begin(sizeof *a, 0, &c, &rc);
-    if (!a)
-        return rc;
+    FK_ENTRY_BEGIN(struct fk_alloc, a, 0, c);
     if (c->phys != ih.phys || !(a->ptr = fk_addr_alloc(c->phys, ih.size, false))) {
         fk_entry_abort(a, c, 0);
         return CUDA_ERROR_INVALID_DEVICE;
     }
     a->size = ih.size;
-    a->ordinal = c->ordinal;
-    a->phys = c->phys;
-    a->kind = FK_IPC;
-    a->ctx = c;
-    fk_alloc_insert(a);
+    fk_alloc_insert_in(a, c, FK_IPC);
     *pdptr = a->ptr;
     fk_unlock();
     return CUDA_SUCCESS;

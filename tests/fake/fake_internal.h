@@ -95,6 +95,12 @@ void fk_trace_result(const char *sym, CUresult rc);
 
 /* Physical index of a CUDA ordinal (after CUDA_VISIBLE_DEVICES), or -1 for a bad ordinal. */
 int fk_phys_of(CUdevice ordinal);
+/* Declares `int phys`, the physical index of CUDA ordinal `dev`, or returns CUDA_ERROR_INVALID_DEVICE
+ * from the caller for a bad ordinal. */
+#define FK_DEVICE(dev, phys)                                                            \
+    int phys = fk_phys_of(dev);                                                         \
+    if (phys < 0)                                                                       \
+        return CUDA_ERROR_INVALID_DEVICE
 /* How many devices CUDA_VISIBLE_DEVICES leaves (the ordinals 0 .. n-1); 0 before cuInit. */
 int fk_visible_count(void);
 
@@ -163,6 +169,27 @@ CUresult fk_require_ctx(struct fk_ctx **out);
  */
 void *fk_entry_begin(size_t size, uint64_t bytes, struct fk_ctx **c, CUresult *rc);
 void fk_entry_abort(void *entry, struct fk_ctx *c, uint64_t bytes);
+/* fk_entry_begin as the helpers of the entry points call it: declares `struct fk_ctx *c` and
+ * `type *var`, the entry (fk_mu held), or returns fk_entry_begin's error from the caller. */
+#define FK_ENTRY_BEGIN(type, var, bytes, c)                                             \
+    struct fk_ctx *c;                                                                   \
+    type *var;                                                                          \
+    do {                                                                                \
+        CUresult rc_;                                                                   \
+        var = fk_entry_begin(sizeof *var, (bytes), &c, &rc_);                           \
+        if (!var)                                                                       \
+            return rc_;                                                                 \
+    } while (0)
+/* Defines `static type *fn(const void *h)`: the entry of the uthash table `table`, keyed by its
+ * handle (a pointer), whose handle is `h`; NULL when there is none or h is NULL. Under fk_mu. */
+#define FK_DEFINE_FIND(fn, type, table)                                                 \
+    static type *fn(const void *h)                                                      \
+    {                                                                                   \
+        type *e_ = NULL;                                                                \
+        if (h)                                                                          \
+            HASH_FIND_PTR(table, &h, e_);                                               \
+        return e_;                                                                      \
+    }
 /* A fresh, never reused, 256-aligned address range of `size` bytes for device `phys`
  * (legacy32: below 4 GiB);
  * returns 0 when the fake address space is spent. Called under fk_mu. */
@@ -229,6 +256,8 @@ struct fk_alloc {
 struct fk_alloc *fk_alloc_find(CUdeviceptr p, bool interior);
 /* Adds an entry for a graph allocation made by graph.c. Under fk_mu. */
 void fk_alloc_insert(struct fk_alloc *a);
+/* Adds entry `a` of `kind`, made in context c (its ordinal, device and context). Under fk_mu. */
+void fk_alloc_insert_in(struct fk_alloc *a, struct fk_ctx *c, enum fk_kind kind);
 /* Removes and frees an entry (does not touch the record). Under fk_mu. */
 void fk_alloc_remove(struct fk_alloc *a);
 /* What an address is: 1 device memory (an allocation or a VMM mapping), 0 host memory the driver

@@ -23,28 +23,33 @@ struct fk_host {
 
 static struct fk_host *hosts;
 
+/* Fills entry `h` (from FK_ENTRY_BEGIN: fk_mu held) for the range [p, p + bytes), adds it and
+ * unlocks: CUDA_SUCCESS. */
+static CUresult host_add(struct fk_host *h, void *p, size_t bytes, unsigned flags, bool registered)
+{
+    h->p = p;
+    h->size = bytes;
+    h->registered = registered;
+    h->flags = flags;
+    HASH_ADD_PTR(hosts, p, h);
+    fk_unlock();
+    return CUDA_SUCCESS;
+}
+
 static CUresult host_alloc(void **pp, size_t bytes, unsigned flags)
 {
     if (!pp || bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    struct fk_ctx *c;
-    CUresult rc;
-    struct fk_host *h = fk_entry_begin(sizeof *h, 0, &c, &rc); /* host memory: no device charge */
-    if (!h)
-        return rc;
+    /* host memory: no device charge */
+    FK_ENTRY_BEGIN(struct fk_host, h, 0, c);
     /* mmap rather than malloc: a failed huge request is an error code, also under sanitizers. */
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
         fk_entry_abort(h, c, 0);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    h->p = p;
-    h->size = bytes;
-    h->flags = flags;
-    HASH_ADD_PTR(hosts, p, h);
     *pp = p;
-    fk_unlock();
-    return CUDA_SUCCESS;
+    return host_add(h, p, bytes, flags, false);
 }
 
 FK_FORWARD(cuMemAllocHost_v2, (void **pp, size_t bytesize), host_alloc(pp, bytesize, 0))
@@ -89,23 +94,13 @@ static CUresult host_register(void *p, size_t bytes, unsigned flags)
 {
     if (!p || bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    struct fk_ctx *c;
-    CUresult rc;
-    struct fk_host *h = fk_entry_begin(sizeof *h, 0, &c, &rc);
-    if (!h)
-        return rc;
+    FK_ENTRY_BEGIN(struct fk_host, h, 0, c);
     uint64_t base, size;
     if (fk_host_range((uintptr_t)p, &base, &size) || fk_host_range((uintptr_t)p + bytes - 1, &base, &size)) {
         fk_entry_abort(h, c, 0);
         return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
     }
-    h->p = p;
-    h->size = bytes;
-    h->registered = true;
-    h->flags = flags;
-    HASH_ADD_PTR(hosts, p, h);
-    fk_unlock();
-    return CUDA_SUCCESS;
+    return host_add(h, p, bytes, flags, true);
 }
 
 FK_FORWARD(cuMemHostRegister_v2, (void *p, size_t bytesize, unsigned int Flags), host_register(p, bytesize, Flags))

@@ -37,6 +37,15 @@ void fk_alloc_insert(struct fk_alloc *a)
     HASH_ADD(hh, allocs, ptr, sizeof a->ptr, a);
 }
 
+void fk_alloc_insert_in(struct fk_alloc *a, struct fk_ctx *c, enum fk_kind kind)
+{
+    a->ordinal = c->ordinal;
+    a->phys = c->phys;
+    a->kind = kind;
+    a->ctx = c;
+    fk_alloc_insert(a);
+}
+
 void fk_alloc_remove(struct fk_alloc *a)
 {
     HASH_DEL(allocs, a);
@@ -47,22 +56,14 @@ void fk_alloc_remove(struct fk_alloc *a)
 
 static CUresult linear_alloc(CUdeviceptr *out, uint64_t bytes, enum fk_kind kind)
 {
-    struct fk_ctx *c;
-    CUresult rc;
-    struct fk_alloc *a = fk_entry_begin(sizeof *a, bytes, &c, &rc);
-    if (!a)
-        return rc;
+    FK_ENTRY_BEGIN(struct fk_alloc, a, bytes, c);
     a->ptr = fk_addr_alloc(c->phys, bytes, kind == FK_LEGACY32);
     if (!a->ptr) {
         fk_entry_abort(a, c, bytes);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     a->size = a->charged = bytes;
-    a->ordinal = c->ordinal;
-    a->phys = c->phys;
-    a->kind = kind;
-    a->ctx = c;
-    fk_alloc_insert(a);
+    fk_alloc_insert_in(a, c, kind);
     *out = a->ptr;
     fk_unlock();
     return CUDA_SUCCESS;

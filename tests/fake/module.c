@@ -55,21 +55,8 @@ static struct fk_mod *mods;
 static struct fk_func *funcs;
 static struct fk_load *loads;
 
-static struct fk_mod *mod_find(const void *h)
-{
-    struct fk_mod *m = NULL;
-    if (h)
-        HASH_FIND_PTR(mods, &h, m);
-    return m;
-}
-
-static struct fk_func *func_find(const void *h)
-{
-    struct fk_func *f = NULL;
-    if (h)
-        HASH_FIND_PTR(funcs, &h, f);
-    return f;
-}
+FK_DEFINE_FIND(mod_find, struct fk_mod, mods)
+FK_DEFINE_FIND(func_find, struct fk_func, funcs)
 
 static struct fk_load *load_find(struct fk_mod *m, struct fk_ctx *c)
 {
@@ -171,15 +158,11 @@ CUresult fk_module_load_image(CUmodule *module, const void *image)
 {
     if (!module || !image)
         return CUDA_ERROR_INVALID_VALUE;
-    struct fk_ctx *c;
-    CUresult rc;
-    struct fk_mod *m = fk_entry_begin(sizeof *m, 0, &c, &rc);
-    if (!m)
-        return rc;
+    FK_ENTRY_BEGIN(struct fk_mod, m, 0, c);
     m->h = m;
     m->ctx = c;
     fk_image_read(image, &m->img);
-    rc = load_in(m, c);
+    CUresult rc = load_in(m, c);
     if (rc != CUDA_SUCCESS) {
         fk_entry_abort(m, c, 0);
         return rc;
@@ -271,13 +254,9 @@ static CUresult get_global(CUdeviceptr *dptr, size_t *bytes, const void *h, cons
 {
     if (!name)
         return CUDA_ERROR_INVALID_VALUE;
-    struct fk_ctx *c;
-    CUresult rc;
-    struct fk_alloc *a = fk_entry_begin(sizeof *a, 0, &c, &rc);
-    if (!a)
-        return rc;
+    FK_ENTRY_BEGIN(struct fk_alloc, a, 0, c);
     struct fk_mod *m = mod_find(h);
-    rc = !m || m->library != library ? CUDA_ERROR_INVALID_HANDLE : library ? load_in(m, c) : CUDA_SUCCESS;
+    CUresult rc = !m || m->library != library ? CUDA_ERROR_INVALID_HANDLE : library ? load_in(m, c) : CUDA_SUCCESS;
     if (rc == CUDA_SUCCESS && !(a->ptr = fk_addr_alloc(c->phys, FK_GLOBAL_BYTES, false)))
         rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (rc != CUDA_SUCCESS) {
@@ -285,11 +264,7 @@ static CUresult get_global(CUdeviceptr *dptr, size_t *bytes, const void *h, cons
         return rc;
     }
     a->size = FK_GLOBAL_BYTES;
-    a->ordinal = c->ordinal;
-    a->phys = c->phys;
-    a->kind = FK_GLOBAL;
-    a->ctx = c;
-    fk_alloc_insert(a);
+    fk_alloc_insert_in(a, c, FK_GLOBAL);
     if (dptr)
         *dptr = a->ptr;
     if (bytes)

@@ -35,6 +35,15 @@ void init_primary(CUdevice dev)
     OK(cuCtxSetCurrent(c));
 }
 
+CUmemAllocationProp pinned_prop(int dev)
+{
+    CUmemAllocationProp prop = { 0 };
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    return prop;
+}
+
 static uint64_t pool_attr(CUmemoryPool p, CUmemPool_attribute a)
 {
     cuuint64_t v = 0;
@@ -330,10 +339,7 @@ static void t_pools(void)
 static void t_vmm(void)
 {
     init_primary(0);
-    CUmemAllocationProp prop = { 0 };
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
+    CUmemAllocationProp prop = pinned_prop(0);
     size_t gran;
     OK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
     EQ(gran, 2 * MiB);

@@ -49,6 +49,8 @@ void selftest_rows(void);
 
 /* cuInit, then device `dev`'s primary context retained and current. */
 void init_primary(CUdevice dev);
+/* The properties of a pinned VMM allocation on device `dev` (nothing else set). */
+CUmemAllocationProp pinned_prop(int dev);
 /* waitpid, retried on EINTR: the child's status. */
 int wait_child(pid_t pid);
 

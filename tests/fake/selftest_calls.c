@@ -457,10 +457,7 @@ static void t_ipc(void)
 static void t_share(void)
 {
     init_primary(0);
-    CUmemAllocationProp prop = { 0 };
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
+    CUmemAllocationProp prop = pinned_prop(0);
     CUmemGenericAllocationHandle h, plain;
     OK(cuMemCreate(&plain, 4 * MiB, &prop, 0));
     int fd = -1;

@@ -44,21 +44,22 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static struct fk_stream *stream_find(const void *h)
-{
-    struct fk_stream *s = NULL;
-    if (h)
-        HASH_FIND_PTR(streams, &h, s);
-    return s;
-}
+FK_DEFINE_FIND(stream_find, struct fk_stream, streams)
+FK_DEFINE_FIND(event_find, struct fk_event, events)
 
-static struct fk_event *event_find(const void *h)
-{
-    struct fk_event *e = NULL;
-    if (h)
-        HASH_FIND_PTR(events, &h, e);
-    return e;
-}
+/* Defines `static CUresult fn(type h)`: takes the stream or event `h` out of `table` and frees it;
+ * CUDA_ERROR_INVALID_HANDLE when it is not there. */
+#define FK_DEFINE_DEL(fn, type, table, find)                                            \
+    static CUresult fn(type h)                                                          \
+    {                                                                                   \
+        fk_lock();                                                                      \
+        __typeof__(table) e_ = find(h);                                                 \
+        if (e_)                                                                         \
+            HASH_DEL(table, e_);                                                        \
+        fk_unlock();                                                                    \
+        free(e_);                                                                       \
+        return e_ ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;                           \
+    }
 
 static bool special_stream(CUstream s)
 {
@@ -84,11 +85,7 @@ static CUresult stream_new(CUstream *out, unsigned flags, int priority)
 {
     if (!out || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
         return CUDA_ERROR_INVALID_VALUE;
-    struct fk_ctx *c;
-    CUresult rc;
-    struct fk_stream *s = fk_entry_begin(sizeof *s, 0, &c, &rc);
-    if (!s)
-        return rc;
+    FK_ENTRY_BEGIN(struct fk_stream, s, 0, c);
     s->h = s;
     s->flags = flags;
     /* Out of range is clamped, as the driver does. */
@@ -105,16 +102,7 @@ FK_FORWARD(cuStreamCreate, (CUstream *phStream, unsigned int Flags), stream_new(
 FK_FORWARD(cuStreamCreateWithPriority, (CUstream *phStream, unsigned int flags, int priority),
            stream_new(phStream, flags, priority))
 
-static CUresult stream_del(CUstream h)
-{
-    fk_lock();
-    struct fk_stream *s = stream_find(h);
-    if (s)
-        HASH_DEL(streams, s);
-    fk_unlock();
-    free(s);
-    return s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-}
+FK_DEFINE_DEL(stream_del, CUstream, streams, stream_find)
 
 FK_FORWARD(cuStreamDestroy, (CUstream hStream), stream_del(hStream))
 FK_FORWARD(cuStreamDestroy_v2, (CUstream hStream), stream_del(hStream))
@@ -132,6 +120,7 @@ static CUresult stream_sync(CUstream s)
 FK_FORWARD(cuStreamSynchronize, (CUstream hStream), stream_sync(hStream))
 FK_FORWARD(cuStreamSynchronize_ptsz, (CUstream hStream), stream_sync(hStream))
 
+/* stream_check, taking fk_mu for it. */
 static CUresult stream_query(CUstream s)
 {
     fk_lock();
@@ -190,9 +179,7 @@ static CUresult stream_green(CUstream h, CUgreenCtx *phCtx)
 {
     if (!phCtx)
         return CUDA_ERROR_INVALID_VALUE;
-    fk_lock();
-    CUresult rc = stream_check(h);
-    fk_unlock();
+    CUresult rc = stream_query(h);
     if (rc == CUDA_SUCCESS)
         *phCtx = NULL;
     return rc;
@@ -252,9 +239,7 @@ static CUresult host_func(CUstream s, CUhostFn fn, void *data)
 {
     if (!fn)
         return CUDA_ERROR_INVALID_VALUE;
-    fk_lock();
-    CUresult rc = stream_check(s);
-    fk_unlock();
+    CUresult rc = stream_query(s);
     if (rc == CUDA_SUCCESS)
         fn(data);
     return rc;
@@ -267,9 +252,7 @@ static CUresult add_callback(CUstream s, CUstreamCallback cb, void *data)
 {
     if (!cb)
         return CUDA_ERROR_INVALID_VALUE;
-    fk_lock();
-    CUresult rc = stream_check(s);
-    fk_unlock();
+    CUresult rc = stream_query(s);
     if (rc == CUDA_SUCCESS)
         cb(s, CUDA_SUCCESS, data);
     return rc;
@@ -446,11 +429,7 @@ static CUresult event_new(CUevent *out, unsigned flags)
 {
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
-    struct fk_ctx *c;
-    CUresult rc;
-    struct fk_event *e = fk_entry_begin(sizeof *e, 0, &c, &rc);
-    if (!e)
-        return rc;
+    FK_ENTRY_BEGIN(struct fk_event, e, 0, c);
     e->h = e;
     e->flags = flags;
     HASH_ADD_PTR(events, h, e);
@@ -511,16 +490,7 @@ FK_FORWARD(cuEventElapsedTime, (float *pMilliseconds, CUevent hStart, CUevent hE
 FK_FORWARD(cuEventElapsedTime_v2, (float *pMilliseconds, CUevent hStart, CUevent hEnd),
            elapsed(pMilliseconds, hStart, hEnd))
 
-static CUresult event_del(CUevent h)
-{
-    fk_lock();
-    struct fk_event *e = event_find(h);
-    if (e)
-        HASH_DEL(events, e);
-    fk_unlock();
-    free(e);
-    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-}
+FK_DEFINE_DEL(event_del, CUevent, events, event_find)
 
 FK_FORWARD(cuEventDestroy, (CUevent hEvent), event_del(hEvent))
 FK_FORWARD(cuEventDestroy_v2, (CUevent hEvent), event_del(hEvent))

@@ -46,21 +46,7 @@ static void rewrite_in_place(const char *path, const char *text)
 {
     int fd = open(path, O_WRONLY);
     REQUIRE(fd >= 0, "open %s", path);
-    struct stat st;
-    REQUIRE(fstat(fd, &st) == 0, "fstat");
-    char buf[4096];
-    size_t n = strlen(text);
-    REQUIRE(n < sizeof buf, "text");
-    memcpy(buf, text, n);
-    if ((off_t)n < st.st_size) {
-        /* A comment line pads it to the old length. */
-        size_t pad = (size_t)st.st_size - n;
-        buf[n] = ';';
-        memset(buf + n + 1, ' ', pad - 1);
-        buf[n + pad - 1] = '\n';
-        n += pad;
-    }
-    REQUIRE(pwrite(fd, buf, n, 0) == (ssize_t)n, "pwrite");
+    write_in_place(fd, text);
     close(fd);
 }
 
@@ -349,14 +335,7 @@ static void case_lower(void)
 /* Runs this program again as a later process in `mode`, to its end: a failure is one of this case's. */
 static void later_process(const char *mode)
 {
-    pid_t pid = fork();
-    REQUIRE(pid >= 0, "fork");
-    if (pid == 0) {
-        execl("/proc/self/exe", "test_live", mode, (char *)NULL);
-        _exit(3);
-    }
-    int status;
-    waitpid(pid, &status, 0);
+    int status = run_self("test_live", mode);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the later process %s (status %d)", mode, status);
 }
 
@@ -394,8 +373,7 @@ static void case_tenant_child(void)
 {
     make_context(0);
     CUdeviceptr q;
-    size_t f, t;
-    info(&f, &t);
+    size_t t = total_now();
     CHECK(t == 64 * MiB, "later process: total %zu", t);
     CHECK(alloc(&q, 8 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "later process admitted past the platform's budget");
 }

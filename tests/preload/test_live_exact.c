@@ -75,17 +75,7 @@ static void write_settings(const char *lines)
     snprintf(text, sizeof text, "%s[gpucap]\ncontext_reserve = 0\n%s\n", gen ? line : "", lines);
     int fd = open(settings, O_WRONLY | O_CREAT, 0644);
     REQUIRE(fd >= 0, "open %s", settings);
-    struct stat st;
-    REQUIRE(fstat(fd, &st) == 0, "fstat");
-    size_t n = strlen(text);
-    if ((off_t)n < st.st_size) {
-        size_t pad = (size_t)st.st_size - n;
-        text[n] = ';';
-        memset(text + n + 1, ' ', pad - 1);
-        text[n + pad - 1] = '\n';
-        n += pad;
-    }
-    REQUIRE(pwrite(fd, text, n, 0) == (ssize_t)n, "pwrite");
+    write_in_place(fd, text);
     if (gen) {
         /* Complete: the generation moves (its low digits are what every process watches). */
         snprintf(line, sizeof line, "; generation = %017llx\n", ++generation);
@@ -99,6 +89,32 @@ static CUresult alloc(CUdeviceptr *p, uint64_t bytes)
     return cuMemAlloc_v2(p, bytes);
 }
 
+/* make_context(0), then `mib` MiB allocated there (the program stops when refused): the pointer. */
+static CUdeviceptr holding(uint64_t mib)
+{
+    make_context(0);
+    CUdeviceptr p;
+    REQUIRE(alloc(&p, mib * MiB) == CUDA_SUCCESS, "%llu MiB", (unsigned long long)mib);
+    return p;
+}
+
+/* Two pipes `a` and `b`, then fork(): its result (the program stops when either fails). */
+static pid_t fork_piped(int a[2], int b[2])
+{
+    REQUIRE(pipe(a) == 0 && pipe(b) == 0, "pipe");
+    pid_t pid = fork();
+    REQUIRE(pid >= 0, "fork");
+    return pid;
+}
+
+/* In a child: returns once the parent wrote its word on `fd`; exits 3 when the pipe closed first. */
+static void await_go(int fd)
+{
+    char b;
+    if (read(fd, &b, 1) != 1)
+        _exit(3);
+}
+
 /* Runs `gpucap ARGS...` (TEST_CLI) with stdout into `out` (may be NULL): its exit status. */
 static int cli(char *out, size_t outlen, const char *const *args)
 {
@@ -110,32 +126,17 @@ static int cli(char *out, size_t outlen, const char *const *args)
     for (int i = 0; args[i] && n < 15; i++)
         argv[n++] = (char *)args[i];
     argv[n] = NULL;
-    int fds[2];
-    REQUIRE(pipe(fds) == 0, "pipe");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_addclose(&fa, fds[0]);
-    /* The command is not a CUDA program: no library under it. */
-    char *env[64];
-    int e = 0;
-    for (char **v = environ; *v && e < 62; v++)
-        if (strncmp(*v, "LD_PRELOAD=", 11) != 0)
-            env[e++] = *v;
-    env[e] = NULL;
-    pid_t pid;
-    REQUIRE(posix_spawn(&pid, exe, &fa, NULL, argv, env) == 0, "spawn %s", exe);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
+    int fd;
+    pid_t pid = spawn_unpreloaded(argv, &fd); /* the command is not a CUDA program */
     size_t got = 0;
     char sink[256];
-    for (ssize_t r; (r = read(fds[0], out && got < outlen - 1 ? out + got : sink,
+    for (ssize_t r; (r = read(fd, out && got < outlen - 1 ? out + got : sink,
                               out && got < outlen - 1 ? outlen - 1 - got : sizeof sink)) > 0;)
         if (out && got < outlen - 1)
             got += (size_t)r;
     if (out)
         out[got] = '\0';
-    close(fds[0]);
+    close(fd);
     int status;
     waitpid(pid, &status, 0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
@@ -366,9 +367,7 @@ static void case_busy(void)
     /* A process descheduled inside a locked step: here, this test holds the lock from another
      * process (robust and process-shared, as the library's). */
     int go[2], held[2];
-    REQUIRE(pipe(go) == 0 && pipe(held) == 0, "pipe");
-    pid_t locker = fork();
-    REQUIRE(locker >= 0, "fork");
+    pid_t locker = fork_piped(go, held);
     if (locker == 0) {
         char b = 0;
         int rc = pthread_mutex_lock(&l->dev[0].lock);
@@ -420,18 +419,12 @@ static void case_busy(void)
 static void case_forkstale(void)
 {
     int go[2], result[2];
-    REQUIRE(pipe(go) == 0 && pipe(result) == 0, "pipe");
-    pid_t parent = fork();
-    REQUIRE(parent >= 0, "fork");
+    pid_t parent = fork_piped(go, result);
     if (parent == 0) {
-        make_context(0);
-        CUdeviceptr p;
-        REQUIRE(alloc(&p, 8 * MiB) == CUDA_SUCCESS, "8 MiB");
+        CUdeviceptr p = holding(8);
         pid_t c = fork();
         if (c == 0) {
-            char b;
-            if (read(go[0], &b, 1) != 1) /* its parent lowered and left */
-                _exit(3);
+            await_go(go[0]); /* its parent lowered and left */
             CUdeviceptr q;
             char r = alloc(&q, 1 * MiB) != CUDA_SUCCESS                ? '1'
                      : alloc(&q, 200 * MiB) != CUDA_ERROR_OUT_OF_MEMORY ? '2'
@@ -442,8 +435,7 @@ static void case_forkstale(void)
         }
         /* Lowered by set-memory after the fork; the child claims its entry only later. */
         set_memory("64MiB");
-        size_t f, t;
-        cuMemGetInfo_v2(&f, &t);
+        size_t t = total_now();
         CHECK(t == 64 * MiB, "the lowering applied: total %zu", t);
         CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
         _exit(failures ? 1 : 0);
@@ -467,25 +459,20 @@ static void case_forkraise(void)
 {
     if (getenv("TEST_FILE"))
         write_settings("memory_limit = 64MiB");
-    make_context(0);
-    CUdeviceptr p;
-    REQUIRE(alloc(&p, 8 * MiB) == CUDA_SUCCESS, "8 MiB");
+    holding(8);
     int go[2];
     REQUIRE(pipe(go) == 0, "pipe");
     pid_t c = fork();
     REQUIRE(c >= 0, "fork");
     if (c == 0) {
-        char b;
-        if (read(go[0], &b, 1) != 1)
-            _exit(3);
+        await_go(go[0]);
         CUdeviceptr q;
         CHECK(alloc(&q, 200 * MiB) == CUDA_SUCCESS, "child forked before a raise to 256 MiB: denied 200 MiB");
         _exit(failures ? 1 : 0);
     }
     struct gpc_ledger *l = map_ledger();
     set_memory("256MiB");
-    size_t f, t;
-    cuMemGetInfo_v2(&f, &t);
+    size_t t = total_now();
     REQUIRE(t == 256 * MiB, "the raise applied: total %zu", t);
     char b = 0;
     REQUIRE(write(go[1], &b, 1) == 1, "go");
@@ -498,12 +485,9 @@ static void case_forkraise(void)
 
 static void case_execlow(void)
 {
-    make_context(0);
-    CUdeviceptr p;
-    REQUIRE(alloc(&p, 8 * MiB) == CUDA_SUCCESS, "8 MiB");
+    holding(8);
     set_memory("64MiB");
-    size_t f, t;
-    cuMemGetInfo_v2(&f, &t);
+    size_t t = total_now();
     REQUIRE(t == 64 * MiB, "the lowering applied: total %zu", t);
     fflush(NULL);
     execl("/proc/self/exe", "test_live_exact", "execlow-after", (char *)NULL);
@@ -514,8 +498,7 @@ static void case_execlow_after(void)
 {
     make_context(0);
     CUdeviceptr q;
-    size_t f, t;
-    cuMemGetInfo_v2(&f, &t);
+    size_t t = total_now();
     CHECK(t == 64 * MiB, "the image after exec reads total %zu MiB, not the budget in force (64)", t / (size_t)MiB);
     CHECK(alloc(&q, 100 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "the image after exec was admitted 100 MiB under 64");
     struct gpc_ledger *l = map_ledger();
@@ -526,15 +509,7 @@ static void case_execlow_after(void)
 /* Runs this program as `mode` in a child (a later process of its own): a failure is this case's. */
 static void later(const char *mode)
 {
-    fflush(NULL);
-    pid_t pid = fork();
-    REQUIRE(pid >= 0, "fork");
-    if (pid == 0) {
-        execl("/proc/self/exe", "test_live_exact", mode, (char *)NULL);
-        _exit(3);
-    }
-    int status;
-    waitpid(pid, &status, 0);
+    int status = run_self("test_live_exact", mode);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s (status %d)", mode, status);
 }
 
@@ -553,9 +528,7 @@ static void case_raisegone(void)
 
 static void case_raisegone_first(void)
 {
-    make_context(0);
-    CUdeviceptr p;
-    REQUIRE(alloc(&p, 8 * MiB) == CUDA_SUCCESS, "8 MiB");
+    CUdeviceptr p = holding(8);
     set_memory("600MiB");
     CHECK(alloc(&p, 500 * MiB) == CUDA_SUCCESS, "the raise admits");
     /* Exits holding it: dead, not reaped yet, when the next run starts. */
@@ -565,8 +538,7 @@ static void case_raisegone_next(void)
 {
     make_context(0);
     CUdeviceptr p;
-    size_t f, t;
-    cuMemGetInfo_v2(&f, &t);
+    size_t t = total_now();
     CHECK(t == 256 * MiB, "the next run reads total %zu MiB, not its own 256", t / (size_t)MiB);
     CHECK(alloc(&p, 300 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "the next run was admitted 300 MiB of its 256");
 }
@@ -576,9 +548,7 @@ static void case_raisegone_next(void)
 static void case_drvlimit(void)
 {
     write_settings("memory_limit = 512MiB");
-    make_context(0);
-    CUdeviceptr p;
-    REQUIRE(alloc(&p, 1 * MiB) == CUDA_SUCCESS, "1 MiB");
+    holding(1);
     struct gpc_ledger *l = map_ledger();
     size_t f, t, total;
     struct {
@@ -727,17 +697,11 @@ static void other(int n, uint64_t each)
 static void case_forkhold(void)
 {
     int ready[2], go[2];
-    REQUIRE(pipe(ready) == 0 && pipe(go) == 0, "pipe");
-    pid_t parent = fork();
-    REQUIRE(parent >= 0, "fork");
+    pid_t parent = fork_piped(ready, go);
     if (parent == 0) {
-        make_context(0);
-        CUdeviceptr p;
-        REQUIRE(alloc(&p, 200 * MiB) == CUDA_SUCCESS, "200 MiB");
+        holding(200);
         if (fork() == 0) { /* a DataLoader worker: never calls CUDA, keeps the device files */
-            char b;
-            if (read(go[0], &b, 1) != 1)
-                _exit(3);
+            await_go(go[0]);
             _exit(0);
         }
         _exit(0); /* without freeing */
@@ -788,13 +752,9 @@ static void case_rawexec(void)
 static void case_rawclone(void)
 {
     int ready[2], go[2];
-    REQUIRE(pipe(ready) == 0 && pipe(go) == 0, "pipe");
-    pid_t parent = fork();
-    REQUIRE(parent >= 0, "fork");
+    pid_t parent = fork_piped(ready, go);
     if (parent == 0) {
-        make_context(0);
-        CUdeviceptr p;
-        REQUIRE(alloc(&p, 8 * MiB) == CUDA_SUCCESS, "8 MiB");
+        holding(8);
         long child = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
         if (child == 0) {
             CUdeviceptr q;

@@ -14,11 +14,8 @@ mkdir -p "$(dirname "$plat")"
 
 # run ENV... -- ARGS: the probe with a clean environment; stdout to $t/out, stderr to $t/err.
 run() {
-    local envs=()
-    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
-    shift
-    env -i PATH="$PATH" LD_LIBRARY_PATH="$LD_LIBRARY_PATH" FAKECUDA_MEM=1GiB ASAN_OPTIONS="${ASAN_OPTIONS:-}" \
-        "${envs[@]}" LD_PRELOAD="$TEST_PRELOAD_LOCK" "$probe" "$@" > "$t/out" 2> "$t/err"
+    preloaded "$TEST_PRELOAD_LOCK" "$probe" -i PATH="$PATH" LD_LIBRARY_PATH="$LD_LIBRARY_PATH" FAKECUDA_MEM=1GiB \
+        ASAN_OPTIONS="${ASAN_OPTIONS:-}" "$@"
 }
 # mkledger PATH: a ledger as the platform makes it (gpucap inject --ledgers: 0666, whole).
 mkledger() {

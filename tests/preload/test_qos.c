@@ -47,7 +47,6 @@
 #include <time.h>
 #include <unistd.h>
 
-extern char **environ;
 
 static char settings[1024], base_ledger[512];
 static bool locked;
@@ -76,27 +75,10 @@ static void write_settings(const char *lines)
              locked ? "lock = true\nledger = " : "", locked ? getenv("GPUCAP_LEDGER") : "", locked ? "\n" : "", lines);
     int fd = open(settings, O_WRONLY | O_CREAT, 0644);
     REQUIRE(fd >= 0, "open %s", settings);
-    struct stat st;
-    REQUIRE(fstat(fd, &st) == 0, "fstat");
-    size_t n = strlen(text);
-    if ((off_t)n < st.st_size) {
-        size_t pad = (size_t)st.st_size - n;
-        text[n] = ';';
-        memset(text + n + 1, ' ', pad - 1);
-        text[n + pad - 1] = '\n';
-        n += pad;
-    }
-    REQUIRE(pwrite(fd, text, n, 0) == (ssize_t)n, "pwrite");
+    write_in_place(fd, text);
     snprintf(line, sizeof line, "; generation = %017llx\n", ++generation);
     REQUIRE(pwrite(fd, line, strlen(line), 0) == (ssize_t)strlen(line), "pwrite generation");
     close(fd);
-}
-
-static uint64_t total_now(void)
-{
-    size_t f = 0, t = 0;
-    REQUIRE(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS, "cuMemGetInfo_v2");
-    return t;
 }
 
 /* The admission boundary is `in_force` with `held` bytes held: `in_force - held` more is admitted,
@@ -347,24 +329,11 @@ static void start_arbiter(const char *mode, uint64_t request, uint64_t limit, co
     unlink(arblog);
     setenv("TEST_ARB_LOG", arblog, 1);
     char *argv[] = {exe, sock, settings, (char *)mode, r, l, (char *)(lines ? lines : ""), NULL};
-    char *env[128];
-    int e = 0;
-    for (char **v = environ; *v && e < 126; v++)
-        if (strncmp(*v, "LD_PRELOAD=", 11) != 0)
-            env[e++] = *v;
-    env[e] = NULL;
-    int fds[2];
-    REQUIRE(pipe(fds) == 0, "pipe");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_addclose(&fa, fds[0]);
-    REQUIRE(posix_spawn(&arbiter, exe, &fa, NULL, argv, env) == 0, "spawn %s", exe);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
+    int fd;
+    arbiter = spawn_unpreloaded(argv, &fd);
     char buf[16] = "";
-    REQUIRE(read(fds[0], buf, sizeof buf - 1) > 0 && strncmp(buf, "ready", 5) == 0, "the arbiter did not start");
-    close(fds[0]);
+    REQUIRE(read(fd, buf, sizeof buf - 1) > 0 && strncmp(buf, "ready", 5) == 0, "the arbiter did not start");
+    close(fd);
     generation = 0; /* its own generations from now on: the file is its */
 }
 

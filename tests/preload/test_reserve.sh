@@ -7,16 +7,10 @@
 # a reserve under half the budget, or audit mode, says nothing.
 set -u
 alloc=$1
-pre=$TEST_PRELOAD
 . "$(dirname "$0")/../common.sh"
 
 # run ENV... -- OPS: cli_alloc OPS under the library; stdout to $t/out, stderr to $t/err.
-run() {
-    local envs=()
-    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
-    shift
-    env -u GPUCAP_CONTEXT_RESERVE "${envs[@]}" LD_PRELOAD="$pre" "$alloc" "$@" > "$t/out" 2> "$t/err"
-}
+run() { preloaded "$TEST_PRELOAD" "$alloc" -u GPUCAP_CONTEXT_RESERVE "$@"; }
 said() { grep -c "the context reserve, .* takes" "$t/err"; }
 
 # The default reserve of a 1 GiB card (256 MiB) is all of a 256 MiB budget: said once, before the

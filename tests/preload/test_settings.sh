@@ -5,16 +5,10 @@
 # value, the ini file and the environment over it, per-device limits, and the denial line.
 set -u
 probe=$(dirname "$1")/probe_budget
-pre=$TEST_PRELOAD
 . "$(dirname "$0")/../common.sh"
 
 # run ENV... -- ARGS: runs the probe; stdout to $t/out, stderr to $t/err.
-run() {
-    local envs=()
-    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
-    shift
-    env -u GPUCAP_MEMORY_LIMIT GPUCAP_CONFIG=/dev/null "${envs[@]}" LD_PRELOAD="$pre" "$probe" "$@" > "$t/out" 2> "$t/err"
-}
+run() { preloaded "$TEST_PRELOAD" "$probe" -u GPUCAP_MEMORY_LIMIT GPUCAP_CONFIG=/dev/null "$@"; }
 
 run -- 0 $((512 * MiB))
 expect "no limit: notice" "gpucap: warning: loaded with no memory limit" err

@@ -200,9 +200,10 @@ def main():
     return verdict(f"ok: {len(names)} overlays render; Kubernetes schemas {', '.join(versions)}")
 
 
-def check_default_combined(examples):
-    """The default-budget component combines with live-budgets (issue 34): both render together, the
-    default from DEFAULT_MEMORY of that overlay's settings.env, the agent beside the exporter."""
+def render_live_budgets_with(examples, component, settings):
+    """The live-budgets overlay of a copy of `examples` with components/`component` added after its
+    own and `settings` (lines) added to its settings.env, rendered: its components before, and the
+    objects."""
     tmp = tempfile.mkdtemp()
     try:
         shutil.copytree(examples, os.path.join(tmp, "examples"))
@@ -210,14 +211,21 @@ def check_default_combined(examples):
         kust = os.path.join(here, "kustomization.yaml")
         with open(kust) as f:
             k = yaml.safe_load(f)
-        k["components"].append("../../components/default-budget")
+        before = list(k["components"])
+        k["components"].append(f"../../components/{component}")
         with open(kust, "w") as f:
             yaml.safe_dump(k, f)
         with open(os.path.join(here, "settings.env"), "a") as f:
-            f.write("DEFAULT_MEMORY=12%\n")
-        docs = render(here)
+            f.write(settings)
+        return before, render(here)
     finally:
         shutil.rmtree(tmp)
+
+
+def check_default_combined(examples):
+    """The default-budget component combines with live-budgets (issue 34): both render together, the
+    default from DEFAULT_MEMORY of that overlay's settings.env, the agent beside the exporter."""
+    _, docs = render_live_budgets_with(examples, "default-budget", "DEFAULT_MEMORY=12%\n")
     _, env = webhook_env(docs)
     check(env.get("GPUCAP_WEBHOOK_DEFAULT_MEMORY") == "12%",
           f"live-budgets with the default-budget component: default {env.get('GPUCAP_WEBHOOK_DEFAULT_MEMORY')}")
@@ -232,22 +240,8 @@ def check_burstable_combined(examples):
     with RECLAIM and RECLAIM_GRACE of settings.env, host PIDs, NVML, CAP_KILL and CAP_SYS_PTRACE only
     beyond its own, the state directory a host path it writes and the exporter reads read-only
     (--arbiter-state), RBAC to create pods/eviction, and the webhook's --qos from QOS."""
-    tmp = tempfile.mkdtemp()
-    try:
-        shutil.copytree(examples, os.path.join(tmp, "examples"))
-        here = os.path.join(tmp, "examples", "overlays", "live-budgets")
-        kust = os.path.join(here, "kustomization.yaml")
-        with open(kust) as f:
-            k = yaml.safe_load(f)
-        check(k["components"][-1] == "../../components/node-agent", f"live-budgets components {k['components']}")
-        k["components"].append("../../components/burstable")
-        with open(kust, "w") as f:
-            yaml.safe_dump(k, f)
-        with open(os.path.join(here, "settings.env"), "a") as f:
-            f.write("RECLAIM=evict\nRECLAIM_GRACE=7\nQOS=burstable\n")
-        docs = render(here)
-    finally:
-        shutil.rmtree(tmp)
+    before, docs = render_live_budgets_with(examples, "burstable", "RECLAIM=evict\nRECLAIM_GRACE=7\nQOS=burstable\n")
+    check(before[-1] == "../../components/node-agent", f"live-budgets components {before}")
     named = [("live-budgets+burstable", d) for d in docs]
     cm.check_schemas(named)
     cm.check_pod_security(by_kind(docs), named)

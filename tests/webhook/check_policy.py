@@ -35,7 +35,7 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from checks import check, verdict  # noqa: E402
+from checks import by_name, check, run_cases  # noqa: E402
 
 IMAGE = "ghcr.io/example/gpucap:0.1.0"
 
@@ -840,46 +840,13 @@ def clamp_quiet(cli, fx):
     check(resp.get("allowed") is False and "warnings" not in resp, f"a denial with warnings: {resp}")
 
 
-CASES = {
-    "opt_out_refused": opt_out_refused,
-    "opt_out_flag": opt_out_flag,
-    "opt_out_namespace_policy": opt_out_namespace_policy,
-    "opt_out_no_gpu": opt_out_no_gpu,
-    "envfrom_cap": envfrom_cap,
-    "envfrom_deny": envfrom_deny,
-    "mig_resource": mig_resource,
-    "ephemeral_containers": ephemeral_containers,
-    "ephemeral_settings": ephemeral_settings,
-    "default_is_max": default_is_max,
-    "transient_503": transient_503,
-    "update_budget": update_budget,
-    "update_kai": update_kai,
-    "update_record_forged": update_record_forged,
-    "driver_on": driver_on,
-    "driver_auto": driver_auto,
-    "driver_not_applicable": driver_not_applicable,
-    "driver_tenant": driver_tenant,
-    "sidecar_settings": sidecar_settings,
-    "update_subresources": update_subresources,
-    "binding_record": binding_record,
-    "update_keeps_record": update_keeps_record,
-    "update_scheduler_share": update_scheduler_share,
-    "update_injected_parts": update_injected_parts,
-    "clamp_sources": clamp_sources,
-    "clamp_default": clamp_default,
-    "clamp_update": clamp_update,
-    "clamp_quiet": clamp_quiet,
-}
-
-
-def main():
-    if sys.argv[1:2] == ["--list"]:
-        print(";".join(CASES))
-        return 0
-    cli, fixtures, name = sys.argv[1:4]
-    CASES[name](cli, fixtures)
-    return verdict(f"ok: {name}")
+CASES = by_name(opt_out_refused, opt_out_flag, opt_out_namespace_policy, opt_out_no_gpu, envfrom_cap,
+                envfrom_deny, mig_resource, ephemeral_containers, ephemeral_settings, default_is_max,
+                transient_503, update_budget, update_kai, update_record_forged, driver_on, driver_auto,
+                driver_not_applicable, driver_tenant, sidecar_settings, update_subresources, binding_record,
+                update_keeps_record, update_scheduler_share, update_injected_parts, clamp_sources,
+                clamp_default, clamp_update, clamp_quiet)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cases(CASES))

@@ -31,7 +31,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_policy import (agent_reads, allowed, annotations, as_update, denied, injected, load,  # noqa: E402
                           policy_file, record_text, with_pod)
-from checks import check, verdict  # noqa: E402
+from checks import by_name, check, run_cases  # noqa: E402
 
 
 def inject_args(pod):
@@ -203,25 +203,9 @@ def update_request_fixed(cli, fx):
            ["gpucap.io/memory-request changes a budget", "status"])
 
 
-CASES = {
-    "request_annotation": request_annotation,
-    "request_refused": request_refused,
-    "request_mixed_kinds": request_mixed_kinds,
-    "kai_pair": kai_pair,
-    "qos_namespace": qos_namespace,
-    "qos_flag": qos_flag,
-    "update_request_fixed": update_request_fixed,
-}
-
-
-def main():
-    if sys.argv[1:2] == ["--list"]:
-        print(";".join(CASES))
-        return 0
-    cli, fixtures, name = sys.argv[1:4]
-    CASES[name](cli, fixtures)
-    return verdict(f"ok: {name}")
+CASES = by_name(request_annotation, request_refused, request_mixed_kinds, kai_pair, qos_namespace, qos_flag,
+                update_request_fixed)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cases(CASES))

@@ -3,6 +3,8 @@
  * (kubeapi.h). */
 #include "kubeapi.h"
 
+#include "tool.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -25,15 +27,7 @@ int tool_read_token(const char *path, char *buf, size_t len, char *err, size_t e
             close(fd);
         return -e;
     }
-    size_t n = 0;
-    while (n < len - 1) {
-        ssize_t got = read(fd, buf + n, len - 1 - n);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            break;
-        n += (size_t)got;
-    }
+    size_t n = tool_read_full(fd, buf, len - 1);
     close(fd);
     buf[n] = '\0';
     while (n && isspace((unsigned char)buf[n - 1]))

@@ -340,6 +340,20 @@ void tool_man(const struct tool_cmd *c, FILE *f)
         fprintf(f, ".SH SEE ALSO\n%s\n", c->man_see_also);
 }
 
+size_t tool_read_full(int fd, char *buf, size_t len)
+{
+    size_t n = 0;
+    while (n < len) {
+        ssize_t got = read(fd, buf + n, len - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        n += (size_t)got;
+    }
+    return n;
+}
+
 void tool_json_string(FILE *f, const char *text)
 {
     fputc('"', f);

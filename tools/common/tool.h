@@ -135,6 +135,10 @@ void tool_version(const char *name);
 /* Each flag's value from its variable (else its default; NULL without one) into values[]. */
 void tool_env_values(const struct tool_cmd *c, const char **values);
 
+/* Reads from `fd` into buf until `len` bytes, the end of the file or an error (EINTR is retried):
+ * the bytes read. */
+size_t tool_read_full(int fd, char *buf, size_t len);
+
 /* Writes `text` as a JSON string (quotes included): '"', '\\' and control characters escaped. */
 void tool_json_string(FILE *f, const char *text);
 

@@ -126,15 +126,7 @@ static int read_file(const char *path, char **out, size_t *len)
         return -EINVAL;
     }
     char *buf = malloc((size_t)st.st_size + 1);
-    size_t got = 0;
-    while (buf && got < (size_t)st.st_size) {
-        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
+    size_t got = buf ? tool_read_full(fd, buf, (size_t)st.st_size) : 0;
     close(fd);
     if (!buf || got != (size_t)st.st_size) {
         free(buf);

@@ -83,6 +83,15 @@ static size_t on_data(char *data, size_t size, size_t n, void *user)
 }
 
 /* The policy in a Namespace object's annotations; 0 or -EINVAL with err set. */
+/* Whether `v` is absent (NULL) or one of `words` (NULL-terminated). */
+static bool one_of(const char *v, const char *const *words)
+{
+    for (; v && *words; words++)
+        if (strcmp(v, *words) == 0)
+            return true;
+    return !v;
+}
+
 static int parse_namespace(const char *body, size_t len, struct gpc_ns_policy *out, char *err, size_t errlen)
 {
     /* JSON_ALLOW_NUL: a NUL in a value not read here (the API server stores U+0000) must not make
@@ -119,23 +128,15 @@ static int parse_namespace(const char *body, size_t len, struct gpc_ns_policy *o
         rc = -EINVAL;
         goto out;
     }
-    if (trusted && strcmp(trusted, "true") != 0 && strcmp(trusted, "false") != 0) {
-        snprintf(err, errlen, "annotation " ANN_TRUSTED " is not \"true\" or \"false\"");
-        rc = -EINVAL;
-        goto out;
-    }
-    if (opt_out && strcmp(opt_out, "true") != 0 && strcmp(opt_out, "false") != 0) {
-        snprintf(err, errlen, ANN_OPT_OUT " is not \"true\" or \"false\"");
-        rc = -EINVAL;
-        goto out;
-    }
-    if (driver && strcmp(driver, "on") != 0 && strcmp(driver, "off") != 0 && strcmp(driver, "auto") != 0) {
-        snprintf(err, errlen, "annotation " ANN_DRIVER " is not \"on\", \"off\" or \"auto\"");
-        rc = -EINVAL;
-        goto out;
-    }
-    if (qos && strcmp(qos, "burstable") != 0 && strcmp(qos, "guaranteed") != 0) {
-        snprintf(err, errlen, "annotation " ANN_QOS " is not \"burstable\" or \"guaranteed\"");
+    static const char *const bools[] = {"true", "false", NULL}, *const drivers[] = {"on", "off", "auto", NULL},
+                             *const qoses[] = {"burstable", "guaranteed", NULL};
+    const char *bad = !one_of(trusted, bools)   ? "annotation " ANN_TRUSTED " is not \"true\" or \"false\""
+                      : !one_of(opt_out, bools) ? ANN_OPT_OUT " is not \"true\" or \"false\""
+                      : !one_of(driver, drivers) ? "annotation " ANN_DRIVER " is not \"on\", \"off\" or \"auto\""
+                      : !one_of(qos, qoses)      ? "annotation " ANN_QOS " is not \"burstable\" or \"guaranteed\""
+                                                 : NULL;
+    if (bad) {
+        snprintf(err, errlen, "%s", bad);
         rc = -EINVAL;
         goto out;
     }
