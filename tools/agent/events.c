@@ -114,18 +114,16 @@ static void posted(struct gpc_kube_req *r, int rc, long code, const char *err)
                : code == 429 ? "HTTP 429: the pod's disruption budget allows no eviction now" : why);
 }
 
-/* Asks the Eviction API for the pod of `ev` (policy/v1: the pod's disruption budget is honoured);
- * 0 or -errno (said). */
-static int post_eviction(struct gpc_events *e, struct gpc_event *ev)
+/* Starts the POST of the object `j` (taken) to `path` for the pod of `ev`; 0 or -errno, a failure to
+ * start said as "the `what` was not ...". */
+static int send_object(struct gpc_events *e, const struct gpc_event *ev, json_t *j, const char *path,
+                       const char *what)
 {
-    char path[400], err[512];
-    json_t *j = json_pack("{s:s, s:s, s:{s:s, s:s}}", "apiVersion", "policy/v1", "kind", "Eviction", "metadata", "name",
-                          ev->name, "namespace", ev->ns);
+    char err[512];
     char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!body)
         return -ENOMEM;
-    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/eviction", ev->ns, ev->name);
     e->post.data = discard;
     e->post.done = posted;
     e->post.arg = e;
@@ -133,9 +131,20 @@ static int post_eviction(struct gpc_events *e, struct gpc_event *ev)
     free(body);
     if (rc != 0) {
         e->failed++;
-        fprintf(stderr, "gpucap-agent: pod %s/%s: the eviction was not asked (%s)\n", ev->ns, ev->name, err);
+        fprintf(stderr, "gpucap-agent: pod %s/%s: the %s (%s)\n", ev->ns, ev->name, what, err);
     }
     return rc;
+}
+
+/* Asks the Eviction API for the pod of `ev` (policy/v1: the pod's disruption budget is honoured);
+ * 0 or -errno (said). */
+static int post_eviction(struct gpc_events *e, struct gpc_event *ev)
+{
+    char path[400];
+    json_t *j = json_pack("{s:s, s:s, s:{s:s, s:s}}", "apiVersion", "policy/v1", "kind", "Eviction", "metadata", "name",
+                          ev->name, "namespace", ev->ns);
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/eviction", ev->ns, ev->name);
+    return send_object(e, ev, j, path, "eviction was not asked");
 }
 
 /* Posts `ev`; 0 or -errno (said). */
@@ -143,7 +152,7 @@ static int post(struct gpc_events *e, struct gpc_event *ev)
 {
     if (ev->kind == GPC_EVENT_EVICT)
         return post_eviction(e, ev);
-    char msg[768], when[32], path[400], field[128], gen[300], err[512];
+    char msg[768], when[32], path[400], field[128], gen[300];
     bool warn;
     const char *reason;
     if (ev->kind == GPC_EVENT_ARBITER) {
@@ -167,21 +176,8 @@ static int post(struct gpc_events *e, struct gpc_event *ev)
                           warn ? "Warning" : "Normal", "source", "component", "gpucap-agent", "host", e->node,
                           "firstTimestamp", when, "lastTimestamp", when, "count", 1, "reportingComponent",
                           "gpucap.io/agent", "reportingInstance", e->node);
-    char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    if (!body)
-        return -ENOMEM;
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", ev->ns);
-    e->post.data = discard;
-    e->post.done = posted;
-    e->post.arg = e;
-    int rc = gpc_kube_start(e->kube, &e->post, path, NULL, body, 30000, 0, err, sizeof err);
-    free(body);
-    if (rc != 0) {
-        e->failed++;
-        fprintf(stderr, "gpucap-agent: pod %s/%s: the event was not created (%s)\n", ev->ns, ev->name, err);
-    }
-    return rc;
+    return send_object(e, ev, j, path, "event was not created");
 }
 
 bool gpc_events_pump(struct gpc_events *e)
