@@ -56,7 +56,7 @@ static void trimmed(const char *p, const char *e, char *buf, size_t len)
     buf[n] = '\0';
 }
 
-static bool padding_line(const char *p, const char *e)
+bool gpc_agent_padding_line(const char *p, const char *e)
 {
     if (p == e || *p != ';')
         return false;
@@ -88,7 +88,7 @@ int gpc_agent_ini_set(const char *in, const char *key, const char *value, char *
             e = next;
         char line[512];
         trimmed(p, e, line, sizeof line);
-        if (padding_line(p, e)) {
+        if (gpc_agent_padding_line(p, e)) {
             p = next;
             continue;
         }

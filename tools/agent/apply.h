@@ -11,6 +11,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* Whether the line [p, e) is padding a rewrite in place left behind: ';' then blanks only. */
+bool gpc_agent_padding_line(const char *p, const char *e);
+
 /*
  * Replaces (or adds) the key `key` of the [gpucap] section of the ini text `in` by `key = value`:
  * the new text in `out` (NUL-terminated), the old value in `old` ("" when the key was not there).

@@ -95,16 +95,6 @@ bool gpc_arb_ini_get(const char *in, const char *section, const char *key, char 
     return found;
 }
 
-static bool padding_line(const char *p, const char *e)
-{
-    if (p == e || *p != ';')
-        return false;
-    for (p++; p < e; p++)
-        if (*p != ' ')
-            return false;
-    return true;
-}
-
 int gpc_arb_ini_set(const char *in, const char *section, const char *key, const char *value, char *out, size_t outlen)
 {
     size_t n = 0;
@@ -123,7 +113,7 @@ int gpc_arb_ini_set(const char *in, const char *section, const char *key, const 
         const char *next = e ? e + 1 : p + strlen(p);
         if (!e)
             e = next;
-        if (padding_line(p, e)) {
+        if (gpc_agent_padding_line(p, e)) {
             p = next;
             continue;
         }
